@@ -1,0 +1,3 @@
+from flowrate.cli import main
+
+main()

@@ -1,0 +1,61 @@
+"""Exit statuses, and the one place that maps outcomes and errors to them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What `flowrate` tells a shell script or CI gate."""
+
+    OK = 0  #: every conversation was judged and passed
+    FAILED = 1  #: at least one conversation scored below the threshold
+    USAGE = 2  #: bad options, bad input, a missing or rejected API key
+    INCOMPLETE = 3  #: at least one conversation could not be judged (wins over FAILED)
+    INTERRUPTED = 130  #: stopped by Ctrl-C
+
+
+class FlowrateError(Exception):
+    """An error a user can fix; printed as a plain message, never a traceback."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InputError(FlowrateError):
+    """One or more input records are invalid. `problems` holds one line per problem."""
+
+    def __init__(self, problems: list[str], total: int | None = None):
+        self.problems = problems
+        self.total = total if total is not None else len(problems)
+        super().__init__("\n".join(problems))
+
+
+class ConfigError(FlowrateError):
+    """A bad option value, config file or rubric file."""
+
+
+class JudgeAccessError(FlowrateError):
+    """The judge refuses every call: a missing or rejected key, an unknown model.
+
+    Never retried: the run stops at once.
+    """
+
+
+def exit_code_for(error: BaseException) -> ExitCode:
+    """The exit status for an error that ended a run."""
+    if isinstance(error, FlowrateError):
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return ExitCode.INCOMPLETE
+
+
+def exit_code_for_outcome(*, errors: int, failed: int, interrupted: bool = False, incomplete: bool = False) -> ExitCode:
+    """The exit status of a finished run: interrupted, then errors (3), then failures (1)."""
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    if errors or incomplete:
+        return ExitCode.INCOMPLETE
+    if failed:
+        return ExitCode.FAILED
+    return ExitCode.OK

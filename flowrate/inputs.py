@@ -1,0 +1,445 @@
+"""Reading conversations: files, directories or stdin; turn and OpenAI chat formats.
+
+Records are read as a stream. `scan` validates everything before any judge call;
+`iter_cases` then yields the valid conversations one at a time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+
+from flowrate.exit_codes import InputError
+from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source
+
+INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+STDIN = "-"
+MAX_PROBLEMS_SHOWN = 50
+TOOL_TEXT_LIMIT = 300
+
+
+# -- raw record shapes, validated by pydantic ------------------------------------
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: StrictStr | StrictInt | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    labels: dict[str, StrictFloat | StrictInt | None] = Field(default_factory=dict)
+
+
+class _Turn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    input: StrictStr
+    actual_output: StrictStr
+
+
+class _TurnRecord(_Record):
+    turns: list[_Turn] = Field(min_length=1)
+    chatbot_role: StrictStr | None = None
+    trailing_user_utterance: StrictStr | None = None
+
+
+class _TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: StrictStr
+    text: StrictStr | None = None
+
+
+class _ToolFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: StrictStr
+    arguments: StrictStr | dict[str, Any] = ""
+
+
+class _ToolCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    function: _ToolFunction
+
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Role
+    content: StrictStr | list[_TextPart] | None = None
+    tool_calls: list[_ToolCall] | None = None
+    name: StrictStr | None = None
+
+
+class _ChatRecord(_Record):
+    messages: list[_Message] = Field(min_length=1)
+
+
+# -- what the reader yields ------------------------------------------------------
+@dataclass
+class Record:
+    """One input record: a valid conversation, or the problems that make it invalid."""
+
+    source: Source
+    format: str  # "turns", "messages" or "unknown"
+    case: ConversationalEvalTestCase | None = None
+    labels: dict[str, float | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScanReport:
+    """The validation pass: counts per format, and every problem found."""
+
+    formats: Counter = field(default_factory=Counter)
+    files: int = 0
+    valid: int = 0
+    problems: list[str] = field(default_factory=list)
+    invalid_sources: set[str] = field(default_factory=set)
+
+    @property
+    def invalid(self) -> int:
+        return len(self.invalid_sources)
+
+
+class InputSet:
+    """The paths of one run, with stdin spooled to a temporary file so it can be read twice."""
+
+    def __init__(self, paths: list[str]):
+        self.files: list[tuple[Path, str]] = []  # (path to read, name shown)
+        self._spool: tempfile.TemporaryDirectory | None = None
+        problems: list[str] = []
+        for given in paths:
+            if given == STDIN:
+                self.files.append((self._spool_stdin(), "<stdin>"))
+                continue
+            path = Path(given)
+            if path.is_dir():
+                found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
+                if not found:
+                    problems.append(f"{given}: no .jsonl, .json, .yaml or .yml files in this directory")
+                self.files.extend((p, str(p)) for p in found)
+            elif not path.exists():
+                problems.append(f"{given}: no such file or directory")
+            elif path.suffix.lower() not in INPUT_SUFFIXES:
+                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml or .yml)")
+            else:
+                self.files.append((path, given))
+        if problems:
+            raise InputError(problems)
+
+    def _spool_stdin(self) -> Path:
+        if self._spool is None:
+            self._spool = tempfile.TemporaryDirectory(prefix="flowrate-stdin-")
+        target = Path(self._spool.name) / "stdin.jsonl"
+        with target.open("wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        return target
+
+    def records(self) -> Iterator[Record]:
+        """Every record of every file, in order, valid or not."""
+        for path, shown in self.files:
+            kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
+            yield from _READERS[kind](path, shown)
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.cleanup()
+            self._spool = None
+
+
+def scan(inputs: InputSet) -> ScanReport:
+    """Validate every record. Duplicate ids are problems too."""
+    report = ScanReport(files=len(inputs.files))
+    seen: dict[str, str] = {}
+    for record in _with_duplicates_marked(inputs.records(), seen):
+        if record.problems:
+            report.invalid_sources.add(str(record.source))
+            report.problems.extend(record.problems)
+        else:
+            report.valid += 1
+            report.formats[record.format] += 1
+    return report
+
+
+def iter_cases(inputs: InputSet) -> Iterator[Record]:
+    """The valid records, in input order, each with its conversation."""
+    for record in _with_duplicates_marked(inputs.records(), {}):
+        if not record.problems:
+            yield record
+
+
+def raise_for_problems(report: ScanReport) -> None:
+    if report.problems:
+        shown = report.problems[:MAX_PROBLEMS_SHOWN]
+        if len(report.problems) > MAX_PROBLEMS_SHOWN:
+            shown.append(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problems")
+        raise InputError(shown, total=len(report.problems))
+
+
+def _with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> Iterator[Record]:
+    for record in records:
+        if record.case is not None:
+            first = seen.setdefault(record.case.id, str(record.source))
+            if first != str(record.source):
+                record.problems.append(f"{record.source}: id: duplicate id {record.case.id!r} (first seen at {first})")
+        yield record
+
+
+# -- file readers ----------------------------------------------------------------
+def _read_jsonl(path: Path, shown: str) -> Iterator[Record]:
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            source = Source(path=shown, line=number)
+            try:
+                raw = orjson.loads(line)
+            except orjson.JSONDecodeError as error:
+                yield Record(source=source, format="unknown", problems=[f"{source}: invalid JSON: {error}"])
+                continue
+            yield parse_record(raw, source, default_id=f"{Path(shown).name}:{number}")
+
+
+def _read_json(path: Path, shown: str) -> Iterator[Record]:
+    try:
+        document = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as error:
+        yield Record(source=Source(path=shown, line=error.lineno), format="unknown", problems=[f"{shown}: invalid JSON: {error}"])
+        return
+    items = _conversation_list(document, shown)
+    if isinstance(items, str):
+        yield Record(source=Source(path=shown, index=0), format="unknown", problems=[items])
+        return
+    for index, raw in enumerate(items):
+        yield parse_record(raw, Source(path=shown, index=index), default_id=f"{Path(shown).name}#{index}")
+
+
+def _read_yaml(path: Path, shown: str) -> Iterator[Record]:
+    import yaml
+
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = path.read_text(encoding="utf-8")
+    loader = loader_class(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            items: list[tuple[Any, int]] = []
+        else:
+            items = _yaml_items(loader, root, shown)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        where = f"{shown}:{line}" if line else shown
+        problem = getattr(error, "problem", None) or str(error)
+        yield Record(source=Source(path=shown, line=line), format="unknown", problems=[f"{where}: invalid YAML: {problem}"])
+        return
+    except _NotAList as error:
+        yield Record(source=Source(path=shown, index=0), format="unknown", problems=[str(error)])
+        return
+    finally:
+        loader.dispose()
+    for index, (raw, line) in enumerate(items):
+        yield parse_record(raw, Source(path=shown, index=index, line=line), default_id=f"{Path(shown).name}#{index}")
+
+
+class _NotAList(Exception):
+    pass
+
+
+def _yaml_items(loader: Any, root: Any, shown: str) -> list[tuple[Any, int]]:
+    import yaml
+
+    node = root
+    if isinstance(node, yaml.MappingNode):
+        node = next((value for key, value in node.value if key.value == "conversations"), None)
+    if not isinstance(node, yaml.SequenceNode):
+        raise _NotAList(f"{shown}: expected a list of conversations, or a mapping with a `conversations` list")
+    return [(loader.construct_document(item), item.start_mark.line + 1) for item in node.value]
+
+
+def _conversation_list(document: Any, shown: str) -> list[Any] | str:
+    if isinstance(document, dict) and isinstance(document.get("conversations"), list):
+        return document["conversations"]
+    if isinstance(document, list):
+        return document
+    return f"{shown}: expected an array of conversations, or an object with a `conversations` list"
+
+
+_READERS = {"jsonl": _read_jsonl, "json": _read_json, "yaml": _read_yaml}
+
+
+# -- one record ------------------------------------------------------------------
+def parse_record(raw: Any, source: Source, default_id: str) -> Record:
+    """Validate one decoded record and turn it into a conversation."""
+    where = _where(source)
+    if not isinstance(raw, dict):
+        return Record(source=source, format="unknown", problems=[f"{where}: a conversation must be an object, got {_type_name(raw)}"])
+    if "turns" in raw:
+        model, fmt = _TurnRecord, "turns"
+    elif "messages" in raw:
+        model, fmt = _ChatRecord, "messages"
+    else:
+        return Record(source=source, format="unknown", problems=[f"{where}: has neither `turns` nor `messages`"])
+    try:
+        parsed = model.model_validate(raw)
+    except ValidationError as error:
+        return Record(source=source, format=fmt, problems=[f"{where}: {line}" for line in _explain_all(error.errors())])
+    identity = str(parsed.id) if parsed.id is not None and str(parsed.id) != "" else default_id
+    if isinstance(parsed, _TurnRecord):
+        turns = [EvalTestCase(input=t.input, actual_output=t.actual_output) for t in parsed.turns]
+        if parsed.trailing_user_utterance is not None:
+            turns.append(EvalTestCase(input=parsed.trailing_user_utterance, actual_output=None))
+        system = parsed.chatbot_role
+    else:
+        turns, system = _chat_to_turns(parsed.messages)
+        if not turns:
+            return Record(source=source, format=fmt, problems=[f"{where}: messages: has no user or assistant message"])
+    case = ConversationalEvalTestCase(id=identity, turns=turns, chatbot_role=system, metadata=parsed.metadata)
+    return Record(source=source, format=fmt, case=case, labels=dict(parsed.labels))
+
+
+def _chat_to_turns(messages: list[_Message]) -> tuple[list[EvalTestCase], str | None]:
+    """Merge consecutive messages of one side into turns; tools stay in the assistant's turn."""
+    system_parts: list[str] = []
+    turns: list[EvalTestCase] = []
+    user_parts: list[str] | None = None
+    reply_parts: list[str] | None = None
+    activity: list[str] = []
+
+    def close_turn() -> None:
+        nonlocal user_parts, reply_parts, activity
+        if user_parts is None and reply_parts is None:
+            return
+        reply = "\n".join(reply_parts) if reply_parts is not None else None
+        turns.append(EvalTestCase(input="\n".join(user_parts or [""]), actual_output=reply, tool_activity=activity))
+        user_parts, reply_parts, activity = None, None, []
+
+    for message in messages:
+        text = _content_text(message.content)
+        if message.role in ("system", "developer"):
+            if text:
+                system_parts.append(text)
+        elif message.role == "user":
+            if reply_parts is not None:
+                close_turn()
+            user_parts = (user_parts or []) + [text]
+        else:
+            reply_parts = reply_parts if reply_parts is not None else []
+            if message.role == "tool":
+                activity.append(_clip(f"result {message.name or 'tool'}: {text}"))
+                continue
+            for call in message.tool_calls or []:
+                arguments = call.function.arguments
+                if not isinstance(arguments, str):
+                    arguments = orjson.dumps(arguments).decode()
+                activity.append(_clip(f"call {call.function.name}({arguments})"))
+            if message.content is not None:
+                reply_parts.append(text)
+    close_turn()
+    return turns, ("\n\n".join(system_parts) or None)
+
+
+def _content_text(content: str | list[_TextPart] | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.text if part.type == "text" and part.text is not None else f"[{part.type}]" for part in content)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= TOOL_TEXT_LIMIT else text[: TOOL_TEXT_LIMIT - 1] + "…"
+
+
+def _where(source: Source) -> str:
+    if source.line is not None and source.index is not None:
+        return f"{source.path}#{source.index} (line {source.line})"
+    return str(source)
+
+
+def _explain_all(errors: list[dict[str, Any]]) -> list[str]:
+    """Plain words for each field, one line a field.
+
+    A union (`content` may be a string, a list of parts or null) reports one error
+    per branch: keep the deepest, and merge the branches' expectations at one field.
+    """
+    by_field: dict[str, list[dict[str, Any]]] = {}
+    for error in errors:
+        by_field.setdefault(_field_path(error["loc"]), []).append(error)
+    lines = []
+    for location, group in by_field.items():
+        if any(other != location and other.startswith(location + ".") or other.startswith(location + "[") for other in by_field):
+            continue
+        expected = [_EXPECTED[e["type"]] for e in group if e["type"] in _EXPECTED]
+        if len(group) > 1 and len(expected) == len(group):
+            options = " or ".join(dict.fromkeys(expected))
+            lines.append(f"{location}: must be {options}, got {_type_name(group[0].get('input'))}")
+        else:
+            lines.append(_explain(group[0]))
+    return lines
+
+
+_EXPECTED = {
+    "string_type": "a string",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "int_type": "a number",
+    "float_type": "a number",
+}
+
+
+def _explain(error: dict[str, Any]) -> str:
+    """A pydantic error in plain words, with the field path first."""
+    location = _field_path(error["loc"])
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "missing":
+        return f"{location}: is missing"
+    if kind == "too_short":
+        return f"{location}: must not be empty"
+    if kind == "literal_error":
+        return f"{location}: unknown role {value!r} (expected system, developer, user, assistant or tool)"
+    if kind in _EXPECTED:
+        return f"{location}: must be {_EXPECTED[kind]}, got {_type_name(value)}"
+    return f"{location}: {error['msg']}"
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
+        elif item in ("str", "int", "float", "list[_TextPart]", "dict[str,any]", "function-after") or "[" in str(item):
+            continue  # pydantic's union branch names, not fields
+        else:
+            parts.append(str(item))
+    return ".".join(parts) or "record"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

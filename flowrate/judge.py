@@ -1,0 +1,382 @@
+"""Calling the judge: model backends, retries and reading its verdict.
+
+LiteLLM is imported here only, and only when a LiteLLM judge is first used:
+its import costs seconds and `--help` or `validate` never need it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import re
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from flowrate.exit_codes import JudgeAccessError
+from flowrate.models import Usage, Verdict
+
+# eval_lib's `provider:model` prefixes, mapped to LiteLLM's provider names.
+PROVIDER_ALIASES = {
+    "openai": "openai",
+    "azure": "azure",
+    "anthropic": "anthropic",
+    "google": "gemini",
+    "gemini": "gemini",
+    "vertex": "vertex_ai",
+    "ollama": "ollama_chat",
+    "mistral": "mistral",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "together": "together_ai",
+    "openrouter": "openrouter",
+    "bedrock": "bedrock",
+}
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "azure": "AZURE_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+NO_KEY_PLACEHOLDER = "no-key"  # OpenAI-compatible local servers need none, but the SDK insists on one
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string"},
+        "key_issues": {"type": "array", "items": {"type": "string"}},
+        "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
+    },
+    "required": ["reason", "key_issues", "verdict"],
+    "additionalProperties": False,
+}
+
+
+def litellm_model_name(model: str, api_base: str | None = None) -> str:
+    """`anthropic:claude-x` -> `anthropic/claude-x`; `ollama` always goes to the chat endpoint.
+
+    With an `api_base` and no provider named, the server is taken to speak OpenAI's protocol.
+    """
+    provider, sep, name = model.partition(":")
+    if sep and "/" not in provider and provider.lower() in PROVIDER_ALIASES:
+        model = f"{PROVIDER_ALIASES[provider.lower()]}/{name}"
+    if model.startswith("ollama/"):
+        model = "ollama_chat/" + model.removeprefix("ollama/")
+    if api_base and "/" not in model:
+        model = f"openai/{model}"
+    return model
+
+
+def provider_of(litellm_model: str) -> str:
+    provider, sep, _ = litellm_model.partition("/")
+    return provider if sep else "openai"
+
+
+# -- what a backend returns ------------------------------------------------------
+@dataclass
+class Completion:
+    texts: list[str]
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+
+
+class JudgeBackend(Protocol):
+    model_name: str
+
+    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion: ...
+
+    def check_access(self) -> None: ...
+
+
+class CustomLLMClient(ABC):
+    """Bring your own judge, as in eval_lib.
+
+    Subclass it (or pass any object with these two methods) as `model=`.
+    `chat_complete` returns the reply text and its cost in USD (None when unknown).
+    """
+
+    @abstractmethod
+    async def chat_complete(self, messages: list[dict[str, str]], temperature: float) -> tuple[str, float | None]: ...
+
+    @abstractmethod
+    def get_model_name(self) -> str: ...
+
+
+class CustomClientBackend:
+    """A `CustomLLMClient` as a backend: `n` samples are `n` calls."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.model_name = client.get_model_name()
+
+    def check_access(self) -> None:
+        return None
+
+    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
+        texts: list[str] = []
+        costs: list[float | None] = []
+        for _ in range(n):
+            text, cost = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
+            texts.append(text or "")
+            costs.append(cost)
+        total = None if any(c is None for c in costs) else sum(costs)  # type: ignore[arg-type]
+        return Completion(texts=texts, cost_usd=total)
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMBackend:
+    """Any model LiteLLM reaches. LiteLLM's own retries are off: tenacity owns them all."""
+
+    def __init__(self, model: str, api_base: str | None = None):
+        self.model_name = model
+        self.api_base = api_base
+        self.litellm_model = litellm_model_name(model, api_base)
+        self.provider = provider_of(self.litellm_model)
+        self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
+        self._structured: bool | None = None
+
+    def check_access(self) -> None:
+        """Fail before spending anything when the provider's key is not set."""
+        if self.api_base or self.provider in ("ollama_chat", "ollama"):
+            return
+        litellm = _litellm()
+        try:
+            missing = litellm.validate_environment(model=self.litellm_model).get("missing_keys", [])
+        except Exception:  # an unknown provider: let the first call tell
+            return
+        if not os.environ.get(self.key_variable, "unset").strip():  # set, but empty
+            missing.append(self.key_variable)
+        if missing:
+            names = " and ".join(dict.fromkeys(missing))
+            raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {names}")
+
+    def _response_format(self, litellm: Any) -> dict[str, Any] | None:
+        if self._structured is None:
+            try:
+                self._structured = bool(litellm.supports_response_schema(model=self.litellm_model))
+            except Exception:
+                self._structured = False
+        if not self._structured:
+            return None
+        return {"type": "json_schema", "json_schema": {"name": "flow_verdict", "schema": VERDICT_SCHEMA, "strict": True}}
+
+    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
+        litellm = _litellm()
+        options: dict[str, Any] = {"num_retries": 0, "max_retries": 0, "timeout": timeout, "temperature": 0}
+        if n > 1:
+            options["n"] = n
+        if self.api_base:
+            options["api_base"] = self.api_base
+            if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+                options["api_key"] = NO_KEY_PLACEHOLDER
+        response_format = self._response_format(litellm)
+        if response_format:
+            options["response_format"] = response_format
+        response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
+        texts = [choice.message.content or "" for choice in response.choices]
+        usage = getattr(response, "usage", None)
+        tokens = Usage(
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        )
+        try:
+            cost = float(litellm.completion_cost(completion_response=response))
+        except Exception:  # no price known for this model: unknown, never 0
+            cost = None
+        return Completion(texts=texts, usage=tokens, cost_usd=cost)
+
+
+def make_backend(model: str | Any, api_base: str | None = None) -> JudgeBackend:
+    if isinstance(model, str):
+        return LiteLLMBackend(model, api_base)
+    if hasattr(model, "chat_complete") and hasattr(model, "get_model_name"):
+        return CustomClientBackend(model)
+    raise TypeError("model must be a model name or an object with chat_complete() and get_model_name()")
+
+
+# -- retries ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try one judge call.
+
+    `backoff` is the first wait in seconds, doubled each retry with jitter; every wait,
+    a Retry-After included, is capped at `backoff_max`. Zero both to never wait (tests).
+    """
+
+    max_retries: int = 5
+    timeout: float = 60.0
+    backoff: float = 1.0
+    backoff_max: float = 60.0
+
+    def wait_seconds(self, attempt: int, error: BaseException | None, jitter: float) -> float:
+        exponential = self.backoff * (2 ** (attempt - 1)) * (0.5 + jitter)
+        return min(self.backoff_max, max(exponential, retry_after_seconds(error) or 0.0))
+
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+
+
+def _status(error: BaseException) -> int | None:
+    status = getattr(error, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_retryable(error: BaseException) -> bool:
+    if isinstance(error, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    status = _status(error)
+    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def raise_if_fatal(error: BaseException, backend: JudgeBackend) -> None:
+    """A rejected key or an unknown model fails every call: stop the run."""
+    status = _status(error)
+    variable = getattr(backend, "key_variable", "the provider's API key variable")
+    if status in (401, 403):
+        raise JudgeAccessError(
+            f"the judge rejected the API key for model {backend.model_name!r} ({status}): check {variable}"
+        ) from None
+    if status == 404:
+        raise JudgeAccessError(f"the judge does not know model {backend.model_name!r} (404)") from None
+
+
+def retry_after_seconds(error: BaseException | None) -> float | None:
+    headers = getattr(error, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(error, "response", None), "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+async def complete_with_retries(
+    backend: JudgeBackend, messages: list[dict[str, str]], *, n: int, policy: RetryPolicy, rng: Any
+) -> tuple[Completion, int]:
+    """One judged request, retried on rate limits, 5xx, timeouts and dropped connections.
+
+    Returns the completion and the number of attempts it took.
+    """
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(policy.max_retries + 1),
+        retry=retry_if_exception(is_retryable),
+        wait=lambda state: policy.wait_seconds(
+            state.attempt_number, state.outcome.exception() if state.outcome else None, rng.random()
+        ),
+        reraise=True,
+    )
+    attempts = 0
+    try:
+        async for attempt in retrying:
+            with attempt:
+                attempts = attempt.retry_state.attempt_number
+                completion = await backend.complete(messages, n=n, timeout=policy.timeout)
+    except Exception as error:
+        raise_if_fatal(error, backend)
+        error.flowrate_attempts = attempts  # type: ignore[attr-defined]
+        raise
+    return completion, attempts
+
+
+# -- reading the verdict ---------------------------------------------------------
+@dataclass
+class JudgeReply:
+    verdict: Verdict
+    reason: str
+    key_issues: list[str]
+
+
+class UnparsableReply(ValueError):
+    """The judge's reply holds no usable verdict."""
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def parse_reply(text: str) -> JudgeReply:
+    """Find the verdict object in a reply: bare JSON, fenced JSON, or JSON inside prose."""
+    candidate = _find_verdict_object(text)
+    if candidate is None:
+        raise UnparsableReply("the reply holds no JSON object with a \"verdict\" field")
+    raw_verdict = candidate.get("verdict")
+    try:
+        verdict = Verdict(str(raw_verdict).strip().lower())
+    except ValueError:
+        raise UnparsableReply(
+            f"unknown verdict {raw_verdict!r} (expected fully, mostly, partial, minor or none)"
+        ) from None
+    issues = candidate.get("key_issues") or []
+    if isinstance(issues, str):
+        issues = [issues]
+    return JudgeReply(
+        verdict=verdict,
+        reason=str(candidate.get("reason") or "").strip(),
+        key_issues=[str(issue).strip() for issue in issues if str(issue).strip()],
+    )
+
+
+def _find_verdict_object(text: str) -> dict[str, Any] | None:
+    for chunk in [text.strip(), *_FENCE.findall(text)]:
+        try:
+            value = orjson.loads(chunk)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and "verdict" in value:
+            return value
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "verdict" in value:
+            return value
+    return None
+
+
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$")
+
+
+def redact_secrets(text: str) -> str:
+    """Blank out every secret-looking environment value that a provider's message may echo."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and SECRET_NAME.search(name.upper()) and value in text:
+            text = text.replace(value, "***")
+    return text
+
+
+def corrective_messages(messages: list[dict[str, str]], reply: str, problem: str) -> list[dict[str, str]]:
+    """The one re-ask after an unusable reply."""
+    return messages + [
+        {"role": "assistant", "content": reply},
+        {
+            "role": "user",
+            "content": (
+                f"Your reply could not be used: {problem}. Reply again with only the JSON object "
+                '{"reason": "...", "key_issues": ["..."], "verdict": "fully|mostly|partial|minor|none"}.'
+            ),
+        },
+    ]

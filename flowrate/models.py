@@ -1,0 +1,148 @@
+"""Inputs and results as pydantic models.
+
+The class names follow eval_lib, so code written for it switches with one import.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EvalTestCase(BaseModel):
+    """One turn: what the user said and what the assistant answered.
+
+    `actual_output` is None only for a final user message nobody answered.
+    `tool_activity` holds the assistant's tool calls and their results, in order,
+    as short lines shown to the judge inside this turn.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: str
+    actual_output: str | None
+    tool_activity: list[str] = Field(default_factory=list)
+
+
+class ConversationalEvalTestCase(BaseModel):
+    """A whole conversation to grade."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    turns: list[EvalTestCase] = Field(min_length=1)
+    id: str | None = None
+    chatbot_role: str | None = None  #: the system prompt, shown to the judge as context
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Verdict(str, Enum):
+    """The five levels of Conversational Flow Rate."""
+
+    FULLY = "fully"
+    MOSTLY = "mostly"
+    PARTIAL = "partial"
+    MINOR = "minor"
+    NONE = "none"
+
+    @property
+    def score(self) -> float:
+        return VERDICT_SCORES[self]
+
+
+VERDICT_SCORES: dict[Verdict, float] = {
+    Verdict.FULLY: 1.0,
+    Verdict.MOSTLY: 0.9,
+    Verdict.PARTIAL: 0.7,
+    Verdict.MINOR: 0.3,
+    Verdict.NONE: 0.0,
+}
+
+
+class Source(BaseModel):
+    """Where a conversation came from: a JSONL line, or an index in a JSON/YAML list."""
+
+    path: str
+    line: int | None = None
+    index: int | None = None
+
+    def __str__(self) -> str:
+        if self.line is not None:
+            return f"{self.path}:{self.line}"
+        return f"{self.path}#{self.index}"
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ErrorInfo(BaseModel):
+    type: str
+    message: str
+
+
+class EvaluationRow(BaseModel):
+    """One output row: one conversation graded by one metric."""
+
+    id: str
+    source: Source | None = None
+    metric: str
+    verdict: Verdict | None = None
+    score: float | None = None
+    threshold: float
+    success: bool | None = None
+    reason: str | None = None
+    key_issues: list[str] = Field(default_factory=list)
+    model: str
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    attempts: int = 0
+    error: ErrorInfo | None = None
+    rubric_version: str
+    evaluated_at: datetime
+    number_of_turns: int = 0
+
+
+class MetricResult(BaseModel):
+    """A metric's result for one conversation, in eval_lib's shape."""
+
+    name: str
+    score: float | None
+    success: bool | None
+    reason: str | None
+    evaluation_cost: float | None
+    evaluation_log: dict[str, Any]
+    error: ErrorInfo | None = None
+
+    @classmethod
+    def from_row(cls, row: EvaluationRow) -> "MetricResult":
+        return cls(
+            name=row.metric,
+            score=row.score,
+            success=row.success,
+            reason=row.reason,
+            evaluation_cost=row.cost_usd,
+            error=row.error,
+            evaluation_log={
+                "verdict": row.verdict.value if row.verdict else None,
+                "key_issues": row.key_issues,
+                "number_of_turns": row.number_of_turns,
+                "threshold": row.threshold,
+                "final_reason": row.reason,
+                "model": row.model,
+                "rubric_version": row.rubric_version,
+                "attempts": row.attempts,
+                "usage": row.usage.model_dump(),
+            },
+        )
+
+
+class ConversationResult(BaseModel):
+    """Every metric's result for one conversation."""
+
+    test_case: ConversationalEvalTestCase
+    metrics_data: list[MetricResult]

@@ -1,0 +1,113 @@
+"""What a person sees on stderr: progress while a run goes, a summary at the end."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from flowrate.metric import describe_row
+from flowrate.models import EvaluationRow, Verdict
+from flowrate.runner import RunSummary
+
+PLAIN_PROGRESS_EVERY_S = 10.0
+
+
+class Reporter:
+    """Progress on stderr: a bar on a terminal, a plain line every few seconds otherwise."""
+
+    def __init__(self, console: Console, total: int, verbose: bool = False):
+        self.console = console
+        self.total = total
+        self.verbose = verbose
+        self.done = 0
+        self.errors = 0
+        self._started = time.monotonic()
+        self._last_line = self._started
+        self._bar: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> "Reporter":
+        if self.console.is_terminal:
+            self._bar = Progress(
+                TextColumn("judging"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[errors]} errors"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("judging", total=self.total, errors=0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def row(self, row: EvaluationRow) -> None:
+        self.done += 1
+        self.errors += row.error is not None
+        if self.verbose:
+            self.console.print(describe_row(row), markup=False, highlight=False)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, errors=self.errors)
+            return
+        now = time.monotonic()
+        if now - self._last_line >= PLAIN_PROGRESS_EVERY_S:
+            self._last_line = now
+            share = f" ({self.done / self.total:.0%})" if self.total else ""
+            self.console.print(
+                f"flowrate: {self.done}/{self.total} rows{share}, {self.errors} errors, {now - self._started:.0f}s",
+                markup=False,
+                highlight=False,
+            )
+
+
+def print_summary(console: Console, summary: RunSummary, output: str | None) -> None:
+    """The end-of-run summary table, failing conversations and totals."""
+    table = Table(title="Conversational Flow Rate", title_justify="left", show_header=True)
+    table.add_column("verdict")
+    table.add_column("score", justify="right")
+    table.add_column("conversations", justify="right")
+    for verdict in Verdict:
+        table.add_row(verdict.value, f"{verdict.score:.1f}", str(summary.verdicts.get(verdict.value, 0)))
+    console.print(table)
+
+    pass_rate = f"{summary.pass_rate:.1%}" if summary.pass_rate is not None else "n/a"
+    mean = f"{summary.mean_score:.3f}" if summary.mean_score is not None else "n/a"
+    console.print(
+        f"passed {summary.passed}  failed {summary.failed}  errors {summary.errors}  skipped {summary.skipped}  "
+        f"pass rate {pass_rate}  mean score {mean}",
+        markup=False,
+        highlight=False,
+    )
+    cost = f"${summary.cost_usd:.4f}"
+    if summary.rows_without_cost:
+        cost += f" (+ {summary.rows_without_cost} rows with unknown price)"
+    console.print(
+        f"tokens {summary.prompt_tokens} prompt + {summary.completion_tokens} completion  cost {cost}  "
+        f"wall time {summary.wall_time_s:.1f}s",
+        markup=False,
+        highlight=False,
+    )
+    _print_notes(console, "failed", [f"{n.id}: {n.detail}" for n in summary.failures], summary.failed)
+    _print_notes(console, "errors", [f"{n.id}: {n.detail}" for n in summary.error_notes], summary.errors)
+    _print_notes(console, "skipped", summary.skipped_notes, summary.skipped)
+    if summary.interrupted:
+        console.print("interrupted: the run stopped before every conversation was judged", markup=False)
+    if output and output != "-":
+        console.print(f"results: {output}", markup=False, highlight=False)
+
+
+def _print_notes(console: Console, title: str, notes: list[str], total: int) -> None:
+    if not notes:
+        return
+    console.print(f"{title}:", markup=False)
+    for note in notes:
+        console.print(f"  {note}", markup=False, highlight=False)
+    if total > len(notes):
+        console.print(f"  ... and {total - len(notes)} more", markup=False)

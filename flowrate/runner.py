@@ -1,0 +1,206 @@
+"""The batch engine shared by `flowrate eval` and `evaluate_conversations`.
+
+Conversations stream in from an iterator; at most `concurrency` are judged at once;
+each row goes to `on_row` as soon as it is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from flowrate.exit_codes import ExitCode, exit_code_for_outcome
+from flowrate.metric import ConversationalFlowRateMetric
+from flowrate.models import (
+    ConversationalEvalTestCase,
+    ConversationResult,
+    EvaluationRow,
+    MetricResult,
+    Source,
+)
+
+FAILURES_KEPT = 50
+INTERRUPT_GRACE_S = 5.0
+
+
+class FailureNote(BaseModel):
+    id: str
+    metric: str
+    detail: str
+
+
+class RunSummary(BaseModel):
+    """Totals of a run, built row by row."""
+
+    judged: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    verdicts: dict[str, int] = Field(default_factory=dict)
+    score_sum: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    rows_without_cost: int = 0
+    wall_time_s: float = 0.0
+    interrupted: bool = False
+    failures: list[FailureNote] = Field(default_factory=list)
+    error_notes: list[FailureNote] = Field(default_factory=list)
+    skipped_notes: list[str] = Field(default_factory=list)
+
+    def add(self, row: EvaluationRow) -> None:
+        self.prompt_tokens += row.usage.prompt_tokens
+        self.completion_tokens += row.usage.completion_tokens
+        if row.cost_usd is None:
+            self.rows_without_cost += 1
+        else:
+            self.cost_usd += row.cost_usd
+        if row.error is not None:
+            self.errors += 1
+            if len(self.error_notes) < FAILURES_KEPT:
+                self.error_notes.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"))
+            return
+        self.judged += 1
+        self.score_sum += row.score or 0.0
+        self.verdicts[row.verdict.value] = self.verdicts.get(row.verdict.value, 0) + 1
+        if row.success:
+            self.passed += 1
+        else:
+            self.failed += 1
+            if len(self.failures) < FAILURES_KEPT:
+                first = row.key_issues[0] if row.key_issues else (row.reason or "")
+                self.failures.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}"))
+
+    def skip(self, note: str) -> None:
+        self.skipped += 1
+        if len(self.skipped_notes) < FAILURES_KEPT:
+            self.skipped_notes.append(note)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.judged if self.judged else None
+
+    @property
+    def mean_score(self) -> float | None:
+        return self.score_sum / self.judged if self.judged else None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return exit_code_for_outcome(errors=self.errors, failed=self.failed, interrupted=self.interrupted)
+
+
+@dataclass
+class _Work:
+    case: ConversationalEvalTestCase
+    source: Source | None = None
+
+
+@dataclass
+class BatchRun:
+    """Judge a stream of conversations with every metric, `concurrency` at a time."""
+
+    metrics: list[ConversationalFlowRateMetric]
+    concurrency: int = 16
+    on_row: Callable[[EvaluationRow], None] = lambda row: None
+    summary: RunSummary = field(default_factory=RunSummary)
+
+    async def run(self, items: Iterable[tuple[ConversationalEvalTestCase, Source | None]]) -> RunSummary:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        queue: asyncio.Queue[_Work | None] = asyncio.Queue(maxsize=self.concurrency * 2)
+        stop = asyncio.Event()
+        workers: list[asyncio.Task] = []
+
+        async def produce() -> None:
+            for case, source in items:
+                if stop.is_set():
+                    break
+                await queue.put(_Work(case, source))
+            for _ in workers:
+                await queue.put(None)
+
+        async def work() -> None:
+            while (item := await queue.get()) is not None:
+                if stop.is_set():
+                    continue
+                for metric in self.metrics:
+                    row = await metric.evaluate(item.case, item.source)
+                    self.summary.add(row)
+                    self.on_row(row)
+
+        def interrupt() -> None:
+            if stop.is_set():  # a second Ctrl-C: no grace
+                for task in workers:
+                    task.cancel()
+            stop.set()
+            self.summary.interrupted = True
+
+        handled = _add_sigint_handler(loop, interrupt)
+        try:
+            workers.extend(asyncio.create_task(work()) for _ in range(self.concurrency))
+            producer = asyncio.create_task(produce())
+            await self._wait(producer, workers, stop)
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+            self.summary.wall_time_s = round(loop.time() - started, 3)
+        return self.summary
+
+    async def _wait(self, producer: asyncio.Task, workers: list[asyncio.Task], stop: asyncio.Event) -> None:
+        everything = [producer, *workers]
+        pending = set(everything)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+                for task in done:
+                    if not task.cancelled() and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+                if stop.is_set() and pending:
+                    producer.cancel()
+                    _, pending = await asyncio.wait(pending, timeout=INTERRUPT_GRACE_S)
+                    break
+        finally:
+            for task in everything:
+                task.cancel()
+            await asyncio.gather(*everything, return_exceptions=True)
+
+
+def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+        return False
+    return True
+
+
+async def evaluate_conversations(
+    conversations: list[ConversationalEvalTestCase],
+    metrics: list[ConversationalFlowRateMetric],
+    concurrency: int = 16,
+) -> list[ConversationResult]:
+    """Judge each conversation with each metric; results come back in input order.
+
+    Raises `JudgeAccessError` when the judge rejects every call (a missing or bad key).
+    """
+    for metric in metrics:
+        metric.check_access()
+    cases = [case if case.id else case.model_copy(update={"id": f"conversation-{n}"}) for n, case in enumerate(conversations)]
+    if len({case.id for case in cases}) != len(cases):
+        raise ValueError("conversation ids must be unique")
+    rows: dict[str, list[EvaluationRow]] = {}
+    run = BatchRun(metrics=metrics, concurrency=concurrency, on_row=lambda row: rows.setdefault(row.id, []).append(row))
+    await run.run((case, None) for case in cases)
+    order = {metric.name: n for n, metric in enumerate(metrics)}
+    return [
+        ConversationResult(
+            test_case=original,
+            metrics_data=[MetricResult.from_row(row) for row in sorted(rows.get(case.id, []), key=lambda r: order[r.metric])],
+        )
+        for original, case in zip(conversations, cases)
+    ]
+

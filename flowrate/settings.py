@@ -1,0 +1,74 @@
+"""Options for a run, from the command line, FLOWRATE_* variables, a config file and defaults.
+
+Precedence: command line, then environment, then config file, then defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flowrate.exit_codes import ConfigError
+
+DEFAULT_CONFIG = Path("configs/flowrate.yaml")
+DEFAULT_OUTPUT = "flowrate-results.jsonl"
+
+
+class EvalSettings(BaseModel):
+    """Every option of `flowrate eval`; the config file uses these names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "gpt-4o"
+    api_base: str | None = None
+    threshold: float = Field(0.7, ge=0.0, le=1.0)
+    concurrency: int = Field(16, ge=1)
+    max_retries: int = Field(5, ge=0)
+    timeout: float = Field(60.0, gt=0)
+    backoff: float = Field(1.0, ge=0)
+    backoff_max: float = Field(60.0, ge=0)
+    output: str = DEFAULT_OUTPUT
+    skip_invalid: bool = False
+    verbose: bool = False
+    rubric: str | None = None
+    language: str = "English"
+
+
+def load_config(path: Path | None) -> dict[str, Any]:
+    """The config file's options; the default file is optional, a named one is not."""
+    if path is None:
+        if not DEFAULT_CONFIG.is_file():
+            return {}
+        path = DEFAULT_CONFIG
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read config file: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: invalid YAML: {error}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping of option names to values")
+    options = {str(key).replace("-", "_"): value for key, value in raw.items()}
+    unknown = sorted(set(options) - set(EvalSettings.model_fields))
+    if unknown:
+        raise ConfigError(f"{path}: unknown option {unknown[0]!r} (known: {', '.join(EvalSettings.model_fields)})")
+    return {"__file__": str(path), **options}
+
+
+def resolve_settings(command_line: dict[str, Any], config_path: Path | None) -> EvalSettings:
+    """Merge the layers. `command_line` holds what typer parsed, flags and FLOWRATE_* alike (None = not given)."""
+    config = load_config(config_path)
+    shown = config.pop("__file__", None)
+    merged = {**config, **{key: value for key, value in command_line.items() if value is not None}}
+    try:
+        return EvalSettings.model_validate(merged)
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "options"
+        origin = f" (from {shown})" if shown and name in config and command_line.get(name) is None else ""
+        raise ConfigError(f"option {name}{origin}: {first['msg']}") from None
