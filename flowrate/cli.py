@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Grade multi-turn chatbot conversations with an LLM judge (Conversational Flow Rate).",
 )
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, soft_wrap=True)  # a message that scripts grep must stay on one line
 
 Paths = Annotated[list[str], typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin.")]
 

@@ -8,6 +8,7 @@ A step is one of:
 - ``{"verdict": "partial", "reason": "...", "key_issues": [...]}``: a well-formed verdict
 - ``{"content": "any text"}``: a raw reply (malformed on purpose)
 - ``{"status": 429, "retry_after": 1}`` / ``{"status": 500}`` / ``{"status": 401}``
+  (``"echo_auth": true`` quotes the Authorization header back in the error message)
 - ``{"hang": true}``: never answers (until the client gives up)
 - any step may add ``"delay": seconds``
 
@@ -85,7 +86,7 @@ class JudgeServer:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/chat/completions", self._handle)
             app.router.add_post("/chat/completions", self._handle)
-            self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+            self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
             self._loop.run_until_complete(site.start())
@@ -101,9 +102,15 @@ class JudgeServer:
     def stop(self) -> None:
         if self._loop is None:
             return
-        future = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)  # type: ignore[union-attr]
+        async def shutdown() -> None:
+            hung = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in hung:
+                task.cancel()
+            await asyncio.gather(*hung, return_exceptions=True)
+            await self._runner.cleanup()  # type: ignore[union-attr]
+
         try:
-            future.result(5)
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(5)
         except Exception:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -147,7 +154,10 @@ class JudgeServer:
                 headers = {}
                 if "retry_after" in step:
                     headers["Retry-After"] = str(step["retry_after"])
-                error = {"error": {"message": f"scripted {status}", "type": "scripted", "code": status}}
+                message = f"scripted {status}"
+                if step.get("echo_auth"):  # a provider that quotes the credentials back
+                    message += f" for {request.headers.get('Authorization', '')}"
+                error = {"error": {"message": message, "type": "scripted", "code": status}}
                 return web.json_response(error, status=status, headers=headers)
             return web.json_response(_completion(body, step, prompt))
         finally:

@@ -1,0 +1,72 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.judge_server import JudgeServer
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+TEST_KEY = "sk-test-0123456789abcdef"
+FLOWRATE = shutil.which("flowrate", path=str(Path(sys.executable).parent)) or "flowrate"
+
+
+@pytest.fixture(scope="session")
+def judge_server():
+    server = JudgeServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def judge(judge_server):
+    """The scripted judge, reset for each test."""
+    judge_server.reset()
+    judge_server.latency_s = 0.0
+    judge_server.fault_rates = {}
+    yield judge_server
+    judge_server.reset()
+
+
+@pytest.fixture
+def cli_env(monkeypatch):
+    """The environment for a real `flowrate` process: a test key, no retry waits, no stray FLOWRATE_*."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("FLOWRATE_", "OPENAI_"))}
+    env.update(OPENAI_API_KEY=TEST_KEY, FLOWRATE_BACKOFF="0", FLOWRATE_BACKOFF_MAX="0", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    return env
+
+
+@pytest.fixture
+def run_flowrate(tmp_path, cli_env):
+    """Run the installed `flowrate` command in a scratch directory."""
+
+    def run(*args, input=None, env=None, timeout=120):
+        return subprocess.run(
+            [FLOWRATE, *map(str, args)],
+            input=input,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env or cli_env,
+            timeout=timeout,
+        )
+
+    return run
+
+
+def turn_record(conversation_id, *texts, **extra):
+    """A turn-format record; texts alternate user, assistant."""
+    pairs = [{"input": texts[i], "actual_output": texts[i + 1]} for i in range(0, len(texts), 2)]
+    return {"id": conversation_id, "turns": pairs, **extra}
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+def read_rows(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
