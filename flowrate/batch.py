@@ -22,6 +22,8 @@ def metric_from_settings(settings: EvalSettings) -> ConversationalFlowRateMetric
         api_base=settings.api_base,
         rubric=settings.rubric,
         language=settings.language,
+        samples=settings.samples,
+        max_input_tokens=settings.max_input_tokens,
         retry=RetryPolicy(
             max_retries=settings.max_retries,
             timeout=settings.timeout,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import orjson
 import typer
@@ -35,43 +36,115 @@ def _fail(error: BaseException) -> typer.Exit:
     return typer.Exit(int(exit_code_for(error)))
 
 
+# Judge options, declared once and shared by every command that calls a judge.
+ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", envvar="FLOWRATE_MODEL", help="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM provider/model. [default: gpt-4o]")]
+ApiBaseOption = Annotated[Optional[str], typer.Option("--api-base", envvar="FLOWRATE_API_BASE", help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway).")]
+ThresholdOption = Annotated[Optional[float], typer.Option("--threshold", envvar="FLOWRATE_THRESHOLD", help="A conversation passes when its score is at least this. [default: 0.7]")]
+ConcurrencyOption = Annotated[Optional[int], typer.Option("--concurrency", "-j", envvar="FLOWRATE_CONCURRENCY", help="Judge calls in flight at most. [default: 16]")]
+MaxRetriesOption = Annotated[Optional[int], typer.Option("--max-retries", envvar="FLOWRATE_MAX_RETRIES", help="Retries of a call after a rate limit, 5xx, timeout or dropped connection. [default: 5]")]
+TimeoutOption = Annotated[Optional[float], typer.Option("--timeout", envvar="FLOWRATE_TIMEOUT", help="Seconds one attempt may take. [default: 60]")]
+BackoffOption = Annotated[Optional[float], typer.Option("--backoff", envvar="FLOWRATE_BACKOFF", help="First retry wait in seconds, doubled each retry, with jitter. [default: 1]")]
+BackoffMaxOption = Annotated[Optional[float], typer.Option("--backoff-max", envvar="FLOWRATE_BACKOFF_MAX", help="Longest wait between retries, Retry-After included. [default: 60]")]
+OutputOption = Annotated[Optional[str], typer.Option("--output", "-o", envvar="FLOWRATE_OUTPUT", help="Results JSONL file; - for stdout. [default: flowrate-results.jsonl]")]
+SkipInvalidOption = Annotated[Optional[bool], typer.Option("--skip-invalid", envvar="FLOWRATE_SKIP_INVALID", help="Judge the valid conversations and list the invalid ones as skipped.")]
+VerboseOption = Annotated[Optional[bool], typer.Option("--verbose", "-v", envvar="FLOWRATE_VERBOSE", help="Print each verdict with its reason and key issues as it arrives.")]
+RubricOption = Annotated[Optional[str], typer.Option("--rubric", envvar="FLOWRATE_RUBRIC", help="A rubric file of your own (see configs/rubric.example.yaml).")]
+LanguageOption = Annotated[Optional[str], typer.Option("--language", envvar="FLOWRATE_LANGUAGE", help="Language of reasons and key issues. [default: English]")]
+SamplesOption = Annotated[Optional[int], typer.Option("--samples", envvar="FLOWRATE_SAMPLES", help="Verdicts per conversation; the row carries the majority and the agreement. [default: 1]")]
+MaxInputTokensOption = Annotated[Optional[int], typer.Option("--max-input-tokens", envvar="FLOWRATE_MAX_INPUT_TOKENS", help="The judge's context budget; longer conversations lose their middle turns. [default: the model's known window]")]
+ConfigOption = Annotated[Optional[Path], typer.Option("--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]")]
+
+
+def _judge_run(paths: list[str], given: dict, config: Path | None, also: Callable[[Any], None] = lambda row: None):
+    """Resolve the settings, validate the input and judge it, with progress on stderr."""
+    from flowrate.batch import FileRun
+    from flowrate.report import Reporter
+    from flowrate.settings import resolve_settings
+
+    settings = resolve_settings(given, config)
+    run = FileRun(paths, settings)
+    with Reporter(stderr, run.total_rows, verbose=settings.verbose) as reporter:
+        summary = asyncio.run(run.execute(on_row=lambda row: (reporter.row(row), also(row))))
+    return settings, run, summary
+
+
 @app.command("eval")
 def eval_command(
     paths: Paths,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", envvar="FLOWRATE_MODEL", help="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM provider/model. [default: gpt-4o]")] = None,
-    api_base: Annotated[Optional[str], typer.Option("--api-base", envvar="FLOWRATE_API_BASE", help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway).")] = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", envvar="FLOWRATE_THRESHOLD", help="A conversation passes when its score is at least this. [default: 0.7]")] = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-j", envvar="FLOWRATE_CONCURRENCY", help="Judge calls in flight at most. [default: 16]")] = None,
-    max_retries: Annotated[Optional[int], typer.Option("--max-retries", envvar="FLOWRATE_MAX_RETRIES", help="Retries of a call after a rate limit, 5xx, timeout or dropped connection. [default: 5]")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", envvar="FLOWRATE_TIMEOUT", help="Seconds one attempt may take. [default: 60]")] = None,
-    backoff: Annotated[Optional[float], typer.Option("--backoff", envvar="FLOWRATE_BACKOFF", help="First retry wait in seconds, doubled each retry, with jitter. [default: 1]")] = None,
-    backoff_max: Annotated[Optional[float], typer.Option("--backoff-max", envvar="FLOWRATE_BACKOFF_MAX", help="Longest wait between retries, Retry-After included. [default: 60]")] = None,
-    output: Annotated[Optional[str], typer.Option("--output", "-o", envvar="FLOWRATE_OUTPUT", help="Results JSONL file; - for stdout. [default: flowrate-results.jsonl]")] = None,
-    skip_invalid: Annotated[Optional[bool], typer.Option("--skip-invalid", envvar="FLOWRATE_SKIP_INVALID", help="Judge the valid conversations and list the invalid ones as skipped.")] = None,
-    verbose: Annotated[Optional[bool], typer.Option("--verbose", "-v", envvar="FLOWRATE_VERBOSE", help="Print each verdict with its reason and key issues as it arrives.")] = None,
-    rubric: Annotated[Optional[str], typer.Option("--rubric", envvar="FLOWRATE_RUBRIC", help="A rubric file of your own (see configs/rubric.example.yaml).")] = None,
-    language: Annotated[Optional[str], typer.Option("--language", envvar="FLOWRATE_LANGUAGE", help="Language of reasons and key issues. [default: English]")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]")] = None,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    threshold: ThresholdOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_retries: MaxRetriesOption = None,
+    timeout: TimeoutOption = None,
+    backoff: BackoffOption = None,
+    backoff_max: BackoffMaxOption = None,
+    output: OutputOption = None,
+    skip_invalid: SkipInvalidOption = None,
+    verbose: VerboseOption = None,
+    rubric: RubricOption = None,
+    language: LanguageOption = None,
+    samples: SamplesOption = None,
+    max_input_tokens: MaxInputTokensOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation."""
-    from flowrate.batch import FileRun
-    from flowrate.report import Reporter, print_summary
-    from flowrate.settings import resolve_settings
+    given = {name: value for name, value in locals().items() if name not in ("paths", "config")}
+    from flowrate.report import print_summary
 
-    given = dict(
-        model=model, api_base=api_base, threshold=threshold, concurrency=concurrency, max_retries=max_retries,
-        timeout=timeout, backoff=backoff, backoff_max=backoff_max, output=output, skip_invalid=skip_invalid,
-        verbose=verbose, rubric=rubric, language=language,
-    )  # fmt: skip
     try:
-        settings = resolve_settings(given, config)
-        run = FileRun(paths, settings)
-        with Reporter(stderr, run.total_rows, verbose=settings.verbose) as reporter:
-            summary = asyncio.run(run.execute(on_row=reporter.row))
+        settings, _, summary = _judge_run(paths, given, config)
     except (FlowrateError, KeyboardInterrupt) as error:
         raise _fail(error) from None
     print_summary(stderr, summary, settings.output)
     raise typer.Exit(int(summary.exit_code))
+
+
+@app.command("agreement")
+def agreement_command(
+    paths: Paths,
+    label: Annotated[str, typer.Option("--label", help="The human label to compare with, as named in each record's \"labels\".")],
+    results: Annotated[Optional[Path], typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_retries: MaxRetriesOption = None,
+    timeout: TimeoutOption = None,
+    backoff: BackoffOption = None,
+    backoff_max: BackoffMaxOption = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", envvar="FLOWRATE_OUTPUT", help="Where the judged rows go. [default: flowrate-agreement.jsonl]")] = None,
+    skip_invalid: SkipInvalidOption = None,
+    verbose: VerboseOption = None,
+    rubric: RubricOption = None,
+    language: LanguageOption = None,
+    samples: SamplesOption = None,
+    max_input_tokens: MaxInputTokensOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
+    given = {name: value for name, value in locals().items() if name not in ("paths", "config", "label", "results", "as_json")}
+    from flowrate.agreement import agreement_report, pair_up, read_results
+    from flowrate.inputs import labels_named
+    from flowrate.report import print_agreement
+
+    given["output"] = given["output"] or "flowrate-agreement.jsonl"
+    try:
+        labels = labels_named(paths, label)
+        if results is not None:
+            rows = list(read_results(results))
+            incomplete = False
+        else:
+            rows = []
+            _, _, summary = _judge_run(paths, given, config, also=rows.append)
+            incomplete = summary.errors > 0 or summary.interrupted
+        report = agreement_report(pair_up(labels, rows, label), label)
+    except (FlowrateError, KeyboardInterrupt) as error:
+        raise _fail(error) from None
+    print_agreement(stderr, report)
+    if as_json:
+        typer.echo(report.model_dump_json())
+    raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete else ExitCode.OK))
 
 
 @app.command("validate")

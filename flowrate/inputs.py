@@ -18,7 +18,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from flowrate.exit_codes import InputError
+from flowrate.exit_codes import ConfigError, InputError
 from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source
 
 INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
@@ -177,6 +177,26 @@ def iter_cases(inputs: InputSet) -> Iterator[Record]:
     for record in _with_duplicates_marked(inputs.records(), {}):
         if not record.problems:
             yield record
+
+
+def labels_named(paths: list[str], label: str) -> dict[str, float]:
+    """Each conversation's human label `label`, by id; records without it are left out."""
+    inputs = InputSet(paths)
+    try:
+        raise_for_problems(scan(inputs))
+        labels: dict[str, float] = {}
+        seen: set[str] = set()
+        for record in iter_cases(inputs):
+            seen.update(record.labels)
+            value = record.labels.get(label)
+            if value is not None:
+                labels[record.case.id] = float(value)  # type: ignore[union-attr]
+    finally:
+        inputs.close()
+    if not labels:
+        known = ", ".join(sorted(seen)) or "none"
+        raise ConfigError(f"no record carries the label {label!r} (labels found: {known})")
+    return labels
 
 
 def raise_for_problems(report: ScanReport) -> None:

@@ -93,9 +93,16 @@ class Completion:
 class JudgeBackend(Protocol):
     model_name: str
 
-    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion: ...
+    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
+        """`n` replies to one prompt; `n` > 1 only where `supports_n`."""
 
     def check_access(self) -> None: ...
+
+    def supports_n(self) -> bool: ...
+
+    def context_window(self) -> int | None: ...
+
+    def count_tokens(self, text: str) -> int: ...
 
 
 class CustomLLMClient(ABC):
@@ -113,7 +120,7 @@ class CustomLLMClient(ABC):
 
 
 class CustomClientBackend:
-    """A `CustomLLMClient` as a backend: `n` samples are `n` calls."""
+    """A `CustomLLMClient` as a backend: one reply per call, no token counts."""
 
     def __init__(self, client: Any):
         self.client = client
@@ -122,15 +129,18 @@ class CustomClientBackend:
     def check_access(self) -> None:
         return None
 
+    def supports_n(self) -> bool:
+        return False
+
+    def context_window(self) -> int | None:
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.encode()) // 3 + 1
+
     async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
-        texts: list[str] = []
-        costs: list[float | None] = []
-        for _ in range(n):
-            text, cost = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
-            texts.append(text or "")
-            costs.append(cost)
-        total = None if any(c is None for c in costs) else sum(costs)  # type: ignore[arg-type]
-        return Completion(texts=texts, cost_usd=total)
+        text, cost = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
+        return Completion(texts=[text or ""], cost_usd=cost)
 
 
 def _litellm() -> Any:
@@ -166,6 +176,23 @@ class LiteLLMBackend:
         if missing:
             names = " and ".join(dict.fromkeys(missing))
             raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {names}")
+
+    def supports_n(self) -> bool:
+        litellm = _litellm()
+        try:
+            return "n" in (litellm.get_supported_openai_params(model=self.litellm_model) or [])
+        except Exception:
+            return False
+
+    def context_window(self) -> int | None:
+        litellm = _litellm()
+        try:
+            return litellm.get_model_info(model=self.litellm_model).get("max_input_tokens")
+        except Exception:  # a model LiteLLM has no facts about
+            return None
+
+    def count_tokens(self, text: str) -> int:
+        return _litellm().token_counter(model=self.litellm_model, text=text)
 
     def _response_format(self, litellm: Any) -> dict[str, Any] | None:
         if self._structured is None:

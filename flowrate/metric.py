@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections import Counter
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,12 @@ from flowrate.judge import (
     redact_secrets,
 )
 from flowrate.exit_codes import JudgeAccessError
-from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvaluationRow, Source, Usage
-from flowrate.rubric import Rubric, load_rubric
+from flowrate.budget import PER_MESSAGE_OVERHEAD, fit_turns, fits_for_sure
+from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvalTestCase, EvaluationRow, Source, Usage
+from flowrate.rubric import Rubric, grading_request, load_rubric, turn_line
 
 ERROR_MESSAGE_LIMIT = 500
+REPLY_RESERVE_TOKENS = 1024
 
 
 class ConversationalFlowRateMetric:
@@ -47,9 +51,13 @@ class ConversationalFlowRateMetric:
         rubric: Rubric | str | Path | None = None,
         language: str = "English",
         retry: RetryPolicy | None = None,
+        samples: int = 1,
+        max_input_tokens: int | None = None,
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be between 0 and 1")
+        if samples < 1:
+            raise ValueError("samples must be at least 1")
         self.backend = make_backend(model, api_base)
         self.model = self.backend.model_name
         self.threshold = threshold
@@ -57,7 +65,28 @@ class ConversationalFlowRateMetric:
         self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
         self.language = language
         self.retry = retry or RetryPolicy()
+        self.samples = samples
+        self._max_input_tokens = max_input_tokens
         self._rng = random.Random()
+
+    @cached_property
+    def input_budget(self) -> int | None:
+        """Tokens the conversation may take: `max_input_tokens`, or the model's known window,
+        less the rubric, its examples and room for the reply. None when neither is known."""
+        window = self._max_input_tokens or self.backend.context_window()
+        if not window:
+            return None
+        fixed = sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
+        wrapper = self.backend.count_tokens(grading_request(ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")]), self.language))
+        return max(window - fixed - wrapper - REPLY_RESERVE_TOKENS * self.samples, 0)
+
+    def prepare(self, case: ConversationalEvalTestCase) -> tuple[list[dict[str, str]], bool]:
+        """The judge's messages for a conversation, and whether its middle had to be left out."""
+        budget = self.input_budget
+        elided = None
+        if budget is not None and not fits_for_sure([turn_line(1, turn) for turn in case.turns], budget):
+            case, elided = fit_turns(case, budget, self.backend.count_tokens)
+        return self.rubric.build_messages(case, self.language, elided), elided is not None
 
     def check_access(self) -> None:
         """Raise `JudgeAccessError` now if no call can succeed (a missing API key)."""
@@ -65,7 +94,7 @@ class ConversationalFlowRateMetric:
 
     async def evaluate(self, case: ConversationalEvalTestCase, source: Source | None = None) -> EvaluationRow:
         """Judge one conversation. Judge failures become an error row; a rejected key raises."""
-        messages = self.rubric.build_messages(case, self.language)
+        messages, truncated = self.prepare(case)
         row = EvaluationRow(
             id=case.id or "",
             source=source,
@@ -75,11 +104,13 @@ class ConversationalFlowRateMetric:
             rubric_version=self.rubric.version,
             evaluated_at=datetime.now(timezone.utc),
             number_of_turns=len(case.turns),
+            truncated=truncated,
+            samples=self.samples,
         )
         started = time.monotonic()
         spent = _Spend()
         try:
-            reply = await self._judge(messages, spent)
+            replies = await self._judge(messages, spent)
         except JudgeAccessError:
             raise
         except Exception as error:
@@ -88,6 +119,10 @@ class ConversationalFlowRateMetric:
             )
             row.attempts = spent.attempts + getattr(error, "flowrate_attempts", 0)
         else:
+            reply, agreement = majority(replies)
+            if self.samples > 1:
+                row.agreement = agreement
+                row.sample_verdicts = [r.verdict for r in replies]
             row.verdict = reply.verdict
             row.score = reply.verdict.score
             row.success = row.score >= self.threshold
@@ -101,21 +136,37 @@ class ConversationalFlowRateMetric:
             print(describe_row(row), file=sys.stderr)
         return row
 
-    async def _judge(self, messages: list[dict[str, str]], spent: "_Spend") -> JudgeReply:
-        completion = await self._call(messages, spent)
-        text = completion.texts[0]
-        try:
-            return parse_reply(text)
-        except UnparsableReply as problem:
-            retry = await self._call(corrective_messages(messages, text, str(problem)), spent)
-            return parse_reply(retry.texts[0])
+    async def _judge(self, messages: list[dict[str, str]], spent: "_Spend") -> list[JudgeReply]:
+        """`samples` verdicts: one request with n=K where the provider takes it, else K requests.
+        Each unusable reply gets one corrective re-ask."""
+        if self.samples > 1 and self.backend.supports_n():
+            texts = (await self._call(messages, spent, self.samples)).texts
+        else:
+            texts = [(await self._call(messages, spent, 1)).texts[0] for _ in range(self.samples)]
+        replies = []
+        for text in texts:
+            try:
+                replies.append(parse_reply(text))
+            except UnparsableReply as problem:
+                retry = await self._call(corrective_messages(messages, text, str(problem)), spent, 1)
+                replies.append(parse_reply(retry.texts[0]))
+        return replies
 
-    async def _call(self, messages: list[dict[str, str]], spent: "_Spend") -> Completion:
+    async def _call(self, messages: list[dict[str, str]], spent: "_Spend", n: int) -> Completion:
         completion, attempts = await complete_with_retries(
-            self.backend, messages, n=1, policy=self.retry, rng=self._rng
+            self.backend, messages, n=n, policy=self.retry, rng=self._rng
         )
         spent.add(completion, attempts)
         return completion
+
+
+def majority(replies: list[JudgeReply]) -> tuple[JudgeReply, float]:
+    """The most common verdict (a tie goes to the lower score, the cautious side for a gate),
+    the first reply that gave it, and the share of replies that agree."""
+    counts = Counter(reply.verdict for reply in replies)
+    winner = max(counts, key=lambda verdict: (counts[verdict], -verdict.score))
+    chosen = next(reply for reply in replies if reply.verdict is winner)
+    return chosen, round(counts[winner] / len(replies), 4)
 
 
 class _Spend:
@@ -142,4 +193,5 @@ def describe_row(row: EvaluationRow) -> str:
         return f"[{row.id}] error {row.error.type}: {row.error.message}"
     mark = "pass" if row.success else "FAIL"
     issues = "; ".join(row.key_issues) or "no key issues"
-    return f"[{row.id}] {row.verdict.value} {row.score:.1f} {mark}: {row.reason} ({issues})"
+    agreement = f" agreement {row.agreement:.0%}" if row.agreement is not None else ""
+    return f"[{row.id}] {row.verdict.value} {row.score:.1f} {mark}{agreement}: {row.reason} ({issues})"

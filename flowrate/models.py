@@ -105,6 +105,10 @@ class EvaluationRow(BaseModel):
     rubric_version: str
     evaluated_at: datetime
     number_of_turns: int = 0
+    truncated: bool = False  #: the middle of the conversation was left out to fit the judge's context
+    samples: int = 1  #: verdicts asked for; the row carries the majority
+    agreement: float | None = None  #: share of samples that agree with the majority (samples > 1)
+    sample_verdicts: list[Verdict] = Field(default_factory=list)
 
 
 class MetricResult(BaseModel):
@@ -137,6 +141,9 @@ class MetricResult(BaseModel):
                 "rubric_version": row.rubric_version,
                 "attempts": row.attempts,
                 "usage": row.usage.model_dump(),
+                "truncated": row.truncated,
+                "agreement": row.agreement,
+                "sample_verdicts": [v.value for v in row.sample_verdicts],
             },
         )
 

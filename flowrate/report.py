@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from flowrate.agreement import AgreementReport
 from flowrate.metric import describe_row
 from flowrate.models import EvaluationRow, Verdict
 from flowrate.runner import RunSummary
@@ -97,6 +98,9 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     _print_notes(console, "failed", [f"{n.id}: {n.detail}" for n in summary.failures], summary.failed)
     _print_notes(console, "errors", [f"{n.id}: {n.detail}" for n in summary.error_notes], summary.errors)
     _print_notes(console, "skipped", summary.skipped_notes, summary.skipped)
+    _print_notes(console, "unstable (samples split)", [f"{n.id}: {n.detail}" for n in summary.unstable_notes], summary.unstable)
+    if summary.truncated:
+        console.print(f"truncated: {summary.truncated} conversation(s) had their middle left out to fit the judge's context", markup=False)
     if summary.interrupted:
         console.print("interrupted: the run stopped before every conversation was judged", markup=False)
     if output and output != "-":
@@ -111,3 +115,27 @@ def _print_notes(console: Console, title: str, notes: list[str], total: int) -> 
         console.print(f"  {note}", markup=False, highlight=False)
     if total > len(notes):
         console.print(f"  ... and {total - len(notes)} more", markup=False)
+
+
+def print_agreement(console: Console, report: AgreementReport) -> None:
+    """Correlations with their intervals, then kappa and the confusion table where they apply."""
+    table = Table(title=f"Agreement with human label {report.label!r} (n={report.n})", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("95% bootstrap interval", justify="right")
+    for name in ("spearman", "kendall", "pearson"):
+        statistic = getattr(report, name)
+        value = "n/a" if statistic.value is None else f"{statistic.value:.3f}"
+        interval = "" if not statistic.ci95 else f"[{statistic.ci95[0]:.3f}, {statistic.ci95[1]:.3f}]"
+        table.add_row(name if name != "kendall" else "kendall tau-b", value, interval)
+    if report.kappa is not None:
+        table.add_row("quadratic kappa", "n/a" if report.kappa.value is None else f"{report.kappa.value:.3f}", "")
+    console.print(table)
+    if report.confusion is not None:
+        confusion = Table(title="human label (rows) by verdict (columns)", title_justify="left")
+        confusion.add_column("label")
+        for verdict in report.confusion.verdicts:
+            confusion.add_column(verdict, justify="right")
+        for level, counts in zip(report.confusion.labels, report.confusion.counts):
+            confusion.add_row(str(level), *map(str, counts))
+        console.print(confusion)

@@ -8,7 +8,7 @@ comes last.
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -50,24 +50,33 @@ class Rubric(BaseModel):
     examples: list[RubricExample] = Field(default_factory=list)
     version: str = ""
 
-    def build_messages(self, case: ConversationalEvalTestCase, language: str = "English") -> list[dict[str, str]]:
-        """The chat messages for one judge call: rubric, examples, then the conversation."""
+    @cached_property
+    def prefix_messages(self) -> list[dict[str, str]]:
+        """The rubric and its worked examples: the same for every conversation, so providers can cache it."""
         messages = [{"role": "system", "content": self.instructions}]
         for example in self.examples:
             shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
             messages.append({"role": "user", "content": grading_request(shown, "English")})
             messages.append({"role": "assistant", "content": example.reply.model_dump_json()})
-        messages.append({"role": "user", "content": grading_request(case, language)})
         return messages
 
+    def build_messages(
+        self, case: ConversationalEvalTestCase, language: str = "English", elided: tuple[int, int] | None = None
+    ) -> list[dict[str, str]]:
+        """The chat messages for one judge call: rubric, examples, then the conversation.
 
-def grading_request(case: ConversationalEvalTestCase, language: str) -> str:
+        `elided` is the (first, last) 1-based turn numbers left out of a long conversation.
+        """
+        return [*self.prefix_messages, {"role": "user", "content": grading_request(case, language, elided)}]
+
+
+def grading_request(case: ConversationalEvalTestCase, language: str, elided: tuple[int, int] | None = None) -> str:
     """The conversation, fenced by a tag derived from its own text.
 
     Each turn is one JSON object, so quotes and newlines inside the conversation are
     escaped and no text in it can reproduce the closing marker.
     """
-    body = render_transcript(case)
+    body = render_transcript(case, elided)
     tag = hashlib.sha256(body.encode()).hexdigest()[:12]
     return (
         f"Grade the conversational flow of this conversation. Write \"reason\" and \"key_issues\" in {language}.\n"
@@ -76,15 +85,30 @@ def grading_request(case: ConversationalEvalTestCase, language: str) -> str:
     )
 
 
-def render_transcript(case: ConversationalEvalTestCase) -> str:
+def render_transcript(case: ConversationalEvalTestCase, elided: tuple[int, int] | None = None) -> str:
+    """One JSON line per turn. With `elided`, `case.turns` holds the kept turns only and
+    a marker line stands where the middle was, so turn numbers stay the original ones."""
     lines = []
     if case.chatbot_role:
         lines.append(orjson.dumps({"context": case.chatbot_role}).decode())
-    lines.extend(_turn_line(number, turn) for number, turn in enumerate(case.turns, start=1))
+    numbers = list(range(1, len(case.turns) + 1))
+    if elided:
+        first, last = elided
+        numbers = [n if n < first else n + (last - first + 1) for n in numbers]
+    for number, turn in zip(numbers, case.turns):
+        if elided and number == elided[1] + 1:
+            lines.append(elision_line(elided))
+        lines.append(turn_line(number, turn))
     return "\n".join(lines)
 
 
-def _turn_line(number: int, turn: EvalTestCase) -> str:
+def elision_line(elided: tuple[int, int]) -> str:
+    first, last = elided
+    note = f"turns {first} to {last} are left out to fit the judge's context; judge the flow around the gap"
+    return orjson.dumps({"elided_turns": [first, last], "note": note}).decode()
+
+
+def turn_line(number: int, turn: EvalTestCase) -> str:
     item: dict[str, Any] = {"turn": number, "user": turn.input}
     if turn.tool_activity:
         item["tools"] = turn.tool_activity

@@ -41,6 +41,8 @@ class RunSummary(BaseModel):
     failed: int = 0
     errors: int = 0
     skipped: int = 0
+    unstable: int = 0
+    truncated: int = 0
     verdicts: dict[str, int] = Field(default_factory=dict)
     score_sum: float = 0.0
     prompt_tokens: int = 0
@@ -52,6 +54,7 @@ class RunSummary(BaseModel):
     failures: list[FailureNote] = Field(default_factory=list)
     error_notes: list[FailureNote] = Field(default_factory=list)
     skipped_notes: list[str] = Field(default_factory=list)
+    unstable_notes: list[FailureNote] = Field(default_factory=list)
 
     def add(self, row: EvaluationRow) -> None:
         self.prompt_tokens += row.usage.prompt_tokens
@@ -66,6 +69,12 @@ class RunSummary(BaseModel):
                 self.error_notes.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"))
             return
         self.judged += 1
+        self.truncated += row.truncated
+        if row.agreement is not None and row.agreement < 1.0:
+            self.unstable += 1
+            if len(self.unstable_notes) < FAILURES_KEPT:
+                split = ", ".join(v.value for v in row.sample_verdicts)
+                self.unstable_notes.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})"))
         self.score_sum += row.score or 0.0
         self.verdicts[row.verdict.value] = self.verdicts.get(row.verdict.value, 0) + 1
         if row.success:

@@ -35,6 +35,8 @@ class EvalSettings(BaseModel):
     verbose: bool = False
     rubric: str | None = None
     language: str = "English"
+    samples: int = Field(1, ge=1, le=20)
+    max_input_tokens: int | None = Field(None, ge=256)
 
 
 def load_config(path: Path | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ messages; each matching request takes the rule's next step (the last step repeat
 A step is one of:
 
 - ``{"verdict": "partial", "reason": "...", "key_issues": [...]}``: a well-formed verdict
+  (``"verdicts": [...]`` instead gives each of ``n`` choices its own, cycling)
 - ``{"content": "any text"}``: a raw reply (malformed on purpose)
 - ``{"status": 429, "retry_after": 1}`` / ``{"status": 500}`` / ``{"status": 401}``
   (``"echo_auth": true`` quotes the Authorization header back in the error message)
@@ -182,22 +183,21 @@ def _text(content: Any) -> str:
 
 
 def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str) -> dict[str, Any]:
+    count = int(body.get("n") or 1)
     if "content" in step:
-        content = step["content"]
+        contents = [step["content"]] * count
     else:
-        content = json.dumps(
-            {
-                "reason": step.get("reason", "scripted"),
-                "verdict": step["verdict"],
-                "key_issues": step.get("key_issues", []),
-            }
-        )
+        verdicts = step.get("verdicts") or [step["verdict"]]  # "verdicts": one per choice, cycling
+        contents = [
+            json.dumps({"reason": step.get("reason", "scripted"), "key_issues": step.get("key_issues", []), "verdict": verdicts[i % len(verdicts)]})
+            for i in range(count)
+        ]
     choices = [
         {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        for i in range(int(body.get("n") or 1))
+        for i, content in enumerate(contents)
     ]
     prompt_tokens = sum(len(_text(m.get("content"))) for m in body.get("messages", [])) // 4
-    completion_tokens = max(1, len(content) // 4) * len(choices)
+    completion_tokens = sum(max(1, len(content) // 4) for content in contents)
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",

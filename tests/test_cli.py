@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ROW_FIELDS = [
     "id", "source", "metric", "verdict", "score", "threshold", "success", "reason", "key_issues", "model",
     "usage", "cost_usd", "latency_s", "attempts", "error", "rubric_version", "evaluated_at", "number_of_turns",
+    "truncated", "samples", "agreement", "sample_verdicts",
 ]
 
 
@@ -207,7 +208,7 @@ def test_python_m_flowrate_and_fast_help_without_litellm(cli_env):
 
 def test_readme_documents_every_option_and_exit_code(run_flowrate):
     readme = (ROOT / "README.md").read_text()
-    for command in ("eval", "validate"):
+    for command in ("eval", "validate", "agreement"):
         help_text = run_flowrate(command, "--help", env=dict(os.environ, COLUMNS="200")).stdout
         for option in set(re.findall(r"(--[a-z][a-z-]+)", help_text)) - {"--help"}:
             assert f"`{option}" in readme, f"README does not document {command} {option}"
