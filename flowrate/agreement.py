@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from pathlib import Path
+from pydantic import BaseModel
 
-from pydantic import BaseModel, ValidationError
-
-from flowrate.exit_codes import ConfigError, InputError
+from flowrate.exit_codes import ConfigError
 from flowrate.models import EvaluationRow, Verdict
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -107,23 +105,6 @@ def _ordinal_agreement(verdicts: list[Verdict], labels) -> tuple[Kappa | None, C
     kappa = None if disagreement == 0 else round(float(1 - (weights * observed).sum() / disagreement), 4)
     confusion = Confusion(labels=levels, verdicts=[v.value for v in order], counts=counts)
     return Kappa(value=kappa), confusion
-
-
-def read_results(path: Path) -> Iterable[EvaluationRow]:
-    """Rows of an earlier run; a partial last line (a killed run) is passed over."""
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read results: {error.strerror}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield EvaluationRow.model_validate_json(line)
-        except ValidationError as error:
-            if number == len(lines):
-                return
-            raise InputError([f"{path}:{number}: not a flowrate result row: {error.errors()[0]['msg']}"]) from None
 
 
 def pair_up(labels: dict[str, float], rows: Iterable[EvaluationRow], label: str) -> list[tuple[Verdict, float]]:

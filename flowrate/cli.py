@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
+import sys
 from pathlib import Path
 from collections.abc import Callable
 from typing import Annotated, Any, Optional
@@ -52,6 +54,10 @@ RubricOption = Annotated[Optional[str], typer.Option("--rubric", envvar="FLOWRAT
 LanguageOption = Annotated[Optional[str], typer.Option("--language", envvar="FLOWRATE_LANGUAGE", help="Language of reasons and key issues. [default: English]")]
 SamplesOption = Annotated[Optional[int], typer.Option("--samples", envvar="FLOWRATE_SAMPLES", help="Verdicts per conversation; the row carries the majority and the agreement. [default: 1]")]
 MaxInputTokensOption = Annotated[Optional[int], typer.Option("--max-input-tokens", envvar="FLOWRATE_MAX_INPUT_TOKENS", help="The judge's context budget; longer conversations lose their middle turns. [default: the model's known window]")]
+CacheDirOption = Annotated[Optional[str], typer.Option("--cache-dir", envvar="FLOWRATE_CACHE_DIR", help="Where the response cache lives. [default: the user cache directory]")]
+NoCacheOption = Annotated[Optional[bool], typer.Option("--no-cache", envvar="FLOWRATE_NO_CACHE", help="Neither read nor write the response cache.")]
+RpmOption = Annotated[Optional[float], typer.Option("--rpm", envvar="FLOWRATE_RPM", help="Requests per minute at most.")]
+TpmOption = Annotated[Optional[float], typer.Option("--tpm", envvar="FLOWRATE_TPM", help="Tokens per minute at most, estimated before each call.")]
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]")]
 
 
@@ -65,6 +71,7 @@ def _judge_run(paths: list[str], given: dict, config: Path | None, also: Callabl
     run = FileRun(paths, settings)
     with Reporter(stderr, run.total_rows, verbose=settings.verbose) as reporter:
         summary = asyncio.run(run.execute(on_row=lambda row: (reporter.row(row), also(row))))
+    _print_notices(run.notices)
     return settings, run, summary
 
 
@@ -86,18 +93,47 @@ def eval_command(
     language: LanguageOption = None,
     samples: SamplesOption = None,
     max_input_tokens: MaxInputTokensOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = None,
+    resume: Annotated[Optional[bool], typer.Option("--resume", envvar="FLOWRATE_RESUME", help="Skip conversations the --output file already holds and append the rest.")] = None,
+    retry_errors: Annotated[Optional[bool], typer.Option("--retry-errors", envvar="FLOWRATE_RETRY_ERRORS", help="Like --resume, and judge again the rows that ended in an error, replacing them.")] = None,
+    rpm: RpmOption = None,
+    tpm: TpmOption = None,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", envvar="FLOWRATE_MAX_COST", help="Budget in USD: stop scheduling calls before it would be passed; the rest is skipped.")] = None,
+    shard: Annotated[Optional[str], typer.Option("--shard", envvar="FLOWRATE_SHARD", help="Judge slice I of N (I/N, 1-based), chosen by id hash.")] = None,
+    dry_run: Annotated[Optional[bool], typer.Option("--dry-run", help="Validate, render every prompt and estimate calls, tokens and cost; call nothing.")] = None,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation."""
     given = {name: value for name, value in locals().items() if name not in ("paths", "config")}
-    from flowrate.report import print_summary
+    from flowrate.report import print_dry_run, print_summary
 
     try:
-        settings, _, summary = _judge_run(paths, given, config)
+        if dry_run:
+            from flowrate.batch import FileRun
+            from flowrate.settings import resolve_settings
+
+            run = FileRun(paths, resolve_settings(given, config))
+            _print_notices(run.notices)
+            print_dry_run(stderr, run.estimate(), run.settings.model)
+            raise typer.Exit(int(ExitCode.OK))
+        settings, run, summary = _judge_run(paths, given, config)
     except (FlowrateError, KeyboardInterrupt) as error:
         raise _fail(error) from None
     print_summary(stderr, summary, settings.output)
+    if summary.interrupted and settings.output != "-":
+        stderr.print(f"resume with: {_resume_command()}", markup=False, highlight=False)
     raise typer.Exit(int(summary.exit_code))
+
+
+def _resume_command() -> str:
+    words = ["flowrate", *sys.argv[1:]]
+    return shlex.join(words if "--resume" in words else [*words, "--resume"])
+
+
+def _print_notices(notices: list[str]) -> None:
+    for notice in notices:
+        stderr.print(f"flowrate: {notice}", markup=False, highlight=False)
 
 
 @app.command("agreement")
@@ -120,11 +156,16 @@ def agreement_command(
     language: LanguageOption = None,
     samples: SamplesOption = None,
     max_input_tokens: MaxInputTokensOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = None,
+    rpm: RpmOption = None,
+    tpm: TpmOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
     given = {name: value for name, value in locals().items() if name not in ("paths", "config", "label", "results", "as_json")}
-    from flowrate.agreement import agreement_report, pair_up, read_results
+    from flowrate.agreement import agreement_report, pair_up
+    from flowrate.results import read_rows
     from flowrate.inputs import labels_named
     from flowrate.report import print_agreement
 
@@ -132,7 +173,7 @@ def agreement_command(
     try:
         labels = labels_named(paths, label)
         if results is not None:
-            rows = list(read_results(results))
+            rows = list(read_rows(results))
             incomplete = False
         else:
             rows = []
@@ -145,6 +186,59 @@ def agreement_command(
     if as_json:
         typer.echo(report.model_dump_json())
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete else ExitCode.OK))
+
+
+@app.command("merge")
+def merge_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files of the shards of one run.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The merged results file; - for stdout.")],
+) -> None:
+    """Join the results of shards (--shard I/N) into one file and one summary."""
+    from flowrate.batch import merge_results
+    from flowrate.report import print_summary
+
+    try:
+        summary = merge_results(paths, output)
+    except FlowrateError as error:
+        raise _fail(error) from None
+    print_summary(stderr, summary, output)
+    raise typer.Exit(int(summary.exit_code))
+
+
+cache_app = typer.Typer(help="The response cache: judge replies kept so a rerun pays nothing.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+def _open_cache(cache_dir: Optional[str]):
+    from flowrate.cache import ResponseCache, default_cache_dir
+
+    return ResponseCache(Path(cache_dir) if cache_dir else default_cache_dir())
+
+
+@cache_app.command("stats")
+def cache_stats_command(
+    cache_dir: CacheDirOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON on stdout.")] = False,
+) -> None:
+    """Entries per model, size on disk and where the cache is."""
+    try:
+        stats = _open_cache(cache_dir).stats()
+    except FlowrateError as error:
+        raise _fail(error) from None
+    if as_json:
+        typer.echo(orjson.dumps(stats).decode())
+    models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
+    stderr.print(f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}", markup=False, highlight=False)
+
+
+@cache_app.command("clear")
+def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
+    """Remove every cached reply."""
+    try:
+        removed = _open_cache(cache_dir).clear()
+    except FlowrateError as error:
+        raise _fail(error) from None
+    stderr.print(f"removed {removed} cached replies", markup=False)
 
 
 @app.command("validate")

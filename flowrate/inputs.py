@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -104,6 +104,7 @@ class ScanReport:
     formats: Counter = field(default_factory=Counter)
     files: int = 0
     valid: int = 0
+    selected: int = 0  # valid and chosen by the run's selection (its shard)
     problems: list[str] = field(default_factory=list)
     invalid_sources: set[str] = field(default_factory=set)
 
@@ -158,7 +159,7 @@ class InputSet:
             self._spool = None
 
 
-def scan(inputs: InputSet) -> ScanReport:
+def scan(inputs: InputSet, select: Callable[[str], bool] = lambda conversation_id: True) -> ScanReport:
     """Validate every record. Duplicate ids are problems too."""
     report = ScanReport(files=len(inputs.files))
     seen: dict[str, str] = {}
@@ -168,6 +169,7 @@ def scan(inputs: InputSet) -> ScanReport:
             report.problems.extend(record.problems)
         else:
             report.valid += 1
+            report.selected += select(record.case.id)  # type: ignore[union-attr]
             report.formats[record.format] += 1
     return report
 

@@ -20,6 +20,7 @@ import orjson
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from flowrate.exit_codes import JudgeAccessError
+from flowrate.limits import CallGate
 from flowrate.models import Usage, Verdict
 
 # eval_lib's `provider:model` prefixes, mapped to LiteLLM's provider names.
@@ -104,6 +105,12 @@ class JudgeBackend(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None: ...
+
+    def cache_identity(self) -> str: ...
+
+    def response_format_id(self) -> str | None: ...
+
 
 class CustomLLMClient(ABC):
     """Bring your own judge, as in eval_lib.
@@ -137,6 +144,15 @@ class CustomClientBackend:
 
     def count_tokens(self, text: str) -> int:
         return len(text.encode()) // 3 + 1
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        return None
+
+    def cache_identity(self) -> str:
+        return f"custom:{self.model_name}"
+
+    def response_format_id(self) -> str | None:
+        return None
 
     async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
         text, cost = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
@@ -193,6 +209,22 @@ class LiteLLMBackend:
 
     def count_tokens(self, text: str) -> int:
         return _litellm().token_counter(model=self.litellm_model, text=text)
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD by LiteLLM's price list; None for a model it has no price for."""
+        try:
+            prompt_cost, completion_cost = _litellm().cost_per_token(
+                model=self.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
+        except Exception:
+            return None
+        return float(prompt_cost + completion_cost)
+
+    def cache_identity(self) -> str:
+        return self.litellm_model
+
+    def response_format_id(self) -> str | None:
+        return "json_schema" if self._response_format(_litellm()) else None
 
     def _response_format(self, litellm: Any) -> dict[str, Any] | None:
         if self._structured is None:
@@ -301,10 +333,18 @@ def retry_after_seconds(error: BaseException | None) -> float | None:
 
 
 async def complete_with_retries(
-    backend: JudgeBackend, messages: list[dict[str, str]], *, n: int, policy: RetryPolicy, rng: Any
+    backend: JudgeBackend,
+    messages: list[dict[str, str]],
+    *,
+    n: int,
+    policy: RetryPolicy,
+    rng: Any,
+    gate: CallGate | None = None,
+    estimated_tokens: int = 0,
 ) -> tuple[Completion, int]:
     """One judged request, retried on rate limits, 5xx, timeouts and dropped connections.
 
+    Every attempt passes the `gate` (rate ceilings, adaptive concurrency) when there is one.
     Returns the completion and the number of attempts it took.
     """
     retrying = AsyncRetrying(
@@ -320,7 +360,11 @@ async def complete_with_retries(
         async for attempt in retrying:
             with attempt:
                 attempts = attempt.retry_state.attempt_number
-                completion = await backend.complete(messages, n=n, timeout=policy.timeout)
+                if gate is None:
+                    completion = await backend.complete(messages, n=n, timeout=policy.timeout)
+                else:
+                    async with gate.attempt(estimated_tokens):
+                        completion = await backend.complete(messages, n=n, timeout=policy.timeout)
     except Exception as error:
         raise_if_fatal(error, backend)
         error.flowrate_attempts = attempts  # type: ignore[attr-defined]
@@ -334,6 +378,7 @@ class JudgeReply:
     verdict: Verdict
     reason: str
     key_issues: list[str]
+    text: str  # the reply as the judge wrote it
 
 
 class UnparsableReply(ValueError):
@@ -362,6 +407,7 @@ def parse_reply(text: str) -> JudgeReply:
         verdict=verdict,
         reason=str(candidate.get("reason") or "").strip(),
         key_issues=[str(issue).strip() for issue in issues if str(issue).strip()],
+        text=text,
     )
 
 

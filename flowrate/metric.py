@@ -6,11 +6,15 @@ import random
 import sys
 import time
 from collections import Counter
-from functools import cached_property
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flowrate.budget import PER_MESSAGE_OVERHEAD, fit_turns, fits_for_sure
+from flowrate.cache import ResponseCache, cache_key
+from flowrate.exit_codes import JudgeAccessError
 from flowrate.judge import (
     Completion,
     JudgeReply,
@@ -22,13 +26,25 @@ from flowrate.judge import (
     parse_reply,
     redact_secrets,
 )
-from flowrate.exit_codes import JudgeAccessError
-from flowrate.budget import PER_MESSAGE_OVERHEAD, fit_turns, fits_for_sure
+from flowrate.limits import CallGate
 from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvalTestCase, EvaluationRow, Source, Usage
 from flowrate.rubric import Rubric, grading_request, load_rubric, turn_line
 
 ERROR_MESSAGE_LIMIT = 500
 REPLY_RESERVE_TOKENS = 1024
+TEMPERATURE = 0.0
+
+
+@dataclass
+class JudgePlan:
+    """What judging one conversation will send, worked out before any call."""
+
+    case: ConversationalEvalTestCase
+    messages: list[dict[str, str]]
+    truncated: bool
+    key: str | None  # the cache key; None when the cache is off
+    cached_texts: list[str] | None  # replies already in the cache
+    estimated_prompt_tokens: int
 
 
 class ConversationalFlowRateMetric:
@@ -53,6 +69,7 @@ class ConversationalFlowRateMetric:
         retry: RetryPolicy | None = None,
         samples: int = 1,
         max_input_tokens: int | None = None,
+        cache: ResponseCache | None = None,
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be between 0 and 1")
@@ -66,8 +83,18 @@ class ConversationalFlowRateMetric:
         self.language = language
         self.retry = retry or RetryPolicy()
         self.samples = samples
+        self.cache = cache
         self._max_input_tokens = max_input_tokens
         self._rng = random.Random()
+
+    def check_access(self) -> None:
+        """Raise `JudgeAccessError` now if no call can succeed (a missing API key)."""
+        self.backend.check_access()
+
+    # -- before the call -----------------------------------------------------------
+    @cached_property
+    def _prefix_tokens(self) -> int:
+        return sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
 
     @cached_property
     def input_budget(self) -> int | None:
@@ -76,25 +103,52 @@ class ConversationalFlowRateMetric:
         window = self._max_input_tokens or self.backend.context_window()
         if not window:
             return None
-        fixed = sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
-        wrapper = self.backend.count_tokens(grading_request(ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")]), self.language))
-        return max(window - fixed - wrapper - REPLY_RESERVE_TOKENS * self.samples, 0)
+        empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
+        wrapper = self.backend.count_tokens(grading_request(empty, self.language))
+        return max(window - self._prefix_tokens - wrapper - REPLY_RESERVE_TOKENS * self.samples, 0)
 
-    def prepare(self, case: ConversationalEvalTestCase) -> tuple[list[dict[str, str]], bool]:
-        """The judge's messages for a conversation, and whether its middle had to be left out."""
+    @cached_property
+    def expected_completion_tokens(self) -> int:
+        """Tokens a reply takes, from the rubric's own example replies, times the samples."""
+        replies = [example.reply.model_dump_json() for example in self.rubric.examples] or ["{}" * 100]
+        return self.samples * round(sum(map(self.backend.count_tokens, replies)) / len(replies))
+
+    def plan(self, case: ConversationalEvalTestCase) -> JudgePlan:
+        """The messages for a conversation (its middle left out if too long) and any cached reply."""
         budget = self.input_budget
         elided = None
-        if budget is not None and not fits_for_sure([turn_line(1, turn) for turn in case.turns], budget):
+        lines = [turn_line(1, turn) for turn in case.turns]
+        if budget is not None and not fits_for_sure(lines, budget):
             case, elided = fit_turns(case, budget, self.backend.count_tokens)
-        return self.rubric.build_messages(case, self.language, elided), elided is not None
+        messages = self.rubric.build_messages(case, self.language, elided)
+        key = cached = None
+        if self.cache is not None:
+            key = cache_key(self.backend.cache_identity(), self.rubric.version, messages, TEMPERATURE, self.samples, self.backend.response_format_id())
+            cached = self.cache.get(key)
+        estimate = self._prefix_tokens + sum(len(line.encode()) for line in lines) // 4
+        return JudgePlan(case, messages, elided is not None, key, cached, estimate)
 
-    def check_access(self) -> None:
-        """Raise `JudgeAccessError` now if no call can succeed (a missing API key)."""
-        self.backend.check_access()
+    def count_prompt_tokens(self, plan: JudgePlan) -> int:
+        """The plan's prompt, counted with the model's tokenizer."""
+        return self._prefix_tokens + self.backend.count_tokens(plan.messages[-1]["content"]) + PER_MESSAGE_OVERHEAD
 
-    async def evaluate(self, case: ConversationalEvalTestCase, source: Source | None = None) -> EvaluationRow:
+    def estimated_cost(self, plan: JudgePlan) -> float | None:
+        """USD the plan would cost by the price list; 0 when cached, None when the price is unknown."""
+        if plan.cached_texts is not None:
+            return 0.0
+        return self.backend.price(plan.estimated_prompt_tokens, self.expected_completion_tokens)
+
+    # -- the call ------------------------------------------------------------------
+    async def evaluate(
+        self,
+        case: ConversationalEvalTestCase,
+        source: Source | None = None,
+        *,
+        plan: JudgePlan | None = None,
+        gate: CallGate | None = None,
+    ) -> EvaluationRow:
         """Judge one conversation. Judge failures become an error row; a rejected key raises."""
-        messages, truncated = self.prepare(case)
+        plan = plan or self.plan(case)
         row = EvaluationRow(
             id=case.id or "",
             source=source,
@@ -104,19 +158,23 @@ class ConversationalFlowRateMetric:
             rubric_version=self.rubric.version,
             evaluated_at=datetime.now(timezone.utc),
             number_of_turns=len(case.turns),
-            truncated=truncated,
+            truncated=plan.truncated,
             samples=self.samples,
         )
         started = time.monotonic()
         spent = _Spend()
         try:
-            replies = await self._judge(messages, spent)
+            if plan.cached_texts is not None:
+                replies = [parse_reply(text) for text in plan.cached_texts]
+                row.cached = True
+            else:
+                replies = await self._judge(plan, spent, gate)
+                if plan.key is not None:
+                    self.cache.put(plan.key, self.model, self.rubric.version, [reply.text for reply in replies])  # type: ignore[union-attr]
         except JudgeAccessError:
             raise
         except Exception as error:
-            row.error = ErrorInfo(
-                type=type(error).__name__, message=redact_secrets(str(error))[:ERROR_MESSAGE_LIMIT]
-            )
+            row.error = ErrorInfo(type=type(error).__name__, message=redact_secrets(str(error))[:ERROR_MESSAGE_LIMIT])
             row.attempts = spent.attempts + getattr(error, "flowrate_attempts", 0)
         else:
             reply, agreement = majority(replies)
@@ -130,31 +188,33 @@ class ConversationalFlowRateMetric:
             row.key_issues = reply.key_issues
             row.attempts = spent.attempts
         row.usage = spent.usage
-        row.cost_usd = spent.cost_usd if spent.calls else None
+        row.cost_usd = spent.cost_usd if spent.calls or row.cached else None
         row.latency_s = round(time.monotonic() - started, 3)
         if self.verbose:
             print(describe_row(row), file=sys.stderr)
         return row
 
-    async def _judge(self, messages: list[dict[str, str]], spent: "_Spend") -> list[JudgeReply]:
+    async def _judge(self, plan: JudgePlan, spent: "_Spend", gate: CallGate | None) -> list[JudgeReply]:
         """`samples` verdicts: one request with n=K where the provider takes it, else K requests.
         Each unusable reply gets one corrective re-ask."""
+        tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
+        call = lambda messages, n: self._call(messages, spent, n, gate, tokens)  # noqa: E731
         if self.samples > 1 and self.backend.supports_n():
-            texts = (await self._call(messages, spent, self.samples)).texts
+            texts = (await call(plan.messages, self.samples)).texts
         else:
-            texts = [(await self._call(messages, spent, 1)).texts[0] for _ in range(self.samples)]
+            texts = [(await call(plan.messages, 1)).texts[0] for _ in range(self.samples)]
         replies = []
         for text in texts:
             try:
                 replies.append(parse_reply(text))
             except UnparsableReply as problem:
-                retry = await self._call(corrective_messages(messages, text, str(problem)), spent, 1)
+                retry = await call(corrective_messages(plan.messages, text, str(problem)), 1)
                 replies.append(parse_reply(retry.texts[0]))
         return replies
 
-    async def _call(self, messages: list[dict[str, str]], spent: "_Spend", n: int) -> Completion:
+    async def _call(self, messages: list[dict[str, str]], spent: "_Spend", n: int, gate: CallGate | None, tokens: int) -> Completion:
         completion, attempts = await complete_with_retries(
-            self.backend, messages, n=n, policy=self.retry, rng=self._rng
+            self.backend, messages, n=n, policy=self.retry, rng=self._rng, gate=gate, estimated_tokens=tokens
         )
         spent.add(completion, attempts)
         return completion
@@ -194,4 +254,5 @@ def describe_row(row: EvaluationRow) -> str:
     mark = "pass" if row.success else "FAIL"
     issues = "; ".join(row.key_issues) or "no key issues"
     agreement = f" agreement {row.agreement:.0%}" if row.agreement is not None else ""
-    return f"[{row.id}] {row.verdict.value} {row.score:.1f} {mark}{agreement}: {row.reason} ({issues})"
+    cached = " (cached)" if row.cached else ""
+    return f"[{row.id}] {row.verdict.value} {row.score:.1f} {mark}{agreement}{cached}: {row.reason} ({issues})"

@@ -109,6 +109,7 @@ class EvaluationRow(BaseModel):
     samples: int = 1  #: verdicts asked for; the row carries the majority
     agreement: float | None = None  #: share of samples that agree with the majority (samples > 1)
     sample_verdicts: list[Verdict] = Field(default_factory=list)
+    cached: bool = False  #: the verdict came from the response cache: no call, no cost
 
 
 class MetricResult(BaseModel):

@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from flowrate.agreement import AgreementReport
+from flowrate.batch import DryRunEstimate
 from flowrate.metric import describe_row
 from flowrate.models import EvaluationRow, Verdict
 from flowrate.runner import RunSummary
@@ -101,6 +102,10 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     _print_notes(console, "unstable (samples split)", [f"{n.id}: {n.detail}" for n in summary.unstable_notes], summary.unstable)
     if summary.truncated:
         console.print(f"truncated: {summary.truncated} conversation(s) had their middle left out to fit the judge's context", markup=False)
+    if summary.cached or summary.resumed:
+        console.print(f"cached {summary.cached}  resumed from the output file {summary.resumed}", markup=False, highlight=False)
+    if summary.budget_skipped:
+        console.print(f"budget: {summary.budget_skipped} conversation(s) not judged, the --max-cost budget was spent", markup=False)
     if summary.interrupted:
         console.print("interrupted: the run stopped before every conversation was judged", markup=False)
     if output and output != "-":
@@ -139,3 +144,15 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
         for level, counts in zip(report.confusion.labels, report.confusion.counts):
             confusion.add_row(str(level), *map(str, counts))
         console.print(confusion)
+
+
+def print_dry_run(console: Console, estimate: DryRunEstimate, model: str) -> None:
+    """What a run would send and cost."""
+    cost = "unknown (no price for this model)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+    console.print(
+        f"dry run for {model}: {estimate.conversations} conversation(s), {estimate.cached} cached, "
+        f"{estimate.calls} call(s), {estimate.prompt_tokens} prompt tokens, "
+        f"about {estimate.completion_tokens} completion tokens, estimated cost {cost}; nothing was called",
+        markup=False,
+        highlight=False,
+    )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from flowrate.exit_codes import ExitCode, exit_code_for_outcome
+from flowrate.limits import CallGate
 from flowrate.metric import ConversationalFlowRateMetric
 from flowrate.models import (
     ConversationalEvalTestCase,
@@ -41,8 +42,11 @@ class RunSummary(BaseModel):
     failed: int = 0
     errors: int = 0
     skipped: int = 0
+    budget_skipped: int = 0
     unstable: int = 0
     truncated: int = 0
+    cached: int = 0
+    resumed: int = 0
     verdicts: dict[str, int] = Field(default_factory=dict)
     score_sum: float = 0.0
     prompt_tokens: int = 0
@@ -59,36 +63,34 @@ class RunSummary(BaseModel):
     def add(self, row: EvaluationRow) -> None:
         self.prompt_tokens += row.usage.prompt_tokens
         self.completion_tokens += row.usage.completion_tokens
+        self.cached += row.cached
         if row.cost_usd is None:
             self.rows_without_cost += 1
         else:
             self.cost_usd += row.cost_usd
         if row.error is not None:
             self.errors += 1
-            if len(self.error_notes) < FAILURES_KEPT:
-                self.error_notes.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"))
+            _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"))
             return
         self.judged += 1
         self.truncated += row.truncated
         if row.agreement is not None and row.agreement < 1.0:
             self.unstable += 1
-            if len(self.unstable_notes) < FAILURES_KEPT:
-                split = ", ".join(v.value for v in row.sample_verdicts)
-                self.unstable_notes.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})"))
+            split = ", ".join(v.value for v in row.sample_verdicts)
+            _keep(self.unstable_notes, FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})"))
         self.score_sum += row.score or 0.0
         self.verdicts[row.verdict.value] = self.verdicts.get(row.verdict.value, 0) + 1
         if row.success:
             self.passed += 1
         else:
             self.failed += 1
-            if len(self.failures) < FAILURES_KEPT:
-                first = row.key_issues[0] if row.key_issues else (row.reason or "")
-                self.failures.append(FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}"))
+            first = row.key_issues[0] if row.key_issues else (row.reason or "")
+            _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}"))
 
-    def skip(self, note: str) -> None:
+    def skip(self, note: str, budget: bool = False) -> None:
         self.skipped += 1
-        if len(self.skipped_notes) < FAILURES_KEPT:
-            self.skipped_notes.append(note)
+        self.budget_skipped += budget
+        _keep(self.skipped_notes, note)
 
     @property
     def pass_rate(self) -> float | None:
@@ -100,28 +102,64 @@ class RunSummary(BaseModel):
 
     @property
     def exit_code(self) -> ExitCode:
-        return exit_code_for_outcome(errors=self.errors, failed=self.failed, interrupted=self.interrupted)
+        return exit_code_for_outcome(
+            errors=self.errors, failed=self.failed, interrupted=self.interrupted, incomplete=self.budget_skipped > 0
+        )
 
 
-@dataclass
-class _Work:
-    case: ConversationalEvalTestCase
-    source: Source | None = None
+def _keep(notes: list, note: object) -> None:
+    if len(notes) < FAILURES_KEPT:
+        notes.append(note)
+
+
+class CostBudget:
+    """Spent plus the estimates of calls in flight never passes `limit_usd`."""
+
+    def __init__(self, limit_usd: float):
+        self.limit_usd = limit_usd
+        self.spent = 0.0
+        self.reserved = 0.0
+        self.exhausted = False
+
+    def reserve(self, estimate: float) -> bool:
+        if self.exhausted or self.spent + self.reserved + estimate > self.limit_usd:
+            self.exhausted = True
+            return False
+        self.reserved += estimate
+        return True
+
+    def settle(self, estimate: float, actual: float | None) -> None:
+        self.reserved -= estimate
+        self.spent += estimate if actual is None else actual
+
+
+Item = tuple[ConversationalEvalTestCase, Source | None]
 
 
 @dataclass
 class BatchRun:
-    """Judge a stream of conversations with every metric, `concurrency` at a time."""
+    """Judge a stream of conversations with every metric, `concurrency` at a time.
+
+    Every attempt passes one `CallGate`: calls in flight shrink on 429s and grow back,
+    under the optional requests- and tokens-per-minute ceilings. With `max_cost_usd`,
+    scheduling stops before the budget would be passed and the rest is skipped.
+    """
 
     metrics: list[ConversationalFlowRateMetric]
     concurrency: int = 16
     on_row: Callable[[EvaluationRow], None] = lambda row: None
     summary: RunSummary = field(default_factory=RunSummary)
+    rpm: float | None = None
+    tpm: float | None = None
+    max_cost_usd: float | None = None
+    done: set[tuple[str, str]] = field(default_factory=set)  # (id, metric) rows a resumed output already holds
 
-    async def run(self, items: Iterable[tuple[ConversationalEvalTestCase, Source | None]]) -> RunSummary:
+    async def run(self, items: Iterable[Item]) -> RunSummary:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        queue: asyncio.Queue[_Work | None] = asyncio.Queue(maxsize=self.concurrency * 2)
+        gate = CallGate(self.concurrency, self.rpm, self.tpm)
+        budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
+        queue: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=self.concurrency * 2)
         stop = asyncio.Event()
         workers: list[asyncio.Task] = []
 
@@ -129,18 +167,34 @@ class BatchRun:
             for case, source in items:
                 if stop.is_set():
                     break
-                await queue.put(_Work(case, source))
+                if budget is not None and budget.exhausted:
+                    self.summary.skip(f"{case.id}: not judged, the --max-cost budget is spent", budget=True)
+                    continue
+                await queue.put((case, source))
             for _ in workers:
                 await queue.put(None)
 
+        async def judge(case: ConversationalEvalTestCase, source: Source | None) -> None:
+            for metric in self.metrics:
+                if (case.id, metric.name) in self.done:
+                    continue
+                plan = metric.plan(case)
+                estimate = 0.0
+                if budget is not None:
+                    estimate = metric.estimated_cost(plan) or 0.0
+                    if not budget.reserve(estimate):
+                        self.summary.skip(f"{case.id}: not judged, the --max-cost budget is spent", budget=True)
+                        return
+                row = await metric.evaluate(case, source, plan=plan, gate=gate)
+                if budget is not None:
+                    budget.settle(estimate, row.cost_usd)
+                self.summary.add(row)
+                self.on_row(row)
+
         async def work() -> None:
             while (item := await queue.get()) is not None:
-                if stop.is_set():
-                    continue
-                for metric in self.metrics:
-                    row = await metric.evaluate(item.case, item.source)
-                    self.summary.add(row)
-                    self.on_row(row)
+                if not stop.is_set():
+                    await judge(*item)
 
         def interrupt() -> None:
             if stop.is_set():  # a second Ctrl-C: no grace
@@ -212,4 +266,3 @@ async def evaluate_conversations(
         )
         for original, case in zip(conversations, cases)
     ]
-

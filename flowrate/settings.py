@@ -37,6 +37,25 @@ class EvalSettings(BaseModel):
     language: str = "English"
     samples: int = Field(1, ge=1, le=20)
     max_input_tokens: int | None = Field(None, ge=256)
+    cache_dir: str | None = None
+    no_cache: bool = False
+    resume: bool = False
+    retry_errors: bool = False
+    rpm: float | None = Field(None, gt=0)
+    tpm: float | None = Field(None, gt=0)
+    max_cost: float | None = Field(None, ge=0)
+    shard: str | None = Field(None, pattern=r"^\d+/\d+$")
+    dry_run: bool = False
+
+    @property
+    def shard_slice(self) -> tuple[int, int] | None:
+        """(I, N) from `I/N`, 1 <= I <= N."""
+        if self.shard is None:
+            return None
+        index, count = map(int, self.shard.split("/"))
+        if not 1 <= index <= count:
+            raise ConfigError(f"option shard: {self.shard!r} must be I/N with 1 <= I <= N")
+        return index, count
 
 
 def load_config(path: Path | None) -> dict[str, Any]:

@@ -32,10 +32,17 @@ def judge(judge_server):
 
 
 @pytest.fixture
-def cli_env(monkeypatch):
-    """The environment for a real `flowrate` process: a test key, no retry waits, no stray FLOWRATE_*."""
+def cli_env(tmp_path):
+    """The environment for a real `flowrate` process: a test key, no retry waits, a cache of
+    this test's own, no stray FLOWRATE_*."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FLOWRATE_", "OPENAI_"))}
-    env.update(OPENAI_API_KEY=TEST_KEY, FLOWRATE_BACKOFF="0", FLOWRATE_BACKOFF_MAX="0", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    env.update(
+        OPENAI_API_KEY=TEST_KEY,
+        FLOWRATE_BACKOFF="0",
+        FLOWRATE_BACKOFF_MAX="0",
+        FLOWRATE_CACHE_DIR=str(tmp_path / "cache"),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
     return env
 
 

@@ -52,6 +52,7 @@ class JudgeServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.bodies: list[dict[str, Any]] = []
+        self.arrivals: list[tuple[float, int]] = []  # (time, calls in flight including this one)
         self._random = random.Random(self.fault_seed)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -72,6 +73,7 @@ class JudgeServer:
             self.requests = 0
             self.max_in_flight = 0
             self.bodies.clear()
+            self.arrivals.clear()
 
     @property
     def base_url(self) -> str:
@@ -141,6 +143,7 @@ class JudgeServer:
             self.requests += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.arrivals.append((time.monotonic(), self.in_flight))
             if self.keep_bodies:
                 self.bodies.append(body)
         try:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ROW_FIELDS = [
     "id", "source", "metric", "verdict", "score", "threshold", "success", "reason", "key_issues", "model",
     "usage", "cost_usd", "latency_s", "attempts", "error", "rubric_version", "evaluated_at", "number_of_turns",
-    "truncated", "samples", "agreement", "sample_verdicts",
+    "truncated", "samples", "agreement", "sample_verdicts", "cached",
 ]
 
 
@@ -173,7 +173,7 @@ def test_options_precedence_cli_env_config(judge, run_flowrate, conversations, t
 
 def test_interrupt_exits_130_with_a_summary(judge, run_flowrate, conversations, tmp_path, cli_env):
     judge.latency_s = 0.5
-    path = conversations(*[turn_record(f"c{n}", "a", "b") for n in range(200)])
+    path = conversations(*[turn_record(f"c{n}", f"question {n}", "b") for n in range(200)])  # distinct: no cache hits
     process = subprocess.Popen(
         [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl"],
         cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -187,6 +187,7 @@ def test_interrupt_exits_130_with_a_summary(judge, run_flowrate, conversations, 
     assert "interrupted" in stderr and "Traceback" not in stderr
     rows = read_rows(tmp_path / "out.jsonl")
     assert 4 <= len(rows) < 200 and len({row["id"] for row in rows}) == len(rows)
+    assert f"resume with: flowrate eval {path} --api-base {judge.base_url} -j 4 -o out.jsonl --resume" in stderr
 
 
 def test_validate_counts_formats(run_flowrate, tmp_path):

@@ -119,8 +119,8 @@ def test_long_conversations_keep_the_opening_and_the_end(judge, run_flowrate, tm
 def test_the_models_known_window_is_the_default_budget(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     metric = ConversationalFlowRateMetric(model="gpt-4o")
-    messages, truncated = metric.prepare(ConversationalEvalTestCase(**{k: v for k, v in long_conversation().items() if k != "id"}))
-    assert truncated is False and 100_000 < metric.input_budget < 128_000
+    plan = metric.plan(ConversationalEvalTestCase(**{k: v for k, v in long_conversation().items() if k != "id"}))
+    assert plan.truncated is False and 100_000 < metric.input_budget < 128_000
 
 
 def test_samples_use_one_request_with_n_and_report_agreement(judge, run_flowrate, tmp_path):
