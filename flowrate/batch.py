@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import sys
 from collections.abc import Callable, Iterator
@@ -98,6 +99,10 @@ class FileRun:
         """Judge every selected conversation, writing each row as soon as it is ready."""
         for metric in self.metrics:
             metric.check_access()
+            metric.warm_up()
+        # LiteLLM brings some 400,000 long-lived objects; every full collection would walk them
+        # all again. Frozen, they are left alone: a tenth of the client's CPU in a long run.
+        gc.freeze()
         run = BatchRun(
             metrics=self.metrics,
             concurrency=self.concurrency,
@@ -122,6 +127,7 @@ class FileRun:
                 return await run.run(self._items(done))
             finally:
                 self.inputs.close()
+                gc.unfreeze()
 
     @property
     def _resuming(self) -> bool:

@@ -18,6 +18,9 @@ import orjson
 from flowrate.exit_codes import ConfigError
 
 CACHE_FILE = "responses.sqlite3"
+WRITE_BATCH = 200
+WRITE_INTERVAL_S = 2.0
+LOOKUP_BATCH = 500  # below SQLite's limit on bound parameters
 
 
 def default_cache_dir() -> Path:
@@ -43,6 +46,8 @@ class ResponseCache:
 
     def __init__(self, directory: Path):
         self.path = Path(directory) / CACHE_FILE
+        self._pending: dict[str, tuple] = {}
+        self._last_flush = time.monotonic()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -56,24 +61,49 @@ class ResponseCache:
             raise ConfigError(f"{self.path}: cannot open the response cache: {error}") from None
 
     def get(self, key: str) -> list[str] | None:
+        if key in self._pending:
+            return orjson.loads(self._pending[key][3])
         found = self._db.execute("SELECT texts FROM responses WHERE key = ?", (key,)).fetchone()
         return orjson.loads(found[0]) if found else None
 
+    def get_many(self, keys: list[str]) -> dict[str, list[str]]:
+        """Several lookups in one query: each query hands the GIL to other threads and back."""
+        found = {key: orjson.loads(self._pending[key][3]) for key in keys if key in self._pending}
+        wanted = [key for key in keys if key not in found]
+        for start in range(0, len(wanted), LOOKUP_BATCH):
+            chunk = wanted[start : start + LOOKUP_BATCH]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, texts FROM responses WHERE key IN ({marks})", chunk).fetchall()
+            found.update((key, orjson.loads(texts)) for key, texts in rows)
+        return found
+
     def put(self, key: str, model: str, rubric_version: str, texts: list[str]) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-            (key, model, rubric_version, orjson.dumps(texts), time.time()),
-        )
+        """Kept in memory and written in one transaction per batch: a commit per reply would
+        cost more than the rest of flowrate's own work on it."""
+        self._pending[key] = (key, model, rubric_version, orjson.dumps(texts), time.time())
+        if len(self._pending) >= WRITE_BATCH or time.monotonic() - self._last_flush > WRITE_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values()))
+            self._pending.clear()
+        self._last_flush = time.monotonic()
 
     def stats(self) -> dict[str, Any]:
+        self.flush()
         rows = self._db.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall()
         size = sum(p.stat().st_size for p in self.path.parent.glob(CACHE_FILE + "*"))
         return {"path": str(self.path), "entries": sum(n for _, n in rows), "bytes": size, "models": dict(rows)}
 
     def clear(self) -> int:
+        self._pending.clear()
         removed = self._db.execute("DELETE FROM responses").rowcount
         self._db.execute("VACUUM")
         return removed
 
     def close(self) -> None:
+        self.flush()
         self._db.close()

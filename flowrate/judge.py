@@ -255,11 +255,9 @@ class LiteLLMBackend:
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         )
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:  # no price known for this model: unknown, never 0
-            cost = None
-        return Completion(texts=texts, usage=tokens, cost_usd=cost)
+        # LiteLLM prices every response it returns; None when it has no price: unknown, never 0.
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        return Completion(texts=texts, usage=tokens, cost_usd=None if cost is None else float(cost))
 
 
 def make_backend(model: str | Any, api_base: str | None = None) -> JudgeBackend:

@@ -32,6 +32,8 @@ from flowrate.rubric import Rubric, grading_request, load_rubric, turn_line
 
 ERROR_MESSAGE_LIMIT = 500
 REPLY_RESERVE_TOKENS = 1024
+WRAPPER_BYTES = 400  # the grading request around a transcript
+BYTES_PER_TOKEN_ESTIMATE = 4  # for rate ceilings and budgets; exact counts only where they matter
 TEMPERATURE = 0.0
 
 
@@ -91,7 +93,20 @@ class ConversationalFlowRateMetric:
         """Raise `JudgeAccessError` now if no call can succeed (a missing API key)."""
         self.backend.check_access()
 
+    def warm_up(self) -> None:
+        """Import and look up now what every call needs (the model's window, its response format)."""
+        _ = self._window
+        self.backend.response_format_id()
+
     # -- before the call -----------------------------------------------------------
+    @cached_property
+    def _window(self) -> int | None:
+        return self._max_input_tokens or self.backend.context_window()
+
+    @cached_property
+    def _prefix_bytes(self) -> int:
+        return sum(len(m["content"].encode()) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages) + WRAPPER_BYTES
+
     @cached_property
     def _prefix_tokens(self) -> int:
         return sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
@@ -100,33 +115,47 @@ class ConversationalFlowRateMetric:
     def input_budget(self) -> int | None:
         """Tokens the conversation may take: `max_input_tokens`, or the model's known window,
         less the rubric, its examples and room for the reply. None when neither is known."""
-        window = self._max_input_tokens or self.backend.context_window()
-        if not window:
+        if not self._window:
             return None
         empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
         wrapper = self.backend.count_tokens(grading_request(empty, self.language))
-        return max(window - self._prefix_tokens - wrapper - REPLY_RESERVE_TOKENS * self.samples, 0)
+        return max(self._window - self._prefix_tokens - wrapper - REPLY_RESERVE_TOKENS * self.samples, 0)
 
     @cached_property
     def expected_completion_tokens(self) -> int:
-        """Tokens a reply takes, from the rubric's own example replies, times the samples."""
+        """Tokens a reply takes, estimated from the rubric's own example replies, times the samples."""
         replies = [example.reply.model_dump_json() for example in self.rubric.examples] or ["{}" * 100]
-        return self.samples * round(sum(map(self.backend.count_tokens, replies)) / len(replies))
+        size = sum(len(reply.encode()) for reply in replies) / len(replies)
+        return self.samples * round(size / BYTES_PER_TOKEN_ESTIMATE)
 
-    def plan(self, case: ConversationalEvalTestCase) -> JudgePlan:
-        """The messages for a conversation (its middle left out if too long) and any cached reply."""
-        budget = self.input_budget
+    def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
+        """The messages for a conversation (its middle left out if too long) and any cached reply;
+        with `lookup` False the cache is left for `fill_from_cache` to ask in one go.
+
+        Bytes bound tokens from above, so the tokenizer runs only for a conversation that may
+        not fit; nearly every conversation is settled by a byte count.
+        """
         elided = None
         lines = [turn_line(1, turn) for turn in case.turns]
-        if budget is not None and not fits_for_sure(lines, budget):
-            case, elided = fit_turns(case, budget, self.backend.count_tokens)
+        size = self._prefix_bytes + sum(len(line.encode()) + PER_MESSAGE_OVERHEAD for line in lines)
+        if self._window is not None and size > self._window - REPLY_RESERVE_TOKENS * self.samples:
+            budget = self.input_budget or 0
+            if not fits_for_sure(lines, budget):
+                case, elided = fit_turns(case, budget, self.backend.count_tokens)
         messages = self.rubric.build_messages(case, self.language, elided)
         key = cached = None
         if self.cache is not None:
             key = cache_key(self.backend.cache_identity(), self.rubric.version, messages, TEMPERATURE, self.samples, self.backend.response_format_id())
-            cached = self.cache.get(key)
-        estimate = self._prefix_tokens + sum(len(line.encode()) for line in lines) // 4
-        return JudgePlan(case, messages, elided is not None, key, cached, estimate)
+            cached = self.cache.get(key) if lookup else None
+        return JudgePlan(case, messages, elided is not None, key, cached, size // BYTES_PER_TOKEN_ESTIMATE)
+
+    def fill_from_cache(self, plans: list[JudgePlan]) -> None:
+        """Look up many plans' replies with one query."""
+        if self.cache is None or not plans:
+            return
+        found = self.cache.get_many([plan.key for plan in plans if plan.key is not None])
+        for plan in plans:
+            plan.cached_texts = found.get(plan.key) if plan.key is not None else None
 
     def count_prompt_tokens(self, plan: JudgePlan) -> int:
         """The plan's prompt, counted with the model's tokenizer."""

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
 from flowrate.exit_codes import ExitCode, exit_code_for_outcome
 from flowrate.limits import CallGate
-from flowrate.metric import ConversationalFlowRateMetric
+from flowrate.metric import ConversationalFlowRateMetric, JudgePlan
 from flowrate.models import (
     ConversationalEvalTestCase,
     ConversationResult,
@@ -26,6 +27,7 @@ from flowrate.models import (
 
 FAILURES_KEPT = 50
 INTERRUPT_GRACE_S = 5.0
+PLAN_AHEAD = 32  # conversations planned, and looked up in the cache, together
 
 
 class FailureNote(BaseModel):
@@ -159,26 +161,38 @@ class BatchRun:
         started = loop.time()
         gate = CallGate(self.concurrency, self.rpm, self.tpm)
         budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
-        queue: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=self.concurrency * 2)
+        queue: asyncio.Queue[tuple[ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]] | None] = asyncio.Queue(
+            maxsize=self.concurrency * 2
+        )
         stop = asyncio.Event()
         workers: list[asyncio.Task] = []
 
         async def produce() -> None:
-            for case, source in items:
+            """Plan conversations a batch at a time, so the cache is asked once per batch."""
+            for batch in _batches(items, PLAN_AHEAD):
+                planned = []
+                for case, source in batch:
+                    if stop.is_set():
+                        break
+                    if budget is not None and budget.exhausted:
+                        self.summary.skip(f"{case.id}: not judged, the --max-cost budget is spent", budget=True)
+                        continue
+                    plans = {m.name: m.plan(case, lookup=False) for m in self.metrics if (case.id, m.name) not in self.done}
+                    planned.append((case, source, plans))
+                for metric in self.metrics:
+                    metric.fill_from_cache([plans[metric.name] for _, _, plans in planned if metric.name in plans])
+                for item in planned:
+                    await queue.put(item)
                 if stop.is_set():
                     break
-                if budget is not None and budget.exhausted:
-                    self.summary.skip(f"{case.id}: not judged, the --max-cost budget is spent", budget=True)
-                    continue
-                await queue.put((case, source))
             for _ in workers:
                 await queue.put(None)
 
-        async def judge(case: ConversationalEvalTestCase, source: Source | None) -> None:
+        async def judge(case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]) -> None:
             for metric in self.metrics:
-                if (case.id, metric.name) in self.done:
+                plan = plans.get(metric.name)
+                if plan is None:
                     continue
-                plan = metric.plan(case)
                 estimate = 0.0
                 if budget is not None:
                     estimate = metric.estimated_cost(plan) or 0.0
@@ -211,6 +225,9 @@ class BatchRun:
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
+            for metric in self.metrics:
+                if metric.cache is not None:
+                    metric.cache.flush()
             self.summary.wall_time_s = round(loop.time() - started, 3)
         return self.summary
 
@@ -231,6 +248,12 @@ class BatchRun:
             for task in everything:
                 task.cancel()
             await asyncio.gather(*everything, return_exceptions=True)
+
+
+def _batches(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
 
 
 def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:

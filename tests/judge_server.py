@@ -213,3 +213,22 @@ def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str) -> dict
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def main() -> None:
+    """Serve from a process of its own (benchmarks): prints the port, runs until killed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible judge on 127.0.0.1.")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--faults", default="", help="e.g. rate_limit=0.1,server_error=0.05,malformed=0.05,hang=0.003")
+    parser.add_argument("--seed", type=int, default=7)
+    options = parser.parse_args()
+    rates = {name: float(rate) for name, rate in (item.split("=") for item in options.faults.split(",") if item)}
+    server = JudgeServer(latency_s=options.latency, fault_rates=rates, fault_seed=options.seed, keep_bodies=False).start()
+    print(server.port, flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

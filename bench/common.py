@@ -1,0 +1,101 @@
+"""Shared by the benchmark scripts: the scripted judge in a process of its own, inputs, a bare LiteLLM loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
+
+TOPICS = ["a late parcel", "a double charge", "a password reset", "a cancelled flight", "a broken router", "a refund"]
+
+
+@contextmanager
+def judge_process(latency: float = 0.0, faults: str = ""):
+    """The scripted judge on 127.0.0.1, in its own process; yields its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.judge_server", "--latency", str(latency), "--faults", faults],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def write_conversations(path: Path, count: int) -> Path:
+    """`count` distinct support conversations of three to six turns."""
+    with path.open("w") as handle:
+        for n in range(count):
+            topic = TOPICS[n % len(TOPICS)]
+            turns = [
+                {"input": f"Hi, I need help with {topic}, case {n}.", "actual_output": f"Sorry about {topic}. Could you give me the reference for case {n}?"},
+                {"input": f"It is REF-{n:06d}.", "actual_output": f"Thanks, I found REF-{n:06d}. I am looking into it now."},
+                {"input": "How long will it take?", "actual_output": "It should be sorted within two business days; you will get an email."},
+            ][: 3 + n % 2] + [{"input": "Thanks!", "actual_output": "You're welcome, have a good day."}] * (n % 3)
+            handle.write(json.dumps({"id": f"bench-{n}", "turns": turns}) + "\n")
+    return path
+
+
+async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_url: str, concurrency: int) -> float:
+    """One `acompletion` per conversation under a semaphore: the floor flowrate is compared with.
+
+    Same judge, same settings: the model string, response format, temperature, timeout and
+    retries flowrate sends for `--model gpt-4o --api-base URL`.
+    """
+    import litellm
+
+    from flowrate.judge import LiteLLMBackend
+
+    litellm.suppress_debug_info = True
+    backend = LiteLLMBackend("gpt-4o", base_url)
+    response_format = backend._response_format(litellm)
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(messages):
+        async with semaphore:
+            response = await litellm.acompletion(
+                model=backend.litellm_model, messages=messages, api_base=base_url, temperature=0,
+                num_retries=0, max_retries=0, timeout=60, response_format=response_format,
+            )
+            return response.choices[0].message.content
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(messages) for messages in messages_per_conversation))
+    return time.perf_counter() - started
+
+
+def rendered_messages(path: Path) -> list[list[dict]]:
+    """The exact prompts flowrate sends for the conversations in `path`."""
+    from flowrate.inputs import InputSet, iter_cases
+    from flowrate.rubric import load_rubric
+
+    rubric = load_rubric()
+    inputs = InputSet([str(path)])
+    try:
+        return [rubric.build_messages(record.case) for record in iter_cases(inputs)]
+    finally:
+        inputs.close()
+
+
+async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: Path, output: Path):
+    """flowrate's own batch path, as `flowrate eval` runs it, minus the process start."""
+    from flowrate.batch import FileRun
+    from flowrate.settings import EvalSettings
+
+    settings = EvalSettings(api_base=base_url, concurrency=concurrency, cache_dir=str(cache_dir), output=str(output), model="gpt-4o")
+    started = time.perf_counter()
+    run = FileRun([str(path)], settings)
+    summary = await run.execute()
+    return time.perf_counter() - started, summary
