@@ -401,7 +401,7 @@ def _explain_all(errors: list[dict[str, Any]]) -> list[str]:
         by_field.setdefault(_field_path(error["loc"]), []).append(error)
     lines = []
     for location, group in by_field.items():
-        if any(other != location and other.startswith(location + ".") or other.startswith(location + "[") for other in by_field):
+        if any(other.startswith((location + ".", location + "[")) for other in by_field):
             continue
         expected = [_EXPECTED[e["type"]] for e in group if e["type"] in _EXPECTED]
         if len(group) > 1 and len(expected) == len(group):

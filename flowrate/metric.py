@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from flowrate.budget import PER_MESSAGE_OVERHEAD, fit_turns, fits_for_sure
+from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns, fits_for_sure
 from flowrate.cache import ResponseCache, cache_key
 from flowrate.exit_codes import JudgeAccessError
 from flowrate.judge import (
