@@ -45,7 +45,7 @@ class ResponseCache:
     """Judge replies by key. WAL mode and a busy timeout let two runs write at once."""
 
     def __init__(self, directory: Path):
-        self.path = Path(directory) / CACHE_FILE
+        self.path = Path(directory).expanduser() / CACHE_FILE
         self._pending: dict[str, tuple] = {}
         self._last_flush = time.monotonic()
         try:

@@ -105,7 +105,7 @@ def eval_command(
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation."""
-    given = {name: value for name, value in locals().items() if name not in ("paths", "config")}
+    given = {name: value for name, value in locals().items() if name not in ("paths", "config", "dry_run")}
     from flowrate.report import print_dry_run, print_summary
 
     try:

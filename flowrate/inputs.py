@@ -151,7 +151,12 @@ class InputSet:
         """Every record of every file, in order, valid or not."""
         for path, shown in self.files:
             kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
-            yield from _READERS[kind](path, shown)
+            try:
+                yield from _READERS[kind](path, shown)
+            except OSError as error:
+                yield Record(source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: cannot read: {error.strerror}"])
+            except UnicodeDecodeError as error:
+                yield Record(source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: not UTF-8 text (byte {error.start})"])
 
     def close(self) -> None:
         if self._spool is not None:

@@ -45,7 +45,6 @@ class EvalSettings(BaseModel):
     tpm: float | None = Field(None, gt=0)
     max_cost: float | None = Field(None, ge=0)
     shard: str | None = Field(None, pattern=r"^\d+/\d+$")
-    dry_run: bool = False
 
     @property
     def shard_slice(self) -> tuple[int, int] | None:

@@ -215,3 +215,11 @@ def test_readme_documents_every_option_and_exit_code(run_flowrate):
             assert f"`{option}" in readme, f"README does not document {command} {option}"
     for code in ("0", "1", "2", "3", "130"):
         assert re.search(rf"^\| `?{code}`? \|", readme, re.MULTILINE), f"README does not document exit code {code}"
+
+
+def test_the_config_sample_lists_every_option():
+    from flowrate.settings import EvalSettings
+
+    sample = (ROOT / "configs" / "flowrate.yaml").read_text()
+    listed = set(re.findall(r"^# ([a-z_]+):", sample, re.MULTILINE))
+    assert listed == set(EvalSettings.model_fields)

@@ -131,3 +131,9 @@ def test_missing_path_and_unknown_type(tmp_path):
         f"{tmp_path / 'nope.jsonl'}: no such file or directory",
         f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml or .yml)",
     ]
+
+
+def test_a_yaml_file_that_is_not_utf8_is_a_problem_not_a_crash(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("- id: x\n  turns: [{input: 'caf\xe9', actual_output: b}]\n".encode("latin-1"))
+    assert problems_of(path) == [f"{path}: not UTF-8 text (byte 30)"]
