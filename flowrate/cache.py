@@ -8,6 +8,7 @@ Only usable replies are stored; errors and unparsable replies never are.
 from __future__ import annotations
 
 import hashlib
+import random
 import sqlite3
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ CACHE_FILE = "responses.sqlite3"
 WRITE_BATCH = 200
 WRITE_INTERVAL_S = 2.0
 LOOKUP_BATCH = 500  # below SQLite's limit on bound parameters
+OPEN_TIMEOUT_S = 30.0
 
 
 def default_cache_dir() -> Path:
@@ -50,15 +52,31 @@ class ResponseCache:
         self._last_flush = time.monotonic()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
-                " rubric_version TEXT NOT NULL, texts BLOB NOT NULL, created_at REAL NOT NULL)"
-            )
+            self._db = self._open()
         except (OSError, sqlite3.Error) as error:
             raise ConfigError(f"{self.path}: cannot open the response cache: {error}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect and set up, retrying while another run sets up the same new file: switching
+        a database to WAL can answer "locked" at once, without waiting on the busy timeout."""
+        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        while True:
+            db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            try:
+                if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":  # WAL persists in the file
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
+                    " rubric_version TEXT NOT NULL, texts BLOB NOT NULL, created_at REAL NOT NULL)"
+                )
+                return db
+            except sqlite3.OperationalError as error:
+                db.close()
+                contended = "locked" in str(error) or "busy" in str(error)
+                if not contended or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.01, 0.1))
 
     def get(self, key: str) -> list[str] | None:
         if key in self._pending:
@@ -87,7 +105,7 @@ class ResponseCache:
     def flush(self) -> None:
         if self._pending:
             with self._db:
-                self._db.execute("BEGIN")
+                self._db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
                 self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values()))
             self._pending.clear()
         self._last_flush = time.monotonic()

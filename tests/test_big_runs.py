@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import multiprocessing
+import os
 import signal
 import subprocess
 import time
@@ -230,3 +232,30 @@ async def test_rate_ceiling_spaces_requests():
     for _ in range(8):
         await ceiling.take(1)
     assert now[0] == pytest.approx(3.0)  # five from the burst, then one a second
+
+
+def _open_and_write(directory, barrier, results):
+    from flowrate.cache import ResponseCache
+
+    barrier.wait()
+    try:
+        cache = ResponseCache(directory)
+        cache.put(f"key-{os.getpid()}", "model", "rubric", ["reply"])
+        cache.close()
+        results.put("ok")
+    except Exception as error:  # reported to the test, which fails on it
+        results.put(f"{type(error).__name__}: {error}")
+
+
+def test_runs_opening_a_new_cache_at_the_same_moment_all_succeed(tmp_path):
+    context = multiprocessing.get_context("fork")
+    outcomes = []
+    for trial in range(10):
+        barrier, results = context.Barrier(4), context.Queue()
+        workers = [context.Process(target=_open_and_write, args=(tmp_path / str(trial), barrier, results)) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        outcomes += [results.get(timeout=5) for _ in workers]
+    assert outcomes == ["ok"] * 40
