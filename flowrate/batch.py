@@ -128,6 +128,11 @@ class FileRun:
             finally:
                 self.inputs.close()
                 gc.unfreeze()
+                for metric in self.metrics:
+                    if metric.cache is not None and metric.cache.lost_writes:
+                        self.notices.append(
+                            f"{metric.cache.path}: {metric.cache.lost_writes} replies could not be cached ({metric.cache.last_error})"
+                        )
 
     @property
     def _resuming(self) -> bool:

@@ -50,6 +50,8 @@ class ResponseCache:
         self.path = Path(directory).expanduser() / CACHE_FILE
         self._pending: dict[str, tuple] = {}
         self._last_flush = time.monotonic()
+        self.lost_writes = 0
+        self.last_error = ""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = self._open()
@@ -103,10 +105,16 @@ class ResponseCache:
             self.flush()
 
     def flush(self) -> None:
+        """Write what is pending. The cache is an aid, not the record: a failed write (a full
+        disk, say) is counted in `lost_writes` for the run to report, and the run goes on."""
         if self._pending:
-            with self._db:
-                self._db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
-                self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values()))
+            try:
+                with self._db:
+                    self._db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
+                    self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values()))
+            except sqlite3.Error as error:
+                self.lost_writes += len(self._pending)
+                self.last_error = str(error)
             self._pending.clear()
         self._last_flush = time.monotonic()
 

@@ -259,3 +259,13 @@ def test_runs_opening_a_new_cache_at_the_same_moment_all_succeed(tmp_path):
             worker.join(60)
         outcomes += [results.get(timeout=5) for _ in workers]
     assert outcomes == ["ok"] * 40
+
+
+def test_a_cache_that_cannot_be_written_does_not_stop_the_run(tmp_path):
+    from flowrate.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path)
+    cache._db.close()  # as good as a full disk: every write fails
+    cache.put("key", "model", "rubric", ["reply"])
+    cache.flush()
+    assert cache.lost_writes == 1 and "closed" in cache.last_error
