@@ -1,6 +1,5 @@
 """Big runs: the response cache, resume, retry-errors, budgets, dry runs, shards, rate limits."""
 
-import asyncio
 import json
 import multiprocessing
 import os
