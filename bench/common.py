@@ -60,14 +60,13 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
 
     litellm.suppress_debug_info = True
     backend = LiteLLMBackend("gpt-4o", base_url)
-    response_format = backend._response_format(litellm)
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(messages):
         async with semaphore:
             response = await litellm.acompletion(
                 model=backend.litellm_model, messages=messages, api_base=base_url, temperature=0,
-                num_retries=0, max_retries=0, timeout=60, response_format=response_format,
+                num_retries=0, max_retries=0, timeout=60, response_format=backend.response_format,
             )
             return response.choices[0].message.content
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,9 +113,7 @@ class FileRun:
             tpm=self.settings.tpm,
             max_cost_usd=self.settings.max_cost,
         )
-        for problem in self.scan.problems:
-            run.summary.skip(problem)
-        run.summary.skipped = self.scan.invalid
+        run.summary.skip_invalid(self.scan.invalid, self.scan.problems)
         done = self._resume_from_output(run.summary)
         run.done = done
         with _open_output(self.settings.output, append=bool(done) or self._resuming) as sink:
@@ -191,23 +192,32 @@ class FileRun:
 
 
 def merge_results(paths: list[str], output: str) -> RunSummary:
-    """Join the results files of several shards into one; a row twice is an input error."""
+    """Join the results files of several shards into one; a row twice is an input error,
+    and then no output is written."""
     summary = RunSummary()
     seen: dict[tuple[str, str], str] = {}
     problems: list[str] = []
-    for path in paths:
-        for number, row in enumerate(read_rows(Path(path)), start=1):
-            key = (row.id, row.metric)
-            if key in seen:
-                problems.append(f"{path}: row {number}: id {row.id!r} ({row.metric}) is also in {seen[key]}")
-            seen.setdefault(key, path)
-    if problems:
-        raise InputError(problems)
-    with _open_output(output, append=False) as sink:
+    with tempfile.NamedTemporaryFile("wb", delete=False, dir=None if output == "-" else Path(output).parent, suffix=".merging") as staged:
         for path in paths:
-            for row in read_rows(Path(path)):
-                sink.write(row.model_dump_json().encode() + b"\n")
+            for number, row in enumerate(read_rows(Path(path)), start=1):
+                key = (row.id, row.metric)
+                if key in seen:
+                    problems.append(f"{path}: row {number}: id {row.id!r} ({row.metric}) is also in {seen[key]}")
+                    continue
+                seen[key] = path
+                staged.write(row.model_dump_json().encode() + b"\n")
                 summary.add(row)
+    try:
+        if problems:
+            raise InputError(problems)
+        if output == "-":
+            with open(staged.name, "rb") as merged:
+                shutil.copyfileobj(merged, sys.stdout.buffer)
+        else:
+            os.replace(staged.name, output)
+    finally:
+        if os.path.exists(staged.name):
+            os.unlink(staged.name)
     return summary
 
 

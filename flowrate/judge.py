@@ -14,6 +14,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cache, cached_property
 from typing import Any, Protocol
 
 import orjson
@@ -159,6 +160,7 @@ class CustomClientBackend:
         return Completion(texts=[text or ""], cost_usd=cost)
 
 
+@cache
 def _litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -176,7 +178,6 @@ class LiteLLMBackend:
         self.litellm_model = litellm_model_name(model, api_base)
         self.provider = provider_of(self.litellm_model)
         self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
-        self._structured: bool | None = None
 
     def check_access(self) -> None:
         """Fail before spending anything when the provider's key is not set."""
@@ -194,9 +195,12 @@ class LiteLLMBackend:
             raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {names}")
 
     def supports_n(self) -> bool:
-        litellm = _litellm()
+        return self._supports_n
+
+    @cached_property
+    def _supports_n(self) -> bool:
         try:
-            return "n" in (litellm.get_supported_openai_params(model=self.litellm_model) or [])
+            return "n" in (_litellm().get_supported_openai_params(model=self.litellm_model) or [])
         except Exception:
             return False
 
@@ -224,15 +228,16 @@ class LiteLLMBackend:
         return self.litellm_model
 
     def response_format_id(self) -> str | None:
-        return "json_schema" if self._response_format(_litellm()) else None
+        return "json_schema" if self.response_format else None
 
-    def _response_format(self, litellm: Any) -> dict[str, Any] | None:
-        if self._structured is None:
-            try:
-                self._structured = bool(litellm.supports_response_schema(model=self.litellm_model))
-            except Exception:
-                self._structured = False
-        if not self._structured:
+    @cached_property
+    def response_format(self) -> dict[str, Any] | None:
+        """Structured output with the verdict's schema, where the model supports it."""
+        try:
+            structured = bool(_litellm().supports_response_schema(model=self.litellm_model))
+        except Exception:
+            structured = False
+        if not structured:
             return None
         return {"type": "json_schema", "json_schema": {"name": "flow_verdict", "schema": VERDICT_SCHEMA, "strict": True}}
 
@@ -245,9 +250,8 @@ class LiteLLMBackend:
             options["api_base"] = self.api_base
             if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
                 options["api_key"] = NO_KEY_PLACEHOLDER
-        response_format = self._response_format(litellm)
-        if response_format:
-            options["response_format"] = response_format
+        if self.response_format:
+            options["response_format"] = self.response_format
         response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
         texts = [choice.message.content or "" for choice in response.choices]
         usage = getattr(response, "usage", None)

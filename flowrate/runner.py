@@ -89,10 +89,16 @@ class RunSummary(BaseModel):
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
             _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}"))
 
-    def skip(self, note: str, budget: bool = False) -> None:
+    def skip_for_budget(self, conversation_id: str | None) -> None:
         self.skipped += 1
-        self.budget_skipped += budget
-        _keep(self.skipped_notes, note)
+        self.budget_skipped += 1
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
+
+    def skip_invalid(self, records: int, problems: list[str]) -> None:
+        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
+        self.skipped += records
+        for problem in problems:
+            _keep(self.skipped_notes, problem)
 
     @property
     def pass_rate(self) -> float | None:
@@ -175,7 +181,7 @@ class BatchRun:
                     if stop.is_set():
                         break
                     if budget is not None and budget.exhausted:
-                        self.summary.skip(f"{case.id}: not judged, the --max-cost budget is spent", budget=True)
+                        self.summary.skip_for_budget(case.id)
                         continue
                     plans = {m.name: m.plan(case, lookup=False) for m in self.metrics if (case.id, m.name) not in self.done}
                     planned.append((case, source, plans))
@@ -197,7 +203,7 @@ class BatchRun:
                 if budget is not None:
                     estimate = metric.estimated_cost(plan) or 0.0
                     if not budget.reserve(estimate):
-                        self.summary.skip(f"{case.id}: not judged, the --max-cost budget is spent", budget=True)
+                        self.summary.skip_for_budget(case.id)
                         return
                 row = await metric.evaluate(case, source, plan=plan, gate=gate)
                 if budget is not None:
