@@ -153,7 +153,9 @@ class FileRun:
         for row in read_rows(path):
             key = (row.id, row.metric)
             if key in done:
-                raise InputError([f"{path}: more than one row for id {row.id!r} ({row.metric}); fix the file before resuming"])
+                raise InputError(
+                    [f"{path}: more than one row for id {row.id!r} ({row.metric})"], headline="problem(s) in the output file; nothing was judged", hint="fix the file before resuming"
+                )
             done.add(key)
             summary.add(row)
             summary.resumed += 1
@@ -209,7 +211,7 @@ def merge_results(paths: list[str], output: str) -> RunSummary:
                 summary.add(row)
     try:
         if problems:
-            raise InputError(problems)
+            raise InputError(problems, headline="row(s) in more than one file; nothing was merged", hint=None)
         if output == "-":
             with open(staged.name, "rb") as merged:
                 shutil.copyfileobj(merged, sys.stdout.buffer)

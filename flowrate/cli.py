@@ -29,10 +29,11 @@ Paths = Annotated[list[str], typer.Argument(help="Files, directories (every .jso
 def _fail(error: BaseException) -> typer.Exit:
     """Print a user error plainly, and give the exit status that goes with it."""
     if isinstance(error, InputError):
-        stderr.print(f"flowrate: {error.total} problem(s) in the input; no conversation was judged:", markup=False)
+        stderr.print(f"flowrate: {error.total} {error.headline}:", markup=False)
         for problem in error.problems:
             stderr.print(f"  {problem}", markup=False, highlight=False)
-        stderr.print("fix them, or pass --skip-invalid to judge the valid conversations only", markup=False)
+        if error.hint:
+            stderr.print(error.hint, markup=False)
     elif isinstance(error, FlowrateError):
         stderr.print(f"flowrate: error: {error}", markup=False, highlight=False)
     return typer.Exit(int(exit_code_for(error)))

@@ -12,20 +12,15 @@ PER_MESSAGE_OVERHEAD = 8  # role and separators a chat template adds to each mes
 CLIP_MARK = " […] "
 
 
-def fits_for_sure(texts: list[str], budget: int) -> bool:
-    """A byte-level BPE never makes more tokens than UTF-8 bytes: a cheap upper bound that
-    spares the exact count for every conversation that is clearly short enough."""
-    return sum(len(text.encode()) + PER_MESSAGE_OVERHEAD for text in texts) <= budget
-
-
 def fit_turns(
     case: ConversationalEvalTestCase, available: int, count_tokens: Callable[[str], int]
 ) -> tuple[ConversationalEvalTestCase, tuple[int, int] | None]:
     """Keep the first turns and as many of the latest turns as fit in `available` tokens.
 
-    Returns the conversation to show and the (first, last) turn numbers left out, or None
-    when everything fits. The last turn is always kept, clipped in its middle if it alone
-    is too long: the end state matters most.
+    Returns the conversation to show and the (first, last) turn numbers left out (None when
+    no turn is). The same object comes back when everything fits; anything else was cut.
+    The last turn is always kept, clipped in its middle if it alone is too long: the end
+    state matters most.
     """
     costs = [count_tokens(turn_line(number, turn)) for number, turn in enumerate(case.turns, start=1)]
     if sum(costs) <= available:

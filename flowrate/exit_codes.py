@@ -22,11 +22,20 @@ class FlowrateError(Exception):
 
 
 class InputError(FlowrateError):
-    """One or more input records are invalid. `problems` holds one line per problem."""
+    """One or more input records are invalid. `problems` holds one line per problem;
+    `headline` and `hint` say what that stopped and what to do."""
 
-    def __init__(self, problems: list[str], total: int | None = None):
+    def __init__(
+        self,
+        problems: list[str],
+        total: int | None = None,
+        headline: str = "problem(s) in the input; no conversation was judged",
+        hint: str | None = "fix them, or pass --skip-invalid to judge the valid conversations only",
+    ):
         self.problems = problems
         self.total = total if total is not None else len(problems)
+        self.headline = headline
+        self.hint = hint
         super().__init__("\n".join(problems))
 
 

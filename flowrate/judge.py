@@ -330,8 +330,11 @@ def retry_after_seconds(error: BaseException | None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
+        return None
 
 
 async def complete_with_retries(

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns, fits_for_sure
+from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.cache import ResponseCache, cache_key
 from flowrate.exit_codes import JudgeAccessError
 from flowrate.judge import (
@@ -28,11 +28,10 @@ from flowrate.judge import (
 )
 from flowrate.limits import CallGate
 from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvalTestCase, EvaluationRow, Source, Usage
-from flowrate.rubric import Rubric, grading_request, load_rubric, turn_line
+from flowrate.rubric import Rubric, grading_request, load_rubric
 
 ERROR_MESSAGE_LIMIT = 500
 REPLY_RESERVE_TOKENS = 1024
-WRAPPER_BYTES = 400  # the grading request around a transcript
 BYTES_PER_TOKEN_ESTIMATE = 4  # for rate ceilings and budgets; exact counts only where they matter
 TEMPERATURE = 0.0
 
@@ -105,7 +104,7 @@ class ConversationalFlowRateMetric:
 
     @cached_property
     def _prefix_bytes(self) -> int:
-        return sum(len(m["content"].encode()) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages) + WRAPPER_BYTES
+        return sum(len(m["content"].encode()) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
 
     @cached_property
     def _prefix_tokens(self) -> int:
@@ -135,19 +134,18 @@ class ConversationalFlowRateMetric:
         Bytes bound tokens from above, so the tokenizer runs only for a conversation that may
         not fit; nearly every conversation is settled by a byte count.
         """
-        elided = None
-        lines = [turn_line(1, turn) for turn in case.turns]
-        size = self._prefix_bytes + sum(len(line.encode()) + PER_MESSAGE_OVERHEAD for line in lines)
+        messages = self.rubric.build_messages(case, self.language)
+        size = self._prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
+        fitted = case
         if self._window is not None and size > self._window - REPLY_RESERVE_TOKENS * self.samples:
-            budget = self.input_budget or 0
-            if not fits_for_sure(lines, budget):
-                case, elided = fit_turns(case, budget, self.backend.count_tokens)
-        messages = self.rubric.build_messages(case, self.language, elided)
+            fitted, elided = fit_turns(case, self.input_budget or 0, self.backend.count_tokens)
+            if fitted is not case:
+                messages = self.rubric.build_messages(fitted, self.language, elided)
         key = cached = None
         if self.cache is not None:
             key = cache_key(self.backend.cache_identity(), self.rubric.version, messages, TEMPERATURE, self.samples, self.backend.response_format_id())
             cached = self.cache.get(key) if lookup else None
-        return JudgePlan(case, messages, elided is not None, key, cached, size // BYTES_PER_TOKEN_ESTIMATE)
+        return JudgePlan(fitted, messages, fitted is not case, key, cached, size // BYTES_PER_TOKEN_ESTIMATE)
 
     def fill_from_cache(self, plans: list[JudgePlan]) -> None:
         """Look up many plans' replies with one query."""

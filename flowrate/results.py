@@ -24,11 +24,17 @@ def read_rows(path: Path) -> Iterator[EvaluationRow]:
             if not line.strip():
                 continue
             try:
-                yield EvaluationRow.model_validate_json(line)
+                row = EvaluationRow.model_validate_json(line)
             except ValidationError as error:
                 if not line.endswith(b"\n"):  # the last line, cut short
                     return
-                raise InputError([f"{path}:{number}: not a flowrate result row: {error.errors()[0]['msg']}"]) from None
+                problem = error.errors()[0]["msg"]
+            else:
+                if row.verdict is not None or row.error is not None:
+                    yield row
+                    continue
+                problem = "a row has a verdict or an error, this one has neither"
+            raise InputError([f"{path}:{number}: not a flowrate result row: {problem}"], headline="problem(s) in a results file", hint=None)
 
 
 def repair_partial_tail(path: Path) -> bool:

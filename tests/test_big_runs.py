@@ -268,3 +268,23 @@ def test_a_cache_that_cannot_be_written_does_not_stop_the_run(tmp_path):
     cache.put("key", "model", "rubric", ["reply"])
     cache.flush()
     assert cache.lost_writes == 1 and "closed" in cache.last_error
+
+
+def test_merge_refuses_duplicates_without_an_eval_hint(run_flowrate, tmp_path):
+    from datetime import datetime, timezone
+
+    from flowrate.models import EvaluationRow
+
+    row = EvaluationRow(id="a", metric="conversational_flow_rate", verdict="fully", score=1.0, success=True, threshold=0.7, model="m", rubric_version="v", evaluated_at=datetime.now(timezone.utc))
+    (tmp_path / "one.jsonl").write_text(row.model_dump_json() + "\n")
+    result = run_flowrate("merge", "one.jsonl", "one.jsonl", "-o", "merged.jsonl")
+    assert result.returncode == 2 and not (tmp_path / "merged.jsonl").exists()
+    assert result.stderr.startswith("flowrate: 1 row(s) in more than one file; nothing was merged:")
+    assert "--skip-invalid" not in result.stderr
+
+
+def test_a_row_with_neither_verdict_nor_error_is_a_plain_problem(run_flowrate, tmp_path):
+    (tmp_path / "odd.jsonl").write_text('{"id": "a", "metric": "m", "threshold": 0.7, "model": "m", "rubric_version": "v", "evaluated_at": "2026-01-01T00:00:00Z"}\n')
+    result = run_flowrate("merge", "odd.jsonl", "-o", "merged.jsonl")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "odd.jsonl:1: not a flowrate result row: a row has a verdict or an error, this one has neither" in result.stderr

@@ -78,3 +78,8 @@ def test_retry_after_is_honoured_and_capped():
 def test_secrets_are_redacted(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-verysecret")
     assert redact_secrets("Incorrect key sk-ant-verysecret given") == "Incorrect key *** given"
+
+
+def test_a_retry_after_that_is_neither_seconds_nor_a_date_is_ignored():
+    assert retry_after_seconds(FakeRateLimit("soon")) is None
+    assert RetryPolicy(backoff=1, backoff_max=60).wait_seconds(2, FakeRateLimit("soon"), jitter=0.5) == 2.0

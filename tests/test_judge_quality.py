@@ -181,3 +181,14 @@ def test_agreement_command_judges_then_reuses_results(judge, run_flowrate, tmp_p
     missing = run_flowrate("agreement", path, "--label", "Fluent", "--results", tmp_path / "flowrate-agreement.jsonl")
     assert missing.returncode == 2
     assert "no record carries the label 'Fluent' (labels found: Coherent, Other)" in missing.stderr
+
+
+async def test_one_turn_too_long_for_the_window_is_clipped_and_marked():
+    client = ScriptedClient(verdict("partial"))
+    metric = ConversationalFlowRateMetric(model=client, max_input_tokens=6000, retry=NO_WAIT)
+    text = "START " + "lorem ipsum " * 2000 + " END-OF-MESSAGE"
+    case = ConversationalEvalTestCase(turns=[EvalTestCase(input=text, actual_output="ok")])
+    [result] = await evaluate_conversations([case], [metric])
+    sent = client.calls[0][0][-1]["content"]
+    assert result.metrics_data[0].evaluation_log["truncated"] is True
+    assert "[…]" in sent and "END-OF-MESSAGE" in sent and len(sent) < len(text)
