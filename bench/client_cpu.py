@@ -1,7 +1,8 @@
 """Benchmark 2: client CPU per 1000 conversations, flowrate's own share separated from LiteLLM's.
 
 The judge answers at once (latency 0) from a process of its own, so this process's CPU
-time is the client's alone. The bare LiteLLM loop sends the same prompts with the same
+time is the client's alone. Both loops run with LiteLLM's long-lived objects frozen out of
+the garbage collector, as `flowrate eval` runs. The bare LiteLLM loop sends the same prompts with the same
 settings; what flowrate spends beyond it is flowrate's own share (reading and validating
 input, prompts, retries, gates, cache, rows).
 
@@ -10,6 +11,7 @@ python bench/client_cpu.py [--n 2000] [-j 50]
 
 import argparse
 import asyncio
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +38,9 @@ def main() -> None:
         asyncio.run(bare_litellm_loop(messages[: options.j], base_url, options.j))  # warm-up
         bare, ours = [], []
         for round_ in range(options.rounds):
+            gc.freeze()  # as `flowrate eval` does for itself: the difference is then flowrate's own work
             bare.append(cpu_seconds(lambda: asyncio.run(bare_litellm_loop(messages, base_url, options.j)))[0])
+            gc.unfreeze()
             spent, (_, summary) = cpu_seconds(
                 lambda: asyncio.run(flowrate_run(path, base_url, options.j, scratch / f"cache{round_}", scratch / "out.jsonl"))
             )
