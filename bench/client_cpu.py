@@ -42,7 +42,9 @@ def main() -> None:
             bare.append(cpu_seconds(lambda: asyncio.run(bare_litellm_loop(messages, base_url, options.j)))[0])
             gc.unfreeze()
             spent, (_, summary) = cpu_seconds(
-                lambda: asyncio.run(flowrate_run(path, base_url, options.j, scratch / f"cache{round_}", scratch / "out.jsonl"))
+                lambda cache=scratch / f"cache{round_}": asyncio.run(
+                    flowrate_run(path, base_url, options.j, cache, scratch / "out.jsonl")
+                )
             )
             assert summary.judged == options.n, summary
             ours.append(spent)

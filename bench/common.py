@@ -24,7 +24,9 @@ def judge_process(latency: float = 0.0, faults: str = ""):
     """The scripted judge on 127.0.0.1, in its own process; yields its base URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.judge_server", "--latency", str(latency), "--faults", faults],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         port = int(process.stdout.readline())
@@ -40,9 +42,18 @@ def write_conversations(path: Path, count: int) -> Path:
         for n in range(count):
             topic = TOPICS[n % len(TOPICS)]
             turns = [
-                {"input": f"Hi, I need help with {topic}, case {n}.", "actual_output": f"Sorry about {topic}. Could you give me the reference for case {n}?"},
-                {"input": f"It is REF-{n:06d}.", "actual_output": f"Thanks, I found REF-{n:06d}. I am looking into it now."},
-                {"input": "How long will it take?", "actual_output": "It should be sorted within two business days; you will get an email."},
+                {
+                    "input": f"Hi, I need help with {topic}, case {n}.",
+                    "actual_output": f"Sorry about {topic}. Could you give me the reference for case {n}?",
+                },
+                {
+                    "input": f"It is REF-{n:06d}.",
+                    "actual_output": f"Thanks, I found REF-{n:06d}. I am looking into it now.",
+                },
+                {
+                    "input": "How long will it take?",
+                    "actual_output": "It should be sorted within two business days; you will get an email.",
+                },
             ][: 3 + n % 2] + [{"input": "Thanks!", "actual_output": "You're welcome, have a good day."}] * (n % 3)
             handle.write(json.dumps({"id": f"bench-{n}", "turns": turns}) + "\n")
     return path
@@ -65,8 +76,14 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
     async def one(messages):
         async with semaphore:
             response = await litellm.acompletion(
-                model=backend.litellm_model, messages=messages, api_base=base_url, temperature=0,
-                num_retries=0, max_retries=0, timeout=60, response_format=backend.response_format,
+                model=backend.litellm_model,
+                messages=messages,
+                api_base=base_url,
+                temperature=0,
+                num_retries=0,
+                max_retries=0,
+                timeout=60,
+                response_format=backend.response_format,
             )
             return response.choices[0].message.content
 
@@ -93,7 +110,9 @@ async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: P
     from flowrate.batch import FileRun
     from flowrate.settings import EvalSettings
 
-    settings = EvalSettings(api_base=base_url, concurrency=concurrency, cache_dir=str(cache_dir), output=str(output), model="gpt-4o")
+    settings = EvalSettings(
+        api_base=base_url, concurrency=concurrency, cache_dir=str(cache_dir), output=str(output), model="gpt-4o"
+    )
     started = time.perf_counter()
     run = FileRun([str(path)], settings)
     summary = await run.execute()

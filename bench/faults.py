@@ -36,9 +36,24 @@ def main() -> None:
         env = dict(os.environ, FLOWRATE_CACHE_DIR=str(scratch / "cache"))
         started = time.perf_counter()
         finished = subprocess.run(
-            [FLOWRATE, "eval", str(path), "--api-base", base_url, "-j", str(options.j), "--timeout", str(options.timeout),
-             "--max-retries", str(options.max_retries), "-o", str(output)],
-            env=env, capture_output=True, text=True,
+            [
+                FLOWRATE,
+                "eval",
+                str(path),
+                "--api-base",
+                base_url,
+                "-j",
+                str(options.j),
+                "--timeout",
+                str(options.timeout),
+                "--max-retries",
+                str(options.max_retries),
+                "-o",
+                str(output),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
         )
         wall = time.perf_counter() - started
         rows = [json.loads(line) for line in output.open()]
@@ -50,9 +65,13 @@ def main() -> None:
     # twice over (its call and the corrective re-ask), and the default 60 s cap on each wait
     worst = 2 * ((options.max_retries + 1) * options.timeout + options.max_retries * 60)
     print(f"N={options.n} j={options.j} faults: {FAULTS} timeout={options.timeout}s max-retries={options.max_retries}")
-    print(f"exit code {finished.returncode}; rows {len(rows)}; distinct ids {len(ids)}; every id once: {set(ids) == expected and max(ids.values()) == 1}")
+    print(
+        f"exit code {finished.returncode}; rows {len(rows)}; distinct ids {len(ids)}; every id once: {set(ids) == expected and max(ids.values()) == 1}"
+    )
     print(f"outcomes: {dict(outcome)}; attempts per row: {dict(sorted(attempts.items()))}")
-    print(f"wall time {wall:.1f} s; the retry budget of one conversation is at most {worst:.0f} s: within it: {wall <= worst}")
+    print(
+        f"wall time {wall:.1f} s; the retry budget of one conversation is at most {worst:.0f} s: within it: {wall <= worst}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def main() -> None:
         for count in (options.small, options.large):
             path = write_conversations(scratch / f"c{count}.jsonl", count)
             output = scratch / f"out{count}.jsonl"
-            rss, seconds, code = peak_rss_mb(["eval", str(path), "--api-base", base_url, "-j", str(options.j), "-o", str(output)], env)
+            rss, seconds, code = peak_rss_mb(
+                ["eval", str(path), "--api-base", base_url, "-j", str(options.j), "-o", str(output)], env
+            )
             rows = sum(1 for _ in output.open())
             assert code == 0 and rows == count, (code, rows)
             results[count] = rss

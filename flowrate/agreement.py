@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
 from pydantic import BaseModel
 
 from flowrate.exit_codes import ConfigError

@@ -154,7 +154,9 @@ class FileRun:
             key = (row.id, row.metric)
             if key in done:
                 raise InputError(
-                    [f"{path}: more than one row for id {row.id!r} ({row.metric})"], headline="problem(s) in the output file; nothing was judged", hint="fix the file before resuming"
+                    [f"{path}: more than one row for id {row.id!r} ({row.metric})"],
+                    headline="problem(s) in the output file; nothing was judged",
+                    hint="fix the file before resuming",
                 )
             done.add(key)
             summary.add(row)
@@ -199,7 +201,9 @@ def merge_results(paths: list[str], output: str) -> RunSummary:
     summary = RunSummary()
     seen: dict[tuple[str, str], str] = {}
     problems: list[str] = []
-    with tempfile.NamedTemporaryFile("wb", delete=False, dir=None if output == "-" else Path(output).parent, suffix=".merging") as staged:
+    with tempfile.NamedTemporaryFile(
+        "wb", delete=False, dir=None if output == "-" else Path(output).parent, suffix=".merging"
+    ) as staged:
         for path in paths:
             for number, row in enumerate(read_rows(Path(path)), start=1):
                 key = (row.id, row.metric)

@@ -31,7 +31,14 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("flowrate"))
 
 
-def cache_key(model: str, rubric_version: str, messages: list[dict[str, str]], temperature: float, samples: int, response_format: str | None) -> str:
+def cache_key(
+    model: str,
+    rubric_version: str,
+    messages: list[dict[str, str]],
+    temperature: float,
+    samples: int,
+    response_format: str | None,
+) -> str:
     payload = {
         "model": model,
         "rubric_version": rubric_version,
@@ -111,7 +118,9 @@ class ResponseCache:
             try:
                 with self._db:
                     self._db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
-                    self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values()))
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values())
+                    )
             except sqlite3.Error as error:
                 self.lost_writes += len(self._pending)
                 self.last_error = str(error)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from pathlib import Path
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from pathlib import Path
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -23,7 +23,9 @@ app = typer.Typer(
 )
 stderr = Console(stderr=True, soft_wrap=True)  # a message that scripts grep must stay on one line
 
-Paths = Annotated[list[str], typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin.")]
+Paths = Annotated[
+    list[str], typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin.")
+]
 
 
 def _fail(error: BaseException) -> typer.Exit:
@@ -40,26 +42,142 @@ def _fail(error: BaseException) -> typer.Exit:
 
 
 # Judge options, declared once and shared by every command that calls a judge.
-ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", envvar="FLOWRATE_MODEL", help="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM provider/model. [default: gpt-4o]")]
-ApiBaseOption = Annotated[Optional[str], typer.Option("--api-base", envvar="FLOWRATE_API_BASE", help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway).")]
-ThresholdOption = Annotated[Optional[float], typer.Option("--threshold", envvar="FLOWRATE_THRESHOLD", help="A conversation passes when its score is at least this. [default: 0.7]")]
-ConcurrencyOption = Annotated[Optional[int], typer.Option("--concurrency", "-j", envvar="FLOWRATE_CONCURRENCY", help="Judge calls in flight at most. [default: 16]")]
-MaxRetriesOption = Annotated[Optional[int], typer.Option("--max-retries", envvar="FLOWRATE_MAX_RETRIES", help="Retries of a call after a rate limit, 5xx, timeout or dropped connection. [default: 5]")]
-TimeoutOption = Annotated[Optional[float], typer.Option("--timeout", envvar="FLOWRATE_TIMEOUT", help="Seconds one attempt may take. [default: 60]")]
-BackoffOption = Annotated[Optional[float], typer.Option("--backoff", envvar="FLOWRATE_BACKOFF", help="First retry wait in seconds, doubled each retry, with jitter. [default: 1]")]
-BackoffMaxOption = Annotated[Optional[float], typer.Option("--backoff-max", envvar="FLOWRATE_BACKOFF_MAX", help="Longest wait between retries, Retry-After included. [default: 60]")]
-OutputOption = Annotated[Optional[str], typer.Option("--output", "-o", envvar="FLOWRATE_OUTPUT", help="Results JSONL file; - for stdout. [default: flowrate-results.jsonl]")]
-SkipInvalidOption = Annotated[Optional[bool], typer.Option("--skip-invalid", envvar="FLOWRATE_SKIP_INVALID", help="Judge the valid conversations and list the invalid ones as skipped.")]
-VerboseOption = Annotated[Optional[bool], typer.Option("--verbose", "-v", envvar="FLOWRATE_VERBOSE", help="Print each verdict with its reason and key issues as it arrives.")]
-RubricOption = Annotated[Optional[str], typer.Option("--rubric", envvar="FLOWRATE_RUBRIC", help="A rubric file of your own (see configs/rubric.example.yaml).")]
-LanguageOption = Annotated[Optional[str], typer.Option("--language", envvar="FLOWRATE_LANGUAGE", help="Language of reasons and key issues. [default: English]")]
-SamplesOption = Annotated[Optional[int], typer.Option("--samples", envvar="FLOWRATE_SAMPLES", help="Verdicts per conversation; the row carries the majority and the agreement. [default: 1]")]
-MaxInputTokensOption = Annotated[Optional[int], typer.Option("--max-input-tokens", envvar="FLOWRATE_MAX_INPUT_TOKENS", help="The judge's context budget; longer conversations lose their middle turns. [default: the model's known window]")]
-CacheDirOption = Annotated[Optional[str], typer.Option("--cache-dir", envvar="FLOWRATE_CACHE_DIR", help="Where the response cache lives. [default: the user cache directory]")]
-NoCacheOption = Annotated[Optional[bool], typer.Option("--no-cache", envvar="FLOWRATE_NO_CACHE", help="Neither read nor write the response cache.")]
-RpmOption = Annotated[Optional[float], typer.Option("--rpm", envvar="FLOWRATE_RPM", help="Requests per minute at most.")]
-TpmOption = Annotated[Optional[float], typer.Option("--tpm", envvar="FLOWRATE_TPM", help="Tokens per minute at most, estimated before each call.")]
-ConfigOption = Annotated[Optional[Path], typer.Option("--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        envvar="FLOWRATE_MODEL",
+        help="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM provider/model. [default: gpt-4o]",
+    ),
+]
+ApiBaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-base",
+        envvar="FLOWRATE_API_BASE",
+        help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway).",
+    ),
+]
+ThresholdOption = Annotated[
+    float | None,
+    typer.Option(
+        "--threshold",
+        envvar="FLOWRATE_THRESHOLD",
+        help="A conversation passes when its score is at least this. [default: 0.7]",
+    ),
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency", "-j", envvar="FLOWRATE_CONCURRENCY", help="Judge calls in flight at most. [default: 16]"
+    ),
+]
+MaxRetriesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-retries",
+        envvar="FLOWRATE_MAX_RETRIES",
+        help="Retries of a call after a rate limit, 5xx, timeout or dropped connection. [default: 5]",
+    ),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option("--timeout", envvar="FLOWRATE_TIMEOUT", help="Seconds one attempt may take. [default: 60]"),
+]
+BackoffOption = Annotated[
+    float | None,
+    typer.Option(
+        "--backoff",
+        envvar="FLOWRATE_BACKOFF",
+        help="First retry wait in seconds, doubled each retry, with jitter. [default: 1]",
+    ),
+]
+BackoffMaxOption = Annotated[
+    float | None,
+    typer.Option(
+        "--backoff-max",
+        envvar="FLOWRATE_BACKOFF_MAX",
+        help="Longest wait between retries, Retry-After included. [default: 60]",
+    ),
+]
+OutputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        envvar="FLOWRATE_OUTPUT",
+        help="Results JSONL file; - for stdout. [default: flowrate-results.jsonl]",
+    ),
+]
+SkipInvalidOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--skip-invalid",
+        envvar="FLOWRATE_SKIP_INVALID",
+        help="Judge the valid conversations and list the invalid ones as skipped.",
+    ),
+]
+VerboseOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--verbose",
+        "-v",
+        envvar="FLOWRATE_VERBOSE",
+        help="Print each verdict with its reason and key issues as it arrives.",
+    ),
+]
+RubricOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rubric", envvar="FLOWRATE_RUBRIC", help="A rubric file of your own (see configs/rubric.example.yaml)."
+    ),
+]
+LanguageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--language", envvar="FLOWRATE_LANGUAGE", help="Language of reasons and key issues. [default: English]"
+    ),
+]
+SamplesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--samples",
+        envvar="FLOWRATE_SAMPLES",
+        help="Verdicts per conversation; the row carries the majority and the agreement. [default: 1]",
+    ),
+]
+MaxInputTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-input-tokens",
+        envvar="FLOWRATE_MAX_INPUT_TOKENS",
+        help="The judge's context budget; longer conversations lose their middle turns. [default: the model's known window]",
+    ),
+]
+CacheDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-dir",
+        envvar="FLOWRATE_CACHE_DIR",
+        help="Where the response cache lives. [default: the user cache directory]",
+    ),
+]
+NoCacheOption = Annotated[
+    bool | None,
+    typer.Option("--no-cache", envvar="FLOWRATE_NO_CACHE", help="Neither read nor write the response cache."),
+]
+RpmOption = Annotated[float | None, typer.Option("--rpm", envvar="FLOWRATE_RPM", help="Requests per minute at most.")]
+TpmOption = Annotated[
+    float | None,
+    typer.Option("--tpm", envvar="FLOWRATE_TPM", help="Tokens per minute at most, estimated before each call."),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]"
+    ),
+]
 
 
 def _judge_run(paths: list[str], given: dict, config: Path | None, also: Callable[[Any], None] = lambda row: None):
@@ -96,13 +214,42 @@ def eval_command(
     max_input_tokens: MaxInputTokensOption = None,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = None,
-    resume: Annotated[Optional[bool], typer.Option("--resume", envvar="FLOWRATE_RESUME", help="Skip conversations the --output file already holds and append the rest.")] = None,
-    retry_errors: Annotated[Optional[bool], typer.Option("--retry-errors", envvar="FLOWRATE_RETRY_ERRORS", help="Like --resume, and judge again the rows that ended in an error, replacing them.")] = None,
+    resume: Annotated[
+        bool | None,
+        typer.Option(
+            "--resume",
+            envvar="FLOWRATE_RESUME",
+            help="Skip conversations the --output file already holds and append the rest.",
+        ),
+    ] = None,
+    retry_errors: Annotated[
+        bool | None,
+        typer.Option(
+            "--retry-errors",
+            envvar="FLOWRATE_RETRY_ERRORS",
+            help="Like --resume, and judge again the rows that ended in an error, replacing them.",
+        ),
+    ] = None,
     rpm: RpmOption = None,
     tpm: TpmOption = None,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", envvar="FLOWRATE_MAX_COST", help="Budget in USD: stop scheduling calls before it would be passed; the rest is skipped.")] = None,
-    shard: Annotated[Optional[str], typer.Option("--shard", envvar="FLOWRATE_SHARD", help="Judge slice I of N (I/N, 1-based), chosen by id hash.")] = None,
-    dry_run: Annotated[Optional[bool], typer.Option("--dry-run", help="Validate, render every prompt and estimate calls, tokens and cost; call nothing.")] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            envvar="FLOWRATE_MAX_COST",
+            help="Budget in USD: stop scheduling calls before it would be passed; the rest is skipped.",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option("--shard", envvar="FLOWRATE_SHARD", help="Judge slice I of N (I/N, 1-based), chosen by id hash."),
+    ] = None,
+    dry_run: Annotated[
+        bool | None,
+        typer.Option(
+            "--dry-run", help="Validate, render every prompt and estimate calls, tokens and cost; call nothing."
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation."""
@@ -140,8 +287,12 @@ def _print_notices(notices: list[str]) -> None:
 @app.command("agreement")
 def agreement_command(
     paths: Paths,
-    label: Annotated[str, typer.Option("--label", help="The human label to compare with, as named in each record's \"labels\".")],
-    results: Annotated[Optional[Path], typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")] = None,
+    label: Annotated[
+        str, typer.Option("--label", help='The human label to compare with, as named in each record\'s "labels".')
+    ],
+    results: Annotated[
+        Path | None, typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
@@ -150,7 +301,15 @@ def agreement_command(
     timeout: TimeoutOption = None,
     backoff: BackoffOption = None,
     backoff_max: BackoffMaxOption = None,
-    output: Annotated[Optional[str], typer.Option("--output", "-o", envvar="FLOWRATE_OUTPUT", help="Where the judged rows go. [default: flowrate-agreement.jsonl]")] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            envvar="FLOWRATE_OUTPUT",
+            help="Where the judged rows go. [default: flowrate-agreement.jsonl]",
+        ),
+    ] = None,
     skip_invalid: SkipInvalidOption = None,
     verbose: VerboseOption = None,
     rubric: RubricOption = None,
@@ -164,11 +323,15 @@ def agreement_command(
     config: ConfigOption = None,
 ) -> None:
     """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
-    given = {name: value for name, value in locals().items() if name not in ("paths", "config", "label", "results", "as_json")}
+    given = {
+        name: value
+        for name, value in locals().items()
+        if name not in ("paths", "config", "label", "results", "as_json")
+    }
     from flowrate.agreement import agreement_report, pair_up
-    from flowrate.results import read_rows
     from flowrate.inputs import labels_named
     from flowrate.report import print_agreement
+    from flowrate.results import read_rows
 
     given["output"] = given["output"] or "flowrate-agreement.jsonl"
     try:
@@ -210,7 +373,7 @@ cache_app = typer.Typer(help="The response cache: judge replies kept so a rerun 
 app.add_typer(cache_app, name="cache")
 
 
-def _open_cache(cache_dir: Optional[str]):
+def _open_cache(cache_dir: str | None):
     from flowrate.cache import ResponseCache, default_cache_dir
 
     return ResponseCache(Path(cache_dir) if cache_dir else default_cache_dir())
@@ -229,7 +392,11 @@ def cache_stats_command(
     if as_json:
         typer.echo(orjson.dumps(stats).decode())
     models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
-    stderr.print(f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}", markup=False, highlight=False)
+    stderr.print(
+        f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @cache_app.command("clear")
@@ -256,14 +423,21 @@ def validate_command(
             report = scan(inputs)
         finally:
             inputs.close()
-        counts = {"files": report.files, "valid": report.valid, "invalid": report.invalid, "formats": dict(report.formats)}
+        counts = {
+            "files": report.files,
+            "valid": report.valid,
+            "invalid": report.invalid,
+            "formats": dict(report.formats),
+        }
         if as_json:
             typer.echo(orjson.dumps(counts).decode())
         raise_for_problems(report)
     except FlowrateError as error:
         raise _fail(error) from None
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
-    stderr.print(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}", markup=False, highlight=False)
+    stderr.print(
+        f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}", markup=False, highlight=False
+    )
     raise typer.Exit(int(ExitCode.OK))
 
 

@@ -154,9 +154,17 @@ class InputSet:
             try:
                 yield from _READERS[kind](path, shown)
             except OSError as error:
-                yield Record(source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: cannot read: {error.strerror}"])
+                yield Record(
+                    source=Source(path=shown, index=0),
+                    format="unknown",
+                    problems=[f"{shown}: cannot read: {error.strerror}"],
+                )
             except UnicodeDecodeError as error:
-                yield Record(source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: not UTF-8 text (byte {error.start})"])
+                yield Record(
+                    source=Source(path=shown, index=0),
+                    format="unknown",
+                    problems=[f"{shown}: not UTF-8 text (byte {error.start})"],
+                )
 
     def close(self) -> None:
         if self._spool is not None:
@@ -242,7 +250,9 @@ def _read_json(path: Path, shown: str) -> Iterator[Record]:
     try:
         document = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as error:
-        yield Record(source=Source(path=shown, line=error.lineno), format="unknown", problems=[f"{shown}: invalid JSON: {error}"])
+        yield Record(
+            source=Source(path=shown, line=error.lineno), format="unknown", problems=[f"{shown}: invalid JSON: {error}"]
+        )
         return
     items = _conversation_list(document, shown)
     if isinstance(items, str):
@@ -269,7 +279,9 @@ def _read_yaml(path: Path, shown: str) -> Iterator[Record]:
         line = mark.line + 1 if mark else None
         where = f"{shown}:{line}" if line else shown
         problem = getattr(error, "problem", None) or str(error)
-        yield Record(source=Source(path=shown, line=line), format="unknown", problems=[f"{where}: invalid YAML: {problem}"])
+        yield Record(
+            source=Source(path=shown, line=line), format="unknown", problems=[f"{where}: invalid YAML: {problem}"]
+        )
         return
     except _NotAList as error:
         yield Record(source=Source(path=shown, index=0), format="unknown", problems=[str(error)])
@@ -311,7 +323,11 @@ def parse_record(raw: Any, source: Source, default_id: str) -> Record:
     """Validate one decoded record and turn it into a conversation."""
     where = _where(source)
     if not isinstance(raw, dict):
-        return Record(source=source, format="unknown", problems=[f"{where}: a conversation must be an object, got {_type_name(raw)}"])
+        return Record(
+            source=source,
+            format="unknown",
+            problems=[f"{where}: a conversation must be an object, got {_type_name(raw)}"],
+        )
     if "turns" in raw:
         model, fmt = _TurnRecord, "turns"
     elif "messages" in raw:
@@ -382,7 +398,9 @@ def _content_text(content: str | list[_TextPart] | None) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(part.text if part.type == "text" and part.text is not None else f"[{part.type}]" for part in content)
+    return "\n".join(
+        part.text if part.type == "text" and part.text is not None else f"[{part.type}]" for part in content
+    )
 
 
 def _clip(text: str) -> str:

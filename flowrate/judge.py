@@ -239,7 +239,10 @@ class LiteLLMBackend:
             structured = False
         if not structured:
             return None
-        return {"type": "json_schema", "json_schema": {"name": "flow_verdict", "schema": VERDICT_SCHEMA, "strict": True}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "flow_verdict", "schema": VERDICT_SCHEMA, "strict": True},
+        }
 
     async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
         litellm = _litellm()
@@ -397,7 +400,7 @@ def parse_reply(text: str) -> JudgeReply:
     """Find the verdict object in a reply: bare JSON, fenced JSON, or JSON inside prose."""
     candidate = _find_verdict_object(text)
     if candidate is None:
-        raise UnparsableReply("the reply holds no JSON object with a \"verdict\" field")
+        raise UnparsableReply('the reply holds no JSON object with a "verdict" field')
     raw_verdict = candidate.get("verdict")
     try:
         verdict = Verdict(str(raw_verdict).strip().lower())

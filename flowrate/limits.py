@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 BURST_SECONDS = 5.0  # a ceiling lets at most this many seconds' worth through at once
 

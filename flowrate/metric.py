@@ -7,13 +7,13 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.cache import ResponseCache, cache_key
+from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.exit_codes import JudgeAccessError
 from flowrate.judge import (
     Completion,
@@ -143,7 +143,14 @@ class ConversationalFlowRateMetric:
                 messages = self.rubric.build_messages(fitted, self.language, elided)
         key = cached = None
         if self.cache is not None:
-            key = cache_key(self.backend.cache_identity(), self.rubric.version, messages, TEMPERATURE, self.samples, self.backend.response_format_id())
+            key = cache_key(
+                self.backend.cache_identity(),
+                self.rubric.version,
+                messages,
+                TEMPERATURE,
+                self.samples,
+                self.backend.response_format_id(),
+            )
             cached = self.cache.get(key) if lookup else None
         return JudgePlan(fitted, messages, fitted is not case, key, cached, size // BYTES_PER_TOKEN_ESTIMATE)
 
@@ -183,7 +190,7 @@ class ConversationalFlowRateMetric:
             threshold=self.threshold,
             model=self.model,
             rubric_version=self.rubric.version,
-            evaluated_at=datetime.now(timezone.utc),
+            evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
             truncated=plan.truncated,
             samples=self.samples,
@@ -221,7 +228,7 @@ class ConversationalFlowRateMetric:
             print(describe_row(row), file=sys.stderr)
         return row
 
-    async def _judge(self, plan: JudgePlan, spent: "_Spend", gate: CallGate | None) -> list[JudgeReply]:
+    async def _judge(self, plan: JudgePlan, spent: _Spend, gate: CallGate | None) -> list[JudgeReply]:
         """`samples` verdicts: one request with n=K where the provider takes it, else K requests.
         Each unusable reply gets one corrective re-ask."""
         tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
@@ -239,7 +246,9 @@ class ConversationalFlowRateMetric:
                 replies.append(parse_reply(retry.texts[0]))
         return replies
 
-    async def _call(self, messages: list[dict[str, str]], spent: "_Spend", n: int, gate: CallGate | None, tokens: int) -> Completion:
+    async def _call(
+        self, messages: list[dict[str, str]], spent: _Spend, n: int, gate: CallGate | None, tokens: int
+    ) -> Completion:
         completion, attempts = await complete_with_retries(
             self.backend, messages, n=n, policy=self.retry, rng=self._rng, gate=gate, estimated_tokens=tokens
         )

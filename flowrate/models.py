@@ -124,7 +124,7 @@ class MetricResult(BaseModel):
     error: ErrorInfo | None = None
 
     @classmethod
-    def from_row(cls, row: EvaluationRow) -> "MetricResult":
+    def from_row(cls, row: EvaluationRow) -> MetricResult:
         return cls(
             name=row.metric,
             score=row.score,

@@ -31,7 +31,7 @@ class Reporter:
         self._bar: Progress | None = None
         self._task = None
 
-    def __enter__(self) -> "Reporter":
+    def __enter__(self) -> Reporter:
         if self.console.is_terminal:
             self._bar = Progress(
                 TextColumn("judging"),
@@ -99,13 +99,23 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     _print_notes(console, "failed", [f"{n.id}: {n.detail}" for n in summary.failures], summary.failed)
     _print_notes(console, "errors", [f"{n.id}: {n.detail}" for n in summary.error_notes], summary.errors)
     _print_notes(console, "skipped", summary.skipped_notes, summary.skipped)
-    _print_notes(console, "unstable (samples split)", [f"{n.id}: {n.detail}" for n in summary.unstable_notes], summary.unstable)
+    _print_notes(
+        console, "unstable (samples split)", [f"{n.id}: {n.detail}" for n in summary.unstable_notes], summary.unstable
+    )
     if summary.truncated:
-        console.print(f"truncated: {summary.truncated} conversation(s) had their middle left out to fit the judge's context", markup=False)
+        console.print(
+            f"truncated: {summary.truncated} conversation(s) had their middle left out to fit the judge's context",
+            markup=False,
+        )
     if summary.cached or summary.resumed:
-        console.print(f"cached {summary.cached}  resumed from the output file {summary.resumed}", markup=False, highlight=False)
+        console.print(
+            f"cached {summary.cached}  resumed from the output file {summary.resumed}", markup=False, highlight=False
+        )
     if summary.budget_skipped:
-        console.print(f"budget: {summary.budget_skipped} conversation(s) not judged, the --max-cost budget was spent", markup=False)
+        console.print(
+            f"budget: {summary.budget_skipped} conversation(s) not judged, the --max-cost budget was spent",
+            markup=False,
+        )
     if summary.interrupted:
         console.print("interrupted: the run stopped before every conversation was judged", markup=False)
     if output and output != "-":

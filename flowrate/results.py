@@ -34,7 +34,11 @@ def read_rows(path: Path) -> Iterator[EvaluationRow]:
                     yield row
                     continue
                 problem = "a row has a verdict or an error, this one has neither"
-            raise InputError([f"{path}:{number}: not a flowrate result row: {problem}"], headline="problem(s) in a results file", hint=None)
+            raise InputError(
+                [f"{path}:{number}: not a flowrate result row: {problem}"],
+                headline="problem(s) in a results file",
+                hint=None,
+            )
 
 
 def repair_partial_tail(path: Path) -> bool:

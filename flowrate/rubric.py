@@ -79,7 +79,7 @@ def grading_request(case: ConversationalEvalTestCase, language: str, elided: tup
     body = render_transcript(case, elided)
     tag = hashlib.sha256(body.encode()).hexdigest()[:12]
     return (
-        f"Grade the conversational flow of this conversation. Write \"reason\" and \"key_issues\" in {language}.\n"
+        f'Grade the conversational flow of this conversation. Write "reason" and "key_issues" in {language}.\n'
         f"<<<TRANSCRIPT {tag}>>>\n{body}\n<<<END TRANSCRIPT {tag}>>>\n"
         "Reply with the JSON object only."
     )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 
 from pydantic import BaseModel, Field
 
@@ -72,14 +72,24 @@ class RunSummary(BaseModel):
             self.cost_usd += row.cost_usd
         if row.error is not None:
             self.errors += 1
-            _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"))
+            _keep(
+                self.error_notes,
+                FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"),
+            )
             return
         self.judged += 1
         self.truncated += row.truncated
         if row.agreement is not None and row.agreement < 1.0:
             self.unstable += 1
             split = ", ".join(v.value for v in row.sample_verdicts)
-            _keep(self.unstable_notes, FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})"))
+            _keep(
+                self.unstable_notes,
+                FailureNote(
+                    id=row.id,
+                    metric=row.metric,
+                    detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})",
+                ),
+            )
         self.score_sum += row.score or 0.0
         self.verdicts[row.verdict.value] = self.verdicts.get(row.verdict.value, 0) + 1
         if row.success:
@@ -167,8 +177,8 @@ class BatchRun:
         started = loop.time()
         gate = CallGate(self.concurrency, self.rpm, self.tpm)
         budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
-        queue: asyncio.Queue[tuple[ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]] | None] = asyncio.Queue(
-            maxsize=self.concurrency * 2
+        queue: asyncio.Queue[tuple[ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]] | None] = (
+            asyncio.Queue(maxsize=self.concurrency * 2)
         )
         stop = asyncio.Event()
         workers: list[asyncio.Task] = []
@@ -183,7 +193,9 @@ class BatchRun:
                     if budget is not None and budget.exhausted:
                         self.summary.skip_for_budget(case.id)
                         continue
-                    plans = {m.name: m.plan(case, lookup=False) for m in self.metrics if (case.id, m.name) not in self.done}
+                    plans = {
+                        m.name: m.plan(case, lookup=False) for m in self.metrics if (case.id, m.name) not in self.done
+                    }
                     planned.append((case, source, plans))
                 for metric in self.metrics:
                     metric.fill_from_cache([plans[metric.name] for _, _, plans in planned if metric.name in plans])
@@ -281,7 +293,9 @@ async def evaluate_conversations(
     """
     for metric in metrics:
         metric.check_access()
-    cases = [case if case.id else case.model_copy(update={"id": f"conversation-{n}"}) for n, case in enumerate(conversations)]
+    cases = [
+        case if case.id else case.model_copy(update={"id": f"conversation-{n}"}) for n, case in enumerate(conversations)
+    ]
     if len({case.id for case in cases}) != len(cases):
         raise ValueError("conversation ids must be unique")
     rows: dict[str, list[EvaluationRow]] = {}
@@ -291,7 +305,9 @@ async def evaluate_conversations(
     return [
         ConversationResult(
             test_case=original,
-            metrics_data=[MetricResult.from_row(row) for row in sorted(rows.get(case.id, []), key=lambda r: order[r.metric])],
+            metrics_data=[
+                MetricResult.from_row(row) for row in sorted(rows.get(case.id, []), key=lambda r: order[r.metric])
+            ],
         )
         for original, case in zip(conversations, cases)
     ]

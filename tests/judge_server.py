@@ -80,7 +80,7 @@ class JudgeServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- lifecycle -------------------------------------------------------------
-    def start(self) -> "JudgeServer":
+    def start(self) -> JudgeServer:
         ready = threading.Event()
 
         def serve() -> None:
@@ -105,6 +105,7 @@ class JudgeServer:
     def stop(self) -> None:
         if self._loop is None:
             return
+
         async def shutdown() -> None:
             hung = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
             for task in hung:
@@ -192,7 +193,13 @@ def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str) -> dict
     else:
         verdicts = step.get("verdicts") or [step["verdict"]]  # "verdicts": one per choice, cycling
         contents = [
-            json.dumps({"reason": step.get("reason", "scripted"), "key_issues": step.get("key_issues", []), "verdict": verdicts[i % len(verdicts)]})
+            json.dumps(
+                {
+                    "reason": step.get("reason", "scripted"),
+                    "key_issues": step.get("key_issues", []),
+                    "verdict": verdicts[i % len(verdicts)],
+                }
+            )
             for i in range(count)
         ]
     choices = [
@@ -225,7 +232,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     options = parser.parse_args()
     rates = {name: float(rate) for name, rate in (item.split("=") for item in options.faults.split(",") if item)}
-    server = JudgeServer(latency_s=options.latency, fault_rates=rates, fault_seed=options.seed, keep_bodies=False).start()
+    server = JudgeServer(
+        latency_s=options.latency, fault_rates=rates, fault_seed=options.seed, keep_bodies=False
+    ).start()
     print(server.port, flush=True)
     threading.Event().wait()
 

@@ -1,6 +1,7 @@
 """The Python API, with a CustomLLMClient and with the scripted judge over HTTP."""
 
 import asyncio
+import json
 
 import pytest
 
@@ -38,16 +39,19 @@ def conversation(*texts, id=None):
 
 
 def verdict(value, issues=()):
-    return '{"reason": "because", "key_issues": %s, "verdict": "%s"}' % (list(issues).__repr__().replace("'", '"'), value)
+    return json.dumps({"reason": "because", "key_issues": list(issues), "verdict": value})
 
 
-@pytest.mark.parametrize("value, score, threshold, success", [
-    ("partial", 0.7, 0.7, True),  # the edge: 0.7 passes at 0.7
-    ("partial", 0.7, 0.71, False),
-    ("mostly", 0.9, 0.9, True),
-    ("minor", 0.3, 0.7, False),
-    ("none", 0.0, 0.0, True),
-])
+@pytest.mark.parametrize(
+    "value, score, threshold, success",
+    [
+        ("partial", 0.7, 0.7, True),  # the edge: 0.7 passes at 0.7
+        ("partial", 0.7, 0.71, False),
+        ("mostly", 0.9, 0.9, True),
+        ("minor", 0.3, 0.7, False),
+        ("none", 0.0, 0.0, True),
+    ],
+)
 async def test_score_and_threshold(value, score, threshold, success):
     metric = ConversationalFlowRateMetric(model=ScriptedClient(verdict(value)), threshold=threshold, retry=NO_WAIT)
     [result] = await evaluate_conversations([conversation("hi", "hello")], [metric])
@@ -58,10 +62,12 @@ async def test_score_and_threshold(value, score, threshold, success):
 def test_the_eval_lib_example_runs_unchanged():
     client = ScriptedClient(verdict("mostly", ["turn 2: asks again for the order number"]))
     metric = ConversationalFlowRateMetric(model=client, threshold=0.7, verbose=False)
-    case = ConversationalEvalTestCase(turns=[
-        EvalTestCase(input="Where is order 12?", actual_output="Which order?"),
-        EvalTestCase(input="12", actual_output="Order 12 ships today."),
-    ])
+    case = ConversationalEvalTestCase(
+        turns=[
+            EvalTestCase(input="Where is order 12?", actual_output="Which order?"),
+            EvalTestCase(input="12", actual_output="Order 12 ships today."),
+        ]
+    )
     [result] = asyncio.run(evaluate_conversations([case], [metric]))
     data = result.metrics_data[0]
     assert data.name == "conversational_flow_rate"
@@ -92,7 +98,9 @@ async def test_reask_recovers_the_verdict():
 
 
 def http_metric(judge, **kwargs):
-    return ConversationalFlowRateMetric(model="gpt-4o", api_base=judge.base_url, retry=kwargs.pop("retry", NO_WAIT), **kwargs)
+    return ConversationalFlowRateMetric(
+        model="gpt-4o", api_base=judge.base_url, retry=kwargs.pop("retry", NO_WAIT), **kwargs
+    )
 
 
 @pytest.fixture
@@ -139,7 +147,7 @@ async def test_a_hung_call_times_out_and_is_retried(judge, api_key):
 
 
 async def test_malformed_http_reply_is_reasked(judge, api_key):
-    judge.script("MARK-MAL", {"content": "```json\n{\"verdict\": \"superb\"}\n```"}, {"content": "no verdict"})
+    judge.script("MARK-MAL", {"content": '```json\n{"verdict": "superb"}\n```'}, {"content": "no verdict"})
     [result] = await evaluate_conversations([conversation("MARK-MAL", "x")], [http_metric(judge)])
     assert result.metrics_data[0].error.type == "UnparsableReply" and judge.calls_for("MARK-MAL") == 2
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from datetime import UTC
 
 import pytest
 
@@ -73,7 +74,11 @@ def test_cache_stats_and_clear(judge, run_flowrate, tmp_path):
     stats = run_flowrate("cache", "stats", "--json")
     assert stats.returncode == 0
     numbers = json.loads(stats.stdout)
-    assert numbers["entries"] == 3 and numbers["models"] == {"gpt-4o": 3} and numbers["path"].startswith(str(tmp_path / "cache"))
+    assert (
+        numbers["entries"] == 3
+        and numbers["models"] == {"gpt-4o": 3}
+        and numbers["path"].startswith(str(tmp_path / "cache"))
+    )
     cleared = run_flowrate("cache", "clear")
     assert cleared.returncode == 0 and "removed 3 cached replies" in cleared.stderr
     assert json.loads(run_flowrate("cache", "stats", "--json").stdout)["entries"] == 0
@@ -83,8 +88,14 @@ def test_two_runs_can_write_the_cache_at_once(judge, tmp_path, cli_env):
     judge.latency_s = 0.02
     paths = [write_jsonl(tmp_path / f"{name}.jsonl", distinct(40, prefix=name)) for name in ("a", "b")]
     processes = [
-        subprocess.Popen([FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "8", "-o", f"{path.stem}.out"],
-                         cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "8", "-o", f"{path.stem}.out"],
+            cwd=tmp_path,
+            env=cli_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for path in paths
     ]
     for process in processes:
@@ -98,8 +109,13 @@ def test_two_runs_can_write_the_cache_at_once(judge, tmp_path, cli_env):
 def test_resume_after_kill_9_judges_each_conversation_once(judge, tmp_path, cli_env, run_flowrate):
     judge.latency_s = 0.2
     path = write_jsonl(tmp_path / "c.jsonl", distinct(60))
-    process = subprocess.Popen([FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl", "--no-cache"],
-                               cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl", "--no-cache"],
+        cwd=tmp_path,
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     output = tmp_path / "out.jsonl"
     deadline = time.monotonic() + 60
     while (not output.exists() or output.read_text().count("\n") < 8) and time.monotonic() < deadline:
@@ -110,7 +126,9 @@ def test_resume_after_kill_9_judges_each_conversation_once(judge, tmp_path, cli_
         handle.write(b'{"id": "c59", "metric": "conversational_fl')  # a line the kill cut short
     before = len(read_rows_tolerant(output))
     calls_before = judge.requests
-    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl", "--resume", "--no-cache")
+    result = run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl", "--resume", "--no-cache"
+    )
     assert result.returncode == 0, result.stderr
     assert "cut a partial last line" in result.stderr
     rows = read_rows(output)
@@ -144,7 +162,9 @@ def test_retry_errors_replaces_only_the_error_rows(judge, run_flowrate, tmp_path
 
 def test_max_cost_stops_scheduling_and_skips_the_rest(judge, run_flowrate, tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", distinct(20))
-    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-j", "1", "--max-cost", "0.03", "-o", "out.jsonl")
+    result = run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "-j", "1", "--max-cost", "0.03", "-o", "out.jsonl"
+    )
     assert result.returncode == 3
     rows = read_rows(tmp_path / "out.jsonl")
     spent = sum(row["cost_usd"] for row in rows)
@@ -174,7 +194,9 @@ def test_dry_run_estimates_without_calling(judge, run_flowrate, tmp_path):
 def test_shards_and_merge_cover_every_id_once(judge, run_flowrate, tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", distinct(30))
     for index in (1, 2, 3):
-        result = run_flowrate("eval", path, "--api-base", judge.base_url, "--shard", f"{index}/3", "-o", f"shard{index}.jsonl")
+        result = run_flowrate(
+            "eval", path, "--api-base", judge.base_url, "--shard", f"{index}/3", "-o", f"shard{index}.jsonl"
+        )
         assert result.returncode == 0, result.stderr
     shards = [ids(read_rows(tmp_path / f"shard{i}.jsonl")) for i in (1, 2, 3)]
     assert all(shards) and sorted(sum(shards, [])) == ids(distinct(30))
@@ -251,7 +273,9 @@ def test_runs_opening_a_new_cache_at_the_same_moment_all_succeed(tmp_path):
     outcomes = []
     for trial in range(10):
         barrier, results = context.Barrier(4), context.Queue()
-        workers = [context.Process(target=_open_and_write, args=(tmp_path / str(trial), barrier, results)) for _ in range(4)]
+        workers = [
+            context.Process(target=_open_and_write, args=(tmp_path / str(trial), barrier, results)) for _ in range(4)
+        ]
         for worker in workers:
             worker.start()
         for worker in workers:
@@ -271,11 +295,21 @@ def test_a_cache_that_cannot_be_written_does_not_stop_the_run(tmp_path):
 
 
 def test_merge_refuses_duplicates_without_an_eval_hint(run_flowrate, tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from flowrate.models import EvaluationRow
 
-    row = EvaluationRow(id="a", metric="conversational_flow_rate", verdict="fully", score=1.0, success=True, threshold=0.7, model="m", rubric_version="v", evaluated_at=datetime.now(timezone.utc))
+    row = EvaluationRow(
+        id="a",
+        metric="conversational_flow_rate",
+        verdict="fully",
+        score=1.0,
+        success=True,
+        threshold=0.7,
+        model="m",
+        rubric_version="v",
+        evaluated_at=datetime.now(UTC),
+    )
     (tmp_path / "one.jsonl").write_text(row.model_dump_json() + "\n")
     result = run_flowrate("merge", "one.jsonl", "one.jsonl", "-o", "merged.jsonl")
     assert result.returncode == 2 and not (tmp_path / "merged.jsonl").exists()
@@ -284,7 +318,11 @@ def test_merge_refuses_duplicates_without_an_eval_hint(run_flowrate, tmp_path):
 
 
 def test_a_row_with_neither_verdict_nor_error_is_a_plain_problem(run_flowrate, tmp_path):
-    (tmp_path / "odd.jsonl").write_text('{"id": "a", "metric": "m", "threshold": 0.7, "model": "m", "rubric_version": "v", "evaluated_at": "2026-01-01T00:00:00Z"}\n')
+    (tmp_path / "odd.jsonl").write_text(
+        '{"id": "a", "metric": "m", "threshold": 0.7, "model": "m", "rubric_version": "v", "evaluated_at": "2026-01-01T00:00:00Z"}\n'
+    )
     result = run_flowrate("merge", "odd.jsonl", "-o", "merged.jsonl")
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "odd.jsonl:1: not a flowrate result row: a row has a verdict or an error, this one has neither" in result.stderr
+    assert (
+        "odd.jsonl:1: not a flowrate result row: a row has a verdict or an error, this one has neither" in result.stderr
+    )

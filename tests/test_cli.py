@@ -14,9 +14,29 @@ from tests.conftest import FLOWRATE, TEST_KEY, read_rows, turn_record, write_jso
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW_FIELDS = [
-    "id", "source", "metric", "verdict", "score", "threshold", "success", "reason", "key_issues", "model",
-    "usage", "cost_usd", "latency_s", "attempts", "error", "rubric_version", "evaluated_at", "number_of_turns",
-    "truncated", "samples", "agreement", "sample_verdicts", "cached",
+    "id",
+    "source",
+    "metric",
+    "verdict",
+    "score",
+    "threshold",
+    "success",
+    "reason",
+    "key_issues",
+    "model",
+    "usage",
+    "cost_usd",
+    "latency_s",
+    "attempts",
+    "error",
+    "rubric_version",
+    "evaluated_at",
+    "number_of_turns",
+    "truncated",
+    "samples",
+    "agreement",
+    "sample_verdicts",
+    "cached",
 ]
 
 
@@ -62,7 +82,9 @@ def test_threshold_option_moves_the_edge(judge, run_flowrate, conversations):
 def test_an_error_row_exits_3_and_wins_over_failures(judge, run_flowrate, conversations, tmp_path):
     judge.script("MARK-500", {"status": 500})
     judge.script("MARK-NONE", {"verdict": "none"})
-    path = conversations(turn_record("err", "MARK-500", "x"), turn_record("fail", "MARK-NONE", "x"), turn_record("ok", "a", "b"))
+    path = conversations(
+        turn_record("err", "MARK-500", "x"), turn_record("fail", "MARK-NONE", "x"), turn_record("ok", "a", "b")
+    )
     result = run_flowrate("eval", path, "--api-base", judge.base_url, "--max-retries", "2", "-o", "out.jsonl")
     assert result.returncode == 3
     rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
@@ -160,7 +182,9 @@ def test_options_precedence_cli_env_config(judge, run_flowrate, conversations, t
     judge.script("MARK-PARTIAL", {"verdict": "partial"})
     path = conversations(turn_record("p", "MARK-PARTIAL", "x"))
     (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "flowrate.yaml").write_text(f"api_base: {judge.base_url}\nthreshold: 0.9\noutput: from-config.jsonl\n")
+    (tmp_path / "configs" / "flowrate.yaml").write_text(
+        f"api_base: {judge.base_url}\nthreshold: 0.9\noutput: from-config.jsonl\n"
+    )
     assert run_flowrate("eval", path).returncode == 1  # the config's threshold 0.9 fails a partial
     assert (tmp_path / "from-config.jsonl").exists()
     env = dict(cli_env, FLOWRATE_THRESHOLD="0.5")
@@ -176,7 +200,11 @@ def test_interrupt_exits_130_with_a_summary(judge, run_flowrate, conversations, 
     path = conversations(*[turn_record(f"c{n}", f"question {n}", "b") for n in range(200)])  # distinct: no cache hits
     process = subprocess.Popen(
         [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl"],
-        cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while judge.requests < 8 and time.monotonic() < deadline:
@@ -198,12 +226,17 @@ def test_validate_counts_formats(run_flowrate, tmp_path):
     assert "2 valid conversation(s) in 1 file(s): 1 in messages format, 1 in turns format" in result.stderr
     (tmp_path / "b.jsonl").write_text('{"turns": [{"input": 1, "actual_output": "x"}]}\n')
     result = run_flowrate("validate", tmp_path)
-    assert result.returncode == 2 and f"{tmp_path / 'b.jsonl'}:1: turns[0].input: must be a string, got a number" in result.stderr
+    assert (
+        result.returncode == 2
+        and f"{tmp_path / 'b.jsonl'}:1: turns[0].input: must be a string, got a number" in result.stderr
+    )
 
 
 def test_python_m_flowrate_and_fast_help_without_litellm(cli_env):
     code = "import sys, runpy; sys.argv=['flowrate','--help']\ntry:\n runpy.run_module('flowrate', run_name='__main__')\nexcept SystemExit: pass\nprint('litellm' in sys.modules)"
-    result = subprocess.run([os.path.join(os.path.dirname(FLOWRATE), "python"), "-c", code], capture_output=True, text=True, env=cli_env)
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(FLOWRATE), "python"), "-c", code], capture_output=True, text=True, env=cli_env
+    )
     assert result.stdout.strip().endswith("False") and "eval" in result.stdout
 
 

@@ -38,7 +38,13 @@ def test_openai_chat_format_merges_sides_and_keeps_tools(tmp_path):
             {"role": "assistant", "content": "Hi, how can I help?"},
             {"role": "user", "content": "Card lost."},
             {"role": "user", "content": [{"type": "text", "text": "Please block it."}]},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "block_card", "arguments": "{\"card\": \"4821\"}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "1", "type": "function", "function": {"name": "block_card", "arguments": '{"card": "4821"}'}}
+                ],
+            },
             {"role": "tool", "tool_call_id": "1", "name": "block_card", "content": "ok"},
             {"role": "assistant", "content": "Blocked."},
             {"role": "user", "content": "And a new one?"},
@@ -86,12 +92,27 @@ def test_trailing_user_utterance_becomes_an_unanswered_turn(tmp_path):
         ('{"id": "x", "messages": []}', "bad.jsonl:1: messages: must not be empty"),
         ('{"id": "x", "turns": [{"actual_output": "a"}]}', "bad.jsonl:1: turns[0].input: is missing"),
         ('{"id": "x", "turns": [{"input": "a"}]}', "bad.jsonl:1: turns[0].actual_output: is missing"),
-        ('{"id": "x", "turns": [{"input": "a", "actual_output": null}]}', "bad.jsonl:1: turns[0].actual_output: must be a string, got null"),
-        ('{"id": "x", "turns": [{"input": 5, "actual_output": "a"}]}', "bad.jsonl:1: turns[0].input: must be a string, got a number"),
-        ('{"id": "x", "messages": [{"role": "bot", "content": "a"}]}', "bad.jsonl:1: messages[0].role: unknown role 'bot'"),
-        ('{"id": "x", "messages": [{"role": "user", "content": 3}]}', "bad.jsonl:1: messages[0].content: must be a string or a list, got a number"),
-        ('{"id": "x", "messages": [{"role": "system", "content": "s"}]}', "bad.jsonl:1: messages: has no user or assistant message"),
-        ('[1, 2]', "bad.jsonl:1: a conversation must be an object, got a list"),
+        (
+            '{"id": "x", "turns": [{"input": "a", "actual_output": null}]}',
+            "bad.jsonl:1: turns[0].actual_output: must be a string, got null",
+        ),
+        (
+            '{"id": "x", "turns": [{"input": 5, "actual_output": "a"}]}',
+            "bad.jsonl:1: turns[0].input: must be a string, got a number",
+        ),
+        (
+            '{"id": "x", "messages": [{"role": "bot", "content": "a"}]}',
+            "bad.jsonl:1: messages[0].role: unknown role 'bot'",
+        ),
+        (
+            '{"id": "x", "messages": [{"role": "user", "content": 3}]}',
+            "bad.jsonl:1: messages[0].content: must be a string or a list, got a number",
+        ),
+        (
+            '{"id": "x", "messages": [{"role": "system", "content": "s"}]}',
+            "bad.jsonl:1: messages: has no user or assistant message",
+        ),
+        ("[1, 2]", "bad.jsonl:1: a conversation must be an object, got a list"),
     ],
 )
 def test_each_input_error_names_file_line_and_field(tmp_path, line, expected):
@@ -109,7 +130,9 @@ def test_duplicate_id_is_an_error_naming_both_places(tmp_path):
 
 def test_yaml_errors_carry_index_and_line(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("- id: ok\n  turns:\n    - {input: a, actual_output: b}\n- id: broken\n  turns:\n    - {input: a}\n")
+    path.write_text(
+        "- id: ok\n  turns:\n    - {input: a, actual_output: b}\n- id: broken\n  turns:\n    - {input: a}\n"
+    )
     assert problems_of(path) == [f"{path}#1 (line 4): turns[0].actual_output: is missing"]
 
 

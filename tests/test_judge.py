@@ -19,7 +19,10 @@ from flowrate.models import Verdict
         ('{"reason": "ok", "key_issues": [], "verdict": "fully"}', Verdict.FULLY),
         ('{"verdict": "  MOSTLY \\n", "reason": "r"}', Verdict.MOSTLY),
         ('```json\n{"reason": "r", "verdict": "Partial"}\n```', Verdict.PARTIAL),
-        ('Here is my grading:\n{"reason": "a {brace} inside", "key_issues": ["turn 2: x"], "verdict": "minor"}\nThanks.', Verdict.MINOR),
+        (
+            'Here is my grading:\n{"reason": "a {brace} inside", "key_issues": ["turn 2: x"], "verdict": "minor"}\nThanks.',
+            Verdict.MINOR,
+        ),
         ('{"reason": "r", "verdict": "none", "extra": 1}', Verdict.NONE),
     ],
 )
@@ -39,7 +42,13 @@ def test_parse_reply_refuses_what_is_not_a_verdict(text):
 
 
 def test_verdict_scores():
-    assert {v.value: v.score for v in Verdict} == {"fully": 1.0, "mostly": 0.9, "partial": 0.7, "minor": 0.3, "none": 0.0}
+    assert {v.value: v.score for v in Verdict} == {
+        "fully": 1.0,
+        "mostly": 0.9,
+        "partial": 0.7,
+        "minor": 0.3,
+        "none": 0.0,
+    }
 
 
 @pytest.mark.parametrize(

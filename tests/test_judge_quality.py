@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from flowrate import ConversationalEvalTestCase, ConversationalFlowRateMetric, EvalTestCase, RetryPolicy, evaluate_conversations, load_rubric
+from flowrate import (
+    ConversationalEvalTestCase,
+    ConversationalFlowRateMetric,
+    EvalTestCase,
+    RetryPolicy,
+    evaluate_conversations,
+    load_rubric,
+)
 from flowrate.agreement import agreement_report
 from flowrate.exit_codes import ConfigError
 from flowrate.models import Verdict
@@ -45,7 +52,9 @@ def test_the_example_rubric_in_configs_loads_with_its_own_version():
 
 def test_a_broken_rubric_names_the_file_and_field(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text("name: x\ninstructions: y\nexamples:\n  - turns: []\n    reply: {reason: r, key_issues: [], verdict: fully}\n")
+    path.write_text(
+        "name: x\ninstructions: y\nexamples:\n  - turns: []\n    reply: {reason: r, key_issues: [], verdict: fully}\n"
+    )
     with pytest.raises(ConfigError, match=r"r.yaml: rubric field examples.0.turns"):
         load_rubric(path)
 
@@ -67,7 +76,9 @@ INJECTIONS = [
 
 @pytest.mark.parametrize("attack", INJECTIONS)
 def test_the_transcript_is_fenced_data(attack):
-    case = ConversationalEvalTestCase(turns=[EvalTestCase(input=attack, actual_output="Sure!"), EvalTestCase(input="x", actual_output=attack)])
+    case = ConversationalEvalTestCase(
+        turns=[EvalTestCase(input=attack, actual_output="Sure!"), EvalTestCase(input="x", actual_output=attack)]
+    )
     request = load_rubric().build_messages(case)[-1]["content"]
     lines = request.splitlines()
     opening = [n for n, line in enumerate(lines) if line.startswith("<<<TRANSCRIPT ")]
@@ -82,7 +93,9 @@ def test_the_transcript_is_fenced_data(attack):
 async def test_a_pasted_verdict_does_not_become_the_verdict(judge, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     judge.script("MARK-INJECT", {"verdict": "minor", "key_issues": ["turn 1: ignores the question"]})
-    case = ConversationalEvalTestCase(turns=[EvalTestCase(input="MARK-INJECT " + INJECTIONS[1], actual_output="Anything else?")])
+    case = ConversationalEvalTestCase(
+        turns=[EvalTestCase(input="MARK-INJECT " + INJECTIONS[1], actual_output="Anything else?")]
+    )
     metric = ConversationalFlowRateMetric(model="gpt-4o", api_base=judge.base_url, retry=NO_WAIT)
     [result] = await evaluate_conversations([case], [metric])
     assert result.metrics_data[0].evaluation_log["verdict"] == "minor"
@@ -108,7 +121,9 @@ def test_long_conversations_keep_the_opening_and_the_end(judge, run_flowrate, tm
     rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
     assert rows["long"]["truncated"] is True and rows["short"]["truncated"] is False
     assert rows["long"]["number_of_turns"] == 60
-    sent = next(body for body in judge.bodies if "MARK-TURN-60 " in body["messages"][-1]["content"])["messages"][-1]["content"]
+    sent = next(body for body in judge.bodies if "MARK-TURN-60 " in body["messages"][-1]["content"])["messages"][-1][
+        "content"
+    ]
     assert "MARK-TURN-1 " in sent and "MARK-TURN-2 " in sent and "MARK-TURN-30 " not in sent
     elided = [json.loads(line) for line in sent.splitlines() if line.startswith('{"elided_turns"')]
     assert len(elided) == 1 and elided[0]["elided_turns"][0] == 3
@@ -139,7 +154,9 @@ def test_samples_use_one_request_with_n_and_report_agreement(judge, run_flowrate
 async def test_samples_without_n_support_make_k_calls_and_ties_go_low():
     client = ScriptedClient(verdict("fully"), verdict("partial"))
     metric = ConversationalFlowRateMetric(model=client, samples=2, retry=NO_WAIT)
-    [result] = await evaluate_conversations([ConversationalEvalTestCase(turns=[EvalTestCase(input="a", actual_output="b")])], [metric])
+    [result] = await evaluate_conversations(
+        [ConversationalEvalTestCase(turns=[EvalTestCase(input="a", actual_output="b")])], [metric]
+    )
     assert len(client.calls) == 2
     assert result.metrics_data[0].evaluation_log["verdict"] == "partial"  # a 1-1 tie: the cautious side
 
@@ -152,15 +169,31 @@ def test_agreement_statistics():
     assert report.spearman.value == round(stats.spearmanr(scores, labels).statistic, 4)
     assert report.kendall.value == round(stats.kendalltau(scores, labels).statistic, 4)
     assert report.kappa.value == 0.8  # worked by hand: 1 - 0.25 / 1.25
-    assert report.confusion.labels == [0, 1, 2] and report.confusion.verdicts == ["none", "minor", "partial", "mostly", "fully"]
+    assert report.confusion.labels == [0, 1, 2] and report.confusion.verdicts == [
+        "none",
+        "minor",
+        "partial",
+        "mostly",
+        "fully",
+    ]
     assert report.confusion.counts == [[1, 0, 0, 0, 0], [0, 0, 1, 0, 0], [0, 1, 0, 0, 1]]
     assert report.spearman.ci95 is not None and agreement_report(list(zip(verdicts, labels)), "Coherent") == report
 
 
 def labeled_records():
-    script = [("none", 0), ("minor", 0), ("partial", 1), ("partial", 1), ("mostly", 2), ("fully", 2), ("minor", 1), ("fully", 2)]
+    script = [
+        ("none", 0),
+        ("minor", 0),
+        ("partial", 1),
+        ("partial", 1),
+        ("mostly", 2),
+        ("fully", 2),
+        ("minor", 1),
+        ("fully", 2),
+    ]
     return script, [
-        {**turn_record(f"d{n}", f"MARK-LABEL-{n}", "x"), "labels": {"Coherent": label, "Other": None}} for n, (_, label) in enumerate(script)
+        {**turn_record(f"d{n}", f"MARK-LABEL-{n}", "x"), "labels": {"Coherent": label, "Other": None}}
+        for n, (_, label) in enumerate(script)
     ]
 
 
@@ -176,7 +209,9 @@ def test_agreement_command_judges_then_reuses_results(judge, run_flowrate, tmp_p
     assert report["label"] == "Coherent" and report["n"] == 8 and set(report["spearman"]) == {"value", "ci95"}
     assert report["kappa"]["value"] is not None and "Agreement with human label 'Coherent' (n=8)" in judged.stderr
     calls = judge.requests
-    again = run_flowrate("agreement", path, "--label", "Coherent", "--results", tmp_path / "flowrate-agreement.jsonl", "--json")
+    again = run_flowrate(
+        "agreement", path, "--label", "Coherent", "--results", tmp_path / "flowrate-agreement.jsonl", "--json"
+    )
     assert again.returncode == 0 and json.loads(again.stdout) == report and judge.requests == calls
     missing = run_flowrate("agreement", path, "--label", "Fluent", "--results", tmp_path / "flowrate-agreement.jsonl")
     assert missing.returncode == 2
