@@ -108,13 +108,17 @@ def _ordinal_agreement(verdicts: list[Verdict], labels) -> tuple[Kappa | None, C
     return Kappa(value=kappa), confusion
 
 
-def pair_up(labels: dict[str, float], rows: Iterable[EvaluationRow], label: str) -> list[tuple[Verdict, float]]:
-    """Verdicts joined with human labels by conversation id; unjudged rows are left out."""
-    pairs = []
+def pair_up(
+    labels: dict[str, float], rows: Iterable[EvaluationRow], label: str
+) -> tuple[list[tuple[Verdict, float]], int]:
+    """Verdicts joined with human labels by conversation id, sorted by id so that the same
+    inputs give the same bootstrap intervals however the rows arrive; and how many labeled
+    conversations have no usable row (missing, or an error row)."""
+    paired: dict[str, tuple[Verdict, float]] = {}
     for row in rows:
         value = labels.get(row.id)
         if row.verdict is not None and value is not None and not math.isnan(value):
-            pairs.append((row.verdict, value))
-    if not pairs:
+            paired[row.id] = (row.verdict, value)
+    if not paired:
         raise ConfigError(f"no judged conversation carries the label {label!r}")
-    return pairs
+    return [paired[key] for key in sorted(paired)], len(labels) - len(paired)

@@ -8,8 +8,8 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,11 +17,11 @@ from pydantic import BaseModel
 
 from flowrate.cache import ResponseCache, default_cache_dir
 from flowrate.exit_codes import ConfigError, InputError
-from flowrate.inputs import InputSet, ScanReport, iter_cases, raise_for_problems, scan
+from flowrate.inputs import SKIP_INVALID_HINT, InputSet, ScanReport, iter_cases, raise_for_problems, scan
 from flowrate.judge import RetryPolicy
 from flowrate.metric import ConversationalFlowRateMetric
 from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
-from flowrate.results import drop_error_rows, read_rows, repair_partial_tail
+from flowrate.results import read_rows, repair_partial_tail, rewrite_rows
 from flowrate.runner import BatchRun, RunSummary
 from flowrate.settings import EvalSettings
 
@@ -64,15 +64,41 @@ class DryRunEstimate(BaseModel):
     cost_usd: float | None = None
 
 
+def check_output_path(output: str) -> None:
+    """Raise `ConfigError` unless `output` is `-` or a file that can be written: before any call."""
+    if output == "-":
+        return
+    path = Path(output).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"--output {output}: is a directory; name a file")
+    parent = path.parent
+    if not parent.is_dir():
+        raise ConfigError(f"--output {output}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--output {output}: cannot be written (permission denied)")
+
+
+def nothing_to_judge(paths: list[str]) -> InputError:
+    """The error for a run that selects no conversation: a gate never passes on nothing."""
+    named = ", ".join(paths) or "the input"
+    return InputError(
+        [f"{named}: no conversation selected to judge"],
+        headline="nothing to judge",
+        hint="pass --allow-empty if an empty input is expected",
+    )
+
+
 class FileRun:
     """A run over input paths: validated on creation, judged by `execute`.
 
     Creating it reads every record once and raises `InputError` (no judge call made)
-    unless `settings.skip_invalid` lets it skip the invalid ones.
+    unless `settings.skip_invalid` lets it skip the invalid ones. A run that selects no
+    conversation is an input error too, unless `settings.allow_empty`.
     """
 
     def __init__(self, paths: list[str], settings: EvalSettings):
         self.settings = settings
+        self.paths = paths
         self.notices: list[str] = []
         self.shard = settings.shard_slice
         self.concurrency = settings.concurrency
@@ -83,26 +109,50 @@ class FileRun:
             self.concurrency = CONNECTION_POOL_LIMIT
         if settings.output == "-" and (settings.resume or settings.retry_errors):
             raise ConfigError("--resume and --retry-errors need --output to be a file")
-        self.inputs = InputSet(paths)
+        check_output_path(settings.output)
+        self.inputs = InputSet(paths, output=settings.output)
+        self.notices.extend(self.inputs.notices)
         self.scan: ScanReport = scan(self.inputs, lambda conversation_id: in_shard(conversation_id, self.shard))
         if not self.settings.skip_invalid:
-            raise_for_problems(self.scan)
+            raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
+        if self.scan.selected == 0 and not settings.allow_empty:
+            self.inputs.close()
+            raise nothing_to_judge(paths)
         cache = None
         if not settings.no_cache:
             cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
         self.metrics = [metric_from_settings(settings, cache)]
-        if settings.max_cost is not None and any(m.backend.price(1000, 100) is None for m in self.metrics):
-            raise ConfigError(f"no price is known for model {settings.model!r}, so --max-cost cannot be enforced")
 
     @property
     def total_rows(self) -> int:
         return self.scan.selected * len(self.metrics)
 
-    async def execute(self, on_row: Callable[[EvaluationRow], None] = lambda row: None) -> RunSummary:
-        """Judge every selected conversation, writing each row as soon as it is ready."""
+    def prepare(self, on_stage: Callable[[str], None] = lambda text: None) -> None:
+        """Check keys (before LiteLLM is imported, so a missing key is told at once), then load
+        the judge and check the model, the context budget and the price a budget needs."""
+        for metric in self.metrics:
+            metric.backend.check_keys()
+        on_stage(f"loading the judge ({self.settings.model})…")
         for metric in self.metrics:
             metric.check_access()
             metric.warm_up()
+        if self.settings.max_cost is not None and any(m.backend.price(1000, 100) is None for m in self.metrics):
+            raise ConfigError(f"no price is known for model {self.settings.model!r}, so --max-cost cannot be enforced")
+
+    async def execute(
+        self,
+        on_row: Callable[[EvaluationRow], None] = lambda row: None,
+        on_stage: Callable[[str], None] = lambda text: None,
+    ) -> RunSummary:
+        """Judge every selected conversation, writing each row as soon as it is ready."""
+        started = time.monotonic()
+        try:
+            self.prepare(on_stage)
+            done = self._resume_from_output()
+        except BaseException:
+            self.inputs.close()
+            raise
+        on_stage("judging")
         # LiteLLM brings some 400,000 long-lived objects; every full collection would walk them
         # all again. Frozen, they are left alone: a tenth of the client's CPU in a long run.
         gc.freeze()
@@ -112,45 +162,85 @@ class FileRun:
             rpm=self.settings.rpm,
             tpm=self.settings.tpm,
             max_cost_usd=self.settings.max_cost,
+            done=done,
         )
+        run.summary.expected_rows = self.total_rows
         run.summary.skip_invalid(self.scan.invalid, self.scan.problems)
-        done = self._resume_from_output(run.summary)
-        run.done = done
-        with _open_output(self.settings.output, append=bool(done) or self._resuming) as sink:
+        run.on_resumed = on_row
+        try:
+            handle = _open_output(self.settings.output, append=self._resuming)
+        except OSError as error:
+            self.inputs.close()
+            gc.unfreeze()
+            raise ConfigError(f"--output {self.settings.output}: cannot be written: {error.strerror}") from None
+        try:
 
             def write(row: EvaluationRow) -> None:
-                sink.write(row.model_dump_json().encode() + b"\n")
-                sink.flush()
+                if run.summary.pipe_closed:
+                    return
+                try:
+                    handle.write(row.model_dump_json().encode() + b"\n")
+                    handle.flush()
+                except BrokenPipeError:  # `... -o - | head`: the reader is gone; stop quietly
+                    run.summary.pipe_closed = True
+                    if run.control is not None:
+                        run.control.interrupt()
+                    return
                 on_row(row)
 
             run.on_row = write
-            try:
-                return await run.run(self._items(done))
-            finally:
-                self.inputs.close()
-                gc.unfreeze()
-                for metric in self.metrics:
-                    if metric.cache is not None and metric.cache.lost_writes:
-                        self.notices.append(
-                            f"{metric.cache.path}: {metric.cache.lost_writes} replies could not be cached ({metric.cache.last_error})"
-                        )
+            summary = await run.run(self._items(done))
+        finally:
+            self.inputs.close()
+            gc.unfreeze()
+            self._note_after_run(run)
+            if handle is not sys.stdout.buffer:
+                handle.close()
+        summary.resumed_elsewhere = len(done) - summary.resumed
+        if summary.resumed_elsewhere and not summary.interrupted:
+            self.notices.append(
+                f"{self.settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
+                " kept in the file, not counted"
+            )
+        summary.wall_time_s = round(time.monotonic() - started, 3)  # loading the judge included, as the progress clock
+        return summary
+
+    def _note_after_run(self, run: BatchRun) -> None:
+        for metric in self.metrics:
+            if metric.cache is not None and metric.cache.lost_writes:
+                self.notices.append(
+                    f"{metric.cache.path}: {metric.cache.lost_writes} replies could not be cached ({metric.cache.last_error})"
+                )
+        gate_notes = run.oversized_calls
+        if gate_notes:
+            self.notices.append(
+                f"--tpm {self.settings.tpm:g}: {gate_notes} call(s) were larger than a whole minute's budget;"
+                " each waited for an empty 60-second window and went alone"
+            )
 
     @property
     def _resuming(self) -> bool:
         return (self.settings.resume or self.settings.retry_errors) and Path(self.settings.output).exists()
 
-    def _resume_from_output(self, summary: RunSummary) -> set[tuple[str, str]]:
-        """The (id, metric) pairs the output already holds; their rows count in the summary."""
+    def _resume_from_output(self) -> dict[tuple[str, str], EvaluationRow]:
+        """The rows the output already holds, by (id, metric), made to agree with this run.
+
+        Rows from another model or rubric version are refused: one file never mixes judges.
+        `success` is derived again from the stored score under this run's threshold (no call
+        needed), and with --retry-errors error rows are dropped; the file is rewritten
+        atomically when anything changed."""
         if not self._resuming:
-            return set()
+            return {}
         path = Path(self.settings.output)
         if repair_partial_tail(path):
             self.notices.append(f"{path}: cut a partial last line left by a killed run")
-        if self.settings.retry_errors:
-            dropped = drop_error_rows(path)
-            self.notices.append(f"{path}: {dropped} error row(s) to judge again")
-        done: set[tuple[str, str]] = set()
+        by_name = {metric.name: metric for metric in self.metrics}
+        done: dict[tuple[str, str], EvaluationRow] = {}
+        changed = dropped = 0
         for row in read_rows(path):
+            metric = by_name.get(row.metric)
+            if metric is not None:
+                _same_judge(path, row, metric)
             key = (row.id, row.metric)
             if key in done:
                 raise InputError(
@@ -158,46 +248,76 @@ class FileRun:
                     headline="problem(s) in the output file; nothing was judged",
                     hint="fix the file before resuming",
                 )
-            done.add(key)
-            summary.add(row)
-            summary.resumed += 1
+            if row.error is not None and self.settings.retry_errors:
+                dropped += 1
+                changed += 1
+                continue
+            if metric is not None and row.score is not None and row.threshold != metric.threshold:
+                row.threshold = metric.threshold
+                row.success = row.score >= metric.threshold
+                changed += 1
+            done[key] = row
+        if self.settings.retry_errors:
+            self.notices.append(f"{path}: {dropped} error row(s) to judge again")
+        if changed:
+            rewrite_rows(path, done.values())
         return done
 
-    def _items(self, done: set[tuple[str, str]]) -> Iterator[tuple[ConversationalEvalTestCase, Source]]:
-        names = [metric.name for metric in self.metrics]
+    def _items(self, done: dict[tuple[str, str], EvaluationRow]) -> Iterator[tuple[ConversationalEvalTestCase, Source]]:
         for record in iter_cases(self.inputs):
-            case = record.case
-            if in_shard(case.id, self.shard) and any((case.id, name) not in done for name in names):  # type: ignore[union-attr]
-                yield case, record.source  # type: ignore[misc]
+            if in_shard(record.case.id, self.shard):  # type: ignore[union-attr]
+                yield record.case, record.source  # type: ignore[misc]
 
     def estimate(self) -> DryRunEstimate:
         """What judging would send and cost, with no call made: prompts rendered and counted."""
-        estimate = DryRunEstimate()
-        priced = True
-        for case, _ in self._items(set()):
-            estimate.conversations += 1
-            for metric in self.metrics:
-                plan = metric.plan(case)
-                if plan.cached_texts is not None:
-                    estimate.cached += 1
-                    continue
-                requests = 1 if metric.samples == 1 or metric.backend.supports_n() else metric.samples
-                prompt = metric.count_prompt_tokens(plan) * requests
-                estimate.calls += requests
-                estimate.prompt_tokens += prompt
-                estimate.completion_tokens += metric.expected_completion_tokens
-                cost = metric.backend.price(prompt, metric.expected_completion_tokens)
-                priced = priced and cost is not None
-                estimate.cost_usd = (estimate.cost_usd or 0.0) + (cost or 0.0)
-        self.inputs.close()
-        if not priced:
-            estimate.cost_usd = None
+        estimate = DryRunEstimate(cost_usd=0.0)
+        try:
+            self.prepare()
+            for case, _ in self._items({}):
+                estimate.conversations += 1
+                for metric in self.metrics:
+                    plan = metric.plan(case)
+                    if plan.cached_texts is not None:
+                        estimate.cached += 1
+                        continue
+                    requests = 1 if metric.samples == 1 or metric.backend.supports_n() else metric.samples
+                    prompt = metric.count_prompt_tokens(plan) * requests
+                    estimate.calls += requests
+                    estimate.prompt_tokens += prompt
+                    estimate.completion_tokens += metric.expected_completion_tokens
+                    cost = metric.backend.price(prompt, metric.expected_completion_tokens)
+                    if cost is None or estimate.cost_usd is None:
+                        estimate.cost_usd = None  # one call with no known price: the total is unknown
+                    else:
+                        estimate.cost_usd += cost
+        finally:
+            self.inputs.close()
         return estimate
 
 
-def merge_results(paths: list[str], output: str) -> RunSummary:
+def _same_judge(path: Path, row: EvaluationRow, metric: ConversationalFlowRateMetric) -> None:
+    """Refuse to resume into a file judged by another model or rubric version."""
+    for what, theirs, ours in (
+        ("model", row.model, metric.model),
+        ("rubric version", row.rubric_version, metric.rubric.version),
+    ):
+        if theirs != ours:
+            raise ConfigError(
+                f"{path}: its rows were judged with {what} {theirs!r}, this run uses {ours!r};"
+                " resume with the same judge, or write to another --output"
+            )
+
+
+def merge_results(paths: list[str], output: str, allow_empty: bool = False) -> RunSummary:
     """Join the results files of several shards into one; a row twice is an input error,
-    and then no output is written."""
+    and then no output is written. `output` may not be one of `paths`; files with no row at
+    all are an input error unless `allow_empty`."""
+    check_output_path(output)
+    if output != "-":
+        target = Path(output).expanduser().resolve()
+        for path in paths:
+            if Path(path).expanduser().resolve() == target:
+                raise ConfigError(f"--output {output}: is also an input of the merge; name another file")
     summary = RunSummary()
     seen: dict[tuple[str, str], str] = {}
     problems: list[str] = []
@@ -212,10 +332,12 @@ def merge_results(paths: list[str], output: str) -> RunSummary:
                     continue
                 seen[key] = path
                 staged.write(row.model_dump_json().encode() + b"\n")
-                summary.add(row)
+                summary.add(row, len(seen))
     try:
         if problems:
             raise InputError(problems, headline="row(s) in more than one file; nothing was merged", hint=None)
+        if not seen and not allow_empty:
+            raise nothing_to_judge(paths)
         if output == "-":
             with open(staged.name, "rb") as merged:
                 shutil.copyfileobj(merged, sys.stdout.buffer)
@@ -227,10 +349,7 @@ def merge_results(paths: list[str], output: str) -> RunSummary:
     return summary
 
 
-@contextmanager
-def _open_output(output: str, append: bool) -> Iterator[BinaryIO]:
+def _open_output(output: str, append: bool) -> BinaryIO:
     if output == "-":
-        yield sys.stdout.buffer
-        return
-    with open(output, "ab" if append else "wb") as handle:
-        yield handle
+        return sys.stdout.buffer
+    return open(output, "ab" if append else "wb")  # noqa: SIM115: closed by `FileRun.execute`

@@ -1,176 +1,226 @@
-"""The `flowrate` command: a thin layer that parses options and calls the library."""
+"""The `flowrate` command: a thin layer that parses options and calls the library.
+
+Nothing heavy is imported at module level: `flowrate --help` and `flowrate validate`
+never load the judging engine, LiteLLM or rich.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import os
 import shlex
+import shutil
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
-from rich.console import Console
 
+from flowrate.defaults import DEFAULTS
 from flowrate.exit_codes import ExitCode, FlowrateError, InputError, exit_code_for
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: flags shown as flags, brackets kept, and no rich import for --help
     help="Grade multi-turn chatbot conversations with an LLM judge (Conversational Flow Rate).",
 )
-stderr = Console(stderr=True, soft_wrap=True)  # a message that scripts grep must stay on one line
 
-Paths = Annotated[
-    list[str], typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin.")
-]
+
+@cache
+def stderr() -> Any:
+    """The console for everything a person reads; data goes to files or stdout."""
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)  # a message that scripts grep must stay on one line
+
+
+def _say(text: str) -> None:
+    stderr().print(text, markup=False, highlight=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"flowrate {version('flowrate')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Grade multi-turn chatbot conversations with an LLM judge (Conversational Flow Rate)."""
 
 
 def _fail(error: BaseException) -> typer.Exit:
     """Print a user error plainly, and give the exit status that goes with it."""
     if isinstance(error, InputError):
-        stderr.print(f"flowrate: {error.total} {error.headline}:", markup=False)
+        _say(f"flowrate: {error.total} {error.headline}:")
         for problem in error.problems:
-            stderr.print(f"  {problem}", markup=False, highlight=False)
+            _say(f"  {problem}")
         if error.hint:
-            stderr.print(error.hint, markup=False)
+            _say(error.hint)
     elif isinstance(error, FlowrateError):
-        stderr.print(f"flowrate: error: {error}", markup=False, highlight=False)
+        _say(f"flowrate: error: {error}")
     return typer.Exit(int(exit_code_for(error)))
+
+
+def _default(name: str) -> str:
+    """`[default: X]` for an option, from the defaults the settings use: the help never drifts."""
+    return f" [default: {DEFAULTS[name]}]"
+
+
+def _option(*names: str, env: str, help: str, default_of: str | None = None, **extra: Any) -> Any:
+    tail = _default(default_of) if default_of else ""
+    return typer.Option(*names, envvar=env, help=help + tail, show_default=False, **extra)
 
 
 # Judge options, declared once and shared by every command that calls a judge.
 ModelOption = Annotated[
     str | None,
-    typer.Option(
+    _option(
         "--model",
         "-m",
-        envvar="FLOWRATE_MODEL",
-        help="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM provider/model. [default: gpt-4o]",
+        env="FLOWRATE_MODEL",
+        default_of="model",
+        help="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM provider/model.",
     ),
 ]
 ApiBaseOption = Annotated[
     str | None,
-    typer.Option(
+    _option(
         "--api-base",
-        envvar="FLOWRATE_API_BASE",
+        env="FLOWRATE_API_BASE",
         help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway).",
     ),
 ]
 ThresholdOption = Annotated[
     float | None,
-    typer.Option(
+    _option(
         "--threshold",
-        envvar="FLOWRATE_THRESHOLD",
-        help="A conversation passes when its score is at least this. [default: 0.7]",
+        env="FLOWRATE_THRESHOLD",
+        default_of="threshold",
+        help="A conversation passes when its score is at least this.",
     ),
 ]
 ConcurrencyOption = Annotated[
     int | None,
-    typer.Option(
-        "--concurrency", "-j", envvar="FLOWRATE_CONCURRENCY", help="Judge calls in flight at most. [default: 16]"
+    _option(
+        "--concurrency",
+        "-j",
+        env="FLOWRATE_CONCURRENCY",
+        default_of="concurrency",
+        help="Judge calls in flight at most.",
     ),
 ]
 MaxRetriesOption = Annotated[
     int | None,
-    typer.Option(
+    _option(
         "--max-retries",
-        envvar="FLOWRATE_MAX_RETRIES",
-        help="Retries of a call after a rate limit, 5xx, timeout or dropped connection. [default: 5]",
+        env="FLOWRATE_MAX_RETRIES",
+        default_of="max_retries",
+        help="Retries of a call after a rate limit, 5xx, timeout or dropped connection.",
     ),
 ]
 TimeoutOption = Annotated[
     float | None,
-    typer.Option("--timeout", envvar="FLOWRATE_TIMEOUT", help="Seconds one attempt may take. [default: 60]"),
+    _option("--timeout", env="FLOWRATE_TIMEOUT", default_of="timeout", help="Seconds one attempt may take."),
 ]
 BackoffOption = Annotated[
     float | None,
-    typer.Option(
+    _option(
         "--backoff",
-        envvar="FLOWRATE_BACKOFF",
-        help="First retry wait in seconds, doubled each retry, with jitter. [default: 1]",
+        env="FLOWRATE_BACKOFF",
+        default_of="backoff",
+        help="First retry wait in seconds, doubled each retry, with jitter.",
     ),
 ]
 BackoffMaxOption = Annotated[
     float | None,
-    typer.Option(
+    _option(
         "--backoff-max",
-        envvar="FLOWRATE_BACKOFF_MAX",
-        help="Longest wait between retries, Retry-After included. [default: 60]",
+        env="FLOWRATE_BACKOFF_MAX",
+        default_of="backoff_max",
+        help="Longest wait between retries, Retry-After included.",
     ),
 ]
 OutputOption = Annotated[
     str | None,
-    typer.Option(
-        "--output",
-        "-o",
-        envvar="FLOWRATE_OUTPUT",
-        help="Results JSONL file; - for stdout. [default: flowrate-results.jsonl]",
-    ),
+    _option("--output", "-o", env="FLOWRATE_OUTPUT", default_of="output", help="Results JSONL file; - for stdout."),
 ]
 SkipInvalidOption = Annotated[
     bool | None,
-    typer.Option(
+    _option(
         "--skip-invalid",
-        envvar="FLOWRATE_SKIP_INVALID",
+        env="FLOWRATE_SKIP_INVALID",
         help="Judge the valid conversations and list the invalid ones as skipped.",
+    ),
+]
+AllowEmptyOption = Annotated[
+    bool | None,
+    _option(
+        "--allow-empty",
+        env="FLOWRATE_ALLOW_EMPTY",
+        help="Exit 0 when the input selects no conversation (by default that is exit 2, nothing to judge).",
     ),
 ]
 VerboseOption = Annotated[
     bool | None,
-    typer.Option(
+    _option(
         "--verbose",
         "-v",
-        envvar="FLOWRATE_VERBOSE",
+        env="FLOWRATE_VERBOSE",
         help="Print each verdict with its reason and key issues as it arrives.",
     ),
 ]
 RubricOption = Annotated[
     str | None,
-    typer.Option(
-        "--rubric", envvar="FLOWRATE_RUBRIC", help="A rubric file of your own (see configs/rubric.example.yaml)."
-    ),
+    _option("--rubric", env="FLOWRATE_RUBRIC", help="A rubric file of your own (see configs/rubric.example.yaml)."),
 ]
 LanguageOption = Annotated[
     str | None,
-    typer.Option(
-        "--language", envvar="FLOWRATE_LANGUAGE", help="Language of reasons and key issues. [default: English]"
-    ),
+    _option("--language", env="FLOWRATE_LANGUAGE", default_of="language", help="Language of reasons and key issues."),
 ]
 SamplesOption = Annotated[
     int | None,
-    typer.Option(
+    _option(
         "--samples",
-        envvar="FLOWRATE_SAMPLES",
-        help="Verdicts per conversation; the row carries the majority and the agreement. [default: 1]",
+        env="FLOWRATE_SAMPLES",
+        default_of="samples",
+        help="Verdicts per conversation; the row carries the majority and the agreement.",
     ),
 ]
 MaxInputTokensOption = Annotated[
     int | None,
-    typer.Option(
+    _option(
         "--max-input-tokens",
-        envvar="FLOWRATE_MAX_INPUT_TOKENS",
+        env="FLOWRATE_MAX_INPUT_TOKENS",
         help="The judge's context budget; longer conversations lose their middle turns. [default: the model's known window]",
     ),
 ]
 CacheDirOption = Annotated[
     str | None,
-    typer.Option(
+    _option(
         "--cache-dir",
-        envvar="FLOWRATE_CACHE_DIR",
+        env="FLOWRATE_CACHE_DIR",
         help="Where the response cache lives. [default: the user cache directory]",
     ),
 ]
 NoCacheOption = Annotated[
-    bool | None,
-    typer.Option("--no-cache", envvar="FLOWRATE_NO_CACHE", help="Neither read nor write the response cache."),
+    bool | None, _option("--no-cache", env="FLOWRATE_NO_CACHE", help="Neither read nor write the response cache.")
 ]
-RpmOption = Annotated[float | None, typer.Option("--rpm", envvar="FLOWRATE_RPM", help="Requests per minute at most.")]
+RpmOption = Annotated[float | None, _option("--rpm", env="FLOWRATE_RPM", help="Requests per minute at most.")]
 TpmOption = Annotated[
     float | None,
-    typer.Option("--tpm", envvar="FLOWRATE_TPM", help="Tokens per minute at most, estimated before each call."),
+    _option(
+        "--tpm", env="FLOWRATE_TPM", help="Tokens per minute at most, over any 60 seconds; estimated before each call."
+    ),
 ]
 ConfigOption = Annotated[
     Path | None,
@@ -178,18 +228,26 @@ ConfigOption = Annotated[
         "--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]"
     ),
 ]
+Paths = Annotated[
+    list[str],
+    typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin."),
+]
 
 
 def _judge_run(paths: list[str], given: dict, config: Path | None, also: Callable[[Any], None] = lambda row: None):
     """Resolve the settings, validate the input and judge it, with progress on stderr."""
+    import asyncio
+
     from flowrate.batch import FileRun
     from flowrate.report import Reporter
     from flowrate.settings import resolve_settings
 
     settings = resolve_settings(given, config)
     run = FileRun(paths, settings)
-    with Reporter(stderr, run.total_rows, verbose=settings.verbose) as reporter:
-        summary = asyncio.run(run.execute(on_row=lambda row: (reporter.row(row), also(row))))
+    _print_notices(run.notices)
+    run.notices.clear()
+    with Reporter(stderr(), run.total_rows, verbose=settings.verbose) as reporter:
+        summary = asyncio.run(run.execute(on_row=lambda row: (reporter.row(row), also(row)), on_stage=reporter.stage))
     _print_notices(run.notices)
     return settings, run, summary
 
@@ -207,6 +265,7 @@ def eval_command(
     backoff_max: BackoffMaxOption = None,
     output: OutputOption = None,
     skip_invalid: SkipInvalidOption = None,
+    allow_empty: AllowEmptyOption = None,
     verbose: VerboseOption = None,
     rubric: RubricOption = None,
     language: LanguageOption = None,
@@ -216,17 +275,17 @@ def eval_command(
     no_cache: NoCacheOption = None,
     resume: Annotated[
         bool | None,
-        typer.Option(
+        _option(
             "--resume",
-            envvar="FLOWRATE_RESUME",
+            env="FLOWRATE_RESUME",
             help="Skip conversations the --output file already holds and append the rest.",
         ),
     ] = None,
     retry_errors: Annotated[
         bool | None,
-        typer.Option(
+        _option(
             "--retry-errors",
-            envvar="FLOWRATE_RETRY_ERRORS",
+            env="FLOWRATE_RETRY_ERRORS",
             help="Like --resume, and judge again the rows that ended in an error, replacing them.",
         ),
     ] = None,
@@ -234,22 +293,22 @@ def eval_command(
     tpm: TpmOption = None,
     max_cost: Annotated[
         float | None,
-        typer.Option(
+        _option(
             "--max-cost",
-            envvar="FLOWRATE_MAX_COST",
+            env="FLOWRATE_MAX_COST",
             help="Budget in USD: stop scheduling calls before it would be passed; the rest is skipped.",
         ),
     ] = None,
     shard: Annotated[
         str | None,
-        typer.Option("--shard", envvar="FLOWRATE_SHARD", help="Judge slice I of N (I/N, 1-based), chosen by id hash."),
+        _option("--shard", env="FLOWRATE_SHARD", help="Judge slice I of N (I/N, 1-based), chosen by id hash."),
     ] = None,
     dry_run: Annotated[
-        bool | None,
+        bool,
         typer.Option(
             "--dry-run", help="Validate, render every prompt and estimate calls, tokens and cost; call nothing."
         ),
-    ] = None,
+    ] = False,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation."""
@@ -262,26 +321,67 @@ def eval_command(
             from flowrate.settings import resolve_settings
 
             run = FileRun(paths, resolve_settings(given, config))
+            estimate = run.estimate()
             _print_notices(run.notices)
-            print_dry_run(stderr, run.estimate(), run.settings.model)
+            print_dry_run(stderr(), estimate, run.settings.model)
             raise typer.Exit(int(ExitCode.OK))
         settings, run, summary = _judge_run(paths, given, config)
     except (FlowrateError, KeyboardInterrupt) as error:
         raise _fail(error) from None
-    print_summary(stderr, summary, settings.output)
-    if summary.interrupted and settings.output != "-":
-        stderr.print(f"resume with: {_resume_command()}", markup=False, highlight=False)
+    if summary.pipe_closed:
+        _silence_stdout()
+        raise typer.Exit(int(summary.exit_code))
+    print_summary(stderr(), summary, settings.output)
+    if summary.unreachable:
+        _say(
+            f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
+            f" {_unreachable_count()} connections in a row); continue with: {_continue_command('--retry-errors')}"
+        )
+    elif summary.interrupted and summary.not_judged and settings.output != "-":
+        _say(f"resume with: {_continue_command('--resume')}")
     raise typer.Exit(int(summary.exit_code))
 
 
-def _resume_command() -> str:
-    words = ["flowrate", *sys.argv[1:]]
-    return shlex.join(words if "--resume" in words else [*words, "--resume"])
+def _unreachable_count() -> int:
+    from flowrate.limits import UNREACHABLE_AFTER
+
+    return UNREACHABLE_AFTER
+
+
+def invoked_as() -> list[str]:
+    """The words that started this process: `flowrate` when that is what PATH finds,
+    `python -m flowrate` when run as a module, else the path as given."""
+    first = sys.argv[0] if sys.argv else "flowrate"
+    if os.path.basename(first) == "__main__.py":
+        return [sys.executable, "-m", "flowrate"]
+    name = os.path.basename(first)
+    found = shutil.which(name)
+    if found and os.path.realpath(found) == os.path.realpath(first):
+        return [name]
+    return [first]
+
+
+def _continue_command(flag: str) -> str:
+    words = sys.argv[1:]
+    flags = {"--resume", "--retry-errors"}
+    if flag not in words:
+        words = [word for word in words if word not in flags or word == flag] + [flag]
+    return shlex.join([*invoked_as(), *words])
+
+
+def _silence_stdout() -> None:
+    """After the reader of stdout went away, point stdout at /dev/null so that Python's own
+    flush at exit does not fail again (as the signal module's docs advise for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test runner's buffer)
+        pass
 
 
 def _print_notices(notices: list[str]) -> None:
     for notice in notices:
-        stderr.print(f"flowrate: {notice}", markup=False, highlight=False)
+        _say(f"flowrate: {notice}")
 
 
 @app.command("agreement")
@@ -343,33 +443,43 @@ def agreement_command(
             rows = []
             _, _, summary = _judge_run(paths, given, config, also=rows.append)
             incomplete = summary.errors > 0 or summary.interrupted
-        report = agreement_report(pair_up(labels, rows, label), label)
+        pairs, unpaired = pair_up(labels, rows, label)
+        report = agreement_report(pairs, label)
     except (FlowrateError, KeyboardInterrupt) as error:
         raise _fail(error) from None
-    print_agreement(stderr, report)
+    print_agreement(stderr(), report)
+    if unpaired:
+        where = f" in {results}" if results is not None else ""
+        _say(
+            f"flowrate: {unpaired} of {len(labels)} labeled conversation(s) have no usable row{where}"
+            " (missing, or an error row); they are left out of n"
+        )
     if as_json:
         typer.echo(report.model_dump_json())
-    raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete else ExitCode.OK))
+    raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete or unpaired else ExitCode.OK))
 
 
 @app.command("merge")
 def merge_command(
     paths: Annotated[list[str], typer.Argument(help="Results files of the shards of one run.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The merged results file; - for stdout.")],
+    allow_empty: AllowEmptyOption = None,
 ) -> None:
     """Join the results of shards (--shard I/N) into one file and one summary."""
     from flowrate.batch import merge_results
     from flowrate.report import print_summary
 
     try:
-        summary = merge_results(paths, output)
+        summary = merge_results(paths, output, allow_empty=bool(allow_empty))
     except FlowrateError as error:
         raise _fail(error) from None
-    print_summary(stderr, summary, output)
+    print_summary(stderr(), summary, output)
     raise typer.Exit(int(summary.exit_code))
 
 
-cache_app = typer.Typer(help="The response cache: judge replies kept so a rerun pays nothing.", no_args_is_help=True)
+cache_app = typer.Typer(
+    help="The response cache: judge replies kept so a rerun pays nothing.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(cache_app, name="cache")
 
 
@@ -385,6 +495,8 @@ def cache_stats_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON on stdout.")] = False,
 ) -> None:
     """Entries per model, size on disk and where the cache is."""
+    import orjson
+
     try:
         stats = _open_cache(cache_dir).stats()
     except FlowrateError as error:
@@ -392,11 +504,7 @@ def cache_stats_command(
     if as_json:
         typer.echo(orjson.dumps(stats).decode())
     models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
-    stderr.print(
-        f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}",
-        markup=False,
-        highlight=False,
-    )
+    _say(f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}")
 
 
 @cache_app.command("clear")
@@ -406,7 +514,7 @@ def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
         removed = _open_cache(cache_dir).clear()
     except FlowrateError as error:
         raise _fail(error) from None
-    stderr.print(f"removed {removed} cached replies", markup=False)
+    _say(f"removed {removed} cached replies")
 
 
 @app.command("validate")
@@ -415,6 +523,8 @@ def validate_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON on stdout.")] = False,
 ) -> None:
     """Check the input without calling a judge: record counts per format, and every problem."""
+    import orjson
+
     from flowrate.inputs import InputSet, raise_for_problems, scan
 
     try:
@@ -423,6 +533,7 @@ def validate_command(
             report = scan(inputs)
         finally:
             inputs.close()
+        _print_notices(inputs.notices)
         counts = {
             "files": report.files,
             "valid": report.valid,
@@ -435,11 +546,10 @@ def validate_command(
     except FlowrateError as error:
         raise _fail(error) from None
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
-    stderr.print(
-        f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}", markup=False, highlight=False
-    )
+    _say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
     raise typer.Exit(int(ExitCode.OK))
 
 
 def main() -> None:
+    """The console entry point."""
     app()

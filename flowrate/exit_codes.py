@@ -13,6 +13,7 @@ class ExitCode(IntEnum):
     USAGE = 2  #: bad options, bad input, a missing or rejected API key
     INCOMPLETE = 3  #: at least one conversation could not be judged (wins over FAILED)
     INTERRUPTED = 130  #: stopped by Ctrl-C
+    BROKEN_PIPE = 141  #: the reader of stdout went away (128 + SIGPIPE), as `... | head` expects
 
 
 class FlowrateError(Exception):
@@ -30,7 +31,7 @@ class InputError(FlowrateError):
         problems: list[str],
         total: int | None = None,
         headline: str = "problem(s) in the input; no conversation was judged",
-        hint: str | None = "fix them, or pass --skip-invalid to judge the valid conversations only",
+        hint: str | None = None,
     ):
         self.problems = problems
         self.total = total if total is not None else len(problems)
@@ -59,8 +60,12 @@ def exit_code_for(error: BaseException) -> ExitCode:
     return ExitCode.INCOMPLETE
 
 
-def exit_code_for_outcome(*, errors: int, failed: int, interrupted: bool = False, incomplete: bool = False) -> ExitCode:
-    """The exit status of a finished run: interrupted, then errors (3), then failures (1)."""
+def exit_code_for_outcome(
+    *, errors: int, failed: int, interrupted: bool = False, incomplete: bool = False, pipe_closed: bool = False
+) -> ExitCode:
+    """The exit status of a finished run: a closed pipe, interrupted, then errors (3), then failures (1)."""
+    if pipe_closed:
+        return ExitCode.BROKEN_PIPE
     if interrupted:
         return ExitCode.INTERRUPTED
     if errors or incomplete:

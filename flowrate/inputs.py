@@ -113,31 +113,69 @@ class ScanReport:
         return len(self.invalid_sources)
 
 
-class InputSet:
-    """The paths of one run, with stdin spooled to a temporary file so it can be read twice."""
+BOM = b"\xef\xbb\xbf"  # editors on Windows start UTF-8 files with it
 
-    def __init__(self, paths: list[str]):
-        self.files: list[tuple[Path, str]] = []  # (path to read, name shown)
+
+class InputSet:
+    """The paths of one run, with stdin spooled to a temporary file so it can be read twice.
+
+    A path given twice (compared resolved) is read once, and so is stdin. `output` is the
+    run's results file: it may never be an input, and a directory scan passes over it.
+    A flowrate results file found in a directory is passed over with a notice; one named
+    directly is a problem.
+    """
+
+    def __init__(self, paths: list[str], output: str | None = None):
+        self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
+        self.notices: list[str] = []
         self._spool: tempfile.TemporaryDirectory | None = None
         problems: list[str] = []
+        target = _resolved(output) if output and output != STDIN else None
+        seen: set[Path | str] = set()
+
+        def add(path: Path, shown: str, id_base: str, named: bool) -> None:
+            resolved = _resolved(str(path))
+            if resolved in seen:
+                return
+            seen.add(resolved)
+            is_results = looks_like_results(path)
+            if resolved == target and (named or not (is_results or _is_empty(path))):
+                problems.append(
+                    f"{shown}: is both an input and the --output file; writing results there would destroy it"
+                )
+            elif resolved == target:
+                return  # the run's own output, inside a directory it reads
+            elif is_results and named:
+                problems.append(
+                    f"{shown}: this is a flowrate results file, not conversations; give the conversations it was made from"
+                )
+            elif is_results:
+                self.notices.append(f"{shown}: passed over, it is a flowrate results file")
+            else:
+                self.files.append((path, shown, id_base))
+
         for given in paths:
             if given == STDIN:
-                self.files.append((self._spool_stdin(), "<stdin>"))
+                if STDIN not in seen:
+                    seen.add(STDIN)
+                    self.files.append((self._spool_stdin(), "<stdin>", "<stdin>"))
                 continue
             path = Path(given)
             if path.is_dir():
                 found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
                 if not found:
                     problems.append(f"{given}: no .jsonl, .json, .yaml or .yml files in this directory")
-                self.files.extend((p, str(p)) for p in found)
+                for item in found:
+                    add(item, str(item), item.relative_to(path).as_posix(), named=False)
             elif not path.exists():
                 problems.append(f"{given}: no such file or directory")
             elif path.suffix.lower() not in INPUT_SUFFIXES:
                 problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml or .yml)")
             else:
-                self.files.append((path, given))
+                add(path, given, path.name, named=True)
         if problems:
-            raise InputError(problems)
+            self.close()
+            raise InputError(problems, hint=None)
 
     def _spool_stdin(self) -> Path:
         if self._spool is None:
@@ -149,10 +187,10 @@ class InputSet:
 
     def records(self) -> Iterator[Record]:
         """Every record of every file, in order, valid or not."""
-        for path, shown in self.files:
+        for path, shown, id_base in self.files:
             kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
             try:
-                yield from _READERS[kind](path, shown)
+                yield from _READERS[kind](path, shown, id_base)
             except OSError as error:
                 yield Record(
                     source=Source(path=shown, index=0),
@@ -170,6 +208,38 @@ class InputSet:
         if self._spool is not None:
             self._spool.cleanup()
             self._spool = None
+
+
+def _resolved(path: str) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def looks_like_results(path: Path) -> bool:
+    """True when the first record of a JSONL file is a flowrate results row, not a conversation."""
+    if INPUT_SUFFIXES.get(path.suffix.lower()) != "jsonl":
+        return False
+    try:
+        with path.open("rb") as handle:
+            for line in handle:
+                if line.strip():
+                    first = orjson.loads(line.removeprefix(BOM))
+                    break
+            else:
+                return False
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return (
+        isinstance(first, dict)
+        and {"metric", "rubric_version"} <= first.keys()
+        and not {"turns", "messages"} & first.keys()
+    )
 
 
 def scan(inputs: InputSet, select: Callable[[str], bool] = lambda conversation_id: True) -> ScanReport:
@@ -214,12 +284,16 @@ def labels_named(paths: list[str], label: str) -> dict[str, float]:
     return labels
 
 
-def raise_for_problems(report: ScanReport) -> None:
+SKIP_INVALID_HINT = "fix them, or pass --skip-invalid to judge the valid conversations only"
+
+
+def raise_for_problems(report: ScanReport, hint: str | None = None) -> None:
+    """Raise `InputError` listing the scan's problems (at most `MAX_PROBLEMS_SHOWN`), with `hint` after them."""
     if report.problems:
         shown = report.problems[:MAX_PROBLEMS_SHOWN]
         if len(report.problems) > MAX_PROBLEMS_SHOWN:
             shown.append(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problems")
-        raise InputError(shown, total=len(report.problems))
+        raise InputError(shown, total=len(report.problems), hint=hint)
 
 
 def _with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> Iterator[Record]:
@@ -232,9 +306,11 @@ def _with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> 
 
 
 # -- file readers ----------------------------------------------------------------
-def _read_jsonl(path: Path, shown: str) -> Iterator[Record]:
+def _read_jsonl(path: Path, shown: str, id_base: str) -> Iterator[Record]:
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.removeprefix(BOM)
             if not line.strip():
                 continue
             source = Source(path=shown, line=number)
@@ -243,12 +319,12 @@ def _read_jsonl(path: Path, shown: str) -> Iterator[Record]:
             except orjson.JSONDecodeError as error:
                 yield Record(source=source, format="unknown", problems=[f"{source}: invalid JSON: {error}"])
                 continue
-            yield parse_record(raw, source, default_id=f"{Path(shown).name}:{number}")
+            yield parse_record(raw, source, default_id=f"{id_base}:{number}")
 
 
-def _read_json(path: Path, shown: str) -> Iterator[Record]:
+def _read_json(path: Path, shown: str, id_base: str) -> Iterator[Record]:
     try:
-        document = orjson.loads(path.read_bytes())
+        document = orjson.loads(path.read_bytes().removeprefix(BOM))
     except orjson.JSONDecodeError as error:
         yield Record(
             source=Source(path=shown, line=error.lineno), format="unknown", problems=[f"{shown}: invalid JSON: {error}"]
@@ -259,14 +335,14 @@ def _read_json(path: Path, shown: str) -> Iterator[Record]:
         yield Record(source=Source(path=shown, index=0), format="unknown", problems=[items])
         return
     for index, raw in enumerate(items):
-        yield parse_record(raw, Source(path=shown, index=index), default_id=f"{Path(shown).name}#{index}")
+        yield parse_record(raw, Source(path=shown, index=index), default_id=f"{id_base}#{index}")
 
 
-def _read_yaml(path: Path, shown: str) -> Iterator[Record]:
+def _read_yaml(path: Path, shown: str, id_base: str) -> Iterator[Record]:
     import yaml
 
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     loader = loader_class(text)
     try:
         root = loader.get_single_node()
@@ -289,7 +365,7 @@ def _read_yaml(path: Path, shown: str) -> Iterator[Record]:
     finally:
         loader.dispose()
     for index, (raw, line) in enumerate(items):
-        yield parse_record(raw, Source(path=shown, index=index, line=line), default_id=f"{Path(shown).name}#{index}")
+        yield parse_record(raw, Source(path=shown, index=index, line=line), default_id=f"{id_base}#{index}")
 
 
 class _NotAList(Exception):
@@ -441,7 +517,7 @@ _EXPECTED = {
     "model_attributes_type": "an object",
     "list_type": "a list",
     "dict_type": "an object",
-    "int_type": "a number",
+    "int_type": "a whole number",
     "float_type": "a number",
 }
 
@@ -479,7 +555,9 @@ def _type_name(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, (int, float)):
+    if isinstance(value, float):
+        return f"the decimal number {value!r}"
+    if isinstance(value, int):
         return "a number"
     if isinstance(value, str):
         return "a string"

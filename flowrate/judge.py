@@ -21,7 +21,7 @@ import orjson
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from flowrate.exit_codes import JudgeAccessError
-from flowrate.limits import CallGate
+from flowrate.limits import CallGate, RunStopped
 from flowrate.models import Usage, Verdict
 
 # eval_lib's `provider:model` prefixes, mapped to LiteLLM's provider names.
@@ -44,13 +44,15 @@ KEY_VARIABLES = {
     "openai": "OPENAI_API_KEY",
     "azure": "AZURE_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
+    "gemini": "GOOGLE_API_KEY",  # LiteLLM reads GOOGLE_API_KEY first, then GEMINI_API_KEY
     "mistral": "MISTRAL_API_KEY",
     "groq": "GROQ_API_KEY",
     "deepseek": "DEEPSEEK_API_KEY",
     "together_ai": "TOGETHERAI_API_KEY",
     "openrouter": "OPENROUTER_API_KEY",
 }
+ALSO_READ = {"gemini": "GEMINI_API_KEY"}  # a second variable LiteLLM accepts for the same key
+KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "vertex_ai", "bedrock", "sagemaker", "hosted_vllm", "lm_studio"}
 NO_KEY_PLACEHOLDER = "no-key"  # OpenAI-compatible local servers need none, but the SDK insists on one
 VERDICT_SCHEMA = {
     "type": "object",
@@ -100,6 +102,10 @@ class JudgeBackend(Protocol):
 
     def check_access(self) -> None: ...
 
+    def check_keys(self) -> None: ...
+
+    def check_model(self) -> None: ...
+
     def supports_n(self) -> bool: ...
 
     def context_window(self) -> int | None: ...
@@ -117,11 +123,14 @@ class CustomLLMClient(ABC):
     """Bring your own judge, as in eval_lib.
 
     Subclass it (or pass any object with these two methods) as `model=`.
-    `chat_complete` returns the reply text and its cost in USD (None when unknown).
+    `chat_complete(messages, temperature)` returns the reply text and its cost in USD
+    (None when unknown), or the text alone (cost unknown).
     """
 
     @abstractmethod
-    async def chat_complete(self, messages: list[dict[str, str]], temperature: float) -> tuple[str, float | None]: ...
+    async def chat_complete(
+        self, messages: list[dict[str, str]], temperature: float
+    ) -> tuple[str, float | None] | str: ...
 
     @abstractmethod
     def get_model_name(self) -> str: ...
@@ -135,6 +144,12 @@ class CustomClientBackend:
         self.model_name = client.get_model_name()
 
     def check_access(self) -> None:
+        return None
+
+    def check_keys(self) -> None:
+        return None
+
+    def check_model(self) -> None:
         return None
 
     def supports_n(self) -> bool:
@@ -156,7 +171,8 @@ class CustomClientBackend:
         return None
 
     async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
-        text, cost = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
+        result = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
+        text, cost = (result, None) if isinstance(result, str) or result is None else result
         return Completion(texts=[text or ""], cost_usd=cost)
 
 
@@ -180,19 +196,42 @@ class LiteLLMBackend:
         self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
 
     def check_access(self) -> None:
-        """Fail before spending anything when the provider's key is not set."""
-        if self.api_base or self.provider in ("ollama_chat", "ollama"):
+        """Fail before spending anything: a missing key, or a model no provider serves."""
+        self.check_keys()
+        self.check_model()
+        if self.api_base or self.provider in KEYLESS_PROVIDERS or self.provider in KEY_VARIABLES:
             return
-        litellm = _litellm()
         try:
-            missing = litellm.validate_environment(model=self.litellm_model).get("missing_keys", [])
-        except Exception:  # an unknown provider: let the first call tell
+            missing = _litellm().validate_environment(model=self.litellm_model).get("missing_keys", [])
+        except Exception:  # LiteLLM cannot tell: let the first call tell
             return
-        if not os.environ.get(self.key_variable, "unset").strip():  # set, but empty
-            missing.append(self.key_variable)
         if missing:
-            names = " and ".join(dict.fromkeys(missing))
-            raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {names}")
+            raise JudgeAccessError(
+                f"no API key for model {self.model_name!r}: set {' and '.join(dict.fromkeys(missing))}"
+            )
+
+    def check_keys(self) -> None:
+        """A known provider's key, checked without importing LiteLLM (its import takes seconds),
+        so that a missing key is reported at once."""
+        if self.api_base or self.provider in KEYLESS_PROVIDERS:
+            return
+        if self.provider in KEY_VARIABLES:
+            names = [self.key_variable, ALSO_READ.get(self.provider)]
+            if not any(os.environ.get(name, "").strip() for name in names if name):
+                other = f" (LiteLLM also reads {ALSO_READ[self.provider]})" if self.provider in ALSO_READ else ""
+                raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {self.key_variable}{other}")
+
+    def check_model(self) -> None:
+        """Raise `JudgeAccessError` unless LiteLLM knows which provider serves the model."""
+        if self.api_base:
+            return
+        try:
+            _litellm().get_llm_provider(self.litellm_model)
+        except Exception:
+            raise JudgeAccessError(
+                f"no provider serves model {self.model_name!r}: name one (openai:gpt-4o, anthropic:claude-3-5-sonnet-latest,"
+                " ollama:llama3, any LiteLLM provider/model) or give --api-base for an OpenAI-compatible server"
+            ) from None
 
     def supports_n(self) -> bool:
         return self._supports_n
@@ -225,7 +264,8 @@ class LiteLLMBackend:
         return float(prompt_cost + completion_cost)
 
     def cache_identity(self) -> str:
-        return self.litellm_model
+        """The model and where it is served: the same name at two endpoints is two judges."""
+        return f"{self.litellm_model}@{self.api_base.rstrip('/')}" if self.api_base else self.litellm_model
 
     def response_format_id(self) -> str | None:
         return "json_schema" if self.response_format else None
@@ -318,7 +358,11 @@ def raise_if_fatal(error: BaseException, backend: JudgeBackend) -> None:
             f"the judge rejected the API key for model {backend.model_name!r} ({status}): check {variable}"
         ) from None
     if status == 404:
-        raise JudgeAccessError(f"the judge does not know model {backend.model_name!r} (404)") from None
+        api_base = getattr(backend, "api_base", None)
+        check = "check the model name and the path in --api-base" if api_base else "check the model name"
+        raise JudgeAccessError(
+            f"the judge at {endpoint_of(backend)} does not know model {backend.model_name!r} (404): {check}"
+        ) from None
 
 
 def retry_after_seconds(error: BaseException | None) -> float | None:
@@ -340,6 +384,15 @@ def retry_after_seconds(error: BaseException | None) -> float | None:
         return None
 
 
+@dataclass
+class CallStats:
+    """What one judged request took: attempts, seconds in judge calls, seconds waiting on local ceilings."""
+
+    attempts: int = 0
+    latency_s: float = 0.0
+    wait_s: float = 0.0
+
+
 async def complete_with_retries(
     backend: JudgeBackend,
     messages: list[dict[str, str]],
@@ -349,35 +402,101 @@ async def complete_with_retries(
     rng: Any,
     gate: CallGate | None = None,
     estimated_tokens: int = 0,
-) -> tuple[Completion, int]:
+    stats: CallStats | None = None,
+) -> Completion:
     """One judged request, retried on rate limits, 5xx, timeouts and dropped connections.
 
-    Every attempt passes the `gate` (rate ceilings, adaptive concurrency) when there is one.
-    Returns the completion and the number of attempts it took.
+    Every attempt passes the `gate` (rate ceilings, adaptive concurrency) when there is one;
+    its control ends backoff and rate waits at once when the run stops. Stopped by Ctrl-C,
+    the request raises `RunStopped`; stopped because the judge is unreachable, it raises the
+    last connection error. `stats` collects attempts and timings, retries included.
     """
+    stats = stats if stats is not None else CallStats()
+    control = gate.control if gate is not None else None
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.max_retries + 1),
         retry=retry_if_exception(is_retryable),
         wait=lambda state: policy.wait_seconds(
             state.attempt_number, state.outcome.exception() if state.outcome else None, rng.random()
         ),
+        sleep=control.sleep if control is not None else asyncio.sleep,
         reraise=True,
     )
-    attempts = 0
+    last_error: BaseException | None = None
     try:
         async for attempt in retrying:
             with attempt:
-                attempts = attempt.retry_state.attempt_number
-                if gate is None:
-                    completion = await backend.complete(messages, n=n, timeout=policy.timeout)
-                else:
-                    async with gate.attempt(estimated_tokens):
-                        completion = await backend.complete(messages, n=n, timeout=policy.timeout)
-    except Exception as error:
-        raise_if_fatal(error, backend)
-        error.flowrate_attempts = attempts  # type: ignore[attr-defined]
+                stats.attempts += 1
+                try:
+                    completion = await _attempt(backend, messages, n, policy.timeout, gate, estimated_tokens, stats)
+                except RunStopped:
+                    stats.attempts -= 1  # the wait was cut: no request went out
+                    raise
+                except Exception as error:
+                    last_error = error
+                    if control is not None and is_connection_failure(error):
+                        control.connection_failed(endpoint_of(backend))
+                    raise
+                if control is not None:
+                    control.connection_ok()
+    except RunStopped:
+        if control is not None and not control.interrupted and last_error is not None:
+            _raise_attempt_error(last_error, backend, stats)
         raise
-    return completion, attempts
+    except Exception as error:
+        _raise_attempt_error(error, backend, stats)
+    return completion
+
+
+async def _attempt(backend, messages, n, timeout, gate, estimated_tokens, stats: CallStats) -> Completion:
+    if gate is None:
+        started = time.monotonic()
+        try:
+            return await backend.complete(messages, n=n, timeout=timeout)
+        finally:
+            stats.latency_s += time.monotonic() - started
+    async with gate.attempt(estimated_tokens) as waited_s:
+        stats.wait_s += waited_s
+        started = time.monotonic()
+        try:
+            return await backend.complete(messages, n=n, timeout=timeout)
+        finally:
+            stats.latency_s += time.monotonic() - started
+
+
+def _raise_attempt_error(error: BaseException, backend: JudgeBackend, stats: CallStats):
+    raise_if_fatal(error, backend)
+    error.flowrate_attempts = stats.attempts  # type: ignore[attr-defined]
+    raise error
+
+
+CONNECTION_ERROR_NAMES = {"APIConnectionError", "ConnectError", "ClientConnectorError", "ClientConnectionError"}
+
+
+def is_connection_failure(error: BaseException) -> bool:
+    """The endpoint could not be reached (refused, no route, DNS), as opposed to a slow or failing reply.
+    LiteLLM wraps such errors differently per provider, so the whole cause chain is looked at."""
+    seen = 0
+    current: BaseException | None = error
+    while current is not None and seen < 8:
+        if isinstance(current, ConnectionError) or type(current).__name__ in CONNECTION_ERROR_NAMES:
+            return True
+        if "Connection error" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return False
+
+
+def endpoint_of(backend: JudgeBackend) -> str:
+    return getattr(backend, "api_base", None) or f"the {getattr(backend, 'provider', 'judge')} API"
+
+
+def one_line(message: str, limit: int = 500) -> str:
+    """An error message as one line: no traceback, no line breaks, at most `limit` characters."""
+    message = message.split("Traceback (most recent call last)")[0]
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 # -- reading the verdict ---------------------------------------------------------

@@ -1,13 +1,61 @@
-"""Keeping a run under a provider's limits: adaptive concurrency and rpm/tpm ceilings."""
+"""Keeping a run under a provider's limits: adaptive concurrency, rpm/tpm ceilings, and the
+run's stop switch (Ctrl-C, or a judge that cannot be reached) that ends every wait at once."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 BURST_SECONDS = 5.0  # a ceiling lets at most this many seconds' worth through at once
+WINDOW_S = 60.0  # providers count their per-minute limits over any 60-second window
+UNREACHABLE_AFTER = 10  # consecutive connection failures, with no success between, that stop a run
+
+
+class RunStopped(Exception):
+    """The run is stopping: this call was not started, or its wait was cut short."""
+
+
+class RunControl:
+    """The run's stop switch, shared by every wait of every call.
+
+    `interrupt()` (Ctrl-C) and the connection breaker both set it; every backoff and rate wait
+    then ends at once. After `UNREACHABLE_AFTER` consecutive connection failures with no success
+    in between, the judge is taken to be unreachable and `unreachable` names the endpoint.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = asyncio.Event()
+        self.interrupted = False
+        self.unreachable: str | None = None
+        self._failures_in_a_row = 0
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self.stopping.set()
+
+    def connection_failed(self, endpoint: str) -> None:
+        self._failures_in_a_row += 1
+        if self._failures_in_a_row >= UNREACHABLE_AFTER and self.unreachable is None:
+            self.unreachable = endpoint
+            self.stopping.set()
+
+    def connection_ok(self) -> None:
+        self._failures_in_a_row = 0
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds`, or raise `RunStopped` as soon as the run is stopping."""
+        if self.stopping.is_set():
+            raise RunStopped()
+        if seconds <= 0:
+            return
+        try:
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+        except TimeoutError:
+            return
+        raise RunStopped()
 
 
 class AdaptiveConcurrency:
@@ -46,48 +94,91 @@ class AdaptiveConcurrency:
 
 
 class Ceiling:
-    """A token bucket: `per_minute` units a minute, refilled continuously."""
+    """`per_minute` units a minute, held over every 60-second window, for any size of take.
+
+    Two rules, both must let a take through:
+    - a sliding 60-second window: what was taken in the last 60 s plus this take stays within
+      `per_minute`. A single take larger than `per_minute` waits until the window is empty,
+      then goes alone (`oversized` counts them);
+    - a token bucket holding `BURST_SECONDS` worth, so a run starts smoothly instead of
+      spending a whole minute's budget in its first second.
+    """
 
     def __init__(self, per_minute: float, clock=time.monotonic, sleep=asyncio.sleep):
+        self.per_minute = per_minute
         self.rate = per_minute / 60.0
         self.capacity = max(1.0, self.rate * BURST_SECONDS)
         self.tokens = self.capacity
+        self.oversized = 0
         self._clock = clock
         self._sleep = sleep
         self._updated = clock()
+        self._taken: deque[tuple[float, float]] = deque()  # (when, amount) inside the window
+        self._in_window = 0.0
         self._turn = asyncio.Lock()  # first come, first served
 
     async def take(self, amount: float) -> None:
-        amount = min(amount, self.capacity)  # one huge call must not wait forever
+        oversized = amount > self.per_minute
+        self.oversized += oversized
         async with self._turn:
             while True:
                 now = self._clock()
                 self.tokens = min(self.capacity, self.tokens + (now - self._updated) * self.rate)
                 self._updated = now
-                if self.tokens >= amount:
-                    self.tokens -= amount
+                while self._taken and self._taken[0][0] <= now - WINDOW_S:
+                    self._in_window -= self._taken.popleft()[1]
+                window_wait = self._window_wait(amount, now, oversized)
+                burst = min(amount, self.capacity)
+                bucket_wait = 0.0 if self.tokens >= burst else (burst - self.tokens) / self.rate
+                if window_wait <= 0 and bucket_wait <= 0:
+                    self.tokens -= burst
+                    self._taken.append((now, amount))
+                    self._in_window += amount
                     return
-                await self._sleep((amount - self.tokens) / self.rate)
+                await self._sleep(max(window_wait, bucket_wait))
+
+    def _window_wait(self, amount: float, now: float, oversized: bool) -> float:
+        """Seconds until the window has room for `amount` (for an oversized take: is empty)."""
+        room_needed = self._in_window - (0.0 if oversized else self.per_minute - amount)
+        if room_needed <= 1e-9:
+            return 0.0
+        freed = 0.0
+        for when, taken in self._taken:
+            freed += taken
+            if freed >= room_needed - 1e-9:
+                return when + WINDOW_S - now
+        return WINDOW_S
 
 
 class CallGate:
-    """What every judge attempt passes through: the ceilings, then a concurrency slot."""
+    """What every judge attempt passes through: the ceilings, then a concurrency slot.
 
-    def __init__(self, concurrency: int, rpm: float | None = None, tpm: float | None = None):
+    With a `control`, every wait here ends at once when the run stops."""
+
+    def __init__(
+        self, concurrency: int, rpm: float | None = None, tpm: float | None = None, control: RunControl | None = None
+    ):
+        self.control = control
+        sleep = control.sleep if control is not None else asyncio.sleep
         self.concurrency = AdaptiveConcurrency(concurrency)
-        self.requests = Ceiling(rpm) if rpm else None
-        self.tokens = Ceiling(tpm) if tpm else None
+        self.requests = Ceiling(rpm, sleep=sleep) if rpm else None
+        self.tokens = Ceiling(tpm, sleep=sleep) if tpm else None
 
     @asynccontextmanager
-    async def attempt(self, estimated_tokens: int) -> AsyncIterator[None]:
+    async def attempt(self, estimated_tokens: int) -> AsyncIterator[float]:
+        """Wait for the ceilings and a slot; yields the seconds spent waiting."""
+        started_wait = time.monotonic()
         if self.requests:
             await self.requests.take(1)
         if self.tokens:
             await self.tokens.take(estimated_tokens)
         started = await self.concurrency.acquire()
+        if self.control is not None and self.control.stopping.is_set():
+            await self.concurrency.release(started, False)
+            raise RunStopped()
         rate_limited = False
         try:
-            yield
+            yield started - started_wait
         except Exception as error:
             rate_limited = getattr(error, "status_code", None) == 429
             raise

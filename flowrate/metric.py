@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,8 +13,9 @@ from typing import Any
 
 from flowrate.cache import ResponseCache, cache_key
 from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns
-from flowrate.exit_codes import JudgeAccessError
+from flowrate.exit_codes import ConfigError, JudgeAccessError
 from flowrate.judge import (
+    CallStats,
     Completion,
     JudgeReply,
     RetryPolicy,
@@ -23,16 +23,18 @@ from flowrate.judge import (
     complete_with_retries,
     corrective_messages,
     make_backend,
+    one_line,
     parse_reply,
     redact_secrets,
 )
-from flowrate.limits import CallGate
+from flowrate.limits import CallGate, RunStopped
 from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvalTestCase, EvaluationRow, Source, Usage
 from flowrate.rubric import Rubric, grading_request, load_rubric
 
 ERROR_MESSAGE_LIMIT = 500
 REPLY_RESERVE_TOKENS = 1024
 BYTES_PER_TOKEN_ESTIMATE = 4  # for rate ceilings and budgets; exact counts only where they matter
+MIN_TRANSCRIPT_TOKENS = 64  # a budget must hold at least a short turn besides the rubric
 TEMPERATURE = 0.0
 
 
@@ -93,9 +95,32 @@ class ConversationalFlowRateMetric:
         self.backend.check_access()
 
     def warm_up(self) -> None:
-        """Import and look up now what every call needs (the model's window, its response format)."""
+        """Import and look up now what every call needs (the model's window, its response format),
+        and check that the context budget holds the rubric and a conversation."""
         _ = self._window
         self.backend.response_format_id()
+        self.check_budget()
+
+    def check_budget(self) -> None:
+        """Raise `ConfigError` when `max_input_tokens` cannot hold the rubric, its examples, room
+        for the reply and a minimal transcript: the judge would be sent no conversation."""
+        if self._max_input_tokens is None:
+            return
+        if self._max_input_tokens < self.minimum_input_tokens:
+            raise ConfigError(
+                f"option max_input_tokens: {self._max_input_tokens} cannot hold the rubric and a conversation;"
+                f" the minimum for this rubric and model is {self.minimum_input_tokens}"
+            )
+
+    @cached_property
+    def minimum_input_tokens(self) -> int:
+        """The smallest context budget that holds the rubric, the reply and `MIN_TRANSCRIPT_TOKENS`."""
+        return self._window_needs() + MIN_TRANSCRIPT_TOKENS
+
+    def _window_needs(self) -> int:
+        empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
+        wrapper = self.backend.count_tokens(grading_request(empty, self.language))
+        return self._prefix_tokens + wrapper + REPLY_RESERVE_TOKENS * self.samples
 
     # -- before the call -----------------------------------------------------------
     @cached_property
@@ -116,9 +141,7 @@ class ConversationalFlowRateMetric:
         less the rubric, its examples and room for the reply. None when neither is known."""
         if not self._window:
             return None
-        empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
-        wrapper = self.backend.count_tokens(grading_request(empty, self.language))
-        return max(self._window - self._prefix_tokens - wrapper - REPLY_RESERVE_TOKENS * self.samples, 0)
+        return max(self._window - self._window_needs(), MIN_TRANSCRIPT_TOKENS)
 
     @cached_property
     def expected_completion_tokens(self) -> int:
@@ -195,7 +218,6 @@ class ConversationalFlowRateMetric:
             truncated=plan.truncated,
             samples=self.samples,
         )
-        started = time.monotonic()
         spent = _Spend()
         try:
             if plan.cached_texts is not None:
@@ -205,11 +227,13 @@ class ConversationalFlowRateMetric:
                 replies = await self._judge(plan, spent, gate)
                 if plan.key is not None:
                     self.cache.put(plan.key, self.model, self.rubric.version, [reply.text for reply in replies])  # type: ignore[union-attr]
-        except JudgeAccessError:
+        except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
-            row.error = ErrorInfo(type=type(error).__name__, message=redact_secrets(str(error))[:ERROR_MESSAGE_LIMIT])
-            row.attempts = spent.attempts + getattr(error, "flowrate_attempts", 0)
+            row.error = ErrorInfo(
+                type=type(error).__name__, message=one_line(redact_secrets(str(error)), ERROR_MESSAGE_LIMIT)
+            )
+            row.attempts = spent.stats.attempts
         else:
             reply, agreement = majority(replies)
             if self.samples > 1:
@@ -220,10 +244,12 @@ class ConversationalFlowRateMetric:
             row.success = row.score >= self.threshold
             row.reason = reply.reason
             row.key_issues = reply.key_issues
-            row.attempts = spent.attempts
+            row.attempts = spent.stats.attempts
         row.usage = spent.usage
         row.cost_usd = spent.cost_usd if spent.calls or row.cached else None
-        row.latency_s = round(time.monotonic() - started, 3)
+        row.latency_s = round(spent.stats.latency_s, 3)
+        row.wait_s = round(spent.stats.wait_s, 3)
+        row.evaluated_at = datetime.now(UTC)  # when the verdict (or the error) arrived
         if self.verbose:
             print(describe_row(row), file=sys.stderr)
         return row
@@ -249,10 +275,17 @@ class ConversationalFlowRateMetric:
     async def _call(
         self, messages: list[dict[str, str]], spent: _Spend, n: int, gate: CallGate | None, tokens: int
     ) -> Completion:
-        completion, attempts = await complete_with_retries(
-            self.backend, messages, n=n, policy=self.retry, rng=self._rng, gate=gate, estimated_tokens=tokens
+        completion = await complete_with_retries(
+            self.backend,
+            messages,
+            n=n,
+            policy=self.retry,
+            rng=self._rng,
+            gate=gate,
+            estimated_tokens=tokens,
+            stats=spent.stats,
         )
-        spent.add(completion, attempts)
+        spent.add(completion)
         return completion
 
 
@@ -271,12 +304,11 @@ class _Spend:
     def __init__(self) -> None:
         self.usage = Usage()
         self.cost_usd: float | None = 0.0
-        self.attempts = 0
+        self.stats = CallStats()
         self.calls = 0
 
-    def add(self, completion: Completion, attempts: int) -> None:
+    def add(self, completion: Completion) -> None:
         self.calls += 1
-        self.attempts += attempts
         self.usage.prompt_tokens += completion.usage.prompt_tokens
         self.usage.completion_tokens += completion.usage.completion_tokens
         if self.cost_usd is not None:

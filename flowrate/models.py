@@ -99,11 +99,12 @@ class EvaluationRow(BaseModel):
     model: str
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = None
-    latency_s: float = 0.0
+    latency_s: float = 0.0  #: seconds spent in judge calls, retries included
+    wait_s: float = 0.0  #: seconds spent waiting on local ceilings (--rpm, --tpm, concurrency slots)
     attempts: int = 0
     error: ErrorInfo | None = None
     rubric_version: str
-    evaluated_at: datetime
+    evaluated_at: datetime  #: when the verdict (or the error) arrived
     number_of_turns: int = 0
     truncated: bool = False  #: the middle of the conversation was left out to fit the judge's context
     samples: int = 1  #: verdicts asked for; the row carries the majority

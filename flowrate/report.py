@@ -17,8 +17,19 @@ from flowrate.runner import RunSummary
 PLAIN_PROGRESS_EVERY_S = 10.0
 
 
+CONTROL_CHARACTERS = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F]}
+
+
+def shown(text: str) -> str:
+    """Text for the screen: control characters (ANSI escapes, newlines) escaped; rows keep it exact."""
+    return text.translate(CONTROL_CHARACTERS)
+
+
 class Reporter:
-    """Progress on stderr: a bar on a terminal, a plain line every few seconds otherwise."""
+    """Progress on stderr: a bar on a terminal, a plain line every few seconds otherwise.
+
+    Its clock starts when it is entered, as the run's wall time does, and 100 % is shown
+    only when every row is in."""
 
     def __init__(self, console: Console, total: int, verbose: bool = False):
         self.console = console
@@ -34,7 +45,7 @@ class Reporter:
     def __enter__(self) -> Reporter:
         if self.console.is_terminal:
             self._bar = Progress(
-                TextColumn("judging"),
+                TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[errors]} errors"),
@@ -43,8 +54,15 @@ class Reporter:
                 transient=True,
             )
             self._bar.start()
-            self._task = self._bar.add_task("judging", total=self.total, errors=0)
+            self._task = self._bar.add_task("starting", total=self.total, errors=0)
         return self
+
+    def stage(self, text: str) -> None:
+        """What the run is doing before rows come: `loading the judge…`, then `judging`."""
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
+        elif text != "judging":
+            self.console.print(f"flowrate: {text}", markup=False, highlight=False)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
@@ -54,14 +72,14 @@ class Reporter:
         self.done += 1
         self.errors += row.error is not None
         if self.verbose:
-            self.console.print(describe_row(row), markup=False, highlight=False)
+            self.console.print(shown(describe_row(row)), markup=False, highlight=False)
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, errors=self.errors)
             return
         now = time.monotonic()
         if now - self._last_line >= PLAIN_PROGRESS_EVERY_S:
             self._last_line = now
-            share = f" ({self.done / self.total:.0%})" if self.total else ""
+            share = f" ({self.done * 100 // self.total}%)" if self.total else ""  # 100 % only when all are in
             self.console.print(
                 f"flowrate: {self.done}/{self.total} rows{share}, {self.errors} errors, {now - self._started:.0f}s",
                 markup=False,
@@ -102,6 +120,11 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     _print_notes(
         console, "unstable (samples split)", [f"{n.id}: {n.detail}" for n in summary.unstable_notes], summary.unstable
     )
+    if summary.unreachable_skipped:
+        console.print(
+            f"unreachable: {summary.unreachable_skipped} conversation(s) not judged, the judge could not be reached",
+            markup=False,
+        )
     if summary.truncated:
         console.print(
             f"truncated: {summary.truncated} conversation(s) had their middle left out to fit the judge's context",
@@ -116,8 +139,13 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
             f"budget: {summary.budget_skipped} conversation(s) not judged, the --max-cost budget was spent",
             markup=False,
         )
-    if summary.interrupted:
-        console.print("interrupted: the run stopped before every conversation was judged", markup=False)
+    if summary.interrupted and summary.not_judged:
+        console.print(
+            f"interrupted: {summary.not_judged} conversation(s) not judged yet; their rows are not in the output",
+            markup=False,
+        )
+    elif summary.interrupted:
+        console.print("interrupted after every conversation was judged: the results are complete", markup=False)
     if output and output != "-":
         console.print(f"results: {output}", markup=False, highlight=False)
 
@@ -127,7 +155,7 @@ def _print_notes(console: Console, title: str, notes: list[str], total: int) -> 
         return
     console.print(f"{title}:", markup=False)
     for note in notes:
-        console.print(f"  {note}", markup=False, highlight=False)
+        console.print(f"  {shown(note)}", markup=False, highlight=False)
     if total > len(notes):
         console.print(f"  ... and {total - len(notes)} more", markup=False)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -64,18 +64,10 @@ def repair_partial_tail(path: Path) -> bool:
     return True
 
 
-def drop_error_rows(path: Path) -> int:
-    """Rewrite the file without its error rows (atomically); returns how many were dropped."""
+def rewrite_rows(path: Path, rows: Iterable[EvaluationRow]) -> None:
+    """Replace the file's rows with `rows`, atomically: a kill leaves the old file or the new one."""
     temporary = path.with_name(path.name + ".tmp")
-    dropped = 0
     with open(temporary, "wb") as out:
-        for row in read_rows(path):
-            if row.error is not None:
-                dropped += 1
-            else:
-                out.write(row.model_dump_json().encode() + b"\n")
-    if dropped:
-        os.replace(temporary, path)
-    else:
-        temporary.unlink()
-    return dropped
+        for row in rows:
+            out.write(row.model_dump_json().encode() + b"\n")
+    os.replace(temporary, path)

@@ -7,6 +7,7 @@ each row goes to `on_row` as soon as it is ready.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from itertools import islice
 from pydantic import BaseModel, Field
 
 from flowrate.exit_codes import ExitCode, exit_code_for_outcome
-from flowrate.limits import CallGate
+from flowrate.limits import CallGate, RunControl, RunStopped
 from flowrate.metric import ConversationalFlowRateMetric, JudgePlan
 from flowrate.models import (
     ConversationalEvalTestCase,
@@ -34,6 +35,7 @@ class FailureNote(BaseModel):
     id: str
     metric: str
     detail: str
+    order: int = 0  #: the conversation's place in the input: notes are listed in input order
 
 
 class RunSummary(BaseModel):
@@ -45,10 +47,15 @@ class RunSummary(BaseModel):
     errors: int = 0
     skipped: int = 0
     budget_skipped: int = 0
+    unreachable_skipped: int = 0  #: not judged: the run stopped because the judge could not be reached
+    unreachable: str | None = None  #: the endpoint that could not be reached
+    expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
+    pipe_closed: bool = False  #: the reader of stdout went away (`... -o - | head`)
     unstable: int = 0
     truncated: int = 0
     cached: int = 0
     resumed: int = 0
+    resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
     verdicts: dict[str, int] = Field(default_factory=dict)
     score_sum: float = 0.0
     prompt_tokens: int = 0
@@ -62,7 +69,7 @@ class RunSummary(BaseModel):
     skipped_notes: list[str] = Field(default_factory=list)
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
-    def add(self, row: EvaluationRow) -> None:
+    def add(self, row: EvaluationRow, order: int = 0) -> None:
         self.prompt_tokens += row.usage.prompt_tokens
         self.completion_tokens += row.usage.completion_tokens
         self.cached += row.cached
@@ -74,7 +81,7 @@ class RunSummary(BaseModel):
             self.errors += 1
             _keep(
                 self.error_notes,
-                FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}"),
+                FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}", order=order),
             )
             return
         self.judged += 1
@@ -88,6 +95,7 @@ class RunSummary(BaseModel):
                     id=row.id,
                     metric=row.metric,
                     detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})",
+                    order=order,
                 ),
             )
         self.score_sum += row.score or 0.0
@@ -97,12 +105,31 @@ class RunSummary(BaseModel):
         else:
             self.failed += 1
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
-            _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}"))
+            _keep(
+                self.failures,
+                FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}", order=order),
+            )
 
     def skip_for_budget(self, conversation_id: str | None) -> None:
         self.skipped += 1
         self.budget_skipped += 1
         _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
+
+    def skip_unreachable(self, conversation_id: str | None) -> None:
+        self.skipped += 1
+        self.unreachable_skipped += 1
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
+
+    @property
+    def rows_written(self) -> int:
+        return self.judged + self.errors
+
+    @property
+    def not_judged(self) -> int:
+        """Rows still missing: conversations an interruption left unjudged."""
+        if self.expected_rows is None:
+            return 0
+        return max(self.expected_rows - self.rows_written - self.budget_skipped - self.unreachable_skipped, 0)
 
     def skip_invalid(self, records: int, problems: list[str]) -> None:
         """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
@@ -121,12 +148,20 @@ class RunSummary(BaseModel):
     @property
     def exit_code(self) -> ExitCode:
         return exit_code_for_outcome(
-            errors=self.errors, failed=self.failed, interrupted=self.interrupted, incomplete=self.budget_skipped > 0
+            errors=self.errors,
+            failed=self.failed,
+            interrupted=self.interrupted,
+            incomplete=self.budget_skipped + self.unreachable_skipped > 0,
+            pipe_closed=self.pipe_closed,
         )
 
 
 def _keep(notes: list, note: object) -> None:
-    if len(notes) < FAILURES_KEPT:
+    """Keep the first `FAILURES_KEPT` notes; `FailureNote`s by input order, whatever order they came in."""
+    if isinstance(note, FailureNote):
+        bisect.insort(notes, note, key=lambda kept: kept.order)
+        del notes[FAILURES_KEPT:]
+    elif len(notes) < FAILURES_KEPT:
         notes.append(note)
 
 
@@ -170,43 +205,69 @@ class BatchRun:
     rpm: float | None = None
     tpm: float | None = None
     max_cost_usd: float | None = None
-    done: set[tuple[str, str]] = field(default_factory=set)  # (id, metric) rows a resumed output already holds
+    # rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
+    done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
+    on_resumed: Callable[[EvaluationRow], None] = lambda row: None
+    control: RunControl | None = None
+    gate: CallGate | None = None
+
+    @property
+    def oversized_calls(self) -> int:
+        """Calls larger than a whole minute of the --tpm budget."""
+        return self.gate.tokens.oversized if self.gate is not None and self.gate.tokens is not None else 0
 
     async def run(self, items: Iterable[Item]) -> RunSummary:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        gate = CallGate(self.concurrency, self.rpm, self.tpm)
+        control = self.control = RunControl()
+        gate = self.gate = CallGate(self.concurrency, self.rpm, self.tpm, control)
         budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
-        queue: asyncio.Queue[tuple[ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]] | None] = (
+        queue: asyncio.Queue[tuple[int, ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]] | None] = (
             asyncio.Queue(maxsize=self.concurrency * 2)
         )
-        stop = asyncio.Event()
+        stop = control.stopping
         workers: list[asyncio.Task] = []
+
+        def left_out(case: ConversationalEvalTestCase) -> None:
+            """A conversation the run stopped before: skipped when the judge is unreachable;
+            after Ctrl-C or a closed pipe it stays unjudged, for --resume."""
+            if control.unreachable and not control.interrupted:
+                self.summary.skip_unreachable(case.id)
 
         async def produce() -> None:
             """Plan conversations a batch at a time, so the cache is asked once per batch."""
+            order = 0
             for batch in _batches(items, PLAN_AHEAD):
                 planned = []
                 for case, source in batch:
+                    order += 1
+                    for metric in self.metrics:
+                        kept = self.done.get((case.id, metric.name))  # type: ignore[arg-type]
+                        if kept is not None:
+                            self.summary.add(kept, order)
+                            self.summary.resumed += 1
+                            self.on_resumed(kept)
                     if stop.is_set():
-                        break
+                        left_out(case)
+                        continue
                     if budget is not None and budget.exhausted:
                         self.summary.skip_for_budget(case.id)
                         continue
                     plans = {
                         m.name: m.plan(case, lookup=False) for m in self.metrics if (case.id, m.name) not in self.done
                     }
-                    planned.append((case, source, plans))
+                    if plans:
+                        planned.append((order, case, source, plans))
                 for metric in self.metrics:
-                    metric.fill_from_cache([plans[metric.name] for _, _, plans in planned if metric.name in plans])
+                    metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
                 for item in planned:
                     await queue.put(item)
-                if stop.is_set():
-                    break
             for _ in workers:
                 await queue.put(None)
 
-        async def judge(case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]) -> None:
+        async def judge(
+            order: int, case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]
+        ) -> None:
             for metric in self.metrics:
                 plan = plans.get(metric.name)
                 if plan is None:
@@ -217,22 +278,32 @@ class BatchRun:
                     if not budget.reserve(estimate):
                         self.summary.skip_for_budget(case.id)
                         return
-                row = await metric.evaluate(case, source, plan=plan, gate=gate)
+                try:
+                    row = await metric.evaluate(case, source, plan=plan, gate=gate)
+                except RunStopped:
+                    if budget is not None:
+                        budget.settle(estimate, 0.0)
+                    left_out(case)
+                    return
                 if budget is not None:
                     budget.settle(estimate, row.cost_usd)
-                self.summary.add(row)
+                if self.summary.pipe_closed:
+                    return  # nobody reads the rows any more
+                self.summary.add(row, order)
                 self.on_row(row)
 
         async def work() -> None:
             while (item := await queue.get()) is not None:
-                if not stop.is_set():
+                if stop.is_set():
+                    left_out(item[1])
+                else:
                     await judge(*item)
 
         def interrupt() -> None:
-            if stop.is_set():  # a second Ctrl-C: no grace
+            if control.interrupted:  # a second Ctrl-C: no grace
                 for task in workers:
                     task.cancel()
-            stop.set()
+            control.interrupt()
             self.summary.interrupted = True
 
         handled = _add_sigint_handler(loop, interrupt)
@@ -247,25 +318,35 @@ class BatchRun:
                 if metric.cache is not None:
                     metric.cache.flush()
             self.summary.wall_time_s = round(loop.time() - started, 3)
+            self.summary.unreachable = control.unreachable
         return self.summary
 
     async def _wait(self, producer: asyncio.Task, workers: list[asyncio.Task], stop: asyncio.Event) -> None:
+        """Run until everything is done, or the run stops: then calls in flight get
+        `INTERRUPT_GRACE_S` after Ctrl-C, none after a closed pipe, and their own timeout
+        when the judge is unreachable (their retries are cut already)."""
         everything = [producer, *workers]
         pending = set(everything)
+        stopping = asyncio.ensure_future(stop.wait())
         try:
             while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+                done, pending = await asyncio.wait(pending | {stopping}, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(stopping)
                 for task in done:
-                    if not task.cancelled() and task.exception() is not None:
+                    if task is not stopping and not task.cancelled() and task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]
                 if stop.is_set() and pending:
-                    producer.cancel()
-                    _, pending = await asyncio.wait(pending, timeout=INTERRUPT_GRACE_S)
+                    control = self.control
+                    grace = None
+                    if control is not None and control.interrupted:
+                        grace = 0.0 if self.summary.pipe_closed else INTERRUPT_GRACE_S
+                    _, pending = await asyncio.wait(pending, timeout=grace)
                     break
         finally:
+            stopping.cancel()
             for task in everything:
                 task.cancel()
-            await asyncio.gather(*everything, return_exceptions=True)
+            await asyncio.gather(stopping, *everything, return_exceptions=True)
 
 
 def _batches(items: Iterable[Item], size: int) -> Iterator[list[Item]]:

@@ -8,13 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flowrate.defaults import DEFAULTS
 from flowrate.exit_codes import ConfigError
 
 DEFAULT_CONFIG = Path("configs/flowrate.yaml")
-DEFAULT_OUTPUT = "flowrate-results.jsonl"
 
 
 class EvalSettings(BaseModel):
@@ -22,20 +21,21 @@ class EvalSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = "gpt-4o"
+    model: str = DEFAULTS["model"]
     api_base: str | None = None
-    threshold: float = Field(0.7, ge=0.0, le=1.0)
-    concurrency: int = Field(16, ge=1)
-    max_retries: int = Field(5, ge=0)
-    timeout: float = Field(60.0, gt=0)
-    backoff: float = Field(1.0, ge=0)
-    backoff_max: float = Field(60.0, ge=0)
-    output: str = DEFAULT_OUTPUT
+    threshold: float = Field(DEFAULTS["threshold"], ge=0.0, le=1.0)
+    concurrency: int = Field(DEFAULTS["concurrency"], ge=1)
+    max_retries: int = Field(DEFAULTS["max_retries"], ge=0)
+    timeout: float = Field(DEFAULTS["timeout"], gt=0)
+    backoff: float = Field(DEFAULTS["backoff"], ge=0)
+    backoff_max: float = Field(DEFAULTS["backoff_max"], ge=0)
+    output: str = DEFAULTS["output"]
     skip_invalid: bool = False
+    allow_empty: bool = False
     verbose: bool = False
     rubric: str | None = None
-    language: str = "English"
-    samples: int = Field(1, ge=1, le=20)
+    language: str = DEFAULTS["language"]
+    samples: int = Field(DEFAULTS["samples"], ge=1, le=20)
     max_input_tokens: int | None = Field(None, ge=256)
     cache_dir: str | None = None
     no_cache: bool = False
@@ -63,8 +63,10 @@ def load_config(path: Path | None) -> dict[str, Any]:
         if not DEFAULT_CONFIG.is_file():
             return {}
         path = DEFAULT_CONFIG
+    import yaml
+
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except OSError as error:
         raise ConfigError(f"{path}: cannot read config file: {error.strerror}") from None
     except yaml.YAMLError as error:

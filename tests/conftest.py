@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ def cli_env(tmp_path):
     """The environment for a real `flowrate` process: a test key, no retry waits, a cache of
     this test's own, no stray FLOWRATE_*."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FLOWRATE_", "OPENAI_"))}
+    env["PATH"] = f"{Path(FLOWRATE).parent}{os.pathsep}{env.get('PATH', '')}"  # as after activating the venv
     env.update(
         OPENAI_API_KEY=TEST_KEY,
         FLOWRATE_BACKOFF="0",
@@ -46,9 +48,38 @@ def cli_env(tmp_path):
     return env
 
 
+@dataclass
+class Outcome:
+    """What a run of `flowrate` gave: exit status, stdout and stderr, as text."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 @pytest.fixture
-def run_flowrate(tmp_path, cli_env):
-    """Run the installed `flowrate` command in a scratch directory."""
+def run_flowrate(tmp_path, cli_env, monkeypatch):
+    """Run `flowrate` in this process through Typer's test runner, in a scratch directory,
+    with the test environment. Unexpected exceptions propagate and fail the test."""
+    from typer.testing import CliRunner
+
+    from flowrate.cli import app
+
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args, input=None, env=None):
+        wanted = env or cli_env
+        overlay = {key: None for key in os.environ if key not in wanted}
+        overlay.update(wanted)
+        result = CliRunner().invoke(app, [str(arg) for arg in args], input=input, env=overlay, catch_exceptions=False)
+        return Outcome(result.exit_code, result.stdout, result.stderr)
+
+    return run
+
+
+@pytest.fixture
+def run_process(tmp_path, cli_env):
+    """Run the installed `flowrate` command as a real process: for stdin, pipes and the entry point."""
 
     def run(*args, input=None, env=None, timeout=120):
         return subprocess.run(

@@ -134,7 +134,7 @@ def test_resume_after_kill_9_judges_each_conversation_once(judge, tmp_path, cli_
     rows = read_rows(output)
     assert ids(rows) == ids(distinct(60)) and len(rows) == 60  # every conversation exactly once
     assert judge.requests - calls_before == 60 - before
-    assert "passed 60" in result.stderr and f"resumed from the output file {before}" in result.stderr
+    assert "passed 60" in result.stderr and f"resumed from the output file {before}" in result.stderr, result.stderr
 
 
 def read_rows_tolerant(path):

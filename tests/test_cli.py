@@ -27,6 +27,7 @@ ROW_FIELDS = [
     "usage",
     "cost_usd",
     "latency_s",
+    "wait_s",
     "attempts",
     "error",
     "rubric_version",
