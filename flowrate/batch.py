@@ -352,4 +352,4 @@ def merge_results(paths: list[str], output: str, allow_empty: bool = False) -> R
 def _open_output(output: str, append: bool) -> BinaryIO:
     if output == "-":
         return sys.stdout.buffer
-    return open(output, "ab" if append else "wb")  # noqa: SIM115: closed by `FileRun.execute`
+    return open(output, "ab" if append else "wb")  # closed by `FileRun.execute`

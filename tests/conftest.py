@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,30 @@ def run_process(tmp_path, cli_env):
         )
 
     return run
+
+
+@pytest.fixture
+def start_process(tmp_path, cli_env):
+    """Start the installed `flowrate` as a real process in the scratch directory (signals, pipes)."""
+
+    def start(*args, text=True):
+        return subprocess.Popen(
+            [FLOWRATE, *map(str, args)],
+            cwd=tmp_path,
+            env=cli_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=text,
+        )
+
+    return start
+
+
+def wait_for_requests(judge, count, timeout_s=60):
+    """Wait until the scripted judge has seen `count` requests."""
+    deadline = time.monotonic() + timeout_s
+    while judge.requests < count and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def turn_record(conversation_id, *texts, **extra):

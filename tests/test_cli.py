@@ -5,12 +5,11 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FLOWRATE, TEST_KEY, read_rows, turn_record, write_jsonl
+from tests.conftest import FLOWRATE, TEST_KEY, read_rows, turn_record, wait_for_requests, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW_FIELDS = [
@@ -196,20 +195,11 @@ def test_options_precedence_cli_env_config(judge, run_flowrate, conversations, t
     assert result.returncode == 2 and "other.yaml: unknown option 'thresold'" in result.stderr
 
 
-def test_interrupt_exits_130_with_a_summary(judge, run_flowrate, conversations, tmp_path, cli_env):
+def test_interrupt_exits_130_with_a_summary(judge, conversations, tmp_path, start_process):
     judge.latency_s = 0.5
     path = conversations(*[turn_record(f"c{n}", f"question {n}", "b") for n in range(200)])  # distinct: no cache hits
-    process = subprocess.Popen(
-        [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl"],
-        cwd=tmp_path,
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while judge.requests < 8 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    process = start_process("eval", path, "--api-base", judge.base_url, "-j", "4", "-o", "out.jsonl")
+    wait_for_requests(judge, 8)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr

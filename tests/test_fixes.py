@@ -13,7 +13,7 @@ import pytest
 
 from flowrate import ConversationalEvalTestCase, ConversationalFlowRateMetric, EvalTestCase, evaluate_conversations
 from flowrate.limits import Ceiling
-from tests.conftest import FLOWRATE, read_rows, turn_record, write_jsonl
+from tests.conftest import read_rows, turn_record, wait_for_requests, write_jsonl
 from tests.test_api import NO_WAIT, ScriptedClient, verdict
 
 
@@ -263,19 +263,10 @@ def test_a_wrong_path_on_a_live_server_stops_at_once_with_one_line(judge, run_fl
     assert "Traceback" not in result.stderr
 
 
-def test_ctrl_c_ends_rate_waits_at_once_and_starts_no_new_request(judge, tmp_path, cli_env):
+def test_ctrl_c_ends_rate_waits_at_once_and_starts_no_new_request(judge, tmp_path, start_process):
     path = write_jsonl(tmp_path / "c.jsonl", distinct(40))
-    process = subprocess.Popen(
-        [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "--rpm", "6", "-o", "out.jsonl"],
-        cwd=tmp_path,
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while judge.requests < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    process = start_process("eval", path, "--api-base", judge.base_url, "--rpm", "6", "-o", "out.jsonl")
+    wait_for_requests(judge, 1)
     time.sleep(0.3)
     seen = judge.requests
     process.send_signal(signal.SIGINT)
@@ -309,16 +300,10 @@ def test_output_path_problems_are_plain_exit_2_before_any_call(judge, run_flowra
     assert judge.requests == 0
 
 
-def test_a_closed_pipe_stops_quietly_with_sigpipes_status(judge, tmp_path, cli_env):
+def test_a_closed_pipe_stops_quietly_with_sigpipes_status(judge, tmp_path, start_process):
     judge.latency_s = 0.02
     path = write_jsonl(tmp_path / "c.jsonl", distinct(300))
-    process = subprocess.Popen(
-        [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "-o", "-", "-j", "4"],
-        cwd=tmp_path,
-        env=cli_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = start_process("eval", path, "--api-base", judge.base_url, "-o", "-", "-j", "4", text=False)
     assert json.loads(process.stdout.readline())["id"]
     process.stdout.close()
     stderr = process.stderr.read().decode()
