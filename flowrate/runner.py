@@ -11,6 +11,7 @@ import bisect
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import islice
 
 from pydantic import BaseModel, Field
@@ -21,6 +22,7 @@ from flowrate.metric import ConversationalFlowRateMetric, JudgePlan
 from flowrate.models import (
     ConversationalEvalTestCase,
     ConversationResult,
+    ErrorInfo,
     EvaluationRow,
     MetricResult,
     Source,
@@ -363,6 +365,19 @@ def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], N
     return True
 
 
+def _not_judged(case: ConversationalEvalTestCase, metric: ConversationalFlowRateMetric, why: str) -> EvaluationRow:
+    return EvaluationRow(
+        id=case.id or "",
+        metric=metric.name,
+        threshold=metric.threshold,
+        model=metric.model,
+        rubric_version=metric.rubric.version,
+        evaluated_at=datetime.now(UTC),
+        number_of_turns=len(case.turns),
+        error=ErrorInfo(type="NotJudged", message=why),
+    )
+
+
 async def evaluate_conversations(
     conversations: list[ConversationalEvalTestCase],
     metrics: list[ConversationalFlowRateMetric],
@@ -381,7 +396,16 @@ async def evaluate_conversations(
         raise ValueError("conversation ids must be unique")
     rows: dict[str, list[EvaluationRow]] = {}
     run = BatchRun(metrics=metrics, concurrency=concurrency, on_row=lambda row: rows.setdefault(row.id, []).append(row))
-    await run.run((case, None) for case in cases)
+    summary = await run.run((case, None) for case in cases)
+    if summary.unreachable:
+        why = f"not judged: the judge at {summary.unreachable} could not be reached"
+    else:
+        why = "not judged: the run was interrupted"
+    for case in cases:  # every conversation comes back with a result per metric, an error when not judged
+        judged = {row.metric for row in rows.get(case.id, [])}  # type: ignore[arg-type]
+        for metric in metrics:
+            if metric.name not in judged:
+                rows.setdefault(case.id, []).append(_not_judged(case, metric, why))  # type: ignore[arg-type]
     order = {metric.name: n for n, metric in enumerate(metrics)}
     return [
         ConversationResult(

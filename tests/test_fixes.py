@@ -254,6 +254,20 @@ def test_a_closed_port_stops_the_run_quickly_and_lists_every_conversation(run_fl
     assert "--retry-errors" in result.stderr and "Traceback" not in result.stderr
 
 
+async def test_the_api_returns_a_not_judged_error_for_each_conversation_an_unreachable_judge_left(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    metric = ConversationalFlowRateMetric(model="gpt-4o", api_base=base, retry=NO_WAIT)
+    cases = [
+        ConversationalEvalTestCase(id=f"c{n}", turns=[EvalTestCase(input=f"q{n}", actual_output="a")])
+        for n in range(40)
+    ]
+    results = await evaluate_conversations(cases, [metric], concurrency=4)
+    assert [len(result.metrics_data) for result in results] == [1] * 40
+    kinds = {result.metrics_data[0].error.type for result in results}
+    assert "NotJudged" in kinds and all(result.metrics_data[0].score is None for result in results)
+
+
 def test_a_wrong_path_on_a_live_server_stops_at_once_with_one_line(judge, run_flowrate, tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", distinct(5))
     result = run_flowrate("eval", path, "-m", "ollama:llama3", "--api-base", judge.base_url)
