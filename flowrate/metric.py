@@ -195,6 +195,19 @@ class ConversationalFlowRateMetric:
             return 0.0
         return self.backend.price(plan.estimated_prompt_tokens, self.expected_completion_tokens)
 
+    def new_row(self, case: ConversationalEvalTestCase, source: Source | None = None) -> EvaluationRow:
+        """A row for `case` by this metric, before any verdict or error is in it."""
+        return EvaluationRow(
+            id=case.id or "",
+            source=source,
+            metric=self.name,
+            threshold=self.threshold,
+            model=self.model,
+            rubric_version=self.rubric.version,
+            evaluated_at=datetime.now(UTC),
+            number_of_turns=len(case.turns),
+        )
+
     # -- the call ------------------------------------------------------------------
     async def evaluate(
         self,
@@ -206,18 +219,9 @@ class ConversationalFlowRateMetric:
     ) -> EvaluationRow:
         """Judge one conversation. Judge failures become an error row; a rejected key raises."""
         plan = plan or self.plan(case)
-        row = EvaluationRow(
-            id=case.id or "",
-            source=source,
-            metric=self.name,
-            threshold=self.threshold,
-            model=self.model,
-            rubric_version=self.rubric.version,
-            evaluated_at=datetime.now(UTC),
-            number_of_turns=len(case.turns),
-            truncated=plan.truncated,
-            samples=self.samples,
-        )
+        row = self.new_row(case, source)
+        row.truncated = plan.truncated
+        row.samples = self.samples
         spent = _Spend()
         try:
             if plan.cached_texts is not None:

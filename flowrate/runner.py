@@ -11,7 +11,6 @@ import bisect
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from itertools import islice
 
 from pydantic import BaseModel, Field
@@ -366,16 +365,9 @@ def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], N
 
 
 def _not_judged(case: ConversationalEvalTestCase, metric: ConversationalFlowRateMetric, why: str) -> EvaluationRow:
-    return EvaluationRow(
-        id=case.id or "",
-        metric=metric.name,
-        threshold=metric.threshold,
-        model=metric.model,
-        rubric_version=metric.rubric.version,
-        evaluated_at=datetime.now(UTC),
-        number_of_turns=len(case.turns),
-        error=ErrorInfo(type="NotJudged", message=why),
-    )
+    row = metric.new_row(case)
+    row.error = ErrorInfo(type="NotJudged", message=why)
+    return row
 
 
 async def evaluate_conversations(
