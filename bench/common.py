@@ -68,9 +68,12 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
     import litellm
 
     from flowrate.judge import LiteLLMBackend
+    from flowrate.rubric import load_rubric
+    from flowrate.scores import reply_schema
 
     litellm.suppress_debug_info = True
     backend = LiteLLMBackend("gpt-4o", base_url)
+    response_format = backend.structured_output("conversational_flow_rate", reply_schema(load_rubric()))
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(messages):
@@ -83,7 +86,7 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
                 num_retries=0,
                 max_retries=0,
                 timeout=60,
-                response_format=backend.response_format,
+                response_format=response_format,
             )
             return response.choices[0].message.content
 

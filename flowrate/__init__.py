@@ -23,6 +23,10 @@ _WHERE = {
     "ExitCode": "flowrate.exit_codes",
     "JudgeAccessError": "flowrate.exit_codes",
     "MetricResult": "flowrate.models",
+    "RepetitionCheck": "flowrate.repetition",
+    "RepetitivePatternDetectionMetric": "flowrate.metric",
+    "RubricMetric": "flowrate.metric",
+    "VirtualAgentSuite": "flowrate.metric",
     "RetryPolicy": "flowrate.judge",
     "Rubric": "flowrate.rubric",
     "Verdict": "flowrate.models",
@@ -39,6 +43,10 @@ __all__ = [
     "ExitCode",
     "JudgeAccessError",
     "MetricResult",
+    "RepetitionCheck",
+    "RepetitivePatternDetectionMetric",
+    "RubricMetric",
+    "VirtualAgentSuite",
     "RetryPolicy",
     "Rubric",
     "Verdict",
@@ -49,7 +57,12 @@ __all__ = [
 if TYPE_CHECKING:
     from flowrate.exit_codes import ExitCode, JudgeAccessError
     from flowrate.judge import CustomLLMClient, RetryPolicy
-    from flowrate.metric import ConversationalFlowRateMetric
+    from flowrate.metric import (
+        ConversationalFlowRateMetric,
+        RepetitivePatternDetectionMetric,
+        RubricMetric,
+        VirtualAgentSuite,
+    )
     from flowrate.models import (
         ConversationalEvalTestCase,
         ConversationResult,
@@ -58,6 +71,7 @@ if TYPE_CHECKING:
         MetricResult,
         Verdict,
     )
+    from flowrate.repetition import RepetitionCheck
     from flowrate.rubric import Rubric, load_rubric
     from flowrate.runner import evaluate_conversations
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from flowrate.exit_codes import ConfigError
-from flowrate.models import EvaluationRow, Verdict
+from flowrate.models import EvaluationRow
+from flowrate.results import shown_value
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240229
@@ -37,6 +38,7 @@ class Confusion(BaseModel):
 
 class AgreementReport(BaseModel):
     label: str
+    metric: str
     n: int
     spearman: Statistic
     kendall: Statistic
@@ -45,13 +47,24 @@ class AgreementReport(BaseModel):
     confusion: Confusion | None
 
 
-def agreement_report(pairs: list[tuple[Verdict, float]], label: str) -> AgreementReport:
-    """Agreement between verdicts and human labels for the same conversations."""
+Pair = tuple[str, float, float]  # (the judge's verdict or rating, its score, the human label)
+
+
+def agreement_report(
+    pairs: list[Pair],
+    label: str,
+    metric: str = "conversational_flow_rate",
+    scale: list[tuple[str, float]] | None = None,
+) -> AgreementReport:
+    """Agreement between one metric's judgements and human labels for the same conversations.
+
+    `scale` lists every value the metric can give, with its score, lowest first (from the
+    rubric); the confusion table then shows every value, seen or not."""
     import numpy as np
     from scipy import stats
 
-    scores = np.array([verdict.score for verdict, _ in pairs], dtype=float)
-    labels = np.array([value for _, value in pairs], dtype=float)
+    scores = np.array([score for _, score, _ in pairs], dtype=float)
+    labels = np.array([value for _, _, value in pairs], dtype=float)
     measures = {
         "spearman": lambda a, b: stats.spearmanr(a, b).statistic,
         "kendall": lambda a, b: stats.kendalltau(a, b, variant="b").statistic,
@@ -60,8 +73,8 @@ def agreement_report(pairs: list[tuple[Verdict, float]], label: str) -> Agreemen
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     resamples = rng.integers(0, len(pairs), size=(BOOTSTRAP_RESAMPLES, len(pairs))) if len(pairs) > 2 else None
     results = {name: _with_interval(measure, scores, labels, resamples) for name, measure in measures.items()}
-    kappa, confusion = _ordinal_agreement([verdict for verdict, _ in pairs], labels)
-    return AgreementReport(label=label, n=len(pairs), kappa=kappa, confusion=confusion, **results)
+    kappa, confusion = _ordinal_agreement(pairs, labels, scale)
+    return AgreementReport(label=label, metric=metric, n=len(pairs), kappa=kappa, confusion=confusion, **results)
 
 
 def _with_interval(measure, scores, labels, resamples) -> Statistic:
@@ -80,9 +93,10 @@ def _with_interval(measure, scores, labels, resamples) -> Statistic:
     return Statistic(value=round(value, 4), ci95=interval)
 
 
-def _ordinal_agreement(verdicts: list[Verdict], labels) -> tuple[Kappa | None, Confusion | None]:
-    """For labels on a small integer scale: verdicts mapped onto that scale by their score
-    (lowest label at 0.0, highest at 1.0, rounded), a confusion table and quadratic kappa."""
+def _ordinal_agreement(pairs: list[Pair], labels, scale) -> tuple[Kappa | None, Confusion | None]:
+    """For labels on a small integer scale: judgements mapped onto that scale by their score
+    (lowest label at 0.0, highest at 1.0, rounded), a confusion table and quadratic kappa.
+    The confusion's columns are the judge's values seen, lowest score first."""
     import numpy as np
 
     if not len(labels) or not np.all(labels == np.round(labels)):
@@ -90,12 +104,13 @@ def _ordinal_agreement(verdicts: list[Verdict], labels) -> tuple[Kappa | None, C
     low, high = int(labels.min()), int(labels.max())
     if high == low or high - low + 1 > MAX_KAPPA_LEVELS:
         return None, None
-    order = sorted(Verdict, key=lambda v: v.score)
+    value_scores = dict(scale or []) | {value: score for value, score, _ in pairs}
+    order = sorted(value_scores, key=lambda value: value_scores[value])
     levels = list(range(low, high + 1))
     counts = [[0] * len(order) for _ in levels]
-    for verdict, value in zip(verdicts, labels):
-        counts[int(value) - low][order.index(verdict)] += 1
-    mapped = np.array([round(low + verdict.score * (high - low)) for verdict in verdicts], dtype=int) - low
+    for value, _, human in pairs:
+        counts[int(human) - low][order.index(value)] += 1
+    mapped = np.array([round(low + score * (high - low)) for _, score, _ in pairs], dtype=int) - low
     truth = labels.astype(int) - low
     size = len(levels)
     observed = np.zeros((size, size))
@@ -104,21 +119,20 @@ def _ordinal_agreement(verdicts: list[Verdict], labels) -> tuple[Kappa | None, C
     weights = np.array([[(i - j) ** 2 for j in range(size)] for i in range(size)]) / (size - 1) ** 2
     disagreement = (weights * expected).sum()
     kappa = None if disagreement == 0 else round(float(1 - (weights * observed).sum() / disagreement), 4)
-    confusion = Confusion(labels=levels, verdicts=[v.value for v in order], counts=counts)
-    return Kappa(value=kappa), confusion
+    return Kappa(value=kappa), Confusion(labels=levels, verdicts=order, counts=counts)
 
 
 def pair_up(
-    labels: dict[str, float], rows: Iterable[EvaluationRow], label: str
-) -> tuple[list[tuple[Verdict, float]], int]:
-    """Verdicts joined with human labels by conversation id, sorted by id so that the same
-    inputs give the same bootstrap intervals however the rows arrive; and how many labeled
-    conversations have no usable row (missing, or an error row)."""
-    paired: dict[str, tuple[Verdict, float]] = {}
+    labels: dict[str, float], rows: Iterable[EvaluationRow], label: str, metric: str = "conversational_flow_rate"
+) -> tuple[list[Pair], int]:
+    """One metric's judgements joined with human labels by conversation id, sorted by id so that
+    the same inputs give the same bootstrap intervals however the rows arrive; and how many
+    labeled conversations have no usable row of that metric (missing, or an error row)."""
+    paired: dict[str, Pair] = {}
     for row in rows:
         value = labels.get(row.id)
-        if row.verdict is not None and value is not None and not math.isnan(value):
-            paired[row.id] = (row.verdict, value)
+        if row.metric == metric and row.score is not None and value is not None and not math.isnan(value):
+            paired[row.id] = (shown_value(row), row.score, value)
     if not paired:
-        raise ConfigError(f"no judged conversation carries the label {label!r}")
+        raise ConfigError(f"no judged conversation of metric {metric!r} carries the label {label!r}")
     return [paired[key] for key in sorted(paired)], len(labels) - len(paired)

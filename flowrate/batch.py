@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import shutil
 import sys
@@ -13,55 +12,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel
-
 from flowrate.cache import ResponseCache, default_cache_dir
+from flowrate.catalog import build_metrics
 from flowrate.exit_codes import ConfigError, InputError
-from flowrate.inputs import SKIP_INVALID_HINT, InputSet, ScanReport, iter_cases, raise_for_problems, scan
-from flowrate.judge import RetryPolicy
-from flowrate.metric import ConversationalFlowRateMetric
+from flowrate.inputs import SKIP_INVALID_HINT, InputSet, ScanReport, Selection, iter_cases, raise_for_problems, scan
 from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
-from flowrate.results import read_rows, repair_partial_tail, rewrite_rows
-from flowrate.runner import BatchRun, RunSummary
+from flowrate.results import DryRunEstimate, RunSummary, read_rows, repair_partial_tail, rewrite_rows
+from flowrate.runner import BatchRun
 from flowrate.settings import EvalSettings
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
-
-
-def metric_from_settings(settings: EvalSettings, cache: ResponseCache | None = None) -> ConversationalFlowRateMetric:
-    return ConversationalFlowRateMetric(
-        model=settings.model,
-        threshold=settings.threshold,
-        api_base=settings.api_base,
-        rubric=settings.rubric,
-        language=settings.language,
-        samples=settings.samples,
-        max_input_tokens=settings.max_input_tokens,
-        cache=cache,
-        retry=RetryPolicy(
-            max_retries=settings.max_retries,
-            timeout=settings.timeout,
-            backoff=settings.backoff,
-            backoff_max=settings.backoff_max,
-        ),
-    )
-
-
-def in_shard(conversation_id: str, shard: tuple[int, int] | None) -> bool:
-    """A stable slice by id hash: the same id lands in the same shard on every machine."""
-    if shard is None:
-        return True
-    index, count = shard
-    return int(hashlib.sha256(conversation_id.encode()).hexdigest()[:16], 16) % count == index - 1
-
-
-class DryRunEstimate(BaseModel):
-    conversations: int = 0
-    cached: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
 
 
 def check_output_path(output: str) -> None:
@@ -112,7 +72,16 @@ class FileRun:
         check_output_path(settings.output)
         self.inputs = InputSet(paths, output=settings.output)
         self.notices.extend(self.inputs.notices)
-        self.scan: ScanReport = scan(self.inputs, lambda conversation_id: in_shard(conversation_id, self.shard))
+        self.selection = Selection(
+            self.shard,
+            settings.sample,
+            settings.sample_seed,
+            settings.min_words,
+            settings.only,
+            settings.exclude,
+            settings.limit,
+        )
+        self.scan: ScanReport = scan(self.inputs, self.selection.fresh())
         if not self.settings.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
         if self.scan.selected == 0 and not settings.allow_empty:
@@ -121,22 +90,23 @@ class FileRun:
         cache = None
         if not settings.no_cache:
             cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
-        self.metrics = [metric_from_settings(settings, cache)]
+        self.metrics = build_metrics(settings, cache)
 
     @property
     def total_rows(self) -> int:
-        return self.scan.selected * len(self.metrics)
+        return self.scan.selected * sum(len(metric.row_names) for metric in self.metrics)
 
     def prepare(self, on_stage: Callable[[str], None] = lambda text: None) -> None:
         """Check keys (before LiteLLM is imported, so a missing key is told at once), then load
         the judge and check the model, the context budget and the price a budget needs."""
         for metric in self.metrics:
-            metric.backend.check_keys()
-        on_stage(f"loading the judge ({self.settings.model})…")
+            metric.check_keys()
+        if any(metric.calls_per_conversation for metric in self.metrics):
+            on_stage(f"loading the judge ({self.settings.model})…")
         for metric in self.metrics:
             metric.check_access()
             metric.warm_up()
-        if self.settings.max_cost is not None and any(m.backend.price(1000, 100) is None for m in self.metrics):
+        if self.settings.max_cost is not None and not all(metric.price_known() for metric in self.metrics):
             raise ConfigError(f"no price is known for model {self.settings.model!r}, so --max-cost cannot be enforced")
 
     async def execute(
@@ -166,6 +136,7 @@ class FileRun:
         )
         run.summary.expected_rows = self.total_rows
         run.summary.skip_invalid(self.scan.invalid, self.scan.problems)
+        run.summary.left_out = dict(self.scan.left_out)
         run.on_resumed = on_row
         try:
             handle = _open_output(self.settings.output, append=self._resuming)
@@ -189,7 +160,7 @@ class FileRun:
                 on_row(row)
 
             run.on_row = write
-            summary = await run.run(self._items(done))
+            summary = await run.run(self._items())
         finally:
             self.inputs.close()
             gc.unfreeze()
@@ -234,7 +205,7 @@ class FileRun:
         path = Path(self.settings.output)
         if repair_partial_tail(path):
             self.notices.append(f"{path}: cut a partial last line left by a killed run")
-        by_name = {metric.name: metric for metric in self.metrics}
+        by_name = {name: metric for metric in self.metrics for name in metric.row_names}
         done: dict[tuple[str, str], EvaluationRow] = {}
         changed = dropped = 0
         for row in read_rows(path):
@@ -252,9 +223,10 @@ class FileRun:
                 dropped += 1
                 changed += 1
                 continue
-            if metric is not None and row.score is not None and row.threshold != metric.threshold:
-                row.threshold = metric.threshold
-                row.success = row.score >= metric.threshold
+            threshold = metric.thresholds.get(row.metric, metric.threshold) if metric is not None else None
+            if threshold is not None and row.score is not None and row.threshold != threshold:
+                row.threshold = threshold
+                row.success = row.score >= threshold
                 changed += 1
             done[key] = row
         if self.settings.retry_errors:
@@ -263,9 +235,11 @@ class FileRun:
             rewrite_rows(path, done.values())
         return done
 
-    def _items(self, done: dict[tuple[str, str], EvaluationRow]) -> Iterator[tuple[ConversationalEvalTestCase, Source]]:
+    def _items(self) -> Iterator[tuple[ConversationalEvalTestCase, Source]]:
+        """The selected conversations, in input order."""
+        selection = self.selection.fresh()
         for record in iter_cases(self.inputs):
-            if in_shard(record.case.id, self.shard):  # type: ignore[union-attr]
+            if selection.choose(record.case):  # type: ignore[arg-type]
                 yield record.case, record.source  # type: ignore[misc]
 
     def estimate(self) -> DryRunEstimate:
@@ -273,37 +247,33 @@ class FileRun:
         estimate = DryRunEstimate(cost_usd=0.0)
         try:
             self.prepare()
-            for case, _ in self._items({}):
+            for case, _ in self._items():
                 estimate.conversations += 1
                 for metric in self.metrics:
                     plan = metric.plan(case)
                     if plan.cached_texts is not None:
                         estimate.cached += 1
                         continue
-                    requests = 1 if metric.samples == 1 or metric.backend.supports_n() else metric.samples
-                    prompt = metric.count_prompt_tokens(plan) * requests
-                    estimate.calls += requests
-                    estimate.prompt_tokens += prompt
-                    estimate.completion_tokens += metric.expected_completion_tokens
-                    cost = metric.backend.price(prompt, metric.expected_completion_tokens)
-                    if cost is None or estimate.cost_usd is None:
+                    call = metric.estimate(plan, exact=True)
+                    estimate.calls += call.calls
+                    estimate.prompt_tokens += call.prompt_tokens
+                    estimate.completion_tokens += call.completion_tokens
+                    if call.cost_usd is None or estimate.cost_usd is None:
                         estimate.cost_usd = None  # one call with no known price: the total is unknown
                     else:
-                        estimate.cost_usd += cost
+                        estimate.cost_usd += call.cost_usd
         finally:
             self.inputs.close()
         return estimate
 
 
-def _same_judge(path: Path, row: EvaluationRow, metric: ConversationalFlowRateMetric) -> None:
+def _same_judge(path: Path, row: EvaluationRow, metric) -> None:
     """Refuse to resume into a file judged by another model or rubric version."""
-    for what, theirs, ours in (
-        ("model", row.model, metric.model),
-        ("rubric version", row.rubric_version, metric.rubric.version),
-    ):
-        if theirs != ours:
+    theirs = {"model": row.model, "rubric version": row.rubric_version}
+    for what, ours in metric.judge_identity.items():
+        if theirs[what] != ours:
             raise ConfigError(
-                f"{path}: its rows were judged with {what} {theirs!r}, this run uses {ours!r};"
+                f"{path}: its rows were judged with {what} {theirs[what]!r}, this run uses {ours!r};"
                 " resume with the same judge, or write to another --output"
             )
 

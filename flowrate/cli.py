@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from flowrate.defaults import DEFAULTS
-from flowrate.exit_codes import ExitCode, FlowrateError, InputError, exit_code_for
+from flowrate.exit_codes import ConfigError, ExitCode, FlowrateError, InputError, exit_code_for
 
 app = typer.Typer(
     add_completion=False,
@@ -222,6 +222,56 @@ TpmOption = Annotated[
         "--tpm", env="FLOWRATE_TPM", help="Tokens per minute at most, over any 60 seconds; estimated before each call."
     ),
 ]
+MetricOption = Annotated[
+    list[str] | None,
+    _option(
+        "--metric",
+        env="FLOWRATE_METRIC",
+        help="A metric to grade with; repeat for several (see `flowrate metrics`). [default: conversational_flow_rate]",
+    ),
+]
+WeightOption = Annotated[
+    list[str] | None,
+    _option(
+        "--weight",
+        env="FLOWRATE_WEIGHT",
+        help="NAME=W: a criterion's weight in user_satisfaction; repeatable. [default: 1 each]",
+    ),
+]
+SampleOption = Annotated[
+    float | None,
+    _option(
+        "--sample",
+        env="FLOWRATE_SAMPLE",
+        help="Judge this fraction of the conversations, chosen by a seeded hash of the id: the same on every run.",
+    ),
+]
+SampleSeedOption = Annotated[
+    int | None,
+    _option("--sample-seed", env="FLOWRATE_SAMPLE_SEED", default_of="sample_seed", help="The seed of --sample."),
+]
+LimitOption = Annotated[
+    int | None,
+    _option("--limit", env="FLOWRATE_LIMIT", help="Judge at most N conversations (the first, in input order)."),
+]
+MinWordsOption = Annotated[
+    int | None,
+    _option("--min-words", env="FLOWRATE_MIN_WORDS", help="Leave out conversations with fewer words than this."),
+]
+OnlyOption = Annotated[
+    list[str] | None,
+    _option(
+        "--only", env="FLOWRATE_ONLY", help="FIELD=VALUE: judge only conversations whose metadata has it; repeatable."
+    ),
+]
+ExcludeOption = Annotated[
+    list[str] | None,
+    _option(
+        "--exclude",
+        env="FLOWRATE_EXCLUDE",
+        help="FIELD=VALUE: leave out conversations whose metadata has it; repeatable.",
+    ),
+]
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -309,10 +359,18 @@ def eval_command(
             "--dry-run", help="Validate, render every prompt and estimate calls, tokens and cost; call nothing."
         ),
     ] = False,
+    metric: MetricOption = None,
+    weight: WeightOption = None,
+    sample: SampleOption = None,
+    sample_seed: SampleSeedOption = None,
+    limit: LimitOption = None,
+    min_words: MinWordsOption = None,
+    only: OnlyOption = None,
+    exclude: ExcludeOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Judge every conversation and write one JSONL row per conversation."""
-    given = {name: value for name, value in locals().items() if name not in ("paths", "config", "dry_run")}
+    """Judge every conversation and write one JSONL row per conversation and metric."""
+    given = _settings_given(locals(), ("paths", "config", "dry_run"))
     from flowrate.report import print_dry_run, print_summary
 
     try:
@@ -340,6 +398,28 @@ def eval_command(
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         _say(f"resume with: {_continue_command('--resume')}")
     raise typer.Exit(int(summary.exit_code))
+
+
+def _settings_given(values: dict[str, Any], leave_out: tuple[str, ...]) -> dict[str, Any]:
+    """The command's options as settings: `--weight NAME=W` pairs become `weights`, and an
+    empty repeatable option counts as not given."""
+    given = {name: value for name, value in values.items() if name not in leave_out}
+    for name in ("metric", "only", "exclude"):
+        if name in given and not given[name]:
+            given[name] = None
+    pairs = given.pop("weight", None)
+    if pairs:
+        weights = {}
+        for pair in pairs:
+            name, _, number = pair.partition("=")
+            try:
+                if not name:
+                    raise ValueError(pair)
+                weights[name] = float(number)
+            except ValueError:
+                raise _fail(ConfigError(f"option weight: {pair!r} must be NAME=W, W a number")) from None
+        given["weights"] = weights
+    return given
 
 
 def _unreachable_count() -> int:
@@ -394,6 +474,14 @@ def agreement_command(
         Path | None, typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            "--metric",
+            help="The metric whose rows are compared with the label: a metric, or a criterion of a suite"
+            " (coherence judges with virtual_agent). [default: conversational_flow_rate]",
+        ),
+    ] = None,
     model: ModelOption = None,
     api_base: ApiBaseOption = None,
     concurrency: ConcurrencyOption = None,
@@ -420,19 +508,18 @@ def agreement_command(
     no_cache: NoCacheOption = None,
     rpm: RpmOption = None,
     tpm: TpmOption = None,
+    weight: WeightOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
-    given = {
-        name: value
-        for name, value in locals().items()
-        if name not in ("paths", "config", "label", "results", "as_json")
-    }
+    given = _settings_given(locals(), ("paths", "config", "label", "results", "as_json", "metric"))
     from flowrate.agreement import agreement_report, pair_up
+    from flowrate.catalog import metric_making, scale_values
     from flowrate.inputs import labels_named
     from flowrate.report import print_agreement
     from flowrate.results import read_rows
 
+    compared = metric or "conversational_flow_rate"
     given["output"] = given["output"] or "flowrate-agreement.jsonl"
     try:
         labels = labels_named(paths, label)
@@ -440,23 +527,48 @@ def agreement_command(
             rows = list(read_rows(results))
             incomplete = False
         else:
+            given["metric"] = [metric_making(compared)]
             rows = []
             _, _, summary = _judge_run(paths, given, config, also=rows.append)
             incomplete = summary.errors > 0 or summary.interrupted
-        pairs, unpaired = pair_up(labels, rows, label)
-        report = agreement_report(pairs, label)
+        pairs, unpaired = pair_up(labels, rows, label, compared)
+        report = agreement_report(pairs, label, compared, scale_values(compared, rubric))
     except (FlowrateError, KeyboardInterrupt) as error:
         raise _fail(error) from None
     print_agreement(stderr(), report)
     if unpaired:
         where = f" in {results}" if results is not None else ""
         _say(
-            f"flowrate: {unpaired} of {len(labels)} labeled conversation(s) have no usable row{where}"
+            f"flowrate: {unpaired} of {len(labels)} labeled conversation(s) have no usable {compared} row{where}"
             " (missing, or an error row); they are left out of n"
         )
     if as_json:
         typer.echo(report.model_dump_json())
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete or unpaired else ExitCode.OK))
+
+
+@app.command("metrics")
+def metrics_command(
+    weight: WeightOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON on stdout.")] = False,
+) -> None:
+    """List every metric: its criteria, scales, weights and judge calls per conversation."""
+    from dataclasses import asdict
+
+    import orjson
+
+    from flowrate.catalog import NAMES, describe
+
+    weights = _settings_given({"weight": weight}, ()).get("weights")
+    infos = [describe(name, weights) for name in NAMES]
+    if as_json:
+        typer.echo(orjson.dumps([asdict(info) for info in infos]).decode())
+    for info in infos:
+        calls = f"{info.calls_per_conversation} judge call(s) per conversation"
+        _say(f"{info.name}: {info.title}; {calls}")
+        for name, scale, description in info.rows:
+            weight_note = f", weight {info.weights[name]:g}" if info.weights and name in info.weights else ""
+            _say(f"  {name}: {scale}{weight_note}: {description}")
 
 
 @app.command("merge")

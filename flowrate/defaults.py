@@ -14,4 +14,6 @@ DEFAULTS = {
     "output": "flowrate-results.jsonl",
     "language": "English",
     "samples": 1,
+    "metric": ["conversational_flow_rate"],
+    "sample_seed": 0,
 }

@@ -6,11 +6,12 @@ Records are read as a stream. `scan` validates everything before any judge call;
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -107,6 +108,7 @@ class ScanReport:
     selected: int = 0  # valid and chosen by the run's selection (its shard)
     problems: list[str] = field(default_factory=list)
     invalid_sources: set[str] = field(default_factory=set)
+    left_out: dict[str, int] = field(default_factory=dict)  # valid conversations not chosen, by reason
 
     @property
     def invalid(self) -> int:
@@ -242,18 +244,98 @@ def looks_like_results(path: Path) -> bool:
     )
 
 
-def scan(inputs: InputSet, select: Callable[[str], bool] = lambda conversation_id: True) -> ScanReport:
-    """Validate every record. Duplicate ids are problems too."""
+class Selection:
+    """Which valid conversations a run judges, the same on every run and every machine.
+
+    In order: the shard (`I/N` by id hash), the sample (a `fraction` of ids by a seeded
+    hash), `min_words` (words of both sides), `only` and `exclude` (`FIELD=VALUE` on the
+    metadata; a value is compared as written in JSON, so `handoff=true` matches `true`),
+    then `limit` (the first N that pass, in input order). `left_out` counts each reason;
+    a conversation outside the shard is another machine's, not counted.
+    """
+
+    def __init__(
+        self,
+        shard: tuple[int, int] | None = None,
+        sample: float | None = None,
+        sample_seed: int = 0,
+        min_words: int | None = None,
+        only: list[str] | None = None,
+        exclude: list[str] | None = None,
+        limit: int | None = None,
+    ):
+        self.shard = shard
+        self.sample = sample
+        self.sample_seed = sample_seed
+        self.min_words = min_words
+        self.only = [item.split("=", 1) for item in only or []]
+        self.exclude = [item.split("=", 1) for item in exclude or []]
+        self.limit = limit
+        self.left_out: Counter = Counter()
+        self._taken = 0
+
+    def fresh(self) -> Selection:
+        """The same selection, with its counts and its limit reset, for another pass."""
+        copy = Selection(self.shard, self.sample, self.sample_seed, self.min_words, None, None, self.limit)
+        copy.only, copy.exclude = self.only, self.exclude
+        return copy
+
+    def choose(self, case: ConversationalEvalTestCase) -> bool:
+        reason = self._reason(case)
+        if reason is None:
+            self._taken += 1
+            return True
+        if reason != "shard":
+            self.left_out[reason] += 1
+        return False
+
+    def _reason(self, case: ConversationalEvalTestCase) -> str | None:
+        if self.shard is not None and stable_hash(case.id or "") % self.shard[1] != self.shard[0] - 1:
+            return "shard"
+        if self.sample is not None and stable_hash(f"{self.sample_seed}:{case.id}") / 16**16 >= self.sample:
+            return "sample"
+        if self.min_words is not None and word_count(case) < self.min_words:
+            return "min_words"
+        if any(_metadata_value(case, field) != value for field, value in self.only):
+            return "only"
+        if any(_metadata_value(case, field) == value for field, value in self.exclude):
+            return "exclude"
+        if self.limit is not None and self._taken >= self.limit:
+            return "limit"
+        return None
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit number from a hash of `text`: the same on every machine and every run."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16)
+
+
+def word_count(case: ConversationalEvalTestCase) -> int:
+    """Words of both sides of the conversation."""
+    return sum(len(turn.input.split()) + len((turn.actual_output or "").split()) for turn in case.turns)
+
+
+def _metadata_value(case: ConversationalEvalTestCase, field: str) -> str | None:
+    if field not in case.metadata:
+        return None
+    value = case.metadata[field]
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def scan(inputs: InputSet, selection: Selection | None = None) -> ScanReport:
+    """Validate every record and count those the `selection` chooses. Duplicate ids are problems too."""
     report = ScanReport(files=len(inputs.files))
     seen: dict[str, str] = {}
+    selection = selection or Selection()
     for record in _with_duplicates_marked(inputs.records(), seen):
         if record.problems:
             report.invalid_sources.add(str(record.source))
             report.problems.extend(record.problems)
         else:
             report.valid += 1
-            report.selected += select(record.case.id)  # type: ignore[union-attr]
+            report.selected += selection.choose(record.case)  # type: ignore[arg-type]
             report.formats[record.format] += 1
+    report.left_out = dict(selection.left_out)
     return report
 
 

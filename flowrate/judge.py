@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import os
 import re
 import time
@@ -17,12 +16,11 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, Protocol
 
-import orjson
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from flowrate.exit_codes import JudgeAccessError
 from flowrate.limits import CallGate, RunStopped
-from flowrate.models import Usage, Verdict
+from flowrate.models import Usage
 
 # eval_lib's `provider:model` prefixes, mapped to LiteLLM's provider names.
 PROVIDER_ALIASES = {
@@ -54,16 +52,6 @@ KEY_VARIABLES = {
 ALSO_READ = {"gemini": "GEMINI_API_KEY"}  # a second variable LiteLLM accepts for the same key
 KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "vertex_ai", "bedrock", "sagemaker", "hosted_vllm", "lm_studio"}
 NO_KEY_PLACEHOLDER = "no-key"  # OpenAI-compatible local servers need none, but the SDK insists on one
-VERDICT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "reason": {"type": "string"},
-        "key_issues": {"type": "array", "items": {"type": "string"}},
-        "verdict": {"type": "string", "enum": [v.value for v in Verdict]},
-    },
-    "required": ["reason", "key_issues", "verdict"],
-    "additionalProperties": False,
-}
 
 
 def litellm_model_name(model: str, api_base: str | None = None) -> str:
@@ -97,7 +85,9 @@ class Completion:
 class JudgeBackend(Protocol):
     model_name: str
 
-    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, str]], *, n: int, timeout: float, response_format: dict | None = None
+    ) -> Completion:
         """`n` replies to one prompt; `n` > 1 only where `supports_n`."""
 
     def check_access(self) -> None: ...
@@ -117,6 +107,8 @@ class JudgeBackend(Protocol):
     def cache_identity(self) -> str: ...
 
     def response_format_id(self) -> str | None: ...
+
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None: ...
 
 
 class CustomLLMClient(ABC):
@@ -170,7 +162,12 @@ class CustomClientBackend:
     def response_format_id(self) -> str | None:
         return None
 
-    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        return None
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, n: int, timeout: float, response_format: dict | None = None
+    ) -> Completion:
         result = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
         text, cost = (result, None) if isinstance(result, str) or result is None else result
         return Completion(texts=[text or ""], cost_usd=cost)
@@ -268,23 +265,29 @@ class LiteLLMBackend:
         return f"{self.litellm_model}@{self.api_base.rstrip('/')}" if self.api_base else self.litellm_model
 
     def response_format_id(self) -> str | None:
-        return "json_schema" if self.response_format else None
+        return "json_schema" if self._structured else None
 
     @cached_property
-    def response_format(self) -> dict[str, Any] | None:
-        """Structured output with the verdict's schema, where the model supports it."""
+    def _structured(self) -> bool:
         try:
-            structured = bool(_litellm().supports_response_schema(model=self.litellm_model))
+            return bool(_litellm().supports_response_schema(model=self.litellm_model))
         except Exception:
-            structured = False
-        if not structured:
-            return None
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": "flow_verdict", "schema": VERDICT_SCHEMA, "strict": True},
-        }
+            return False
 
-    async def complete(self, messages: list[dict[str, str]], *, n: int, timeout: float) -> Completion:
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """The `response_format` asking for `schema`, where the model supports structured output."""
+        if not self._structured:
+            return None
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        timeout: float,
+        response_format: dict[str, Any] | None = None,
+    ) -> Completion:
         litellm = _litellm()
         options: dict[str, Any] = {"num_retries": 0, "max_retries": 0, "timeout": timeout, "temperature": 0}
         if n > 1:
@@ -293,8 +296,8 @@ class LiteLLMBackend:
             options["api_base"] = self.api_base
             if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
                 options["api_key"] = NO_KEY_PLACEHOLDER
-        if self.response_format:
-            options["response_format"] = self.response_format
+        if response_format:
+            options["response_format"] = response_format
         response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
         texts = [choice.message.content or "" for choice in response.choices]
         usage = getattr(response, "usage", None)
@@ -403,6 +406,7 @@ async def complete_with_retries(
     gate: CallGate | None = None,
     estimated_tokens: int = 0,
     stats: CallStats | None = None,
+    response_format: dict[str, Any] | None = None,
 ) -> Completion:
     """One judged request, retried on rate limits, 5xx, timeouts and dropped connections.
 
@@ -428,7 +432,10 @@ async def complete_with_retries(
             with attempt:
                 stats.attempts += 1
                 try:
-                    completion = await _attempt(backend, messages, n, policy.timeout, gate, estimated_tokens, stats)
+                    call = lambda: backend.complete(  # noqa: E731
+                        messages, n=n, timeout=policy.timeout, response_format=response_format
+                    )
+                    completion = await _attempt(call, gate, estimated_tokens, stats)
                 except RunStopped:
                     stats.attempts -= 1  # the wait was cut: no request went out
                     raise
@@ -448,20 +455,21 @@ async def complete_with_retries(
     return completion
 
 
-async def _attempt(backend, messages, n, timeout, gate, estimated_tokens, stats: CallStats) -> Completion:
+async def _attempt(call, gate: CallGate | None, estimated_tokens: int, stats: CallStats) -> Completion:
+    """One attempt through the gate; its time in the call and its wait on the gate go to `stats`."""
     if gate is None:
-        started = time.monotonic()
-        try:
-            return await backend.complete(messages, n=n, timeout=timeout)
-        finally:
-            stats.latency_s += time.monotonic() - started
+        return await _timed(call, stats)
     async with gate.attempt(estimated_tokens) as waited_s:
         stats.wait_s += waited_s
-        started = time.monotonic()
-        try:
-            return await backend.complete(messages, n=n, timeout=timeout)
-        finally:
-            stats.latency_s += time.monotonic() - started
+        return await _timed(call, stats)
+
+
+async def _timed(call, stats: CallStats) -> Completion:
+    started = time.monotonic()
+    try:
+        return await call()
+    finally:
+        stats.latency_s += time.monotonic() - started
 
 
 def _raise_attempt_error(error: BaseException, backend: JudgeBackend, stats: CallStats):
@@ -499,64 +507,6 @@ def one_line(message: str, limit: int = 500) -> str:
     return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
-# -- reading the verdict ---------------------------------------------------------
-@dataclass
-class JudgeReply:
-    verdict: Verdict
-    reason: str
-    key_issues: list[str]
-    text: str  # the reply as the judge wrote it
-
-
-class UnparsableReply(ValueError):
-    """The judge's reply holds no usable verdict."""
-
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-def parse_reply(text: str) -> JudgeReply:
-    """Find the verdict object in a reply: bare JSON, fenced JSON, or JSON inside prose."""
-    candidate = _find_verdict_object(text)
-    if candidate is None:
-        raise UnparsableReply('the reply holds no JSON object with a "verdict" field')
-    raw_verdict = candidate.get("verdict")
-    try:
-        verdict = Verdict(str(raw_verdict).strip().lower())
-    except ValueError:
-        raise UnparsableReply(
-            f"unknown verdict {raw_verdict!r} (expected fully, mostly, partial, minor or none)"
-        ) from None
-    issues = candidate.get("key_issues") or []
-    if isinstance(issues, str):
-        issues = [issues]
-    return JudgeReply(
-        verdict=verdict,
-        reason=str(candidate.get("reason") or "").strip(),
-        key_issues=[str(issue).strip() for issue in issues if str(issue).strip()],
-        text=text,
-    )
-
-
-def _find_verdict_object(text: str) -> dict[str, Any] | None:
-    for chunk in [text.strip(), *_FENCE.findall(text)]:
-        try:
-            value = orjson.loads(chunk)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "verdict" in value:
-            return value
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(value, dict) and "verdict" in value:
-            return value
-    return None
-
-
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$")
 
 
@@ -566,17 +516,3 @@ def redact_secrets(text: str) -> str:
         if len(value) >= 8 and SECRET_NAME.search(name.upper()) and value in text:
             text = text.replace(value, "***")
     return text
-
-
-def corrective_messages(messages: list[dict[str, str]], reply: str, problem: str) -> list[dict[str, str]]:
-    """The one re-ask after an unusable reply."""
-    return messages + [
-        {"role": "assistant", "content": reply},
-        {
-            "role": "user",
-            "content": (
-                f"Your reply could not be used: {problem}. Reply again with only the JSON object "
-                '{"reason": "...", "key_issues": ["..."], "verdict": "fully|mostly|partial|minor|none"}.'
-            ),
-        },
-    ]

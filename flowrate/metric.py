@@ -1,15 +1,22 @@
-"""Conversational Flow Rate: one holistic judge call per conversation."""
+"""Metrics: rubric data plus one judging engine.
+
+`RubricMetric` is the engine: for one conversation it plans the prompt (fitting long
+conversations), looks the reply up in the response cache, makes one judge call (or K for
+`samples` where the provider cannot return several), re-asks once after an unusable reply,
+counts the spend, and turns the judgement into one row per criterion of the rubric (plus
+`user_satisfaction` for a suite). The named metrics are this engine with a packaged rubric.
+"""
 
 from __future__ import annotations
 
 import random
-import sys
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from flowrate.cache import ResponseCache, cache_key
 from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns
@@ -17,19 +24,24 @@ from flowrate.exit_codes import ConfigError, JudgeAccessError
 from flowrate.judge import (
     CallStats,
     Completion,
-    JudgeReply,
     RetryPolicy,
-    UnparsableReply,
     complete_with_retries,
-    corrective_messages,
     make_backend,
     one_line,
-    parse_reply,
     redact_secrets,
 )
 from flowrate.limits import CallGate, RunStopped
 from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvalTestCase, EvaluationRow, Source, Usage
-from flowrate.rubric import Rubric, grading_request, load_rubric
+from flowrate.rubric import USER_SATISFACTION, Rubric, grading_request, load_rubric
+from flowrate.scores import (
+    Judgement,
+    UnparsableReply,
+    corrective_messages,
+    majority,
+    parse_reply,
+    reply_schema,
+    weighted_mean,
+)
 
 ERROR_MESSAGE_LIMIT = 500
 REPLY_RESERVE_TOKENS = 1024
@@ -50,39 +62,56 @@ class JudgePlan:
     estimated_prompt_tokens: int
 
 
-class ConversationalFlowRateMetric:
-    """Grades a whole conversation on the five-level flow scale.
+@dataclass
+class CallEstimate:
+    """What one conversation's judging would send and cost, before any call."""
 
-    `model` is a model string (`gpt-4o`, `anthropic:claude-3-5-sonnet-latest`,
-    `ollama:llama3`, any LiteLLM `provider/model`) or a `CustomLLMClient`.
-    A conversation passes when its score is at least `threshold`.
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None when the model has no known price
+
+
+class RubricMetric:
+    """One judge call per conversation that rates every criterion of `rubric`.
+
+    `rubric` is a `Rubric`, a rubric file's path or a packaged metric's name. `model` is a
+    model string (`gpt-4o`, `anthropic:claude-3-5-sonnet-latest`, `ollama:llama3`, any LiteLLM
+    `provider/model`) or a `CustomLLMClient`. A row passes when its score is at least its
+    threshold: `thresholds[name]`, else `threshold`. `weights` (criterion name to weight, 1 when
+    not named) make a suite's `user_satisfaction`. `samples` asks for K judgements and keeps the
+    majority; `max_input_tokens` caps the prompt; `cache` is the run's response cache.
     """
-
-    name = "conversational_flow_rate"
 
     def __init__(
         self,
+        rubric: Rubric | str | Path | None,
         model: str | Any = "gpt-4o",
         threshold: float = 0.7,
         verbose: bool = False,
         *,
         api_base: str | None = None,
-        rubric: Rubric | str | Path | None = None,
         language: str = "English",
         retry: RetryPolicy | None = None,
         samples: int = 1,
         max_input_tokens: int | None = None,
         cache: ResponseCache | None = None,
+        thresholds: dict[str, float] | None = None,
+        weights: dict[str, float] | None = None,
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be between 0 and 1")
         if samples < 1:
             raise ValueError("samples must be at least 1")
+        self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
+        self.name = self.rubric.name
+        self.row_names = self.rubric.row_names
         self.backend = make_backend(model, api_base)
         self.model = self.backend.model_name
         self.threshold = threshold
+        self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}
+        self.weights = {c.name: float((weights or {}).get(c.name, 1.0)) for c in self.rubric.criteria}
         self.verbose = verbose
-        self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
         self.language = language
         self.retry = retry or RetryPolicy()
         self.samples = samples
@@ -90,15 +119,31 @@ class ConversationalFlowRateMetric:
         self._max_input_tokens = max_input_tokens
         self._rng = random.Random()
 
+    @property
+    def calls_per_conversation(self) -> int:
+        return 1 if self.samples == 1 or self.backend.supports_n() else self.samples
+
+    @property
+    def judge_identity(self) -> dict[str, str]:
+        """What makes rows comparable: a results file never mixes two judges."""
+        return {"model": self.model, "rubric version": self.rubric.version}
+
+    def check_keys(self) -> None:
+        """Raise `JudgeAccessError` now when the provider's key is missing (no LiteLLM import)."""
+        self.backend.check_keys()
+
     def check_access(self) -> None:
-        """Raise `JudgeAccessError` now if no call can succeed (a missing API key)."""
+        """Raise `JudgeAccessError` now if no call can succeed (a missing API key, a model no provider serves)."""
         self.backend.check_access()
+
+    def price_known(self) -> bool:
+        return self.backend.price(1000, 100) is not None
 
     def warm_up(self) -> None:
         """Import and look up now what every call needs (the model's window, its response format),
         and check that the context budget holds the rubric and a conversation."""
         _ = self._window
-        self.backend.response_format_id()
+        _ = self._response_format
         self.check_budget()
 
     def check_budget(self) -> None:
@@ -119,10 +164,14 @@ class ConversationalFlowRateMetric:
 
     def _window_needs(self) -> int:
         empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
-        wrapper = self.backend.count_tokens(grading_request(empty, self.language))
+        wrapper = self.backend.count_tokens(grading_request(empty, self.language, self.rubric.task))
         return self._prefix_tokens + wrapper + REPLY_RESERVE_TOKENS * self.samples
 
     # -- before the call -----------------------------------------------------------
+    @cached_property
+    def _response_format(self) -> dict[str, Any] | None:
+        return self.backend.structured_output(self.name, reply_schema(self.rubric))
+
     @cached_property
     def _window(self) -> int | None:
         return self._max_input_tokens or self.backend.context_window()
@@ -146,8 +195,8 @@ class ConversationalFlowRateMetric:
     @cached_property
     def expected_completion_tokens(self) -> int:
         """Tokens a reply takes, estimated from the rubric's own example replies, times the samples."""
-        replies = [example.reply.model_dump_json() for example in self.rubric.examples] or ["{}" * 100]
-        size = sum(len(reply.encode()) for reply in replies) / len(replies)
+        replies = [orjson.dumps(example.reply) for example in self.rubric.examples] or [b"{}" * 100]
+        size = sum(len(reply) for reply in replies) / len(replies)
         return self.samples * round(size / BYTES_PER_TOKEN_ESTIMATE)
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
@@ -185,30 +234,40 @@ class ConversationalFlowRateMetric:
         for plan in plans:
             plan.cached_texts = found.get(plan.key) if plan.key is not None else None
 
-    def count_prompt_tokens(self, plan: JudgePlan) -> int:
-        """The plan's prompt, counted with the model's tokenizer."""
-        return self._prefix_tokens + self.backend.count_tokens(plan.messages[-1]["content"]) + PER_MESSAGE_OVERHEAD
-
-    def estimated_cost(self, plan: JudgePlan) -> float | None:
-        """USD the plan would cost by the price list; 0 when cached, None when the price is unknown."""
+    def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
+        """What the plan would send and cost by the price list: the one estimator that both the
+        budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
+        Nothing for a cached plan; `cost_usd` None when the price is unknown."""
         if plan.cached_texts is not None:
-            return 0.0
-        return self.backend.price(plan.estimated_prompt_tokens, self.expected_completion_tokens)
+            return CallEstimate()
+        calls = self.calls_per_conversation
+        prompt = plan.estimated_prompt_tokens
+        if exact:
+            prompt = (
+                self._prefix_tokens + self.backend.count_tokens(plan.messages[-1]["content"]) + PER_MESSAGE_OVERHEAD
+            )
+        prompt *= calls
+        completion = self.expected_completion_tokens
+        return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
 
-    def new_row(self, case: ConversationalEvalTestCase, source: Source | None = None) -> EvaluationRow:
-        """A row for `case` by this metric, before any verdict or error is in it."""
+    # -- the call ------------------------------------------------------------------
+    def new_row(
+        self, case: ConversationalEvalTestCase, source: Source | None = None, name: str | None = None
+    ) -> EvaluationRow:
+        """A row for `case` and the row name `name` (default: the first), before any judgement."""
+        name = name or self.row_names[0]
         return EvaluationRow(
             id=case.id or "",
             source=source,
-            metric=self.name,
-            threshold=self.threshold,
+            metric=name,
+            suite=self.name if self.rubric.is_suite else None,
+            threshold=self.thresholds[name],
             model=self.model,
             rubric_version=self.rubric.version,
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
         )
 
-    # -- the call ------------------------------------------------------------------
     async def evaluate(
         self,
         case: ConversationalEvalTestCase,
@@ -216,90 +275,106 @@ class ConversationalFlowRateMetric:
         *,
         plan: JudgePlan | None = None,
         gate: CallGate | None = None,
-    ) -> EvaluationRow:
-        """Judge one conversation. Judge failures become an error row; a rejected key raises."""
+    ) -> list[EvaluationRow]:
+        """Judge one conversation: one row per name in `row_names`. Judge failures become error
+        rows; a rejected key raises `JudgeAccessError`, a stopping run `RunStopped`.
+
+        The call's tokens, cost, attempts and timings are on the first row; the suite's other
+        rows carry none of them (cost 0, or null when the price is unknown), so totals add up."""
         plan = plan or self.plan(case)
-        row = self.new_row(case, source)
-        row.truncated = plan.truncated
-        row.samples = self.samples
+        rows = [self.new_row(case, source, name) for name in self.row_names]
+        for row in rows:
+            row.truncated = plan.truncated
+            row.samples = self.samples
         spent = _Spend()
+        cached = plan.cached_texts is not None
         try:
-            if plan.cached_texts is not None:
-                replies = [parse_reply(text) for text in plan.cached_texts]
-                row.cached = True
+            if cached:
+                judgements = [parse_reply(text, self.rubric) for text in plan.cached_texts]  # type: ignore[union-attr]
             else:
-                replies = await self._judge(plan, spent, gate)
+                judgements = await self._judge(plan, spent, gate)
                 if plan.key is not None:
-                    self.cache.put(plan.key, self.model, self.rubric.version, [reply.text for reply in replies])  # type: ignore[union-attr]
+                    texts = [judgement.text for judgement in judgements]
+                    self.cache.put(plan.key, self.model, self.rubric.version, texts)  # type: ignore[union-attr]
         except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
-            row.error = ErrorInfo(
-                type=type(error).__name__, message=one_line(redact_secrets(str(error)), ERROR_MESSAGE_LIMIT)
-            )
-            row.attempts = spent.stats.attempts
+            message = one_line(redact_secrets(str(error)), ERROR_MESSAGE_LIMIT)
+            for row in rows:
+                row.error = ErrorInfo(type=type(error).__name__, message=message)
         else:
-            reply, agreement = majority(replies)
+            self._fill(rows, judgements)
+        now = datetime.now(UTC)  # when the verdict (or the error) arrived
+        cost = spent.cost_usd if spent.calls or cached else None
+        for row in rows:
+            row.evaluated_at = now
+            row.cached = cached
+            row.cost_usd = None if cost is None else 0.0
+        first = rows[0]
+        first.usage = spent.usage
+        first.cost_usd = cost
+        first.attempts = spent.stats.attempts
+        first.latency_s = round(spent.stats.latency_s, 3)
+        first.wait_s = round(spent.stats.wait_s, 3)
+        return rows
+
+    def _fill(self, rows: list[EvaluationRow], judgements: list[Judgement]) -> None:
+        by_name = {row.metric: row for row in rows}
+        for criterion in self.rubric.criteria:
+            row = by_name[criterion.name]
+            rating, agreement, values = majority(judgements, criterion.name)
+            if criterion.scale.levels is not None:
+                row.verdict = str(rating.value)
+            else:
+                row.rating = int(rating.value)
+                row.scale = criterion.scale.points
+            row.score = rating.score
+            row.success = row.score >= row.threshold
+            row.reason = rating.reason
+            row.key_issues = rating.key_issues
             if self.samples > 1:
                 row.agreement = agreement
-                row.sample_verdicts = [r.verdict for r in replies]
-            row.verdict = reply.verdict
-            row.score = reply.verdict.score
-            row.success = row.score >= self.threshold
-            row.reason = reply.reason
-            row.key_issues = reply.key_issues
-            row.attempts = spent.stats.attempts
-        row.usage = spent.usage
-        row.cost_usd = spent.cost_usd if spent.calls or row.cached else None
-        row.latency_s = round(spent.stats.latency_s, 3)
-        row.wait_s = round(spent.stats.wait_s, 3)
-        row.evaluated_at = datetime.now(UTC)  # when the verdict (or the error) arrived
-        if self.verbose:
-            print(describe_row(row), file=sys.stderr)
-        return row
+                row.sample_verdicts = values
+        if self.rubric.user_satisfaction:
+            row = by_name[USER_SATISFACTION]
+            scores = {c.name: by_name[c.name].score for c in self.rubric.criteria}
+            row.score = weighted_mean(scores, self.weights)  # type: ignore[arg-type]
+            row.success = row.score >= row.threshold
+            row.weights = dict(self.weights)
+            row.reason = f"weighted mean of the {len(scores)} criteria's scores"
 
-    async def _judge(self, plan: JudgePlan, spent: _Spend, gate: CallGate | None) -> list[JudgeReply]:
-        """`samples` verdicts: one request with n=K where the provider takes it, else K requests.
+    async def _judge(self, plan: JudgePlan, spent: _Spend, gate: CallGate | None) -> list[Judgement]:
+        """`samples` judgements: one request with n=K where the provider takes it, else K requests.
         Each unusable reply gets one corrective re-ask."""
         tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
-        call = lambda messages, n: self._call(messages, spent, n, gate, tokens)  # noqa: E731
+
+        async def call(messages: list[dict[str, str]], n: int) -> Completion:
+            completion = await complete_with_retries(
+                self.backend,
+                messages,
+                n=n,
+                policy=self.retry,
+                rng=self._rng,
+                gate=gate,
+                estimated_tokens=tokens,
+                stats=spent.stats,
+                response_format=self._response_format,
+            )
+            spent.add(completion)
+            return completion
+
         if self.samples > 1 and self.backend.supports_n():
             texts = (await call(plan.messages, self.samples)).texts
         else:
             texts = [(await call(plan.messages, 1)).texts[0] for _ in range(self.samples)]
-        replies = []
+        judgements = []
         for text in texts:
             try:
-                replies.append(parse_reply(text))
+                judgements.append(parse_reply(text, self.rubric))
             except UnparsableReply as problem:
-                retry = await call(corrective_messages(plan.messages, text, str(problem)), 1)
-                replies.append(parse_reply(retry.texts[0]))
-        return replies
-
-    async def _call(
-        self, messages: list[dict[str, str]], spent: _Spend, n: int, gate: CallGate | None, tokens: int
-    ) -> Completion:
-        completion = await complete_with_retries(
-            self.backend,
-            messages,
-            n=n,
-            policy=self.retry,
-            rng=self._rng,
-            gate=gate,
-            estimated_tokens=tokens,
-            stats=spent.stats,
-        )
-        spent.add(completion)
-        return completion
-
-
-def majority(replies: list[JudgeReply]) -> tuple[JudgeReply, float]:
-    """The most common verdict (a tie goes to the lower score, the cautious side for a gate),
-    the first reply that gave it, and the share of replies that agree."""
-    counts = Counter(reply.verdict for reply in replies)
-    winner = max(counts, key=lambda verdict: (counts[verdict], -verdict.score))
-    chosen = next(reply for reply in replies if reply.verdict is winner)
-    return chosen, round(counts[winner] / len(replies), 4)
+                retry = await call(corrective_messages(plan.messages, text, str(problem), self.rubric), 1)
+                judgements.append(parse_reply(retry.texts[0], self.rubric))
+        return judgements
 
 
 class _Spend:
@@ -319,12 +394,28 @@ class _Spend:
             self.cost_usd = None if completion.cost_usd is None else self.cost_usd + completion.cost_usd
 
 
-def describe_row(row: EvaluationRow) -> str:
-    """One human line per row, for verbose output."""
-    if row.error:
-        return f"[{row.id}] error {row.error.type}: {row.error.message}"
-    mark = "pass" if row.success else "FAIL"
-    issues = "; ".join(row.key_issues) or "no key issues"
-    agreement = f" agreement {row.agreement:.0%}" if row.agreement is not None else ""
-    cached = " (cached)" if row.cached else ""
-    return f"[{row.id}] {row.verdict.value} {row.score:.1f} {mark}{agreement}{cached}: {row.reason} ({issues})"
+class ConversationalFlowRateMetric(RubricMetric):
+    """Conversational Flow Rate: the whole conversation on five levels (fully 1.0, mostly 0.9,
+    partial 0.7, minor 0.3, none 0.0), in one holistic call. `rubric` swaps in a rubric file of
+    your own; the other arguments are `RubricMetric`'s."""
+
+    def __init__(self, model: str | Any = "gpt-4o", threshold: float = 0.7, verbose: bool = False, **options: Any):
+        super().__init__(options.pop("rubric", None), model, threshold, verbose, **options)
+
+
+class RepetitivePatternDetectionMetric(RubricMetric):
+    """Repetitive Pattern Detection, as eval_lib names it: how much the assistant repeats itself,
+    on an inverted scale (none 1.0, minor 0.9, partial 0.7, mostly 0.3, fully 0.0), in one call.
+    The other arguments are `RubricMetric`'s."""
+
+    def __init__(self, model: str | Any = "gpt-4o", threshold: float = 0.7, verbose: bool = False, **options: Any):
+        super().__init__("repetitive_pattern_detection", model, threshold, verbose, **options)
+
+
+class VirtualAgentSuite(RubricMetric):
+    """The virtual-agent suite: eight criteria rated in one call per conversation, and
+    `user_satisfaction`, their weighted mean under `weights`. `thresholds` sets a threshold per
+    criterion; the other arguments are `RubricMetric`'s."""
+
+    def __init__(self, model: str | Any = "gpt-4o", threshold: float = 0.7, verbose: bool = False, **options: Any):
+        super().__init__("virtual_agent", model, threshold, verbose, **options)

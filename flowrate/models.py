@@ -39,7 +39,8 @@ class ConversationalEvalTestCase(BaseModel):
 
 
 class Verdict(str, Enum):
-    """The five levels of Conversational Flow Rate."""
+    """The five levels of Conversational Flow Rate, for eval_lib's users; the scores the
+    judge uses come from the rubric's data (`flowrate/rubrics/conversational_flow.yaml`)."""
 
     FULLY = "fully"
     MOSTLY = "mostly"
@@ -90,8 +91,11 @@ class EvaluationRow(BaseModel):
     id: str
     source: Source | None = None
     metric: str
-    verdict: Verdict | None = None
-    score: float | None = None
+    suite: str | None = None  #: the suite whose one call rated this criterion (virtual_agent)
+    verdict: str | None = None  #: the level, for metrics on named levels
+    rating: int | None = None  #: the rating 1..scale, for metrics on points
+    scale: int | None = None  #: the number of points of `rating`'s scale
+    score: float | None = None  #: in [0, 1] for every metric: the level's score, or rating / scale
     threshold: float
     success: bool | None = None
     reason: str | None = None
@@ -109,7 +113,8 @@ class EvaluationRow(BaseModel):
     truncated: bool = False  #: the middle of the conversation was left out to fit the judge's context
     samples: int = 1  #: verdicts asked for; the row carries the majority
     agreement: float | None = None  #: share of samples that agree with the majority (samples > 1)
-    sample_verdicts: list[Verdict] = Field(default_factory=list)
+    sample_verdicts: list[str | int] = Field(default_factory=list)  #: every sample's verdict or rating
+    weights: dict[str, float] | None = None  #: on user_satisfaction rows: the weight of each criterion
     cached: bool = False  #: the verdict came from the response cache: no call, no cost
 
 
@@ -134,7 +139,11 @@ class MetricResult(BaseModel):
             evaluation_cost=row.cost_usd,
             error=row.error,
             evaluation_log={
-                "verdict": row.verdict.value if row.verdict else None,
+                "verdict": row.verdict,
+                "rating": row.rating,
+                "scale": row.scale,
+                "suite": row.suite,
+                "weights": row.weights,
                 "key_issues": row.key_issues,
                 "number_of_turns": row.number_of_turns,
                 "threshold": row.threshold,
@@ -145,7 +154,7 @@ class MetricResult(BaseModel):
                 "usage": row.usage.model_dump(),
                 "truncated": row.truncated,
                 "agreement": row.agreement,
-                "sample_verdicts": [v.value for v in row.sample_verdicts],
+                "sample_verdicts": row.sample_verdicts,
             },
         )
 

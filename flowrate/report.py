@@ -1,4 +1,6 @@
-"""What a person sees on stderr: progress while a run goes, a summary at the end."""
+"""What a person sees on stderr: progress while a run goes, a summary at the end.
+
+It depends on results (rows and the run's summary) only, never on the judging engine."""
 
 from __future__ import annotations
 
@@ -9,12 +11,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from flowrate.agreement import AgreementReport
-from flowrate.batch import DryRunEstimate
-from flowrate.metric import describe_row
-from flowrate.models import EvaluationRow, Verdict
-from flowrate.runner import RunSummary
+from flowrate.models import EvaluationRow
+from flowrate.results import DryRunEstimate, MetricStats, RunSummary, shown_value
 
 PLAIN_PROGRESS_EVERY_S = 10.0
+LEFT_OUT_REASONS = {
+    "sample": "--sample",
+    "min_words": "--min-words",
+    "only": "--only",
+    "exclude": "--exclude",
+    "limit": "--limit",
+}
 
 
 CONTROL_CHARACTERS = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F]}
@@ -87,15 +94,49 @@ class Reporter:
             )
 
 
+def describe_row(row: EvaluationRow) -> str:
+    """One human line per row, for verbose output."""
+    name = f" {row.metric}" if row.metric != "conversational_flow_rate" else ""
+    if row.error:
+        return f"[{row.id}]{name} error {row.error.type}: {row.error.message}"
+    mark = "pass" if row.success else "FAIL"
+    issues = "; ".join(row.key_issues) or "no key issues"
+    agreement = f" agreement {row.agreement:.0%}" if row.agreement is not None else ""
+    cached = " (cached)" if row.cached else ""
+    judged = f"{shown_value(row)} {row.score:.1f}" if row.verdict or row.rating else f"{row.score:.2f}"
+    return f"[{row.id}]{name} {judged} {mark}{agreement}{cached}: {row.reason} ({issues})"
+
+
+def title_of(metric: str) -> str:
+    return metric.replace("_", " ").title()
+
+
+def _metric_table(name: str, stats: MetricStats) -> Table:
+    """One metric: its rows, pass rate and mean (on 5 for rated criteria), and how many rows
+    got each verdict, rating or score, best first."""
+    pass_rate = f"{stats.pass_rate:.1%}" if stats.pass_rate is not None else "n/a"
+    if stats.mean_score is None:
+        mean = "n/a"
+    elif stats.scale is not None:
+        mean = f"{stats.mean_score * 5:.2f} on 5 (score {stats.mean_score:.3f})"
+    else:
+        mean = f"{stats.mean_score:.3f}"
+    title = f"{title_of(name)}: {stats.rows} rows, pass rate {pass_rate}, mean {mean}"
+    if stats.errors:
+        title += f", {stats.errors} errors"
+    table = Table(title=title, title_justify="left", show_header=True)
+    values = sorted(stats.distribution, key=lambda value: stats.value_scores[value], reverse=True)
+    for value in values:
+        table.add_column(value, justify="right")
+    if values:
+        table.add_row(*(str(stats.distribution[value]) for value in values))
+    return table
+
+
 def print_summary(console: Console, summary: RunSummary, output: str | None) -> None:
-    """The end-of-run summary table, failing conversations and totals."""
-    table = Table(title="Conversational Flow Rate", title_justify="left", show_header=True)
-    table.add_column("verdict")
-    table.add_column("score", justify="right")
-    table.add_column("conversations", justify="right")
-    for verdict in Verdict:
-        table.add_row(verdict.value, f"{verdict.score:.1f}", str(summary.verdicts.get(verdict.value, 0)))
-    console.print(table)
+    """The end-of-run summary: a table per metric, totals, and the failing conversations."""
+    for name, stats in summary.metrics.items():
+        console.print(_metric_table(name, stats))
 
     pass_rate = f"{summary.pass_rate:.1%}" if summary.pass_rate is not None else "n/a"
     mean = f"{summary.mean_score:.3f}" if summary.mean_score is not None else "n/a"
@@ -114,12 +155,20 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
         markup=False,
         highlight=False,
     )
-    _print_notes(console, "failed", [f"{n.id}: {n.detail}" for n in summary.failures], summary.failed)
-    _print_notes(console, "errors", [f"{n.id}: {n.detail}" for n in summary.error_notes], summary.errors)
+    several = len(summary.metrics) > 1
+
+    def note(item) -> str:
+        return f"{item.id} [{item.metric}]: {item.detail}" if several else f"{item.id}: {item.detail}"
+
+    _print_notes(console, "failed", [note(n) for n in summary.failures], summary.failed)
+    _print_notes(console, "errors", [note(n) for n in summary.error_notes], summary.errors)
     _print_notes(console, "skipped", summary.skipped_notes, summary.skipped)
-    _print_notes(
-        console, "unstable (samples split)", [f"{n.id}: {n.detail}" for n in summary.unstable_notes], summary.unstable
-    )
+    _print_notes(console, "unstable (samples split)", [note(n) for n in summary.unstable_notes], summary.unstable)
+    if summary.left_out:
+        reasons = ", ".join(
+            f"{LEFT_OUT_REASONS.get(reason, reason)} {count}" for reason, count in summary.left_out.items()
+        )
+        console.print(f"left out by the selection (not errors): {reasons}", markup=False, highlight=False)
     if summary.unreachable_skipped:
         console.print(
             f"unreachable: {summary.unreachable_skipped} conversation(s) not judged, the judge could not be reached",
@@ -175,7 +224,7 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
         table.add_row("quadratic kappa", "n/a" if report.kappa.value is None else f"{report.kappa.value:.3f}", "")
     console.print(table)
     if report.confusion is not None:
-        confusion = Table(title="human label (rows) by verdict (columns)", title_justify="left")
+        confusion = Table(title=f"human label (rows) by {report.metric} (columns)", title_justify="left")
         confusion.add_column("label")
         for verdict in report.confusion.verdicts:
             confusion.add_column(verdict, justify="right")

@@ -1,15 +1,19 @@
-"""Results files: reading rows back, repairing a killed run's last line, resuming."""
+"""Results: a run's summary built row by row, and results files (reading rows back,
+repairing a killed run's last line, rewriting them for a resume)."""
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from flowrate.exit_codes import ConfigError, InputError
+from flowrate.exit_codes import ConfigError, ExitCode, InputError, exit_code_for_outcome
 from flowrate.models import EvaluationRow
+
+FAILURES_KEPT = 50
 
 
 def read_rows(path: Path) -> Iterator[EvaluationRow]:
@@ -71,3 +75,191 @@ def rewrite_rows(path: Path, rows: Iterable[EvaluationRow]) -> None:
         for row in rows:
             out.write(row.model_dump_json().encode() + b"\n")
     os.replace(temporary, path)
+
+
+class FailureNote(BaseModel):
+    id: str
+    metric: str
+    detail: str
+    order: int = 0  #: the conversation's place in the input: notes are listed in input order
+
+
+class MetricStats(BaseModel):
+    """One metric's totals: rows, passes, errors, scores and the distribution of its values."""
+
+    rows: int = 0
+    judged: int = 0
+    passed: int = 0
+    errors: int = 0
+    score_sum: float = 0.0
+    scale: int | None = None  #: the points of its rating scale, for rated criteria
+    distribution: dict[str, int] = Field(default_factory=dict)  #: verdict, rating or score -> rows
+    value_scores: dict[str, float] = Field(default_factory=dict)  #: each value's score, to order them
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.judged if self.judged else None
+
+    @property
+    def mean_score(self) -> float | None:
+        return self.score_sum / self.judged if self.judged else None
+
+
+def shown_value(row: EvaluationRow) -> str:
+    """A row's judgement as people read it: the verdict, the rating on its scale, or the score."""
+    if row.verdict is not None:
+        return row.verdict
+    if row.rating is not None:
+        return f"{row.rating}/{row.scale}"
+    return f"{row.score:.2f}"
+
+
+class RunSummary(BaseModel):
+    """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
+
+    judged: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    budget_skipped: int = 0
+    unreachable_skipped: int = 0  #: not judged: the run stopped because the judge could not be reached
+    unreachable: str | None = None  #: the endpoint that could not be reached
+    expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
+    pipe_closed: bool = False  #: the reader of stdout went away (`... -o - | head`)
+    unstable: int = 0
+    truncated: int = 0
+    cached: int = 0
+    resumed: int = 0
+    resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
+    metrics: dict[str, MetricStats] = Field(default_factory=dict)
+    left_out: dict[str, int] = Field(default_factory=dict)  #: conversations the selection left out, by reason
+    score_sum: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    rows_without_cost: int = 0
+    wall_time_s: float = 0.0
+    interrupted: bool = False
+    failures: list[FailureNote] = Field(default_factory=list)
+    error_notes: list[FailureNote] = Field(default_factory=list)
+    skipped_notes: list[str] = Field(default_factory=list)
+    unstable_notes: list[FailureNote] = Field(default_factory=list)
+
+    def add(self, row: EvaluationRow, order: int = 0) -> None:
+        """Count one row; `order` is its conversation's place in the input."""
+        stats = self.metrics.setdefault(row.metric, MetricStats())
+        stats.rows += 1
+        self.prompt_tokens += row.usage.prompt_tokens
+        self.completion_tokens += row.usage.completion_tokens
+        self.cached += row.cached
+        if row.cost_usd is None:
+            self.rows_without_cost += 1
+        else:
+            self.cost_usd += row.cost_usd
+        if row.error is not None:
+            self.errors += 1
+            stats.errors += 1
+            _keep(
+                self.error_notes,
+                FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}", order=order),
+            )
+            return
+        self.judged += 1
+        self.truncated += row.truncated
+        if row.agreement is not None and row.agreement < 1.0:
+            self.unstable += 1
+            split = ", ".join(str(value) for value in row.sample_verdicts)
+            _keep(
+                self.unstable_notes,
+                FailureNote(
+                    id=row.id,
+                    metric=row.metric,
+                    detail=f"{shown_value(row)} with {row.agreement:.0%} agreement ({split})",
+                    order=order,
+                ),
+            )
+        self.score_sum += row.score or 0.0
+        stats.judged += 1
+        stats.score_sum += row.score or 0.0
+        stats.scale = row.scale
+        value = row.verdict or (str(row.rating) if row.rating is not None else f"{row.score:.1f}")
+        stats.distribution[value] = stats.distribution.get(value, 0) + 1
+        stats.value_scores[value] = row.score or 0.0
+        if row.success:
+            self.passed += 1
+            stats.passed += 1
+        else:
+            self.failed += 1
+            first = row.key_issues[0] if row.key_issues else (row.reason or "")
+            _keep(
+                self.failures,
+                FailureNote(id=row.id, metric=row.metric, detail=f"{shown_value(row)}: {first}", order=order),
+            )
+
+    def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
+        """A judge call not made because the --max-cost budget is spent; `rows` it would have made."""
+        self.skipped += rows
+        self.budget_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
+
+    def skip_unreachable(self, conversation_id: str | None, rows: int = 1) -> None:
+        """A judge call not made because the judge could not be reached; `rows` it would have made."""
+        self.skipped += rows
+        self.unreachable_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
+
+    @property
+    def rows_written(self) -> int:
+        return self.judged + self.errors
+
+    @property
+    def not_judged(self) -> int:
+        """Rows still missing: conversations an interruption left unjudged."""
+        if self.expected_rows is None:
+            return 0
+        return max(self.expected_rows - self.rows_written - self.budget_skipped - self.unreachable_skipped, 0)
+
+    def skip_invalid(self, records: int, problems: list[str]) -> None:
+        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
+        self.skipped += records
+        for problem in problems:
+            _keep(self.skipped_notes, problem)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.judged if self.judged else None
+
+    @property
+    def mean_score(self) -> float | None:
+        return self.score_sum / self.judged if self.judged else None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return exit_code_for_outcome(
+            errors=self.errors,
+            failed=self.failed,
+            interrupted=self.interrupted,
+            incomplete=self.budget_skipped + self.unreachable_skipped > 0,
+            pipe_closed=self.pipe_closed,
+        )
+
+
+def _keep(notes: list, note: object) -> None:
+    """Keep the first `FAILURES_KEPT` notes; `FailureNote`s by input order, whatever order they came in."""
+    if isinstance(note, FailureNote):
+        bisect.insort(notes, note, key=lambda kept: kept.order)
+        del notes[FAILURES_KEPT:]
+    elif len(notes) < FAILURES_KEPT:
+        notes.append(note)
+
+
+class DryRunEstimate(BaseModel):
+    """What a run would send and cost, with no call made."""
+
+    conversations: int = 0
+    cached: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None

@@ -1,8 +1,9 @@
-"""The judge's rubric: a data file with instructions and few-shot examples.
+"""A metric's rubric: data that declares the judge's instructions, its criteria with their
+scales, and few-shot examples. Everything about a reply (its JSON schema, how it is read,
+the re-ask text) is derived from this data in `flowrate.scores`.
 
-`build_messages` lays the prompt out for provider prompt caching: the rubric and
-its examples come first and are identical for every conversation; the conversation
-comes last.
+`build_messages` lays the prompt out for provider prompt caching: the rubric and its
+examples come first and are identical for every conversation; the conversation comes last.
 """
 
 from __future__ import annotations
@@ -15,40 +16,103 @@ from typing import Any
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flowrate.exit_codes import ConfigError
-from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Verdict
+from flowrate.models import ConversationalEvalTestCase, EvalTestCase
 
-DEFAULT_RUBRIC = "conversational_flow.yaml"
+PACKAGED = {
+    "conversational_flow_rate": "conversational_flow.yaml",
+    "virtual_agent": "virtual_agent.yaml",
+    "repetitive_pattern_detection": "repetitive_pattern_detection.yaml",
+}
+USER_SATISFACTION = "user_satisfaction"
 
 
-class ExampleReply(BaseModel):
+class Scale(BaseModel):
+    """Named levels with their scores (`levels: {fully: 1.0, ...}`, best first), or points 1..S."""
+
     model_config = ConfigDict(extra="forbid")
 
-    reason: str
-    key_issues: list[str]
-    verdict: Verdict
+    levels: dict[str, float] | None = None
+    points: int | None = Field(None, ge=2, le=10)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Scale:
+        if (self.levels is None) == (self.points is None):
+            raise ValueError("a scale has either `levels` (name: score) or `points` (S, for ratings 1..S)")
+        if self.levels is not None and not all(0.0 <= score <= 1.0 for score in self.levels.values()):
+            raise ValueError("level scores must lie in [0, 1]")
+        return self
+
+    @property
+    def field(self) -> str:
+        """The reply field that carries the judgement: `verdict` for levels, `rating` for points."""
+        return "verdict" if self.levels is not None else "rating"
+
+    @property
+    def values(self) -> list[str] | list[int]:
+        """Every value the judge may give, lowest score first."""
+        if self.levels is not None:
+            return sorted(self.levels, key=lambda name: self.levels[name])  # type: ignore[index]
+        return list(range(1, self.points + 1))  # type: ignore[operator]
+
+    def score(self, value: str | int) -> float:
+        """The row score in [0, 1]: the level's score, or rating / S."""
+        if self.levels is not None:
+            return self.levels[str(value)]
+        return round(int(value) / self.points, 4)  # type: ignore[operator]
+
+    def describe(self) -> str:
+        if self.levels is not None:
+            return ", ".join(f"{name} {score:g}" for name, score in self.levels.items())
+        return f"1..{self.points} (score = rating / {self.points})"
 
 
-class RubricExample(BaseModel):
+class Criterion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = ""
-    chatbot_role: str | None = None
-    turns: list[EvalTestCase] = Field(min_length=1)
-    reply: ExampleReply
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    description: str = ""
+    scale: Scale
 
 
 class Rubric(BaseModel):
-    """Instructions and examples, with `version` the hash of the file they came from."""
+    """Instructions, criteria and examples, with `version` the hash of the file they came from.
+
+    `name` names the judge call (the metric, or the suite of criteria); with
+    `user_satisfaction`, a weighted mean of the criteria is derived with no call.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str = ""
+    task: str = "Grade this conversation."
     instructions: str
+    criteria: list[Criterion] = Field(min_length=1)
+    user_satisfaction: bool = False
     examples: list[RubricExample] = Field(default_factory=list)
     version: str = ""
+
+    @model_validator(mode="after")
+    def _unique(self) -> Rubric:
+        names = [criterion.name for criterion in self.criteria]
+        if len(set(names)) != len(names):
+            raise ValueError("criterion names must be unique")
+        if self.user_satisfaction and USER_SATISFACTION in names:
+            raise ValueError(f"{USER_SATISFACTION} is derived; it cannot also be a criterion")
+        return self
+
+    @property
+    def is_suite(self) -> bool:
+        """Several criteria rated in one call (the reply nests them under `criteria`)."""
+        return len(self.criteria) > 1
+
+    @property
+    def row_names(self) -> list[str]:
+        """The metric names of the rows one call makes: each criterion, then user_satisfaction."""
+        return [criterion.name for criterion in self.criteria] + ([USER_SATISFACTION] if self.user_satisfaction else [])
 
     @cached_property
     def prefix_messages(self) -> list[dict[str, str]]:
@@ -56,8 +120,8 @@ class Rubric(BaseModel):
         messages = [{"role": "system", "content": self.instructions}]
         for example in self.examples:
             shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
-            messages.append({"role": "user", "content": grading_request(shown, "English")})
-            messages.append({"role": "assistant", "content": example.reply.model_dump_json()})
+            messages.append({"role": "user", "content": grading_request(shown, "English", self.task)})
+            messages.append({"role": "assistant", "content": orjson.dumps(example.reply).decode()})
         return messages
 
     def build_messages(
@@ -67,10 +131,24 @@ class Rubric(BaseModel):
 
         `elided` is the (first, last) 1-based turn numbers left out of a long conversation.
         """
-        return [*self.prefix_messages, {"role": "user", "content": grading_request(case, language, elided)}]
+        return [*self.prefix_messages, {"role": "user", "content": grading_request(case, language, self.task, elided)}]
 
 
-def grading_request(case: ConversationalEvalTestCase, language: str, elided: tuple[int, int] | None = None) -> str:
+class RubricExample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = ""
+    chatbot_role: str | None = None
+    turns: list[EvalTestCase] = Field(min_length=1)
+    reply: dict[str, Any]
+
+
+Rubric.model_rebuild()
+
+
+def grading_request(
+    case: ConversationalEvalTestCase, language: str, task: str, elided: tuple[int, int] | None = None
+) -> str:
     """The conversation, fenced by a tag derived from its own text.
 
     Each turn is one JSON object, so quotes and newlines inside the conversation are
@@ -79,7 +157,7 @@ def grading_request(case: ConversationalEvalTestCase, language: str, elided: tup
     body = render_transcript(case, elided)
     tag = hashlib.sha256(body.encode()).hexdigest()[:12]
     return (
-        f'Grade the conversational flow of this conversation. Write "reason" and "key_issues" in {language}.\n'
+        f'{task} Write "reason" and "key_issues" in {language}.\n'
         f"<<<TRANSCRIPT {tag}>>>\n{body}\n<<<END TRANSCRIPT {tag}>>>\n"
         "Reply with the JSON object only."
     )
@@ -117,9 +195,11 @@ def turn_line(number: int, turn: EvalTestCase) -> str:
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:
-    """The packaged rubric, or a user's own file in the same format."""
-    if path is None:
-        return _packaged_rubric()
+    """A rubric by file path, or a packaged one by metric name (`None`: Conversational Flow Rate).
+
+    Raises `ConfigError` naming the file and field when the file is not a valid rubric."""
+    if path is None or str(path) in PACKAGED:
+        return _packaged_rubric(PACKAGED[str(path or "conversational_flow_rate")])
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -128,24 +208,36 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
     return _parse_rubric(data, str(path))
 
 
-@lru_cache(maxsize=1)
-def _packaged_rubric() -> Rubric:
-    data = resources.files("flowrate.rubrics").joinpath(DEFAULT_RUBRIC).read_bytes()
-    return _parse_rubric(data, DEFAULT_RUBRIC)
+@lru_cache(maxsize=8)
+def _packaged_rubric(file_name: str) -> Rubric:
+    data = resources.files("flowrate.rubrics").joinpath(file_name).read_bytes()
+    return _parse_rubric(data, file_name)
 
 
 def _parse_rubric(data: bytes, shown: str) -> Rubric:
+    from flowrate.scores import UnparsableReply, parse_reply
+
     try:
         raw = yaml.safe_load(data)
     except yaml.YAMLError as error:
         raise ConfigError(f"{shown}: invalid YAML in rubric: {error}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{shown}: a rubric must be a mapping with `name`, `instructions` and `examples`")
+        raise ConfigError(f"{shown}: a rubric must be a mapping with `name`, `instructions`, `criteria` and `examples`")
+    if "criteria" not in raw:
+        raise ConfigError(
+            f"{shown}: rubric field criteria: is missing; a rubric declares its criteria and their scales"
+            " (see configs/rubric.example.yaml)"
+        )
     try:
         rubric = Rubric.model_validate(raw)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
         raise ConfigError(f"{shown}: rubric field {field}: {first['msg']}") from None
+    for number, example in enumerate(rubric.examples):
+        try:
+            parse_reply(orjson.dumps(example.reply).decode(), rubric)
+        except UnparsableReply as problem:
+            raise ConfigError(f"{shown}: rubric field examples.{number}.reply: {problem}") from None
     rubric.version = "sha256:" + hashlib.sha256(data).hexdigest()[:16]
     return rubric

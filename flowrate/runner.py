@@ -7,17 +7,15 @@ each row goes to `on_row` as soon as it is ready.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Protocol
 
-from pydantic import BaseModel, Field
-
-from flowrate.exit_codes import ExitCode, exit_code_for_outcome
+from flowrate.cache import ResponseCache
 from flowrate.limits import CallGate, RunControl, RunStopped
-from flowrate.metric import ConversationalFlowRateMetric, JudgePlan
+from flowrate.metric import CallEstimate, JudgePlan
 from flowrate.models import (
     ConversationalEvalTestCase,
     ConversationResult,
@@ -26,144 +24,38 @@ from flowrate.models import (
     MetricResult,
     Source,
 )
+from flowrate.results import RunSummary
 
-FAILURES_KEPT = 50
 INTERRUPT_GRACE_S = 5.0
 PLAN_AHEAD = 32  # conversations planned, and looked up in the cache, together
 
 
-class FailureNote(BaseModel):
-    id: str
-    metric: str
-    detail: str
-    order: int = 0  #: the conversation's place in the input: notes are listed in input order
+class Metric(Protocol):
+    """What the batch runner needs of a metric: `RubricMetric` (a judge call per conversation)
+    and `RepetitionCheck` (no judge) both have it."""
 
+    name: str
+    row_names: list[str]
+    cache: ResponseCache | None
 
-class RunSummary(BaseModel):
-    """Totals of a run, built row by row."""
+    def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan: ...
 
-    judged: int = 0
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
-    budget_skipped: int = 0
-    unreachable_skipped: int = 0  #: not judged: the run stopped because the judge could not be reached
-    unreachable: str | None = None  #: the endpoint that could not be reached
-    expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
-    pipe_closed: bool = False  #: the reader of stdout went away (`... -o - | head`)
-    unstable: int = 0
-    truncated: int = 0
-    cached: int = 0
-    resumed: int = 0
-    resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
-    verdicts: dict[str, int] = Field(default_factory=dict)
-    score_sum: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    rows_without_cost: int = 0
-    wall_time_s: float = 0.0
-    interrupted: bool = False
-    failures: list[FailureNote] = Field(default_factory=list)
-    error_notes: list[FailureNote] = Field(default_factory=list)
-    skipped_notes: list[str] = Field(default_factory=list)
-    unstable_notes: list[FailureNote] = Field(default_factory=list)
+    def fill_from_cache(self, plans: list[JudgePlan]) -> None: ...
 
-    def add(self, row: EvaluationRow, order: int = 0) -> None:
-        self.prompt_tokens += row.usage.prompt_tokens
-        self.completion_tokens += row.usage.completion_tokens
-        self.cached += row.cached
-        if row.cost_usd is None:
-            self.rows_without_cost += 1
-        else:
-            self.cost_usd += row.cost_usd
-        if row.error is not None:
-            self.errors += 1
-            _keep(
-                self.error_notes,
-                FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}", order=order),
-            )
-            return
-        self.judged += 1
-        self.truncated += row.truncated
-        if row.agreement is not None and row.agreement < 1.0:
-            self.unstable += 1
-            split = ", ".join(v.value for v in row.sample_verdicts)
-            _keep(
-                self.unstable_notes,
-                FailureNote(
-                    id=row.id,
-                    metric=row.metric,
-                    detail=f"{row.verdict.value} with {row.agreement:.0%} agreement ({split})",
-                    order=order,
-                ),
-            )
-        self.score_sum += row.score or 0.0
-        self.verdicts[row.verdict.value] = self.verdicts.get(row.verdict.value, 0) + 1
-        if row.success:
-            self.passed += 1
-        else:
-            self.failed += 1
-            first = row.key_issues[0] if row.key_issues else (row.reason or "")
-            _keep(
-                self.failures,
-                FailureNote(id=row.id, metric=row.metric, detail=f"{row.verdict.value}: {first}", order=order),
-            )
+    def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate: ...
 
-    def skip_for_budget(self, conversation_id: str | None) -> None:
-        self.skipped += 1
-        self.budget_skipped += 1
-        _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
+    def new_row(
+        self, case: ConversationalEvalTestCase, source: Source | None = None, name: str | None = None
+    ) -> EvaluationRow: ...
 
-    def skip_unreachable(self, conversation_id: str | None) -> None:
-        self.skipped += 1
-        self.unreachable_skipped += 1
-        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
-
-    @property
-    def rows_written(self) -> int:
-        return self.judged + self.errors
-
-    @property
-    def not_judged(self) -> int:
-        """Rows still missing: conversations an interruption left unjudged."""
-        if self.expected_rows is None:
-            return 0
-        return max(self.expected_rows - self.rows_written - self.budget_skipped - self.unreachable_skipped, 0)
-
-    def skip_invalid(self, records: int, problems: list[str]) -> None:
-        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
-        self.skipped += records
-        for problem in problems:
-            _keep(self.skipped_notes, problem)
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passed / self.judged if self.judged else None
-
-    @property
-    def mean_score(self) -> float | None:
-        return self.score_sum / self.judged if self.judged else None
-
-    @property
-    def exit_code(self) -> ExitCode:
-        return exit_code_for_outcome(
-            errors=self.errors,
-            failed=self.failed,
-            interrupted=self.interrupted,
-            incomplete=self.budget_skipped + self.unreachable_skipped > 0,
-            pipe_closed=self.pipe_closed,
-        )
-
-
-def _keep(notes: list, note: object) -> None:
-    """Keep the first `FAILURES_KEPT` notes; `FailureNote`s by input order, whatever order they came in."""
-    if isinstance(note, FailureNote):
-        bisect.insort(notes, note, key=lambda kept: kept.order)
-        del notes[FAILURES_KEPT:]
-    elif len(notes) < FAILURES_KEPT:
-        notes.append(note)
+    async def evaluate(
+        self,
+        case: ConversationalEvalTestCase,
+        source: Source | None = None,
+        *,
+        plan: JudgePlan | None = None,
+        gate: CallGate | None = None,
+    ) -> list[EvaluationRow]: ...
 
 
 class CostBudget:
@@ -199,7 +91,7 @@ class BatchRun:
     scheduling stops before the budget would be passed and the rest is skipped.
     """
 
-    metrics: list[ConversationalFlowRateMetric]
+    metrics: list[Metric]
     concurrency: int = 16
     on_row: Callable[[EvaluationRow], None] = lambda row: None
     summary: RunSummary = field(default_factory=RunSummary)
@@ -211,6 +103,10 @@ class BatchRun:
     on_resumed: Callable[[EvaluationRow], None] = lambda row: None
     control: RunControl | None = None
     gate: CallGate | None = None
+
+    def _missing(self, case: ConversationalEvalTestCase, metric: Metric) -> int:
+        """Rows of `metric` for `case` that the output does not hold yet."""
+        return sum((case.id, name) not in self.done for name in metric.row_names)
 
     @property
     def oversized_calls(self) -> int:
@@ -229,11 +125,12 @@ class BatchRun:
         stop = control.stopping
         workers: list[asyncio.Task] = []
 
-        def left_out(case: ConversationalEvalTestCase) -> None:
-            """A conversation the run stopped before: skipped when the judge is unreachable;
-            after Ctrl-C or a closed pipe it stays unjudged, for --resume."""
+        def left_out(case: ConversationalEvalTestCase, metrics: list[Metric]) -> None:
+            """Judge calls the run stopped before: skipped when the judge is unreachable;
+            after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
             if control.unreachable and not control.interrupted:
-                self.summary.skip_unreachable(case.id)
+                for metric in metrics:
+                    self.summary.skip_unreachable(case.id, self._missing(case, metric))
 
         async def produce() -> None:
             """Plan conversations a batch at a time, so the cache is asked once per batch."""
@@ -242,21 +139,29 @@ class BatchRun:
                 planned = []
                 for case, source in batch:
                     order += 1
+                    wanted = []
                     for metric in self.metrics:
-                        kept = self.done.get((case.id, metric.name))  # type: ignore[arg-type]
-                        if kept is not None:
+                        missing = 0
+                        for name in metric.row_names:
+                            kept = self.done.get((case.id, name))  # type: ignore[arg-type]
+                            if kept is None:
+                                missing += 1
+                                continue
                             self.summary.add(kept, order)
                             self.summary.resumed += 1
                             self.on_resumed(kept)
+                        if missing:
+                            wanted.append(metric)
+                    if not wanted:
+                        continue
                     if stop.is_set():
-                        left_out(case)
+                        left_out(case, wanted)
                         continue
                     if budget is not None and budget.exhausted:
-                        self.summary.skip_for_budget(case.id)
+                        for metric in wanted:
+                            self.summary.skip_for_budget(case.id, self._missing(case, metric))
                         continue
-                    plans = {
-                        m.name: m.plan(case, lookup=False) for m in self.metrics if (case.id, m.name) not in self.done
-                    }
+                    plans = {metric.name: metric.plan(case, lookup=False) for metric in wanted}
                     if plans:
                         planned.append((order, case, source, plans))
                 for metric in self.metrics:
@@ -269,34 +174,39 @@ class BatchRun:
         async def judge(
             order: int, case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]
         ) -> None:
-            for metric in self.metrics:
+            for index, metric in enumerate(self.metrics):
                 plan = plans.get(metric.name)
                 if plan is None:
                     continue
                 estimate = 0.0
                 if budget is not None:
-                    estimate = metric.estimated_cost(plan) or 0.0
+                    estimate = metric.estimate(plan).cost_usd or 0.0
                     if not budget.reserve(estimate):
-                        self.summary.skip_for_budget(case.id)
+                        for rest in self.metrics[index:]:
+                            if rest.name in plans:
+                                self.summary.skip_for_budget(case.id, self._missing(case, rest))
                         return
                 try:
-                    row = await metric.evaluate(case, source, plan=plan, gate=gate)
+                    rows = await metric.evaluate(case, source, plan=plan, gate=gate)
                 except RunStopped:
                     if budget is not None:
                         budget.settle(estimate, 0.0)
-                    left_out(case)
+                    left_out(case, [rest for rest in self.metrics[index:] if rest.name in plans])
                     return
                 if budget is not None:
-                    budget.settle(estimate, row.cost_usd)
-                if self.summary.pipe_closed:
-                    return  # nobody reads the rows any more
-                self.summary.add(row, order)
-                self.on_row(row)
+                    budget.settle(estimate, rows[0].cost_usd)
+                for row in rows:
+                    if self.summary.pipe_closed:
+                        return  # nobody reads the rows any more
+                    if (row.id, row.metric) in self.done:
+                        continue  # a resumed suite: this criterion's row is in the file already
+                    self.summary.add(row, order)
+                    self.on_row(row)
 
         async def work() -> None:
             while (item := await queue.get()) is not None:
                 if stop.is_set():
-                    left_out(item[1])
+                    left_out(item[1], [metric for metric in self.metrics if metric.name in item[3]])
                 else:
                     await judge(*item)
 
@@ -364,15 +274,15 @@ def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], N
     return True
 
 
-def _not_judged(case: ConversationalEvalTestCase, metric: ConversationalFlowRateMetric, why: str) -> EvaluationRow:
-    row = metric.new_row(case)
+def _not_judged(case: ConversationalEvalTestCase, metric: Metric, name: str, why: str) -> EvaluationRow:
+    row = metric.new_row(case, None, name)
     row.error = ErrorInfo(type="NotJudged", message=why)
     return row
 
 
 async def evaluate_conversations(
     conversations: list[ConversationalEvalTestCase],
-    metrics: list[ConversationalFlowRateMetric],
+    metrics: list[Metric],
     concurrency: int = 16,
 ) -> list[ConversationResult]:
     """Judge each conversation with each metric; results come back in input order.
@@ -396,9 +306,10 @@ async def evaluate_conversations(
     for case in cases:  # every conversation comes back with a result per metric, an error when not judged
         judged = {row.metric for row in rows.get(case.id, [])}  # type: ignore[arg-type]
         for metric in metrics:
-            if metric.name not in judged:
-                rows.setdefault(case.id, []).append(_not_judged(case, metric, why))  # type: ignore[arg-type]
-    order = {metric.name: n for n, metric in enumerate(metrics)}
+            for name in metric.row_names:
+                if name not in judged:
+                    rows.setdefault(case.id, []).append(_not_judged(case, metric, name, why))  # type: ignore[arg-type]
+    order = {name: n for n, name in enumerate(name for metric in metrics for name in metric.row_names)}
     return [
         ConversationResult(
             test_case=original,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowrate.defaults import DEFAULTS
 from flowrate.exit_codes import ConfigError
@@ -45,6 +45,39 @@ class EvalSettings(BaseModel):
     tpm: float | None = Field(None, gt=0)
     max_cost: float | None = Field(None, ge=0)
     shard: str | None = Field(None, pattern=r"^\d+/\d+$")
+    metric: list[str] = Field(default_factory=lambda: list(DEFAULTS["metric"]))
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict)
+    sample: float | None = Field(None, gt=0, le=1)
+    sample_seed: int = 0
+    limit: int | None = Field(None, ge=1)
+    min_words: int | None = Field(None, ge=0)
+    only: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, threshold in value.items():
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"the threshold of {name} must lie in [0, 1]")
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_positive(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if weight < 0:
+                raise ValueError(f"the weight of {name} must not be negative")
+        return value
+
+    @field_validator("only", "exclude")
+    @classmethod
+    def _field_equals_value(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if "=" not in item or not item.split("=", 1)[0]:
+                raise ValueError(f"{item!r} must be FIELD=VALUE")
+        return value
 
     @property
     def shard_slice(self) -> tuple[int, int] | None:

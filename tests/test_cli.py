@@ -16,7 +16,10 @@ ROW_FIELDS = [
     "id",
     "source",
     "metric",
+    "suite",
     "verdict",
+    "rating",
+    "scale",
     "score",
     "threshold",
     "success",
@@ -36,6 +39,7 @@ ROW_FIELDS = [
     "samples",
     "agreement",
     "sample_verdicts",
+    "weights",
     "cached",
 ]
 

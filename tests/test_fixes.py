@@ -199,7 +199,7 @@ def test_agreement_names_the_labeled_conversations_with_no_usable_row(run_flowra
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     result = run_flowrate("agreement", "labeled.jsonl", "--label", "Coherent", "--results", "rows.jsonl")
     assert result.returncode == 3
-    assert "3 of 8 labeled conversation(s) have no usable row in rows.jsonl" in result.stderr
+    assert "3 of 8 labeled conversation(s) have no usable conversational_flow_rate row in rows.jsonl" in result.stderr
 
 
 def _row(conversation_id, value, score=None):

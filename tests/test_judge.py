@@ -4,13 +4,21 @@ import pytest
 
 from flowrate.judge import (
     RetryPolicy,
-    UnparsableReply,
     litellm_model_name,
-    parse_reply,
     redact_secrets,
     retry_after_seconds,
 )
 from flowrate.models import Verdict
+from flowrate.rubric import load_rubric
+from flowrate.scores import UnparsableReply
+from flowrate.scores import parse_reply as parse_with
+
+
+def parse_reply(text):
+    """The flow metric's reply, read as the packaged rubric derives it."""
+    rating = parse_with(text, load_rubric()).ratings["conversational_flow_rate"]
+    rating.verdict = Verdict(rating.value)
+    return rating
 
 
 @pytest.mark.parametrize(

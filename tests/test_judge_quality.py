@@ -32,9 +32,9 @@ def test_rubric_version_is_the_files_hash():
 
 def test_examples_cover_every_level_and_the_hard_cases():
     rubric = load_rubric()
-    assert {example.reply.verdict for example in rubric.examples} == set(Verdict)
+    assert {example.reply["verdict"] for example in rubric.examples} == {verdict.value for verdict in Verdict}
     assert any(example.turns[-1].actual_output is None for example in rubric.examples)  # a user left hanging
-    assert all(issue.startswith("turn ") for example in rubric.examples for issue in example.reply.key_issues)
+    assert all(issue.startswith("turn ") for example in rubric.examples for issue in example.reply["key_issues"])
     for phrase in ("Derailment", "End state", "redundant", "tangent", "coherent", '"reason"', "Unanswered ending"):
         assert phrase in rubric.instructions
 
@@ -47,13 +47,15 @@ def test_reason_is_asked_before_the_verdict():
 
 def test_the_example_rubric_in_configs_loads_with_its_own_version():
     custom = load_rubric(ROOT / "configs" / "rubric.example.yaml")
-    assert custom.version != load_rubric().version and custom.name == "conversational_flow_rate_custom"
+    assert custom.version != load_rubric().version and custom.name == "support_quality"
+    assert custom.row_names == ["resolution", "politeness", "user_satisfaction"]
 
 
 def test_a_broken_rubric_names_the_file_and_field(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text(
-        "name: x\ninstructions: y\nexamples:\n  - turns: []\n    reply: {reason: r, key_issues: [], verdict: fully}\n"
+        "name: x\ninstructions: y\ncriteria:\n  - {name: x, scale: {levels: {fully: 1.0, none: 0.0}}}\n"
+        "examples:\n  - turns: []\n    reply: {reason: r, key_issues: [], verdict: fully}\n"
     )
     with pytest.raises(ConfigError, match=r"r.yaml: rubric field examples.0.turns"):
         load_rubric(path)
@@ -164,7 +166,9 @@ async def test_samples_without_n_support_make_k_calls_and_ties_go_low():
 def test_agreement_statistics():
     verdicts = [Verdict.NONE, Verdict.PARTIAL, Verdict.FULLY, Verdict.MINOR]
     labels = [0, 1, 2, 2]
-    report = agreement_report(list(zip(verdicts, labels)), "Coherent")
+    scale = [(verdict.value, verdict.score) for verdict in sorted(Verdict, key=lambda verdict: verdict.score)]
+    pairs = [(verdict.value, verdict.score, label) for verdict, label in zip(verdicts, labels)]
+    report = agreement_report(pairs, "Coherent", scale=scale)
     scores = [v.score for v in verdicts]
     assert report.spearman.value == round(stats.spearmanr(scores, labels).statistic, 4)
     assert report.kendall.value == round(stats.kendalltau(scores, labels).statistic, 4)
@@ -177,7 +181,7 @@ def test_agreement_statistics():
         "fully",
     ]
     assert report.confusion.counts == [[1, 0, 0, 0, 0], [0, 0, 1, 0, 0], [0, 1, 0, 0, 1]]
-    assert report.spearman.ci95 is not None and agreement_report(list(zip(verdicts, labels)), "Coherent") == report
+    assert report.spearman.ci95 is not None and agreement_report(pairs, "Coherent", scale=scale) == report
 
 
 def labeled_records():
@@ -205,7 +209,7 @@ def test_agreement_command_judges_then_reuses_results(judge, run_flowrate, tmp_p
     judged = run_flowrate("agreement", path, "--label", "Coherent", "--api-base", judge.base_url, "--json")
     assert judged.returncode == 0, judged.stderr
     report = json.loads(judged.stdout)
-    assert list(report) == ["label", "n", "spearman", "kendall", "pearson", "kappa", "confusion"]
+    assert list(report) == ["label", "metric", "n", "spearman", "kendall", "pearson", "kappa", "confusion"]
     assert report["label"] == "Coherent" and report["n"] == 8 and set(report["spearman"]) == {"value", "ci95"}
     assert report["kappa"]["value"] is not None and "Agreement with human label 'Coherent' (n=8)" in judged.stderr
     calls = judge.requests

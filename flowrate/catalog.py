@@ -1,0 +1,117 @@
+"""The metrics flowrate ships, by name, and the metrics of a run built from its settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowrate.cache import ResponseCache
+from flowrate.exit_codes import ConfigError
+from flowrate.judge import RetryPolicy
+from flowrate.rubric import PACKAGED, load_rubric
+from flowrate.settings import EvalSettings
+
+OFFLINE = "repetition_check"
+NAMES = [*PACKAGED, OFFLINE]
+
+
+@dataclass
+class MetricInfo:
+    """What `flowrate metrics` lists for one metric."""
+
+    name: str
+    title: str
+    calls_per_conversation: int
+    rows: list[tuple[str, str, str]]  # (row name, scale, description)
+    weights: dict[str, float] | None = None
+
+
+def describe(name: str, weights: dict[str, float] | None = None) -> MetricInfo:
+    """A packaged metric's criteria, scales, weights and calls per conversation."""
+    if name == OFFLINE:
+        from flowrate import repetition
+
+        rule = (
+            f"score 1 - {repetition.PENALTY} x findings, at least 0: near-duplicate replies, questions asked again"
+            " after an answer, empty replies, an unanswered last message"
+        )
+        return MetricInfo(OFFLINE, "Repetition check (offline, no LLM)", 0, [(OFFLINE, "score", rule)])
+    rubric = load_rubric(name)
+    rows = [(c.name, c.scale.describe(), c.description) for c in rubric.criteria]
+    shown_weights = None
+    if rubric.user_satisfaction:
+        shown_weights = {c.name: float((weights or {}).get(c.name, 1.0)) for c in rubric.criteria}
+        rows.append(("user_satisfaction", "score", "SUM(score x weight) / SUM(weight) over the criteria; no call"))
+    return MetricInfo(rubric.name, rubric.title, 1, rows, shown_weights)
+
+
+def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
+    """The metrics a run judges with: each `--metric` name, and the `--rubric` file's metric
+    (which replaces the default when no `--metric` is named). Raises `ConfigError` for an
+    unknown name, or when two metrics would write rows of the same name."""
+    from flowrate.metric import RubricMetric
+    from flowrate.repetition import RepetitionCheck
+
+    names = list(dict.fromkeys(settings.metric))
+    if settings.rubric and names == ["conversational_flow_rate"] and "metric" not in settings.model_fields_set:
+        names = []
+    sources: list[tuple[str, str | Path]] = [(name, name) for name in names]
+    if settings.rubric:
+        sources.append((settings.rubric, Path(settings.rubric)))
+    retry = RetryPolicy(
+        max_retries=settings.max_retries,
+        timeout=settings.timeout,
+        backoff=settings.backoff,
+        backoff_max=settings.backoff_max,
+    )
+    metrics = []
+    made_by: dict[str, str] = {}
+    for shown, source in sources:
+        if isinstance(source, str) and source not in NAMES:
+            raise ConfigError(f"option metric: unknown metric {source!r} (known: {', '.join(NAMES)})")
+        if source == OFFLINE:
+            metric = RepetitionCheck(settings.threshold, settings.thresholds)
+        else:
+            metric = RubricMetric(
+                source,
+                model=settings.model,
+                threshold=settings.threshold,
+                api_base=settings.api_base,
+                language=settings.language,
+                retry=retry,
+                samples=settings.samples,
+                max_input_tokens=settings.max_input_tokens,
+                cache=cache,
+                thresholds=settings.thresholds,
+                weights=settings.weights,
+            )
+        for row_name in metric.row_names:
+            if row_name in made_by:
+                raise ConfigError(f"metric name {row_name!r} is made by both {made_by[row_name]} and {shown}")
+            made_by[row_name] = shown
+        metrics.append(metric)
+    return metrics
+
+
+def metric_making(row_name: str) -> str:
+    """The packaged metric whose rows include `row_name` (a suite for its criteria), or
+    `row_name` itself when none does (an error then names it)."""
+    for name in PACKAGED:
+        if row_name in load_rubric(name).row_names:
+            return name
+    return row_name
+
+
+def scale_values(row_name: str, rubric_path: str | None = None) -> list[tuple[str, float]] | None:
+    """Every value a metric's rows can carry, as shown in rows and reports, with its score,
+    lowest first; None for a score with no scale (user_satisfaction, repetition_check)."""
+    rubrics = [load_rubric(rubric_path)] if rubric_path else []
+    rubrics += [load_rubric(name) for name in PACKAGED]
+    for rubric in rubrics:
+        for criterion in rubric.criteria:
+            if criterion.name == row_name:
+                scale = criterion.scale
+                if scale.levels is not None:
+                    return [(str(value), scale.score(value)) for value in scale.values]
+                return [(f"{value}/{scale.points}", scale.score(value)) for value in scale.values]
+    return None
