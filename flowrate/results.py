@@ -34,10 +34,10 @@ def read_rows(path: Path) -> Iterator[EvaluationRow]:
                     return
                 problem = error.errors()[0]["msg"]
             else:
-                if row.verdict is not None or row.error is not None:
+                if row.score is not None or row.error is not None:
                     yield row
                     continue
-                problem = "a row has a verdict or an error, this one has neither"
+                problem = "a row has a score or an error, this one has neither"
             raise InputError(
                 [f"{path}:{number}: not a flowrate result row: {problem}"],
                 headline="problem(s) in a results file",

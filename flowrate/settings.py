@@ -119,7 +119,11 @@ def resolve_settings(command_line: dict[str, Any], config_path: Path | None) -> 
     """Merge the layers. `command_line` holds what typer parsed, flags and FLOWRATE_* alike (None = not given)."""
     config = load_config(config_path)
     shown = config.pop("__file__", None)
-    merged = {**config, **{key: value for key, value in command_line.items() if value is not None}}
+    given = {key: value for key, value in command_line.items() if value is not None}
+    merged = {**config, **given}
+    for key in ("weights", "thresholds"):  # per name: the command line's names over the config's
+        if isinstance(config.get(key), dict) and key in given:
+            merged[key] = {**config[key], **given[key]}
     try:
         return EvalSettings.model_validate(merged)
     except ValidationError as error:

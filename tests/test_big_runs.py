@@ -324,5 +324,5 @@ def test_a_row_with_neither_verdict_nor_error_is_a_plain_problem(run_flowrate, t
     result = run_flowrate("merge", "odd.jsonl", "-o", "merged.jsonl")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert (
-        "odd.jsonl:1: not a flowrate result row: a row has a verdict or an error, this one has neither" in result.stderr
+        "odd.jsonl:1: not a flowrate result row: a row has a score or an error, this one has neither" in result.stderr
     )
