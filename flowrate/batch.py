@@ -87,10 +87,10 @@ class FileRun:
         if self.scan.selected == 0 and not settings.allow_empty:
             self.inputs.close()
             raise nothing_to_judge(paths)
-        cache = None
+        self.cache = None  # the run's: every judged metric reads and writes it
         if not settings.no_cache:
-            cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
-        self.metrics = build_metrics(settings, cache)
+            self.cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
+        self.metrics = build_metrics(settings, self.cache)
 
     @property
     def total_rows(self) -> int:
@@ -177,11 +177,10 @@ class FileRun:
         return summary
 
     def _note_after_run(self, run: BatchRun) -> None:
-        for metric in self.metrics:
-            if metric.cache is not None and metric.cache.lost_writes:
-                self.notices.append(
-                    f"{metric.cache.path}: {metric.cache.lost_writes} replies could not be cached ({metric.cache.last_error})"
-                )
+        if self.cache is not None and self.cache.lost_writes:
+            self.notices.append(
+                f"{self.cache.path}: {self.cache.lost_writes} replies could not be cached ({self.cache.last_error})"
+            )
         gate_notes = run.oversized_calls
         if gate_notes:
             self.notices.append(

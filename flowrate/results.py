@@ -84,17 +84,25 @@ class FailureNote(BaseModel):
     order: int = 0  #: the conversation's place in the input: notes are listed in input order
 
 
-class MetricStats(BaseModel):
-    """One metric's totals: rows, passes, errors, scores and the distribution of its values."""
+class Totals(BaseModel):
+    """Counts over rows: judged (with a score), passed, failed, errors, and the scores' sum."""
 
-    rows: int = 0
     judged: int = 0
     passed: int = 0
+    failed: int = 0
     errors: int = 0
     score_sum: float = 0.0
-    scale: int | None = None  #: the points of its rating scale, for rated criteria
-    distribution: dict[str, int] = Field(default_factory=dict)  #: verdict, rating or score -> rows
-    value_scores: dict[str, float] = Field(default_factory=dict)  #: each value's score, to order them
+
+    def count(self, row: EvaluationRow) -> None:
+        if row.error is not None:
+            self.errors += 1
+            return
+        self.judged += 1
+        self.score_sum += row.score or 0.0
+        if row.success:
+            self.passed += 1
+        else:
+            self.failed += 1
 
     @property
     def pass_rate(self) -> float | None:
@@ -103,6 +111,15 @@ class MetricStats(BaseModel):
     @property
     def mean_score(self) -> float | None:
         return self.score_sum / self.judged if self.judged else None
+
+
+class MetricStats(Totals):
+    """One metric's totals, its scale and the distribution of its values."""
+
+    rows: int = 0
+    scale: int | None = None  #: the points of its rating scale, for rated criteria
+    distribution: dict[str, int] = Field(default_factory=dict)  #: verdict, rating or score -> rows
+    value_scores: dict[str, float] = Field(default_factory=dict)  #: each value's score, to order them
 
 
 def shown_value(row: EvaluationRow) -> str:
@@ -114,13 +131,9 @@ def shown_value(row: EvaluationRow) -> str:
     return f"{row.score:.2f}"
 
 
-class RunSummary(BaseModel):
+class RunSummary(Totals):
     """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
 
-    judged: int = 0
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
     skipped: int = 0
     budget_skipped: int = 0
     unreachable_skipped: int = 0  #: not judged: the run stopped because the judge could not be reached
@@ -134,7 +147,6 @@ class RunSummary(BaseModel):
     resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
     metrics: dict[str, MetricStats] = Field(default_factory=dict)
     left_out: dict[str, int] = Field(default_factory=dict)  #: conversations the selection left out, by reason
-    score_sum: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -150,6 +162,8 @@ class RunSummary(BaseModel):
         """Count one row; `order` is its conversation's place in the input."""
         stats = self.metrics.setdefault(row.metric, MetricStats())
         stats.rows += 1
+        self.count(row)
+        stats.count(row)
         self.prompt_tokens += row.usage.prompt_tokens
         self.completion_tokens += row.usage.completion_tokens
         self.cached += row.cached
@@ -158,44 +172,23 @@ class RunSummary(BaseModel):
         else:
             self.cost_usd += row.cost_usd
         if row.error is not None:
-            self.errors += 1
-            stats.errors += 1
-            _keep(
-                self.error_notes,
-                FailureNote(id=row.id, metric=row.metric, detail=f"{row.error.type}: {row.error.message}", order=order),
-            )
+            detail = f"{row.error.type}: {row.error.message}"
+            _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
             return
-        self.judged += 1
         self.truncated += row.truncated
         if row.agreement is not None and row.agreement < 1.0:
             self.unstable += 1
             split = ", ".join(str(value) for value in row.sample_verdicts)
-            _keep(
-                self.unstable_notes,
-                FailureNote(
-                    id=row.id,
-                    metric=row.metric,
-                    detail=f"{shown_value(row)} with {row.agreement:.0%} agreement ({split})",
-                    order=order,
-                ),
-            )
-        self.score_sum += row.score or 0.0
-        stats.judged += 1
-        stats.score_sum += row.score or 0.0
+            detail = f"{shown_value(row)} with {row.agreement:.0%} agreement ({split})"
+            _keep(self.unstable_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
         stats.scale = row.scale
         value = row.verdict or (str(row.rating) if row.rating is not None else f"{row.score:.1f}")
         stats.distribution[value] = stats.distribution.get(value, 0) + 1
         stats.value_scores[value] = row.score or 0.0
-        if row.success:
-            self.passed += 1
-            stats.passed += 1
-        else:
-            self.failed += 1
+        if not row.success:
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
-            _keep(
-                self.failures,
-                FailureNote(id=row.id, metric=row.metric, detail=f"{shown_value(row)}: {first}", order=order),
-            )
+            detail = f"{shown_value(row)}: {first}"
+            _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
 
     def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
         """A judge call not made because the --max-cost budget is spent; `rows` it would have made."""
@@ -225,14 +218,6 @@ class RunSummary(BaseModel):
         self.skipped += records
         for problem in problems:
             _keep(self.skipped_notes, problem)
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passed / self.judged if self.judged else None
-
-    @property
-    def mean_score(self) -> float | None:
-        return self.score_sum / self.judged if self.judged else None
 
     @property
     def exit_code(self) -> ExitCode:

@@ -225,9 +225,8 @@ class BatchRun:
         finally:
             if handled:
                 loop.remove_signal_handler(signal.SIGINT)
-            for metric in self.metrics:
-                if metric.cache is not None:
-                    metric.cache.flush()
+            for cache in {id(m.cache): m.cache for m in self.metrics if m.cache is not None}.values():
+                cache.flush()  # one cache may serve several metrics: each is flushed once
             self.summary.wall_time_s = round(loop.time() - started, 3)
             self.summary.unreachable = control.unreachable
         return self.summary
