@@ -17,7 +17,8 @@ from flowrate.catalog import build_metrics
 from flowrate.exit_codes import ConfigError, InputError
 from flowrate.inputs import SKIP_INVALID_HINT, InputSet, ScanReport, Selection, iter_cases, raise_for_problems, scan
 from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
-from flowrate.results import DryRunEstimate, RunSummary, read_rows, repair_partial_tail, rewrite_rows
+from flowrate.reports.github import in_github
+from flowrate.results import DryRunEstimate, ReportBook, RunSummary, read_rows, repair_partial_tail, rewrite_rows
 from flowrate.runner import BatchRun
 from flowrate.settings import EvalSettings
 
@@ -91,6 +92,14 @@ class FileRun:
         if not settings.no_cache:
             self.cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
         self.metrics = build_metrics(settings, self.cache)
+        self.book: ReportBook | None = None  # what reports need, kept when one is asked for
+        if settings.junit or settings.html or in_github(settings.github):
+            self.book = ReportBook()
+            seen: set[str] = set()
+            for source in self.scan.invalid_records:
+                if str(source) not in seen:
+                    seen.add(str(source))
+                    self.book.skip(str(source), source.path, source.line, "invalid")
 
     @property
     def total_rows(self) -> int:
@@ -137,7 +146,18 @@ class FileRun:
         run.summary.expected_rows = self.total_rows
         run.summary.skip_invalid(self.scan.invalid, self.scan.problems)
         run.summary.left_out = dict(self.scan.left_out)
-        run.on_resumed = on_row
+        book = self.book
+
+        def resumed(row: EvaluationRow) -> None:
+            if book is not None:
+                book.add(row)
+            on_row(row)
+
+        run.on_resumed = resumed
+        if book is not None:
+            run.on_skip = lambda case, source, reason: book.skip(
+                case.id or "", source.path if source else None, source.line if source else None, reason
+            )
         try:
             handle = _open_output(self.settings.output, append=self._resuming)
         except OSError as error:
@@ -152,6 +172,8 @@ class FileRun:
                 try:
                     handle.write(row.model_dump_json().encode() + b"\n")
                     handle.flush()
+                    if book is not None:
+                        book.add(row)
                 except BrokenPipeError:  # `... -o - | head`: the reader is gone; stop quietly
                     run.summary.pipe_closed = True
                     if run.control is not None:
@@ -173,6 +195,7 @@ class FileRun:
                 f"{self.settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
                 " kept in the file, not counted"
             )
+        summary.apply_gates(self.settings.default_gates, self.settings.gates)
         summary.wall_time_s = round(time.monotonic() - started, 3)  # loading the judge included, as the progress clock
         return summary
 
@@ -240,6 +263,8 @@ class FileRun:
         for record in iter_cases(self.inputs):
             if selection.choose(record.case):  # type: ignore[arg-type]
                 yield record.case, record.source  # type: ignore[misc]
+            elif self.book is not None and selection.last_reason != "shard":
+                self.book.skip(record.case.id, record.source.path, record.source.line, selection.last_reason)  # type: ignore[union-attr,arg-type]
 
     def estimate(self) -> DryRunEstimate:
         """What judging would send and cost, with no call made: prompts rendered and counted."""

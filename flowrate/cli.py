@@ -272,6 +272,26 @@ ExcludeOption = Annotated[
         help="FIELD=VALUE: leave out conversations whose metadata has it; repeatable.",
     ),
 ]
+MinPassRateOption = Annotated[
+    float | None,
+    _option(
+        "--min-pass-rate",
+        env="FLOWRATE_MIN_PASS_RATE",
+        help="Gate: each metric passes the run when at least this share of its rows pass (0.9: up to 10 % may fail).",
+    ),
+]
+MinMeanScoreOption = Annotated[
+    float | None,
+    _option(
+        "--min-mean-score", env="FLOWRATE_MIN_MEAN_SCORE", help="Gate: each metric's mean score must be at least this."
+    ),
+]
+MaxFailuresOption = Annotated[
+    int | None,
+    _option(
+        "--max-failures", env="FLOWRATE_MAX_FAILURES", help="Gate: each metric may have at most this many failing rows."
+    ),
+]
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -367,6 +387,24 @@ def eval_command(
     min_words: MinWordsOption = None,
     only: OnlyOption = None,
     exclude: ExcludeOption = None,
+    min_pass_rate: MinPassRateOption = None,
+    min_mean_score: MinMeanScoreOption = None,
+    max_failures: MaxFailuresOption = None,
+    junit: Annotated[
+        str | None,
+        _option("--junit", env="FLOWRATE_JUNIT", help="Write a JUnit XML report here (GitHub, GitLab, Jenkins)."),
+    ] = None,
+    html: Annotated[
+        str | None, _option("--html", env="FLOWRATE_HTML", help="Write a self-contained HTML report here.")
+    ] = None,
+    github: Annotated[
+        bool | None,
+        _option(
+            "--github",
+            env="FLOWRATE_GITHUB",
+            help="Write GitHub's step summary and annotations (on by itself when GITHUB_ACTIONS=true).",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""
@@ -390,6 +428,7 @@ def eval_command(
         _silence_stdout()
         raise typer.Exit(int(summary.exit_code))
     print_summary(stderr(), summary, settings.output)
+    _write_reports(run, summary, settings, paths)
     if summary.unreachable:
         _say(
             f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
@@ -398,6 +437,34 @@ def eval_command(
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         _say(f"resume with: {_continue_command('--resume')}")
     raise typer.Exit(int(summary.exit_code))
+
+
+def _write_reports(run: Any, summary: Any, settings: Any, paths: list[str]) -> None:
+    """The reports a run asked for: JUnit, HTML (with the transcripts read again), GitHub."""
+    if run.book is None:
+        return
+    from flowrate.inputs import load_transcripts
+    from flowrate.reports import write_reports
+    from flowrate.reports.github import in_github
+
+    transcripts = None
+    if settings.html:
+        ids = {case.id for cases in run.book.cases.values() for case in cases}
+        transcripts = load_transcripts([path for path in paths if path != "-"], ids)
+    github = in_github(settings.github)
+    annotate = None
+    if github and settings.output != "-":  # annotations are workflow commands: on stdout, unless rows are there
+        annotate = typer.echo
+    notices = write_reports(
+        run.book,
+        summary,
+        junit=settings.junit,
+        html=settings.html,
+        github=github,
+        transcripts=transcripts,
+        annotate=annotate,
+    )
+    _print_notices(notices)
 
 
 def _settings_given(values: dict[str, Any], leave_out: tuple[str, ...]) -> dict[str, Any]:
@@ -576,17 +643,92 @@ def merge_command(
     paths: Annotated[list[str], typer.Argument(help="Results files of the shards of one run.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The merged results file; - for stdout.")],
     allow_empty: AllowEmptyOption = None,
+    min_pass_rate: MinPassRateOption = None,
+    min_mean_score: MinMeanScoreOption = None,
+    max_failures: MaxFailuresOption = None,
+    config: ConfigOption = None,
 ) -> None:
-    """Join the results of shards (--shard I/N) into one file and one summary."""
+    """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
     from flowrate.batch import merge_results
     from flowrate.report import print_summary
+    from flowrate.settings import resolve_settings
 
+    given = {"min_pass_rate": min_pass_rate, "min_mean_score": min_mean_score, "max_failures": max_failures}
     try:
+        settings = resolve_settings(given, config)
         summary = merge_results(paths, output, allow_empty=bool(allow_empty))
+        summary.apply_gates(settings.default_gates, settings.gates)
     except FlowrateError as error:
         raise _fail(error) from None
     print_summary(stderr(), summary, output)
     raise typer.Exit(int(summary.exit_code))
+
+
+@app.command("report")
+def report_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
+    html: Annotated[str, typer.Option("--html", help="Where the HTML page goes.")],
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--inputs", help="The conversations the rows were judged from, for the transcripts; repeatable."),
+    ] = None,
+) -> None:
+    """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
+    from flowrate.inputs import load_transcripts
+    from flowrate.reports.html import write_html
+    from flowrate.results import ReportBook, RunSummary, read_rows
+
+    book, summary = ReportBook(), RunSummary()
+    try:
+        for path in paths:
+            for order, row in enumerate(read_rows(Path(path)), start=1):
+                book.add(row)
+                summary.add(row, order)
+        ids = {case.id for cases in book.cases.values() for case in cases}
+        write_html(html, book, summary, load_transcripts(inputs or [], ids))
+    except FlowrateError as error:
+        raise _fail(error) from None
+    except OSError as error:
+        raise _fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+    _say(f"HTML report: {html} ({sum(stats.rows for stats in summary.metrics.values())} rows)")
+
+
+@app.command("compare")
+def compare_command(
+    baseline: Annotated[Path, typer.Argument(help="The results of the last good run.")],
+    current: Annotated[Path, typer.Argument(help="The results of this run.")],
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="A metric's drop fails (exit 1) when the upper end of the 95 % interval of its mean delta is below -this.",
+        ),
+    ] = 0.0,
+    fail_on_any_regression: Annotated[
+        bool, typer.Option("--fail-on-any-regression", help="Exit 1 when any one conversation got worse.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
+    as_markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a Markdown fragment for a pull-request comment on stdout.")
+    ] = False,
+) -> None:
+    """Compare a run with a baseline: changed verdicts, regressions first, and per metric the
+    mean score delta with a seeded bootstrap 95 % interval."""
+    from flowrate.compare import compare_files, markdown
+    from flowrate.report import print_comparison
+
+    try:
+        comparison = compare_files(baseline, current, tolerance)
+    except FlowrateError as error:
+        raise _fail(error) from None
+    print_comparison(stderr(), comparison)
+    if as_json:
+        typer.echo(comparison.model_dump_json())
+    if as_markdown:
+        typer.echo(markdown(comparison), nl=False)
+    worse = any(change.delta < 0 for change in comparison.changes)
+    failed = comparison.regressed or (fail_on_any_regression and worse)
+    raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
 
 
 cache_app = typer.Typer(

@@ -108,6 +108,7 @@ class ScanReport:
     selected: int = 0  # valid and chosen by the run's selection (its shard)
     problems: list[str] = field(default_factory=list)
     invalid_sources: set[str] = field(default_factory=set)
+    invalid_records: list[Source] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)  # valid conversations not chosen, by reason
 
     @property
@@ -272,6 +273,7 @@ class Selection:
         self.exclude = [item.split("=", 1) for item in exclude or []]
         self.limit = limit
         self.left_out: Counter = Counter()
+        self.last_reason: str | None = None  # why the last conversation was not chosen
         self._taken = 0
 
     def fresh(self) -> Selection:
@@ -281,7 +283,8 @@ class Selection:
         return copy
 
     def choose(self, case: ConversationalEvalTestCase) -> bool:
-        reason = self._reason(case)
+        """True when the run judges `case`; else `last_reason` says why not."""
+        reason = self.last_reason = self._reason(case)
         if reason is None:
             self._taken += 1
             return True
@@ -330,6 +333,7 @@ def scan(inputs: InputSet, selection: Selection | None = None) -> ScanReport:
     for record in _with_duplicates_marked(inputs.records(), seen):
         if record.problems:
             report.invalid_sources.add(str(record.source))
+            report.invalid_records.append(record.source)
             report.problems.extend(record.problems)
         else:
             report.valid += 1
@@ -648,3 +652,16 @@ def _type_name(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def load_transcripts(paths: list[str], ids: set[str]) -> dict[str, ConversationalEvalTestCase]:
+    """The conversations with these ids, read again from `paths` (for reports); invalid
+    records and unreadable paths are passed over."""
+    try:
+        inputs = InputSet(paths)
+    except InputError:
+        return {}
+    try:
+        return {record.case.id: record.case for record in iter_cases(inputs) if record.case.id in ids}  # type: ignore[union-attr,misc]
+    finally:
+        inputs.close()

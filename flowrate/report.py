@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from flowrate.agreement import AgreementReport
+from flowrate.compare import Comparison
 from flowrate.models import EvaluationRow
 from flowrate.results import DryRunEstimate, MetricStats, RunSummary, shown_value
 
@@ -164,6 +165,11 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     _print_notes(console, "errors", [note(n) for n in summary.error_notes], summary.errors)
     _print_notes(console, "skipped", summary.skipped_notes, summary.skipped)
     _print_notes(console, "unstable (samples split)", [note(n) for n in summary.unstable_notes], summary.unstable)
+    for gate in summary.gates:
+        default = gate.gate == "max_failures" and gate.limit == 0
+        if not (default and gate.passed):
+            mark = "passed" if gate.passed else "FAILED"
+            console.print(f"gate {mark}: {gate.describe()}", markup=False, highlight=False)
     if summary.left_out:
         reasons = ", ".join(
             f"{LEFT_OUT_REASONS.get(reason, reason)} {count}" for reason, count in summary.left_out.items()
@@ -243,3 +249,53 @@ def print_dry_run(console: Console, estimate: DryRunEstimate, model: str) -> Non
         markup=False,
         highlight=False,
     )
+
+
+def print_comparison(console: Console, comparison: Comparison) -> None:
+    """Per metric: the mean delta with its interval and the pass rates; then every change,
+    regressions first."""
+    for warning in comparison.warnings:
+        console.print(f"flowrate: warning: {warning}", markup=False, highlight=False)
+    table = Table(title=f"{comparison.current} against {comparison.baseline}", title_justify="left")
+    for column in (
+        "metric",
+        "paired",
+        "mean before",
+        "mean after",
+        "delta",
+        "95% interval",
+        "pass rate",
+        "only one side",
+        "errors",
+        "verdict",
+    ):
+        table.add_column(column)
+    for metric in comparison.metrics:
+        interval = "" if metric.ci95 is None else f"[{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
+        table.add_row(
+            metric.metric,
+            str(metric.paired),
+            _number(metric.mean_before),
+            _number(metric.mean_after),
+            "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}",
+            interval,
+            f"{_share(metric.pass_rate_before)} -> {_share(metric.pass_rate_after)}",
+            f"{metric.only_baseline} / {metric.only_current}",
+            f"{metric.errors_baseline} / {metric.errors_current}",
+            "SIGNIFICANT DROP" if metric.significant_drop else "ok",
+        )
+    console.print(table)
+    notes = [
+        f"{change.id} [{change.metric}]: {change.before} -> {change.after} ({change.delta:+.4f})"
+        for change in comparison.changes
+    ]
+    worse = sum(change.delta < 0 for change in comparison.changes)
+    _print_notes(console, f"changed ({worse} worse, {len(comparison.changes) - worse} better)", notes[:50], len(notes))
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"

@@ -131,6 +131,27 @@ def shown_value(row: EvaluationRow) -> str:
     return f"{row.score:.2f}"
 
 
+class GateResult(BaseModel):
+    metric: str
+    gate: str
+    limit: float
+    actual: float | None  # None: nothing judged
+    passed: bool
+
+    def describe(self) -> str:
+        """One line: the gate, what it needs, what the run had, and by how much it missed."""
+        if self.actual is None:
+            return f"{self.metric}: {self.gate} {self.limit:g}: nothing judged"
+        if self.gate == "max_failures":
+            shown = f"{self.actual:g} failures, at most {self.limit:g} allowed"
+            miss = self.actual - self.limit
+            return f"{self.metric}: max_failures: {shown}" + ("" if self.passed else f" ({miss:g} too many)")
+        shown = f"{self.actual:.4f}, at least {self.limit:g} needed"
+        return f"{self.metric}: {self.gate}: {shown}" + (
+            "" if self.passed else f" (short by {self.limit - self.actual:.4f})"
+        )
+
+
 class RunSummary(Totals):
     """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
 
@@ -147,6 +168,7 @@ class RunSummary(Totals):
     resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
     metrics: dict[str, MetricStats] = Field(default_factory=dict)
     left_out: dict[str, int] = Field(default_factory=dict)  #: conversations the selection left out, by reason
+    gates: list[GateResult] = Field(default_factory=list)  #: set by `apply_gates`; empty: no gate checked yet
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -219,11 +241,21 @@ class RunSummary(Totals):
         for problem in problems:
             _keep(self.skipped_notes, problem)
 
+    def apply_gates(self, default: dict[str, float], per_metric: dict[str, dict[str, float]]) -> None:
+        """Check every metric's gates; the exit code then follows them instead of every row."""
+        from flowrate.gates import check_gates
+
+        self.gates = check_gates(self.metrics, default, per_metric)
+
+    @property
+    def gates_failed(self) -> int:
+        return sum(not gate.passed for gate in self.gates)
+
     @property
     def exit_code(self) -> ExitCode:
         return exit_code_for_outcome(
             errors=self.errors,
-            failed=self.failed,
+            failed=self.gates_failed if self.gates else self.failed,
             interrupted=self.interrupted,
             incomplete=self.budget_skipped + self.unreachable_skipped > 0,
             pipe_closed=self.pipe_closed,
@@ -248,3 +280,86 @@ class DryRunEstimate(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+
+
+class CaseResult(BaseModel):
+    """One row as reports show it: where it came from, the judgement, its reason and issues."""
+
+    id: str
+    metric: str
+    path: str | None = None
+    line: int | None = None
+    value: str | None = None  # the verdict, the rating on its scale, or the score
+    score: float | None = None
+    success: bool | None = None
+    reason: str | None = None
+    key_issues: list[str] = Field(default_factory=list)
+    error: str | None = None
+    error_type: str | None = None
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+
+    @classmethod
+    def from_row(cls, row: EvaluationRow) -> CaseResult:
+        source = row.source
+        return cls(
+            id=row.id,
+            metric=row.metric,
+            path=source.path if source else None,
+            line=source.line if source else None,
+            value=shown_value(row) if row.score is not None else None,
+            score=row.score,
+            success=row.success,
+            reason=row.reason,
+            key_issues=row.key_issues,
+            error=row.error.message if row.error else None,
+            error_type=row.error.type if row.error else None,
+            latency_s=row.latency_s,
+            cost_usd=row.cost_usd,
+        )
+
+    @property
+    def badness(self) -> tuple[int, float]:
+        """Sorts the worst first: errors, then failures, then by score."""
+        rank = 0 if self.error else (1 if self.success is False else 2)
+        return rank, self.score if self.score is not None else 0.0
+
+
+class SkippedCase(BaseModel):
+    id: str
+    path: str | None = None
+    line: int | None = None
+    reason: str
+
+
+class ReportBook:
+    """What reports (JUnit, GitHub, HTML) need of a run, in bounded memory: every row of a
+    metric up to `full_limit` of them; past that, only the `worst` worst and the counts."""
+
+    def __init__(self, full_limit: int = 10_000, worst: int = 1000):
+        self.full_limit = full_limit
+        self.worst = worst
+        self.cases: dict[str, list[CaseResult]] = {}
+        self.counts: dict[str, int] = {}
+        self.skipped: list[SkippedCase] = []
+
+    def add(self, row: EvaluationRow) -> None:
+        cases = self.cases.setdefault(row.metric, [])
+        self.counts[row.metric] = self.counts.get(row.metric, 0) + 1
+        cases.append(CaseResult.from_row(row))
+        if len(cases) > self.full_limit * 2:  # sort now and then, not on every row
+            self.cases[row.metric] = self.worst_of(row.metric)
+
+    def skip(self, case_id: str, path: str | None, line: int | None, reason: str) -> None:
+        self.skipped.append(SkippedCase(id=case_id, path=path, line=line, reason=reason))
+
+    def truncated(self, metric: str) -> bool:
+        """True when the metric has more rows than reports list one by one."""
+        return self.counts.get(metric, 0) > self.full_limit
+
+    def worst_of(self, metric: str) -> list[CaseResult]:
+        return sorted(self.cases.get(metric, []), key=lambda case: case.badness)[: self.worst]
+
+    def listed(self, metric: str) -> list[CaseResult]:
+        """The rows reports list: all of them, or the worst when there are too many."""
+        return self.worst_of(metric) if self.truncated(metric) else self.cases.get(metric, [])

@@ -101,6 +101,8 @@ class BatchRun:
     # rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
     done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
     on_resumed: Callable[[EvaluationRow], None] = lambda row: None
+    # a conversation the run did not judge: (case, source, "budget" | "unreachable")
+    on_skip: Callable[[ConversationalEvalTestCase, Source | None, str], None] = lambda case, source, reason: None
     control: RunControl | None = None
     gate: CallGate | None = None
 
@@ -125,12 +127,13 @@ class BatchRun:
         stop = control.stopping
         workers: list[asyncio.Task] = []
 
-        def left_out(case: ConversationalEvalTestCase, metrics: list[Metric]) -> None:
+        def left_out(case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
             """Judge calls the run stopped before: skipped when the judge is unreachable;
             after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
             if control.unreachable and not control.interrupted:
                 for metric in metrics:
                     self.summary.skip_unreachable(case.id, self._missing(case, metric))
+                self.on_skip(case, source, "unreachable")
 
         async def produce() -> None:
             """Plan conversations a batch at a time, so the cache is asked once per batch."""
@@ -155,11 +158,12 @@ class BatchRun:
                     if not wanted:
                         continue
                     if stop.is_set():
-                        left_out(case, wanted)
+                        left_out(case, source, wanted)
                         continue
                     if budget is not None and budget.exhausted:
                         for metric in wanted:
                             self.summary.skip_for_budget(case.id, self._missing(case, metric))
+                        self.on_skip(case, source, "budget")
                         continue
                     plans = {metric.name: metric.plan(case, lookup=False) for metric in wanted}
                     if plans:
@@ -185,13 +189,14 @@ class BatchRun:
                         for rest in self.metrics[index:]:
                             if rest.name in plans:
                                 self.summary.skip_for_budget(case.id, self._missing(case, rest))
+                        self.on_skip(case, source, "budget")
                         return
                 try:
                     rows = await metric.evaluate(case, source, plan=plan, gate=gate)
                 except RunStopped:
                     if budget is not None:
                         budget.settle(estimate, 0.0)
-                    left_out(case, [rest for rest in self.metrics[index:] if rest.name in plans])
+                    left_out(case, source, [rest for rest in self.metrics[index:] if rest.name in plans])
                     return
                 if budget is not None:
                     budget.settle(estimate, rows[0].cost_usd)
@@ -206,7 +211,7 @@ class BatchRun:
         async def work() -> None:
             while (item := await queue.get()) is not None:
                 if stop.is_set():
-                    left_out(item[1], [metric for metric in self.metrics if metric.name in item[3]])
+                    left_out(item[1], item[2], [metric for metric in self.metrics if metric.name in item[3]])
                 else:
                     await judge(*item)
 

@@ -54,6 +54,34 @@ class EvalSettings(BaseModel):
     min_words: int | None = Field(None, ge=0)
     only: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+    min_pass_rate: float | None = Field(None, ge=0, le=1)
+    min_mean_score: float | None = Field(None, ge=0, le=1)
+    max_failures: int | None = Field(None, ge=0)
+    gates: dict[str, dict[str, float]] = Field(default_factory=dict)
+    junit: str | None = None
+    html: str | None = None
+    github: bool = False
+
+    @field_validator("gates")
+    @classmethod
+    def _known_gates(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for metric, gates in value.items():
+            for gate in gates:
+                if gate not in ("min_pass_rate", "min_mean_score", "max_failures"):
+                    raise ValueError(
+                        f"unknown gate {gate!r} for {metric} (known: min_pass_rate, min_mean_score, max_failures)"
+                    )
+        return value
+
+    @property
+    def default_gates(self) -> dict[str, float]:
+        """The gates given for every metric."""
+        named = {
+            "min_pass_rate": self.min_pass_rate,
+            "min_mean_score": self.min_mean_score,
+            "max_failures": self.max_failures,
+        }
+        return {gate: float(limit) for gate, limit in named.items() if limit is not None}
 
     @field_validator("thresholds")
     @classmethod
@@ -121,7 +149,7 @@ def resolve_settings(command_line: dict[str, Any], config_path: Path | None) -> 
     shown = config.pop("__file__", None)
     given = {key: value for key, value in command_line.items() if value is not None}
     merged = {**config, **given}
-    for key in ("weights", "thresholds"):  # per name: the command line's names over the config's
+    for key in ("weights", "thresholds", "gates"):  # per name: the command line's names over the config's
         if isinstance(config.get(key), dict) and key in given:
             merged[key] = {**config[key], **given[key]}
     try:

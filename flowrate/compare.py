@@ -1,0 +1,181 @@
+"""Comparing a run with a baseline: what changed per conversation, and per metric whether
+the drop is more than noise (a seeded, paired bootstrap of the mean score delta)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from flowrate.results import read_rows, shown_value
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240229
+
+
+class Change(BaseModel):
+    id: str
+    metric: str
+    before: str
+    after: str
+    delta: float  # score after - score before
+
+
+class MetricComparison(BaseModel):
+    metric: str
+    paired: int  # conversations judged on both sides
+    mean_before: float | None
+    mean_after: float | None
+    mean_delta: float | None
+    ci95: list[float] | None  # of the mean delta
+    pass_rate_before: float | None
+    pass_rate_after: float | None
+    only_baseline: int
+    only_current: int
+    errors_baseline: int
+    errors_current: int
+    regressions: int
+    improvements: int
+    significant_drop: bool
+
+
+class Comparison(BaseModel):
+    baseline: str
+    current: str
+    tolerance: float
+    metrics: list[MetricComparison]
+    changes: list[Change]  # regressions first, then improvements, each by size
+    warnings: list[str]
+
+    @property
+    def regressed(self) -> bool:
+        return any(metric.significant_drop for metric in self.metrics)
+
+
+def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 0.0) -> Comparison:
+    """Match two results files by (id, metric). A metric's drop is significant when the upper
+    end of the 95 % interval of its mean delta lies below -`tolerance`."""
+    before = {(row.id, row.metric): row for row in read_rows(Path(baseline))}
+    after = {(row.id, row.metric): row for row in read_rows(Path(current))}
+    warnings = _judge_warnings(before.values(), after.values())
+    metrics = sorted({metric for _, metric in before} | {metric for _, metric in after})
+    results, changes = [], []
+    for metric in metrics:
+        mine_before = {key: row for key, row in before.items() if key[1] == metric}
+        mine_after = {key: row for key, row in after.items() if key[1] == metric}
+        paired = [
+            (mine_before[key], mine_after[key])
+            for key in sorted(mine_before.keys() & mine_after.keys())
+            if mine_before[key].score is not None and mine_after[key].score is not None
+        ]
+        deltas = [new.score - old.score for old, new in paired]  # type: ignore[operator]
+        for old, new in paired:
+            if shown_value(old) != shown_value(new):
+                changes.append(
+                    Change(
+                        id=old.id,
+                        metric=metric,
+                        before=shown_value(old),
+                        after=shown_value(new),
+                        delta=round(new.score - old.score, 4),
+                    )  # type: ignore[operator]
+                )
+        interval = _bootstrap(deltas)
+        results.append(
+            MetricComparison(
+                metric=metric,
+                paired=len(paired),
+                mean_before=_mean([old.score for old, _ in paired]),
+                mean_after=_mean([new.score for _, new in paired]),
+                mean_delta=_mean(deltas),
+                ci95=interval,
+                pass_rate_before=_rate(mine_before.values()),
+                pass_rate_after=_rate(mine_after.values()),
+                only_baseline=len(mine_before.keys() - mine_after.keys()),
+                only_current=len(mine_after.keys() - mine_before.keys()),
+                errors_baseline=sum(row.error is not None for row in mine_before.values()),
+                errors_current=sum(row.error is not None for row in mine_after.values()),
+                regressions=sum(delta < 0 for delta in deltas),
+                improvements=sum(delta > 0 for delta in deltas),
+                significant_drop=interval is not None and interval[1] < -tolerance,
+            )
+        )
+    changes.sort(key=lambda change: (change.delta >= 0, change.delta if change.delta < 0 else -change.delta, change.id))
+    return Comparison(
+        baseline=str(baseline),
+        current=str(current),
+        tolerance=tolerance,
+        metrics=results,
+        changes=changes,
+        warnings=warnings,
+    )
+
+
+def _judge_warnings(before, after) -> list[str]:
+    warnings = []
+    for what in ("model", "rubric_version"):
+        old = sorted({getattr(row, what) for row in before})
+        new = sorted({getattr(row, what) for row in after})
+        if old != new:
+            warnings.append(
+                f"the two files were judged with different {what.replace('_', ' ')}s ({', '.join(old)} vs {', '.join(new)}):"
+                " a different judge, so changes may not be the bot's"
+            )
+    return warnings
+
+
+def _bootstrap(deltas: list[float]) -> list[float] | None:
+    """The 95 % interval of the mean delta, by a seeded bootstrap over the paired conversations
+    (sorted by id by the caller, so the same files give the same interval)."""
+    if len(deltas) < 2:
+        return None
+    import numpy as np
+
+    values = np.array(deltas, dtype=float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = values[rng.integers(0, len(values), size=(BOOTSTRAP_RESAMPLES, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return [round(float(low), 4), round(float(high), 4)]
+
+
+def _mean(values: list) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _rate(rows) -> float | None:
+    judged = [row for row in rows if row.score is not None]
+    return round(sum(bool(row.success) for row in judged) / len(judged), 4) if judged else None
+
+
+def markdown(comparison: Comparison, limit: int = 20) -> str:
+    """A fragment for a pull-request comment."""
+    lines = [
+        "### flowrate: compared with the baseline",
+        "",
+        "| metric | paired | mean before | mean after | delta (95% CI) | pass rate | verdict |",
+        "|---|---:|---:|---:|---|---|---|",
+    ]
+    for metric in comparison.metrics:
+        interval = "" if metric.ci95 is None else f" [{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
+        delta = "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}{interval}"
+        rate = f"{_pct(metric.pass_rate_before)} → {_pct(metric.pass_rate_after)}"
+        verdict = "**significant drop**" if metric.significant_drop else "ok"
+        lines.append(
+            f"| `{metric.metric}` | {metric.paired} | {_num(metric.mean_before)} | {_num(metric.mean_after)} | {delta} | {rate} | {verdict} |"
+        )
+    regressions = [change for change in comparison.changes if change.delta < 0][:limit]
+    if regressions:
+        lines += ["", "**Regressions**", ""] + [
+            f"- `{change.id}` `{change.metric}`: {change.before} → {change.after}" for change in regressions
+        ]
+    if comparison.warnings:
+        lines += ["", *[f"> {warning}" for warning in comparison.warnings]]
+    return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"

@@ -1,0 +1,45 @@
+"""Reports for people and CI systems: JUnit XML, GitHub's step summary and annotations, and
+a self-contained HTML page. They read results (a `ReportBook` and a `RunSummary`) only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flowrate.models import ConversationalEvalTestCase
+from flowrate.results import ReportBook, RunSummary
+
+
+def write_reports(
+    book: ReportBook,
+    summary: RunSummary,
+    *,
+    junit: str | None = None,
+    html: str | None = None,
+    github: bool = False,
+    transcripts: dict[str, ConversationalEvalTestCase] | None = None,
+    annotate: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Write the reports a run asked for; returns one notice per report written.
+
+    `annotate` takes each GitHub annotation line (None: annotations are not written)."""
+    notices = []
+    if junit:
+        from flowrate.reports.junit import write_junit
+
+        write_junit(junit, book, summary)
+        notices.append(f"JUnit report: {junit}")
+    if html:
+        from flowrate.reports.html import write_html
+
+        write_html(html, book, summary, transcripts or {})
+        notices.append(f"HTML report: {html}")
+    if github:
+        from flowrate.reports.github import annotations, append_summary, step_summary
+
+        target = append_summary(step_summary(book, summary))
+        if target is not None:
+            notices.append(f"GitHub step summary appended to {target}")
+        if annotate is not None:
+            for line in annotations(book):
+                annotate(line)
+    return notices

@@ -1,0 +1,165 @@
+"""One self-contained HTML page for a run: no network, no CDN, everything inline.
+
+It holds each metric's totals with its distribution drawn as an SVG bar chart, a sortable,
+filterable table of rows, and, for each conversation, its transcript with every key issue
+shown at the turn it names. Texts are capped so a 10,000-conversation page stays a few MB.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import orjson
+
+from flowrate.models import ConversationalEvalTestCase
+from flowrate.results import ReportBook, RunSummary
+
+TEXT_LIMIT = 600  # characters of one message shown; the rest is cut in the middle
+TURN = re.compile(r"^\s*turns?\s+((?:\d+\s*(?:,|and|to|-|&)?\s*)+)", re.IGNORECASE)
+
+
+def issue_turns(issue: str) -> list[int]:
+    """The turns a key issue names at its start: `turn 3: ...`, `turns 1 and 3: ...`."""
+    match = TURN.match(issue)
+    return [int(number) for number in re.findall(r"\d+", match.group(1))] if match else []
+
+
+def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]) -> str:
+    """The page, as text."""
+    rows = [case.model_dump() for metric in book.cases for case in book.listed(metric)]
+    shown_ids = {row["id"] for row in rows}
+    conversations = {
+        key: [
+            [_cap(turn.input), None if turn.actual_output is None else _cap(turn.actual_output)] for turn in case.turns
+        ]
+        for key, case in transcripts.items()
+        if key in shown_ids
+    }
+    data = orjson.dumps({"rows": rows, "transcripts": conversations}).decode().replace("</", "<\\/")
+    cards = "\n".join(_card(name, stats, book) for name, stats in summary.metrics.items())
+    return PAGE.replace("{{cards}}", cards).replace("{{data}}", data)
+
+
+def write_html(
+    path: str | Path, book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]
+) -> None:
+    Path(path).write_text(render(book, summary, transcripts), encoding="utf-8")
+
+
+def _cap(text: str) -> str:
+    if len(text) <= TEXT_LIMIT:
+        return text
+    half = TEXT_LIMIT // 2
+    return text[:half] + " […] " + text[-half:]
+
+
+def _card(name: str, stats, book: ReportBook) -> str:
+    values = sorted(stats.distribution, key=lambda value: stats.value_scores[value], reverse=True)
+    peak = max(stats.distribution.values(), default=1)
+    bars = []
+    for index, value in enumerate(values):
+        count = stats.distribution[value]
+        height = round(80 * count / peak)
+        x = 10 + index * 48
+        bars.append(
+            f'<rect x="{x}" y="{90 - height}" width="36" height="{height}" class="bar"><title>{html.escape(value)}: {count}</title></rect>'
+            f'<text x="{x + 18}" y="104" text-anchor="middle">{html.escape(value)}</text>'
+            f'<text x="{x + 18}" y="{86 - height}" text-anchor="middle">{count}</text>'
+        )
+    width = 20 + 48 * max(len(values), 1)
+    rate = "n/a" if stats.pass_rate is None else f"{stats.pass_rate:.1%}"
+    mean = "n/a" if stats.mean_score is None else f"{stats.mean_score:.3f}"
+    note = (
+        f" <em>(the {len(book.listed(name))} worst rows listed of {book.counts.get(name, 0)})</em>"
+        if book.truncated(name)
+        else ""
+    )
+    return (
+        f'<div class="card"><h3>{html.escape(name)}</h3>'
+        f"<p>{stats.rows} rows, pass rate {rate}, mean score {mean}, {stats.errors} errors{note}</p>"
+        f'<svg class="chart" data-metric="{html.escape(name)}" width="{width}" height="110" role="img">{"".join(bars)}</svg></div>'
+    )
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>flowrate report</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+.cards{display:flex;flex-wrap:wrap;gap:1em}.card{border:1px solid #ccc;border-radius:6px;padding:.5em 1em}
+.bar{fill:#4a7bd0}svg text{font-size:10px}
+table{border-collapse:collapse;width:100%;margin-top:.5em}th,td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left}
+th{cursor:pointer;background:#f4f4f4}tr.fail td{background:#fff3f3}tr.error td{background:#fff8e0}tr.row{cursor:pointer}
+#transcript{margin-top:1em;border-top:2px solid #888;padding-top:.5em}.turn{margin:.4em 0;padding:.3em;border-left:3px solid #ccc}
+.user{color:#333}.assistant{color:#174}.issue{color:#b00;font-weight:600}
+</style></head><body>
+<h1>flowrate report</h1>
+<section class="cards" id="totals">{{cards}}</section>
+<section id="conversations"><h2>Rows</h2>
+<label>filter <input id="filter" placeholder="id, metric, reason…"></label>
+<label>show <select id="status"><option value="">all</option><option value="fail">failures</option><option value="error">errors</option><option value="pass">passes</option></select></label>
+<span id="count"></span>
+<table id="results"><thead><tr><th data-key="id">conversation</th><th data-key="metric">metric</th><th data-key="value">verdict / rating</th><th data-key="score">score</th><th data-key="status">result</th><th data-key="cost_usd">cost (USD)</th><th data-key="error">error</th></tr></thead><tbody></tbody></table>
+</section>
+<section id="transcript"><p>Click a row to see its conversation.</p></section>
+<script type="application/json" id="data">{{data}}</script>
+<script>
+"use strict";
+const data = JSON.parse(document.getElementById("data").textContent);
+const rows = data.rows.map(r => Object.assign(r, {status: r.error ? "error" : (r.success ? "pass" : "fail")}));
+const body = document.querySelector("#results tbody");
+let sortKey = null, ascending = true;
+function text(value) { return value === null || value === undefined ? "" : String(value); }
+function cell(tr, value) { const td = document.createElement("td"); td.textContent = text(value); tr.appendChild(td); }
+function draw() {
+  const needle = document.getElementById("filter").value.toLowerCase();
+  const status = document.getElementById("status").value;
+  let shown = rows.filter(r => (!status || r.status === status) &&
+    (!needle || [r.id, r.metric, r.reason, r.error, (r.key_issues || []).join(" ")].join(" ").toLowerCase().includes(needle)));
+  if (sortKey) shown.sort((a, b) => { const x = a[sortKey], y = b[sortKey];
+    const order = (typeof x === "number" && typeof y === "number") ? x - y : text(x).localeCompare(text(y));
+    return ascending ? order : -order; });
+  body.replaceChildren();
+  for (const r of shown) {
+    const tr = document.createElement("tr");
+    tr.className = "row " + r.status;
+    tr.dataset.id = r.id;
+    [r.id, r.metric, r.value, r.score, r.status, r.cost_usd, r.error].forEach(v => cell(tr, v));
+    tr.addEventListener("click", () => show(r.id));
+    body.appendChild(tr);
+  }
+  document.getElementById("count").textContent = shown.length + " of " + rows.length + " rows";
+}
+function turnsOf(issue) {
+  const m = /^\\s*turns?\\s+((?:\\d+\\s*(?:,|and|to|-|&)?\\s*)+)/i.exec(issue);
+  return m ? (m[1].match(/\\d+/g) || []).map(Number) : [];
+}
+function show(id) {
+  const box = document.getElementById("transcript");
+  box.replaceChildren();
+  const title = document.createElement("h2"); title.textContent = id; box.appendChild(title);
+  const turns = data.transcripts[id];
+  const issues = {};
+  for (const r of rows.filter(r => r.id === id)) for (const issue of r.key_issues || [])
+    for (const n of turnsOf(issue)) (issues[n] = issues[n] || []).push(r.metric + ": " + issue);
+  if (!turns) { const p = document.createElement("p"); p.textContent = "No transcript: give the input files with --inputs."; box.appendChild(p); return; }
+  turns.forEach((turn, index) => {
+    const n = index + 1, div = document.createElement("div");
+    div.className = "turn"; div.dataset.turn = n;
+    const head = document.createElement("strong"); head.textContent = "turn " + n; div.appendChild(head);
+    const user = document.createElement("div"); user.className = "user"; user.textContent = "user: " + turn[0]; div.appendChild(user);
+    const bot = document.createElement("div"); bot.className = "assistant";
+    bot.textContent = "assistant: " + (turn[1] === null ? "(no reply)" : turn[1]); div.appendChild(bot);
+    for (const issue of issues[n] || []) { const p = document.createElement("div"); p.className = "issue"; p.textContent = issue; div.appendChild(p); }
+    box.appendChild(div);
+  });
+}
+document.querySelectorAll("#results th").forEach(th => th.addEventListener("click", () => {
+  ascending = sortKey === th.dataset.key ? !ascending : true; sortKey = th.dataset.key; draw(); }));
+document.getElementById("filter").addEventListener("input", draw);
+document.getElementById("status").addEventListener("change", draw);
+draw();
+</script></body></html>
+"""
