@@ -256,35 +256,19 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     regressions first."""
     for warning in comparison.warnings:
         console.print(f"flowrate: warning: {warning}", markup=False, highlight=False)
-    table = Table(title=f"{comparison.current} against {comparison.baseline}", title_justify="left")
-    for column in (
-        "metric",
-        "paired",
-        "mean before",
-        "mean after",
-        "delta",
-        "95% interval",
-        "pass rate",
-        "only one side",
-        "errors",
-        "verdict",
-    ):
-        table.add_column(column)
+    console.print(f"{comparison.current} against {comparison.baseline}:", markup=False, highlight=False)
     for metric in comparison.metrics:
-        interval = "" if metric.ci95 is None else f"[{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
-        table.add_row(
-            metric.metric,
-            str(metric.paired),
-            _number(metric.mean_before),
-            _number(metric.mean_after),
-            "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}",
-            interval,
-            f"{_share(metric.pass_rate_before)} -> {_share(metric.pass_rate_after)}",
-            f"{metric.only_baseline} / {metric.only_current}",
-            f"{metric.errors_baseline} / {metric.errors_current}",
-            "SIGNIFICANT DROP" if metric.significant_drop else "ok",
+        interval = "" if metric.ci95 is None else f" [{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
+        delta = "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}{interval}"
+        verdict = "SIGNIFICANT DROP" if metric.significant_drop else "ok"
+        console.print(
+            f"  {metric.metric}: {verdict}; mean {_number(metric.mean_before)} -> {_number(metric.mean_after)},"
+            f" delta {delta} over {metric.paired} paired; pass rate {_share(metric.pass_rate_before)} ->"
+            f" {_share(metric.pass_rate_after)}; only in baseline {metric.only_baseline}, only in current"
+            f" {metric.only_current}; errors {metric.errors_baseline} -> {metric.errors_current}",
+            markup=False,
+            highlight=False,
         )
-    console.print(table)
     notes = [
         f"{change.id} [{change.metric}]: {change.before} -> {change.after} ({change.delta:+.4f})"
         for change in comparison.changes

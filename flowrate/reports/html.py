@@ -64,9 +64,9 @@ def _card(name: str, stats, book: ReportBook) -> str:
         height = round(80 * count / peak)
         x = 10 + index * 48
         bars.append(
-            f'<rect x="{x}" y="{90 - height}" width="36" height="{height}" class="bar"><title>{html.escape(value)}: {count}</title></rect>'
-            f'<text x="{x + 18}" y="104" text-anchor="middle">{html.escape(value)}</text>'
-            f'<text x="{x + 18}" y="{86 - height}" text-anchor="middle">{count}</text>'
+            f'<rect x="{x}" y="{100 - height}" width="36" height="{height}" class="bar"><title>{html.escape(value)}: {count}</title></rect>'
+            f'<text x="{x + 18}" y="114" text-anchor="middle">{html.escape(value)}</text>'
+            f'<text x="{x + 18}" y="{96 - height}" text-anchor="middle">{count}</text>'
         )
     width = 20 + 48 * max(len(values), 1)
     rate = "n/a" if stats.pass_rate is None else f"{stats.pass_rate:.1%}"
@@ -79,7 +79,7 @@ def _card(name: str, stats, book: ReportBook) -> str:
     return (
         f'<div class="card"><h3>{html.escape(name)}</h3>'
         f"<p>{stats.rows} rows, pass rate {rate}, mean score {mean}, {stats.errors} errors{note}</p>"
-        f'<svg class="chart" data-metric="{html.escape(name)}" width="{width}" height="110" role="img">{"".join(bars)}</svg></div>'
+        f'<svg class="chart" data-metric="{html.escape(name)}" width="{width}" height="120" role="img">{"".join(bars)}</svg></div>'
     )
 
 
