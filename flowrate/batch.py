@@ -15,7 +15,16 @@ from typing import BinaryIO
 from flowrate.cache import ResponseCache, default_cache_dir
 from flowrate.catalog import build_metrics
 from flowrate.exit_codes import ConfigError, InputError
-from flowrate.inputs import SKIP_INVALID_HINT, InputSet, ScanReport, Selection, iter_cases, raise_for_problems, scan
+from flowrate.inputs import (
+    SKIP_INVALID_HINT,
+    InputSet,
+    ScanReport,
+    Selection,
+    chat_date,
+    iter_cases,
+    raise_for_problems,
+    scan,
+)
 from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
 from flowrate.reports.github import in_github
 from flowrate.results import DryRunEstimate, ReportBook, RunSummary, read_rows, repair_partial_tail, rewrite_rows
@@ -142,6 +151,7 @@ class FileRun:
             tpm=self.settings.tpm,
             max_cost_usd=self.settings.max_cost,
             done=done,
+            chat_date=lambda case: chat_date(case, self.settings.date_field),
         )
         run.summary.expected_rows = self.total_rows
         run.summary.skip_invalid(self.scan.invalid, self.scan.problems)

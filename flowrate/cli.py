@@ -292,6 +292,12 @@ MaxFailuresOption = Annotated[
         "--max-failures", env="FLOWRATE_MAX_FAILURES", help="Gate: each metric may have at most this many failing rows."
     ),
 ]
+HistoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--history", envvar="FLOWRATE_HISTORY", help="The history: a DuckDB file of every run's rows and labels."
+    ),
+]
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -405,6 +411,15 @@ def eval_command(
             help="Write GitHub's step summary and annotations (on by itself when GITHUB_ACTIONS=true).",
         ),
     ] = None,
+    date_field: Annotated[
+        str | None,
+        _option(
+            "--date-field",
+            env="FLOWRATE_DATE_FIELD",
+            help="The metadata field with the chat's date. [default: chat_date, started_at or timestamp]",
+        ),
+    ] = None,
+    history: HistoryOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""
@@ -429,6 +444,8 @@ def eval_command(
         raise typer.Exit(int(summary.exit_code))
     print_summary(stderr(), summary, settings.output)
     _write_reports(run, summary, settings, paths)
+    if settings.history:
+        _append_history(settings)
     if summary.unreachable:
         _say(
             f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
@@ -437,6 +454,19 @@ def eval_command(
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         _say(f"resume with: {_continue_command('--resume')}")
     raise typer.Exit(int(summary.exit_code))
+
+
+def _append_history(settings: Any) -> None:
+    from flowrate.history import connect, import_results
+
+    if settings.output == "-":
+        _say("flowrate: --history needs --output to be a file; the history was not updated")
+        return
+    try:
+        added = import_results(connect(settings.history), settings.output)
+    except FlowrateError as error:
+        raise _fail(error) from None
+    _say(f"flowrate: history {settings.history}: {added} new row(s)")
 
 
 def _write_reports(run: Any, summary: Any, settings: Any, paths: list[str]) -> None:
@@ -729,6 +759,213 @@ def compare_command(
     worse = any(change.delta < 0 for change in comparison.changes)
     failed = comparison.regressed or (fail_on_any_regression and worse)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
+
+
+labels_app = typer.Typer(
+    help="Human labels: a template to fill in, and importing them into the history.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(labels_app, name="labels")
+history_app = typer.Typer(
+    help="The history: a DuckDB file of every run, its rows and the labels.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(history_app, name="history")
+ResultsPaths = Annotated[list[str] | None, typer.Argument(help="Results files (flowrate eval -o FILE).")]
+
+
+@labels_app.command("template")
+def labels_template_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The CSV to write.")] = "labels.csv",
+    sample: Annotated[
+        float | None, typer.Option("--sample", help="Keep this fraction of conversations, by a seeded id hash.")
+    ] = None,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="The seed of --sample.")] = 0,
+) -> None:
+    """Write the CSV a person fills in: id, metric, the judge's score and reason, empty label columns."""
+    from flowrate.labels import write_template
+
+    try:
+        rows = _rows_of(paths)
+        written = write_template(rows, output, sample, sample_seed)
+    except FlowrateError as error:
+        raise _fail(error) from None
+    except OSError as error:
+        raise _fail(ConfigError(f"--output {output}: cannot be written: {error.strerror}")) from None
+    _say(f"{written} row(s) to label in {output}: fill in one of rating, verdict or score, and labeled_at")
+
+
+@labels_app.command("import")
+def labels_import_command(
+    path: Annotated[Path, typer.Argument(help="A labels file, JSONL or CSV.")],
+    history: HistoryOption = None,
+) -> None:
+    """Add labels to the history (each distinct label once)."""
+    from flowrate.history import connect, import_labels, stored_rows
+    from flowrate.labels import Scales, read_labels
+
+    try:
+        connection = connect(_need_history(history))
+        added = import_labels(connection, read_labels(path, Scales(stored_rows(connection))))
+    except FlowrateError as error:
+        raise _fail(error) from None
+    _say(f"{added} new label(s) in {history}")
+
+
+@history_app.command("import")
+def history_import_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
+    history: HistoryOption = None,
+) -> None:
+    """Add results files to the history; a row already there is not added again."""
+    from flowrate.history import connect, import_results
+
+    try:
+        connection = connect(_need_history(history))
+        added = [import_results(connection, path) for path in paths]
+    except FlowrateError as error:
+        raise _fail(error) from None
+    _say(f"{sum(added)} new row(s) in {history} from {len(paths)} file(s)")
+
+
+def _need_history(history: str | None) -> str:
+    if not history:
+        raise ConfigError("--history PATH (or FLOWRATE_HISTORY) names the history file")
+    return history
+
+
+def _rows_of(paths: list[str]) -> list:
+    from flowrate.results import read_rows
+
+    return [row for path in paths for row in read_rows(Path(path))]
+
+
+def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: Path | None):
+    """Rows from results files, or else from the history; labels from the file, or else the history's."""
+    from flowrate.labels import Scales, read_labels
+
+    connection = None
+    if paths:
+        rows = _rows_of(paths)
+    elif history:
+        from flowrate.history import connect, stored_rows
+
+        connection = connect(history)
+        rows = stored_rows(connection)
+    else:
+        raise ConfigError("give results files, or --history PATH")
+    if labels_file is not None:
+        labels = read_labels(labels_file, Scales(rows))
+    elif connection is not None:
+        from flowrate.history import stored_labels
+
+        labels = stored_labels(connection)
+    else:
+        labels = None
+    return rows, labels
+
+
+@app.command("calibrate")
+def calibrate_command(
+    paths: ResultsPaths = None,
+    labels: Annotated[
+        Path | None, typer.Option("--labels", help="Human labels, JSONL or CSV. [default: the history's]")
+    ] = None,
+    history: HistoryOption = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="The day the window ends (YYYY-MM-DD). [default: today]")
+    ] = None,
+    window: Annotated[
+        str, typer.Option("--window", help="Labels dated in this window count: months (6mo) or days (90d).")
+    ] = "6mo",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    adjusted_output: Annotated[
+        str | None, typer.Option("--adjusted-output", help="Write the rows with adjusted_score added here.")
+    ] = None,
+) -> None:
+    """How far the judge sits from human labels, per metric, and scores adjusted by that band."""
+    from datetime import date
+
+    import orjson
+
+    from flowrate.calibration import adjusted_rows, calibrate
+    from flowrate.report import print_calibration
+
+    try:
+        rows, found = _rows_and_labels(paths, history, labels)
+        if found is None:
+            raise ConfigError("--labels FILE names the human labels (or --history with labels imported)")
+        try:
+            day = date.fromisoformat(as_of) if as_of else date.today()
+        except ValueError:
+            raise ConfigError(f"option as-of: {as_of!r} is not a date (YYYY-MM-DD)") from None
+        report, bands = calibrate(rows, found, day, window)
+        if adjusted_output:
+            with open(adjusted_output, "wb") as handle:
+                for item in adjusted_rows(rows, bands):
+                    handle.write(orjson.dumps(item) + b"\n")
+    except FlowrateError as error:
+        raise _fail(error) from None
+    except OSError as error:
+        raise _fail(ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}")) from None
+    print_calibration(stderr(), report)
+    if as_json:
+        typer.echo(orjson.dumps(report).decode())
+
+
+@app.command("trends")
+def trends_command(
+    paths: ResultsPaths = None,
+    history: HistoryOption = None,
+    by: Annotated[str, typer.Option("--by", help="day, week (ISO weeks) or month.")] = "week",
+    date_kind: Annotated[
+        str, typer.Option("--date", help="evaluated: the day a row was judged; chat: the day the chat happened.")
+    ] = "evaluated",
+    metric: Annotated[str | None, typer.Option("--metric", help="Only this metric.")] = None,
+    labels: Annotated[
+        Path | None, typer.Option("--labels", help="Human labels, JSONL or CSV. [default: the history's]")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the trend as JSON on stdout.")] = False,
+    html: Annotated[
+        str | None, typer.Option("--html", help="Write a self-contained page with a chart per metric here.")
+    ] = None,
+) -> None:
+    """Per period and metric: conversations, mean score, pass rate; with labels, the mean human
+    score, the adjusted mean and the deviation band."""
+    import orjson
+
+    from flowrate.history import connect, import_results, replace_labels
+    from flowrate.labels import Scales, read_labels
+    from flowrate.report import print_trends
+    from flowrate.trends import render_html, trends
+
+    try:
+        if paths:
+            connection = connect(None)
+            for path in paths:
+                import_results(connection, path)
+        elif history:
+            connection = connect(history)
+        else:
+            raise ConfigError("give results files, or --history PATH")
+        if labels is not None:
+            replace_labels(connection, read_labels(labels, Scales(_rows_of(paths) if paths else None)))
+        with_labels = connection.execute("SELECT count(*) FROM labels").fetchone()[0] > 0
+        items = trends(connection, by, date_kind, metric, with_labels)
+        if html:
+            Path(html).write_text(render_html(items), encoding="utf-8")
+    except FlowrateError as error:
+        raise _fail(error) from None
+    except OSError as error:
+        raise _fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+    print_trends(stderr(), items)
+    if html:
+        _say(f"HTML trends: {html}")
+    if as_json:
+        typer.echo(orjson.dumps(items).decode())
 
 
 cache_app = typer.Typer(

@@ -109,6 +109,7 @@ class EvaluationRow(BaseModel):
     error: ErrorInfo | None = None
     rubric_version: str
     evaluated_at: datetime  #: when the verdict (or the error) arrived
+    chat_date: str | None = None  #: when the chat happened (YYYY-MM-DD), from its metadata
     number_of_turns: int = 0
     truncated: bool = False  #: the middle of the conversation was left out to fit the judge's context
     samples: int = 1  #: verdicts asked for; the row carries the majority

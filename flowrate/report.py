@@ -283,3 +283,87 @@ def _number(value: float | None) -> str:
 
 def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def print_calibration(console: Console, report: dict) -> None:
+    """Per metric: labels, labeled conversations, the two deviations, the band, mean and adjusted mean."""
+    table = Table(
+        title=f"Calibration as of {report['as_of']} (labels of the last {report['window']})", title_justify="left"
+    )
+    for column in (
+        "metric",
+        "labels",
+        "labeled",
+        "upper (n)",
+        "lower (n)",
+        "error band",
+        "mean score",
+        "mean adjusted",
+    ):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+
+    def deviation(item: dict | None) -> str:
+        return "none" if item is None else f"{item['deviation']:+.4f} ({item['n']})"
+
+    for name, figures in report["metrics"].items():
+        table.add_row(
+            name,
+            str(figures["labels"]),
+            str(figures["labeled_conversations"]),
+            deviation(figures["upper"]),
+            deviation(figures["lower"]),
+            "none" if figures["error_band"] is None else f"{figures['error_band']:+.4f}",
+            _number(figures["mean_score"]),
+            _number(figures["mean_adjusted"]),
+        )
+    console.print(table)
+    satisfaction = report["user_satisfaction"]
+    if satisfaction is not None:
+        gap = "none" if satisfaction["mean_gap"] is None else f"{satisfaction['mean_gap']:+.4f}"
+        console.print(
+            f"user_satisfaction: {satisfaction['labeled_conversations']} labeled conversation(s), mean gap {gap},"
+            f" upper {deviation(satisfaction['upper'])}, lower {deviation(satisfaction['lower'])},"
+            f" mean auto {_number(satisfaction['mean_auto'])}, mean adjusted {_number(satisfaction['mean_adjusted'])}",
+            markup=False,
+            highlight=False,
+        )
+
+
+def print_trends(console: Console, items: list[dict]) -> None:
+    """A table per period and metric, and a sparkline of each metric's mean score."""
+    from flowrate.trends import sparkline
+
+    table = Table(title="Trends", title_justify="left")
+    for column in (
+        "period",
+        "metric",
+        "conversations",
+        "mean score",
+        "pass rate",
+        "mean label",
+        "mean adjusted",
+        "band",
+    ):
+        table.add_column(column)
+    for item in items:
+        band = (
+            ""
+            if item["upper"] is None and item["lower"] is None
+            else f"{item['lower'] or 0:+.3f} / {item['upper'] or 0:+.3f}"
+        )
+        table.add_row(
+            item["period"],
+            item["metric"],
+            str(item["conversations"]),
+            _number(item["mean_score"]),
+            _share(item["pass_rate"]),
+            _number(item["mean_label"]),
+            _number(item["mean_adjusted"]),
+            band,
+        )
+    console.print(table)
+    periods = sorted({item["period"] for item in items})
+    for metric in dict.fromkeys(item["metric"] for item in items):
+        points = {item["period"]: item["mean_score"] for item in items if item["metric"] == metric}
+        line = sparkline([points.get(period) for period in periods])
+        console.print(f"{metric}: {line}  ({periods[0]} to {periods[-1]})", markup=False, highlight=False)

@@ -105,6 +105,7 @@ class BatchRun:
     on_skip: Callable[[ConversationalEvalTestCase, Source | None, str], None] = lambda case, source, reason: None
     control: RunControl | None = None
     gate: CallGate | None = None
+    chat_date: Callable[[ConversationalEvalTestCase], str | None] = lambda case: None
 
     def _missing(self, case: ConversationalEvalTestCase, metric: Metric) -> int:
         """Rows of `metric` for `case` that the output does not hold yet."""
@@ -205,6 +206,7 @@ class BatchRun:
                         return  # nobody reads the rows any more
                     if (row.id, row.metric) in self.done:
                         continue  # a resumed suite: this criterion's row is in the file already
+                    row.chat_date = self.chat_date(case)
                     self.summary.add(row, order)
                     self.on_row(row)
 

@@ -59,6 +59,8 @@ class EvalSettings(BaseModel):
     max_failures: int | None = Field(None, ge=0)
     gates: dict[str, dict[str, float]] = Field(default_factory=dict)
     junit: str | None = None
+    date_field: str | None = None
+    history: str | None = None
     html: str | None = None
     github: bool = False
 

@@ -34,6 +34,7 @@ ROW_FIELDS = [
     "error",
     "rubric_version",
     "evaluated_at",
+    "chat_date",
     "number_of_turns",
     "truncated",
     "samples",

@@ -1,0 +1,174 @@
+"""Calibration: how far the judge sits from people, per metric, and scores adjusted by it.
+
+For each metric, over the labeled conversations (labels dated inside the window), with
+a = the judge's score and h = the mean label, both row scores in [0, 1], delta = h - a:
+
+- upper deviation: when MORE than 30 conversations have delta > 0, drop the floor(10 %) with
+  the largest |delta| and take the mean delta of the rest ("the main 90 %"); else none;
+- lower deviation: the same over delta < 0 (a negative number);
+- error band: when AT LEAST 30 conversations have a nonzero delta, SUM(h - a) over them / their
+  number; adjusted score = judge score + error band, clamped to [0, 1]. Else no band, and the
+  adjusted score is the judge score.
+
+User satisfaction: auto = the weighted mean of the judge's criteria scores (the weights on the
+`user_satisfaction` rows); human = the same mean with the label where a criterion is labeled;
+gap = human - auto, over conversations with at least one labeled criterion; bands as above;
+adjusted = auto + SUM(gap) / (conversations with a label), clamped, when there are at least 30
+of them. The source's "adjusted = SUM(gap) / distinct evaluations" is read as that band added
+to auto, as at the metric level.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from collections import defaultdict
+from datetime import date, timedelta
+
+from flowrate.exit_codes import ConfigError
+from flowrate.labels import Label
+from flowrate.results import EvaluationRow
+from flowrate.rubric import USER_SATISFACTION
+
+MORE_THAN = 30  # cases on one side before a deviation is reported
+AT_LEAST = 30  # conversations with a nonzero delta before the band adjusts scores
+OUTLIER_SHARE = 0.10
+
+
+def window_start(as_of: date, window: str) -> date:
+    """The first day inside `window` (`6mo`: six calendar months, `90d`: ninety days) before `as_of`."""
+    match = re.fullmatch(r"(\d+)(mo|d)", window.strip())
+    if not match:
+        raise ConfigError(f"option window: {window!r} must be months (6mo) or days (90d)")
+    count, unit = int(match.group(1)), match.group(2)
+    if unit == "d":
+        return as_of - timedelta(days=count)
+    month = as_of.month - count
+    year = as_of.year + (month - 1) // 12
+    month = (month - 1) % 12 + 1
+    return date(year, month, min(as_of.day, calendar.monthrange(year, month)[1]))
+
+
+def in_window(labels: list[Label], as_of: date, window: str) -> list[Label]:
+    start = window_start(as_of, window)
+    return [label for label in labels if start <= label.labeled_at <= as_of]
+
+
+def side(deltas: list[float]) -> dict | None:
+    """{"n", "deviation"} for one side, or None when it has not more than `MORE_THAN` cases."""
+    if len(deltas) <= MORE_THAN:
+        return None
+    kept = sorted(deltas, key=abs)[: len(deltas) - math.floor(len(deltas) * OUTLIER_SHARE)]
+    return {"n": len(deltas), "deviation": round(sum(kept) / len(kept), 4)}
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[dict, float | None]:
+    """One metric's figures (the JSON shape), and its error band (None: no adjustment)."""
+    judged = {row.id: row.score for row in rows if row.score is not None}
+    by_conversation: dict[str, list[float]] = defaultdict(list)
+    for label in labels:
+        by_conversation[label.conversation_id].append(label.score)
+    deltas = {key: sum(scores) / len(scores) - judged[key] for key, scores in by_conversation.items() if key in judged}
+    nonzero = [delta for delta in deltas.values() if delta != 0]
+    band = sum(nonzero) / len(nonzero) if len(nonzero) >= AT_LEAST else None
+    scores = list(judged.values())
+    adjusted = [_clamp(score + band) for score in scores] if band is not None else scores
+    figures = {
+        "labels": len(labels),
+        "labeled_conversations": len(deltas),
+        "upper": side([delta for delta in deltas.values() if delta > 0]),
+        "lower": side([delta for delta in deltas.values() if delta < 0]),
+        "error_band": None if band is None else round(band, 4),
+        "mean_score": _mean(scores),
+        "mean_adjusted": _mean(adjusted),
+    }
+    return figures, band
+
+
+def calibrate_satisfaction(rows: list[EvaluationRow], labels: list[Label]) -> tuple[dict | None, float | None]:
+    """The user_satisfaction figures (None when no row is a user_satisfaction row) and its band."""
+    satisfaction = [row for row in rows if row.metric == USER_SATISFACTION and row.score is not None]
+    if not satisfaction:
+        return None, None
+    criteria: dict[str, dict[str, float]] = defaultdict(dict)
+    for row in rows:
+        if row.score is not None and row.suite is not None and row.metric != USER_SATISFACTION:
+            criteria[row.id][row.metric] = row.score
+    labeled: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for label in labels:
+        labeled[label.conversation_id][label.metric].append(label.score)
+    gaps, autos = [], []
+    for row in satisfaction:
+        weights = row.weights or {}
+        judge = criteria.get(row.id, {})
+        auto = row.score
+        autos.append(auto)
+        mine = {name: scores for name, scores in labeled.get(row.id, {}).items() if name in judge}
+        if not mine:
+            continue
+        human_scores = {
+            name: (sum(mine[name]) / len(mine[name]) if name in mine else score) for name, score in judge.items()
+        }
+        total = sum(weights.get(name, 1.0) for name in human_scores)
+        human = sum(score * weights.get(name, 1.0) for name, score in human_scores.items()) / total
+        gaps.append(human - auto)
+    band = sum(gaps) / len(gaps) if len(gaps) >= AT_LEAST else None
+    adjusted = [_clamp(auto + band) for auto in autos] if band is not None else autos
+    return {
+        "labeled_conversations": len(gaps),
+        "mean_gap": _mean(gaps),
+        "upper": side([gap for gap in gaps if gap > 0]),
+        "lower": side([gap for gap in gaps if gap < 0]),
+        "mean_auto": _mean(autos),
+        "mean_adjusted": _mean(adjusted),
+    }, band
+
+
+def calibrate(
+    rows: list[EvaluationRow], labels: list[Label], as_of: date, window: str
+) -> tuple[dict, dict[str, float]]:
+    """The calibration report (the documented JSON shape) and each metric's error band.
+    Every row counts; the window limits labels only."""
+    kept = in_window(labels, as_of, window)
+    by_metric_rows: dict[str, list[EvaluationRow]] = defaultdict(list)
+    for row in rows:
+        by_metric_rows[row.metric].append(row)
+    by_metric_labels: dict[str, list[Label]] = defaultdict(list)
+    for label in kept:
+        by_metric_labels[label.metric].append(label)
+    metrics, bands = {}, {}
+    for metric in sorted(by_metric_rows):
+        if metric == USER_SATISFACTION:
+            continue
+        figures, band = calibrate_metric(by_metric_rows[metric], by_metric_labels.get(metric, []))
+        metrics[metric] = figures
+        if band is not None:
+            bands[metric] = band
+    satisfaction, band = calibrate_satisfaction(rows, kept)
+    if band is not None:
+        bands[USER_SATISFACTION] = band
+    report = {"as_of": as_of.isoformat(), "window": window, "metrics": metrics, "user_satisfaction": satisfaction}
+    return report, bands
+
+
+def adjusted_rows(rows: list[EvaluationRow], bands: dict[str, float]) -> list[dict]:
+    """The rows with `adjusted_score` added: score + the metric's band, clamped; the score itself
+    where the metric has no band; null for error rows."""
+    out = []
+    for row in rows:
+        data = row.model_dump(mode="json")
+        band = bands.get(row.metric)
+        data["adjusted_score"] = (
+            None if row.score is None else round(_clamp(row.score + band) if band is not None else row.score, 4)
+        )
+        out.append(data)
+    return out

@@ -1,0 +1,166 @@
+"""The history: every run's rows, the runs themselves and human labels, in one DuckDB file
+that any DuckDB client can query with SQL. DuckDB is imported only here, only when used.
+
+Tables (documented in the README):
+- `runs(run_id, started_at, finished_at, models, rubric_versions, metrics, rows, passed, failed, errors, cost_usd, source)`;
+- `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id)`,
+  one per (conversation_id, metric, model, rubric_version, evaluated_at): importing a row again adds nothing;
+- `labels(conversation_id, metric, score, labeled_at, labeler)`, each distinct label once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flowrate.exit_codes import ConfigError
+from flowrate.labels import Label
+from flowrate.results import read_rows
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP,
+    models VARCHAR, rubric_versions VARCHAR, metrics VARCHAR, rows BIGINT, passed BIGINT, failed BIGINT,
+    errors BIGINT, cost_usd DOUBLE, source VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS rows (conversation_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, suite VARCHAR,
+    model VARCHAR NOT NULL, rubric_version VARCHAR NOT NULL, evaluated_at TIMESTAMP NOT NULL, chat_date DATE,
+    verdict VARCHAR, rating INTEGER, scale INTEGER, score DOUBLE, threshold DOUBLE, success BOOLEAN,
+    error_type VARCHAR, cost_usd DOUBLE, weights VARCHAR, run_id VARCHAR,
+    PRIMARY KEY (conversation_id, metric, model, rubric_version, evaluated_at))""",
+    """CREATE TABLE IF NOT EXISTS labels (conversation_id VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+    score DOUBLE NOT NULL, labeled_at DATE NOT NULL, labeler VARCHAR NOT NULL,
+    PRIMARY KEY (conversation_id, metric, score, labeled_at, labeler))""",
+]
+COLUMNS = (
+    "{id: 'VARCHAR', metric: 'VARCHAR', suite: 'VARCHAR', model: 'VARCHAR', rubric_version: 'VARCHAR',"
+    " evaluated_at: 'VARCHAR', chat_date: 'VARCHAR', verdict: 'VARCHAR', rating: 'INTEGER', scale: 'INTEGER',"
+    " score: 'DOUBLE', threshold: 'DOUBLE', success: 'BOOLEAN', error: 'JSON', cost_usd: 'DOUBLE', weights: 'JSON'}"
+)
+
+
+def connect(path: str | Path | None) -> Any:
+    """The history at `path` (created when missing), or an in-memory one for plain results files."""
+    import duckdb
+
+    try:
+        connection = duckdb.connect(":memory:" if path is None else str(path))
+    except (duckdb.Error, OSError) as error:
+        raise ConfigError(f"--history {path}: cannot open the history: {error}") from None
+    for statement in SCHEMA:
+        connection.execute(statement)
+    return connection
+
+
+def import_results(connection: Any, path: str | Path, started_at: datetime | None = None) -> int:
+    """Add a results file's rows (each once) and record the run; returns how many rows were new.
+
+    The file is checked row by row first, so a bad file is a plain error naming its line."""
+    rows = list(read_rows(Path(path)))
+    if not rows:
+        return 0
+    run_id = uuid.uuid4().hex
+    before = connection.execute("SELECT count(*) FROM rows").fetchone()[0]
+    connection.execute(
+        f"""INSERT OR IGNORE INTO rows SELECT id, metric, suite, model, rubric_version,
+        CAST(evaluated_at AS TIMESTAMPTZ) AT TIME ZONE 'UTC', TRY_CAST(chat_date AS DATE), verdict, rating, scale,
+        score, threshold, success, json_extract_string(error, '$.type'), cost_usd, CAST(weights AS VARCHAR), ?
+        FROM read_json(?, format = 'newline_delimited', columns = {COLUMNS}, ignore_errors = true)""",
+        [run_id, str(path)],
+    )
+    added = connection.execute("SELECT count(*) FROM rows").fetchone()[0] - before
+    if added:
+        stamps = [row.evaluated_at for row in rows]
+        connection.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                started_at or min(stamps),
+                max(stamps),
+                ",".join(sorted({row.model for row in rows})),
+                ",".join(sorted({row.rubric_version for row in rows})),
+                ",".join(dict.fromkeys(row.metric for row in rows)),
+                added,
+                sum(bool(row.success) for row in rows if row.score is not None),
+                sum(row.success is False for row in rows),
+                sum(row.error is not None for row in rows),
+                sum(row.cost_usd or 0.0 for row in rows),
+                str(path),
+            ],
+        )
+    return added
+
+
+def import_labels(connection: Any, labels: list[Label]) -> int:
+    """Add labels (each distinct one once); returns how many were new."""
+    before = connection.execute("SELECT count(*) FROM labels").fetchone()[0]
+    connection.executemany(
+        "INSERT OR IGNORE INTO labels VALUES (?, ?, ?, ?, ?)",
+        [[label.conversation_id, label.metric, label.score, label.labeled_at, label.labeler or ""] for label in labels],
+    )
+    return connection.execute("SELECT count(*) FROM labels").fetchone()[0] - before
+
+
+def stored_labels(connection: Any) -> list[Label]:
+    return [
+        Label(key, metric, score, labeled_at, labeler or None)
+        for key, metric, score, labeled_at, labeler in connection.execute("SELECT * FROM labels").fetchall()
+    ]
+
+
+def stored_rows(connection: Any) -> list:
+    """The rows as results rows (the fields calibration reads)."""
+    import orjson
+
+    from flowrate.results import EvaluationRow
+
+    found = connection.execute(
+        "SELECT conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale,"
+        " score, threshold, success, error_type, cost_usd, weights FROM rows"
+    ).fetchall()
+    rows = []
+    for (
+        key,
+        metric,
+        suite,
+        model,
+        version,
+        at,
+        chat,
+        verdict,
+        rating,
+        scale,
+        score,
+        threshold,
+        success,
+        error,
+        cost,
+        weights,
+    ) in found:
+        rows.append(
+            EvaluationRow(
+                id=key,
+                metric=metric,
+                suite=suite,
+                model=model,
+                rubric_version=version,
+                evaluated_at=at.replace(tzinfo=UTC),
+                chat_date=chat.isoformat() if chat else None,
+                verdict=verdict,
+                rating=rating,
+                scale=scale,
+                score=score,
+                threshold=threshold,
+                success=success,
+                error={"type": error, "message": ""} if error else None,
+                cost_usd=cost,
+                weights=orjson.loads(weights) if weights else None,
+            )
+        )
+    return rows
+
+
+def replace_labels(connection: Any, labels: list[Label]) -> None:
+    """Use these labels instead of the stored ones, for this connection only (the file is untouched)."""
+    connection.execute(SCHEMA[2].replace("CREATE TABLE IF NOT EXISTS labels", "CREATE OR REPLACE TEMP TABLE labels"))
+    import_labels(connection, labels)
