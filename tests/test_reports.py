@@ -34,23 +34,16 @@ def mixed(tmp_path, judge):
     return path
 
 
+def judge_mixed(run_flowrate, judge, path, *extra):
+    """`flowrate eval` of the mixed conversations: no retries, invalid records skipped."""
+    return run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "--max-retries", "0", "--skip-invalid", *extra, "-o", "out.jsonl"
+    )
+
+
 def test_junit_parses_back_with_the_right_counts(judge, run_flowrate, tmp_path):
     path = mixed(tmp_path, judge)
-    result = run_flowrate(
-        "eval",
-        path,
-        "--api-base",
-        judge.base_url,
-        "--max-retries",
-        "0",
-        "--skip-invalid",
-        "--exclude",
-        "topic=HR",
-        "--junit",
-        "junit.xml",
-        "-o",
-        "out.jsonl",
-    )
+    result = judge_mixed(run_flowrate, judge, path, "--exclude", "topic=HR", "--junit", "junit.xml")
     assert result.returncode == 3 and "JUnit report: junit.xml" in result.stderr
     root = ET.parse(tmp_path / "junit.xml").getroot()
     [suite] = root.findall("testsuite")
@@ -206,19 +199,7 @@ def test_compare_warns_when_the_judge_changed_and_counts_one_sided_rows(run_flow
 @pytest.fixture
 def report_page(judge, run_flowrate, tmp_path):
     path = mixed(tmp_path, judge)
-    result = run_flowrate(
-        "eval",
-        path,
-        "--api-base",
-        judge.base_url,
-        "--max-retries",
-        "0",
-        "--skip-invalid",
-        "--html",
-        "report.html",
-        "-o",
-        "out.jsonl",
-    )
+    result = judge_mixed(run_flowrate, judge, path, "--html", "report.html")
     assert "HTML report: report.html" in result.stderr, result.stderr
     return tmp_path / "report.html"
 
