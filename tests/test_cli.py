@@ -238,11 +238,17 @@ def test_python_m_flowrate_and_fast_help_without_litellm(cli_env):
 
 def test_readme_documents_every_option_and_exit_code(run_flowrate):
     readme = (ROOT / "README.md").read_text()
-    for command in ("eval", "validate", "agreement"):
-        help_text = run_flowrate(command, "--help", env=dict(os.environ, COLUMNS="200")).stdout
+    commands = [
+        ["eval"], ["validate"], ["agreement"], ["merge"], ["report"], ["compare"], ["metrics"], ["calibrate"],
+        ["trends"], ["labels", "template"], ["labels", "import"], ["history", "import"], ["cache", "stats"],
+    ]  # fmt: skip
+    for command in commands:
+        help_text = run_flowrate(*command, "--help", env=dict(os.environ, COLUMNS="200")).stdout
+        assert "Usage:" in help_text, command
         for option in set(re.findall(r"(--[a-z][a-z-]+)", help_text)) - {"--help"}:
-            assert f"`{option}" in readme, f"README does not document {command} {option}"
-    for code in ("0", "1", "2", "3", "130"):
+            assert f"`{option}" in readme, f"README does not document {' '.join(command)} {option}"
+        assert f"flowrate {' '.join(command)}" in readme, f"README does not document flowrate {' '.join(command)}"
+    for code in ("0", "1", "2", "3", "130", "141"):
         assert re.search(rf"^\| `?{code}`? \|", readme, re.MULTILINE), f"README does not document exit code {code}"
 
 
