@@ -110,7 +110,7 @@ def rendered_messages(path: Path) -> list[list[dict]]:
 
 async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: Path, output: Path):
     """flowrate's own batch path, as `flowrate eval` runs it, minus the process start."""
-    from flowrate.batch import FileRun
+    from flowrate.run import FileRun
     from flowrate.settings import EvalSettings
 
     settings = EvalSettings(

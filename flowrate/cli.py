@@ -314,8 +314,8 @@ def _judge_run(paths: list[str], given: dict, config: Path | None, also: Callabl
     """Resolve the settings, validate the input and judge it, with progress on stderr."""
     import asyncio
 
-    from flowrate.batch import FileRun
     from flowrate.report import Reporter
+    from flowrate.run import FileRun
     from flowrate.settings import resolve_settings
 
     settings = resolve_settings(given, config)
@@ -428,7 +428,7 @@ def eval_command(
 
     try:
         if dry_run:
-            from flowrate.batch import FileRun
+            from flowrate.run import FileRun
             from flowrate.settings import resolve_settings
 
             run = FileRun(paths, resolve_settings(given, config))
@@ -679,8 +679,8 @@ def merge_command(
     config: ConfigOption = None,
 ) -> None:
     """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
-    from flowrate.batch import merge_results
     from flowrate.report import print_summary
+    from flowrate.run import merge_results
     from flowrate.settings import resolve_settings
 
     given = {"min_pass_rate": min_pass_rate, "min_mean_score": min_mean_score, "max_failures": max_failures}

@@ -8,7 +8,6 @@ shown at the turn it names. Texts are capped so a 10,000-conversation page stays
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 
 import orjson
@@ -17,13 +16,6 @@ from flowrate.models import ConversationalEvalTestCase
 from flowrate.results import ReportBook, RunSummary
 
 TEXT_LIMIT = 600  # characters of one message shown; the rest is cut in the middle
-TURN = re.compile(r"^\s*turns?\s+((?:\d+\s*(?:,|and|to|-|&)?\s*)+)", re.IGNORECASE)
-
-
-def issue_turns(issue: str) -> list[int]:
-    """The turns a key issue names at its start: `turn 3: ...`, `turns 1 and 3: ...`."""
-    match = TURN.match(issue)
-    return [int(number) for number in re.findall(r"\d+", match.group(1))] if match else []
 
 
 def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]) -> str:
