@@ -25,7 +25,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: flags shown as flags, brackets kept, and no rich import for --help
-    help="Grade multi-turn chatbot conversations with an LLM judge (Conversational Flow Rate).",
+    help="Grade multi-turn chatbot conversations with an LLM judge: Conversational Flow Rate, the virtual-agent"
+    " suite, repetition; gates and reports for CI, calibration against human labels, trends.",
 )
 
 
@@ -55,7 +56,8 @@ def _main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """Grade multi-turn chatbot conversations with an LLM judge (Conversational Flow Rate)."""
+    """Grade multi-turn chatbot conversations with an LLM judge: Conversational Flow Rate, the
+    virtual-agent suite, repetition; gates and reports for CI, calibration against human labels, trends."""
 
 
 def _fail(error: BaseException) -> typer.Exit:
