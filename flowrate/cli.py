@@ -447,7 +447,7 @@ def eval_command(
     print_summary(stderr(), summary, settings.output)
     _write_reports(run, summary, settings, paths)
     if settings.history:
-        _append_history(settings)
+        _append_history(settings, summary.wall_time_s)
     if summary.unreachable:
         _say(
             f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
@@ -458,14 +458,18 @@ def eval_command(
     raise typer.Exit(int(summary.exit_code))
 
 
-def _append_history(settings: Any) -> None:
+def _append_history(settings: Any, wall_time_s: float) -> None:
+    """Add the run's rows and the run (started when it did) to the history."""
+    from datetime import UTC, datetime, timedelta
+
     from flowrate.history import connect, import_results
 
     if settings.output == "-":
         _say("flowrate: --history needs --output to be a file; the history was not updated")
         return
     try:
-        added = import_results(connect(settings.history), settings.output)
+        started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
+        added = import_results(connect(settings.history), settings.output, started.replace(tzinfo=None))
     except FlowrateError as error:
         raise _fail(error) from None
     _say(f"flowrate: history {settings.history}: {added} new row(s)")
