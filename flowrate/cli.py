@@ -422,6 +422,46 @@ def eval_command(
         ),
     ] = None,
     history: HistoryOption = None,
+    batch: Annotated[
+        bool | None,
+        _option(
+            "--batch",
+            env="FLOWRATE_BATCH",
+            help="Judge through the provider's Batch API (half the price, within 24 h).",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        _option("--batch-size", env="FLOWRATE_BATCH_SIZE", help="Requests per batch at most. [default: 47500]"),
+    ] = None,
+    poll_interval: Annotated[
+        float | None,
+        _option(
+            "--poll-interval",
+            env="FLOWRATE_POLL_INTERVAL",
+            help="Seconds between polls of the batches, with jitter. [default: 60]",
+        ),
+    ] = None,
+    batch_submit_only: Annotated[
+        bool | None,
+        _option(
+            "--batch-submit-only", env="FLOWRATE_BATCH_SUBMIT_ONLY", help="Submit the batches and exit; collect later."
+        ),
+    ] = None,
+    batch_no_fallback: Annotated[
+        bool | None,
+        _option(
+            "--batch-no-fallback",
+            env="FLOWRATE_BATCH_NO_FALLBACK",
+            help="Leave failed, expired and unparsable batch lines as error rows instead of judging them online.",
+        ),
+    ] = None,
+    batch_export: Annotated[
+        str | None,
+        _option(
+            "--batch-export", env="FLOWRATE_BATCH_EXPORT", help="Only write the OpenAI-format batch request file here."
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""
@@ -438,6 +478,8 @@ def eval_command(
             _print_notices(run.notices)
             print_dry_run(stderr(), estimate, run.settings.model)
             raise typer.Exit(int(ExitCode.OK))
+        if batch_export or batch:
+            _batch_run(paths, given, config)
         settings, run, summary = _judge_run(paths, given, config)
     except (FlowrateError, KeyboardInterrupt) as error:
         raise _fail(error) from None
@@ -455,6 +497,46 @@ def eval_command(
         )
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         _say(f"resume with: {_continue_command('--resume')}")
+    raise typer.Exit(int(summary.exit_code))
+
+
+def _batch_run(paths: list[str], given: dict, config: Path | None) -> None:
+    """`eval --batch` and `--batch-export`: submit, poll and collect, or only write the requests."""
+    import asyncio
+
+    from flowrate.report import Reporter, print_summary
+    from flowrate.run import FileRun
+    from flowrate.settings import resolve_settings
+
+    settings = resolve_settings(given, config)
+    run = FileRun(paths, settings)
+    _print_notices(run.notices)
+    if settings.batch_export:
+        count = run.export_batch(settings.batch_export)
+        _say(f"flowrate: {count} request(s) in {settings.batch_export} (OpenAI batch format); nothing was sent")
+        raise typer.Exit(int(ExitCode.OK))
+    command = {
+        "paths": [str(Path(p).resolve()) if p != "-" else p for p in paths],
+        "settings": settings.model_dump(mode="json"),
+    }
+    command["settings"]["output"] = str(Path(settings.output).resolve())
+    try:
+        with Reporter(stderr(), run.total_rows, verbose=settings.verbose) as reporter:
+            summary = asyncio.run(run.execute_batch(on_row=reporter.row, on_stage=reporter.stage, command=command))
+    except KeyboardInterrupt:
+        _say("flowrate: interrupted while polling: the batches keep running at the provider (nothing was cancelled);")
+        _say(f"collect them with: {shlex.join([*invoked_as(), 'batch', 'collect'])}, or run this command again")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    if settings.batch_submit_only:
+        _say(f"flowrate: submitted {len(summary.batches)} batch(es): {', '.join(summary.batches) or 'none'}")
+        _say(f"collect with: {shlex.join([*invoked_as(), 'batch', 'collect'])}, or run this command again")
+        raise typer.Exit(int(ExitCode.OK))
+    print_summary(stderr(), summary, settings.output)
+    if summary.batch_online:
+        _say(
+            f"flowrate: {summary.batch_online} batch line(s) were judged online instead (failed, expired or unparsable)"
+        )
+    _write_reports(run, summary, settings, paths)
     raise typer.Exit(int(summary.exit_code))
 
 
@@ -765,6 +847,151 @@ def compare_command(
     worse = any(change.delta < 0 for change in comparison.changes)
     failed = comparison.regressed or (fail_on_any_regression and worse)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
+
+
+batch_app = typer.Typer(
+    help="Provider batches: status, collect, cancel, import results.", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(batch_app, name="batch")
+
+
+def _batch_state(cache_dir: str | None):
+    from flowrate.batches import BatchState
+    from flowrate.cache import default_cache_dir
+
+    return BatchState(Path(cache_dir) if cache_dir else default_cache_dir())
+
+
+@batch_app.command("status")
+def batch_status_command(
+    ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Every recorded batch, collected or not.")] = False,
+    cache_dir: CacheDirOption = None,
+) -> None:
+    """The recorded batches with their provider status and request counts."""
+    import asyncio
+
+    from flowrate.batches import Provider
+
+    state = _batch_state(cache_dir)
+    batches = state.all() if show_all else state.uncollected()
+    if ids:
+        batches = [batch for batch in state.all() if batch["batch_id"] in ids]
+
+    async def show() -> None:
+        for batch in batches:
+            line = f"{batch['batch_id']}: {len(batch['custom_ids'])} requests for {batch['output']}"
+            if batch["collected"]:
+                _say(f"{line}: {batch['status']}, collected")
+                continue
+            info = await Provider(batch["provider"], batch["api_base"]).retrieve(batch["batch_id"])
+            counts = info.request_counts
+            _say(f"{line}: {info.status}, {counts.completed} done, {counts.failed} failed of {counts.total}")
+
+    try:
+        asyncio.run(show())
+    except FlowrateError as error:
+        raise _fail(error) from None
+    if not batches:
+        _say("no batches to show")
+
+
+@batch_app.command("collect")
+def batch_collect_command(
+    cache_dir: CacheDirOption = None,
+) -> None:
+    """Collect every finished batch not yet collected into its results file, as the command that
+    submitted it would; exit 3 while some are still running."""
+    import asyncio
+
+    from flowrate.report import print_summary
+    from flowrate.run import FileRun
+    from flowrate.settings import EvalSettings
+
+    state = _batch_state(cache_dir)
+    commands = {}
+    for batch in state.uncollected():
+        commands.setdefault(batch["output"], batch["command"])
+    if not commands:
+        _say("no batches to collect")
+        raise typer.Exit(int(ExitCode.OK))
+    worst = ExitCode.OK
+    for output, command in commands.items():
+        try:
+            settings = EvalSettings.model_validate({**command["settings"], "batch_submit_only": False})
+            run = FileRun(command["paths"], settings)
+            summary = asyncio.run(run.execute_batch(submit=False))
+        except FlowrateError as error:
+            raise _fail(error) from None
+        print_summary(stderr(), summary, output)
+        code = ExitCode.INCOMPLETE if summary.still_running else summary.exit_code
+        if summary.still_running:
+            _say(f"flowrate: still running: {', '.join(summary.still_running)}")
+        worst = max(worst, code)
+    raise typer.Exit(int(worst))
+
+
+@batch_app.command("cancel")
+def batch_cancel_command(
+    ids: Annotated[list[str] | None, typer.Argument(help="Batch ids.")] = None,
+    cancel_all: Annotated[bool, typer.Option("--all", help="Every batch not yet collected.")] = False,
+    cache_dir: CacheDirOption = None,
+) -> None:
+    """Cancel batches at the provider; `collect` then judges what they left online."""
+    import asyncio
+
+    from flowrate.batches import Provider
+
+    state = _batch_state(cache_dir)
+    batches = [batch for batch in state.uncollected() if cancel_all or batch["batch_id"] in (ids or [])]
+    if not batches:
+        raise _fail(ConfigError("name the batches to cancel, or --all"))
+
+    async def cancel() -> None:
+        for batch in batches:
+            await Provider(batch["provider"], batch["api_base"]).cancel(batch["batch_id"])
+            state.mark(batch["batch_id"], "cancelling")
+            _say(f"cancelled {batch['batch_id']}")
+
+    asyncio.run(cancel())
+
+
+@batch_app.command("import-results")
+def batch_import_results_command(
+    results_file: Annotated[
+        Path, typer.Argument(help="A batch output file: OpenAI's format, as vllm run-batch writes it.")
+    ],
+    paths: Paths,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    threshold: ThresholdOption = None,
+    output: OutputOption = None,
+    rubric: RubricOption = None,
+    language: LanguageOption = None,
+    samples: SamplesOption = None,
+    max_input_tokens: MaxInputTokensOption = None,
+    metric: MetricOption = None,
+    weight: WeightOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Rows from a batch output file, mapped back by custom id to the conversations in PATHS,
+    planned as the export was (give the same judge options)."""
+    given = _settings_given(locals(), ("results_file", "paths", "config"))
+    import asyncio
+
+    from flowrate.report import print_summary
+    from flowrate.run import FileRun
+    from flowrate.settings import resolve_settings
+
+    given["no_cache"] = True
+    try:
+        settings = resolve_settings(given, config)
+        run = FileRun(paths, settings)
+        summary = asyncio.run(run.import_batch_results(str(results_file)))
+    except FlowrateError as error:
+        raise _fail(error) from None
+    print_summary(stderr(), summary, settings.output)
+    raise typer.Exit(int(summary.exit_code))
 
 
 labels_app = typer.Typer(

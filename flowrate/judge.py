@@ -260,6 +260,23 @@ class LiteLLMBackend:
             return None
         return float(prompt_cost + completion_cost)
 
+    def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD at the model's batch price where LiteLLM knows one; None otherwise, never a guess."""
+        info = (
+            _litellm().model_cost.get(self.litellm_model)
+            or _litellm().model_cost.get(self.litellm_model.split("/")[-1])
+            or {}
+        )
+        prompt, completion = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
+        if prompt is None or completion is None:
+            return None
+        return prompt * prompt_tokens + completion * completion_tokens
+
+    @property
+    def batch_model(self) -> str:
+        """The model's name in a batch request body: without LiteLLM's provider prefix."""
+        return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
+
     def cache_identity(self) -> str:
         """The model and where it is served: the same name at two endpoints is two judges."""
         return f"{self.litellm_model}@{self.api_base.rstrip('/')}" if self.api_base else self.litellm_model

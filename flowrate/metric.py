@@ -318,6 +318,44 @@ class RubricMetric:
         first.wait_s = round(spent.stats.wait_s, 3)
         return rows
 
+    def rows_from_replies(
+        self,
+        case: ConversationalEvalTestCase,
+        source: Source | None,
+        plan: JudgePlan,
+        texts: list[str],
+        usage: dict[str, int],
+        batch_id: str,
+    ) -> list[EvaluationRow]:
+        """Rows from the replies a provider batch returned for `plan`: parsed as online, put in the
+        cache, priced at the batch price (null when unknown). Raises `UnparsableReply` when a reply
+        holds no judgement, for the caller to send the conversation online."""
+        judgements = [parse_reply(text, self.rubric) for text in texts]
+        if plan.key is not None and self.cache is not None:
+            self.cache.put(plan.key, self.model, self.rubric.version, texts)
+        rows = [self.new_row(case, source, name) for name in self.row_names]
+        self._fill(rows, judgements)
+        price = getattr(self.backend, "batch_price", lambda p, c: None)
+        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        for row in rows:
+            row.truncated = plan.truncated
+            row.samples = self.samples
+            row.batch = True
+            row.batch_id = batch_id
+            row.cost_usd = None if cost is None else 0.0
+        rows[0].usage = Usage(**usage)
+        rows[0].cost_usd = cost
+        rows[0].attempts = 1
+        return rows
+
+    def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
+        """The plan as one line of an OpenAI batch input file."""
+        from flowrate.batches import request_line
+
+        n = self.samples if self.samples > 1 and self.backend.supports_n() else 1
+        model = getattr(self.backend, "batch_model", self.model)
+        return request_line(cid, model, plan.messages, n, self._response_format)
+
     def _fill(self, rows: list[EvaluationRow], judgements: list[Judgement]) -> None:
         by_name = {row.metric: row for row in rows}
         for criterion in self.rubric.criteria:

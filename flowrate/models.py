@@ -117,6 +117,8 @@ class EvaluationRow(BaseModel):
     sample_verdicts: list[str | int] = Field(default_factory=list)  #: every sample's verdict or rating
     weights: dict[str, float] | None = None  #: on user_satisfaction rows: the weight of each criterion
     cached: bool = False  #: the verdict came from the response cache: no call, no cost
+    batch: bool = False  #: the verdict came from a provider batch
+    batch_id: str | None = None  #: that batch
 
 
 class MetricResult(BaseModel):

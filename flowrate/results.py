@@ -168,6 +168,9 @@ class RunSummary(Totals):
     resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
     metrics: dict[str, MetricStats] = Field(default_factory=dict)
     left_out: dict[str, int] = Field(default_factory=dict)  #: conversations the selection left out, by reason
+    batches: list[str] = Field(default_factory=list)  #: provider batches this run submitted or collected
+    batch_online: int = 0  #: batch lines that went the online way (failed, expired, unparsable)
+    still_running: list[str] = Field(default_factory=list)  #: batches not finished when collection stopped
     gates: list[GateResult] = Field(default_factory=list)  #: set by `apply_gates`; empty: no gate checked yet
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -12,6 +14,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import orjson
+
+from flowrate.batches import TERMINAL, BatchState, Chunker, Provider, check_lines, custom_id, result_texts
 from flowrate.cache import ResponseCache, default_cache_dir
 from flowrate.catalog import build_metrics
 from flowrate.exit_codes import ConfigError, InputError
@@ -25,10 +30,11 @@ from flowrate.inputs import (
     raise_for_problems,
     scan,
 )
-from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
+from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvaluationRow, Source
 from flowrate.reports.github import in_github
 from flowrate.results import DryRunEstimate, ReportBook, RunSummary, read_rows, repair_partial_tail, rewrite_rows
 from flowrate.runner import BatchRun
+from flowrate.scores import UnparsableReply
 from flowrate.settings import EvalSettings
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
@@ -223,7 +229,8 @@ class FileRun:
 
     @property
     def _resuming(self) -> bool:
-        return (self.settings.resume or self.settings.retry_errors) and Path(self.settings.output).exists()
+        resuming = self.settings.resume or self.settings.retry_errors or self.settings.batch
+        return resuming and Path(self.settings.output).exists()
 
     def _resume_from_output(self) -> dict[tuple[str, str], EvaluationRow]:
         """The rows the output already holds, by (id, metric), made to agree with this run.
@@ -275,6 +282,246 @@ class FileRun:
                 yield record.case, record.source  # type: ignore[misc]
             elif self.book is not None and selection.last_reason != "shard":
                 self.book.skip(record.case.id, record.source.path, record.source.line, selection.last_reason)  # type: ignore[union-attr,arg-type]
+
+    # -- provider batch mode ---------------------------------------------------------
+    def _batch_plans(self, done: dict[tuple[str, str], EvaluationRow], lookup: bool = True):
+        """For every selected conversation and judged metric with rows missing: the conversation,
+        its source, the metric, its plan and its custom id. Planned exactly as online."""
+        judged = [metric for metric in self.metrics if metric.calls_per_conversation]
+        for case, source in self._items():
+            for metric in judged:
+                if all((case.id, name) in done for name in metric.row_names):
+                    continue
+                yield case, source, metric, metric.plan(case, lookup=lookup), custom_id(metric.name, case.id or "")
+
+    def export_batch(self, path: str) -> int:
+        """Write the OpenAI-format request file of this run (cached conversations left out unless
+        the cache is off); returns the number of requests."""
+        self.prepare()
+        count = 0
+        try:
+            with open(path, "wb") as handle:
+                for _, _, metric, plan, cid in self._batch_plans({}):
+                    if plan.cached_texts is None:
+                        handle.write(metric.batch_request(cid, plan))
+                        count += 1
+        finally:
+            self.inputs.close()
+        return count
+
+    async def execute_batch(
+        self,
+        on_row: Callable[[EvaluationRow], None] = lambda row: None,
+        on_stage: Callable[[str], None] = lambda text: None,
+        command: dict | None = None,
+        submit: bool = True,
+    ) -> RunSummary:
+        """Judge through the provider's Batch API: collect what earlier runs submitted, submit what
+        was never sent, then (unless `batch_submit_only`) poll and collect. Cached conversations,
+        offline metrics, failed and expired lines and unparsable replies go the online way."""
+        started = time.monotonic()
+        self.prepare(on_stage)
+        metric0 = next((m for m in self.metrics if m.calls_per_conversation), None)
+        if metric0 is None:
+            raise ConfigError("--batch needs a metric that calls a judge")
+        if any(m.samples > 1 and not m.backend.supports_n() for m in self.metrics if m.calls_per_conversation):
+            raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
+        backend = metric0.backend
+        provider = Provider(backend.provider, self.settings.api_base)
+        state = BatchState(Path(self.settings.cache_dir) if self.settings.cache_dir else default_cache_dir())
+        done = self._resume_from_output()
+        summary = RunSummary(expected_rows=self.total_rows)
+        summary.skip_invalid(self.scan.invalid, self.scan.problems)
+        summary.left_out = dict(self.scan.left_out)
+        output = self.settings.output
+        handle = _open_output(output, append=self._resuming)
+        order: dict[str, int] = {}
+
+        def write(row: EvaluationRow) -> None:
+            handle.write(row.model_dump_json().encode() + b"\n")
+            handle.flush()
+            done[(row.id, row.metric)] = row
+            summary.add(row, order.get(row.id, 0))
+            if self.book is not None:
+                self.book.add(row)
+            on_row(row)
+
+        for row in list(done.values()):
+            summary.add(row)
+            summary.resumed += 1
+            on_row(row)
+        try:
+            recorded = state.uncollected(str(Path(output).resolve()))
+            sent = {cid for batch in recorded for cid in batch["custom_ids"]}
+            planned: dict[str, tuple] = {}
+            online: list[tuple] = []
+            chunker = Chunker(self.settings.batch_size)
+
+            async def submit_chunk(chunk: list[bytes] | None) -> None:
+                if not chunk:
+                    return
+                check_lines(chunk)
+                file_id, batch_id = await provider.submit(chunk)
+                ids = [orjson.loads(line)["custom_id"] for line in chunk]
+                resolved = str(Path(output).resolve())
+                state.record(
+                    batch_id,
+                    backend.provider,
+                    backend.model_name,
+                    self.settings.api_base,
+                    file_id,
+                    resolved,
+                    ids,
+                    command or {},
+                )
+                recorded.append({"batch_id": batch_id, "custom_ids": ids})
+                on_stage(f"submitted batch {batch_id}: {len(ids)} requests")
+
+            for index, (case, source, metric, plan, cid) in enumerate(self._batch_plans(done)):
+                order.setdefault(case.id, index)
+                planned[cid] = (case, source, metric, plan)
+                if plan.cached_texts is not None:
+                    for row in await metric.evaluate(case, source, plan=plan):
+                        write(row)
+                elif cid not in sent and submit:
+                    await submit_chunk(chunker.add(metric.batch_request(cid, plan)))
+                plan.messages = []  # not needed again: collecting maps the replies back by custom id
+            for case, source in self._items():  # offline metrics need no batch
+                for metric in self.metrics:
+                    if not metric.calls_per_conversation and (case.id, metric.name) not in done:
+                        for row in await metric.evaluate(case, source):
+                            write(row)
+            await submit_chunk(chunker.rest())
+            summary.batches = [batch["batch_id"] for batch in recorded]
+            if self.settings.batch_submit_only:
+                return summary
+            pending = list(recorded)
+            while pending:
+                still = []
+                for batch in pending:
+                    info = await provider.retrieve(batch["batch_id"])
+                    if info.status not in TERMINAL:
+                        still.append(batch)
+                        continue
+                    online += await self._collect(provider, info, batch, planned, write)
+                    state.mark(batch["batch_id"], info.status, collected=True)
+                pending = still
+                if pending:
+                    counts = ", ".join(f"{b['batch_id']}: {len(b['custom_ids'])} requests" for b in pending)
+                    on_stage(f"waiting on {len(pending)} batch(es) ({counts}); {time.monotonic() - started:.0f}s")
+                    if not submit:
+                        summary.still_running = [b["batch_id"] for b in pending]
+                        break
+                    await asyncio.sleep(self.settings.poll_interval * random.uniform(0.8, 1.2))
+            if online and not self.settings.batch_no_fallback:
+                summary.batch_online = len(online)
+                fallback = BatchRun(metrics=self.metrics, concurrency=self.concurrency, done=dict(done))
+                fallback.on_row = write
+                await fallback.run(list({case.id: (case, source) for case, source, _, _ in online}.values()))
+            elif online:
+                for case, source, cid, why in online:
+                    metric = planned[cid][2]
+                    for name in metric.row_names:
+                        if (case.id, name) not in done:
+                            row = metric.new_row(case, source, name)
+                            row.error = ErrorInfo(type="BatchLineFailed", message=why)
+                            row.batch = True
+                            write(row)
+        finally:
+            self.inputs.close()
+            if handle is not sys.stdout.buffer:
+                handle.close()
+            if self.cache is not None:
+                self.cache.flush()
+        summary.apply_gates(self.settings.default_gates, self.settings.gates)
+        summary.wall_time_s = round(time.monotonic() - started, 3)
+        return summary
+
+    async def _collect(self, provider: Provider, info, batch: dict, planned: dict, write) -> list[tuple]:
+        """Rows from a finished batch; returns (case, source, custom id, why) for the lines that
+        must go online instead: failed, not answered, or unparsable."""
+        results = {line["custom_id"]: line for line in await provider.content(getattr(info, "output_file_id", None))}
+        failed = {line["custom_id"]: line for line in await provider.content(getattr(info, "error_file_id", None))}
+        online = []
+        for cid in batch["custom_ids"]:
+            if cid not in planned:
+                continue  # a conversation no longer in this run's input
+            case, source, metric, plan = planned[cid]
+            found = results.get(cid)
+            replies = result_texts(found) if found is not None else None
+            if replies is None:
+                why = "failed in the batch" if cid in failed else f"not answered (batch {info.status})"
+                online.append((case, source, cid, why))
+                continue
+            try:
+                rows = metric.rows_from_replies(case, source, plan, replies[0], replies[1], batch["batch_id"])
+            except UnparsableReply:
+                online.append((case, source, cid, "unparsable reply in the batch"))
+                continue
+            for row in rows:
+                write(row)
+        return online
+
+    async def import_batch_results(
+        self, path: str, on_row: Callable[[EvaluationRow], None] = lambda row: None
+    ) -> RunSummary:
+        """Rows from an OpenAI-format batch output file (as `vllm run-batch` writes: successes and
+        errors in one file), mapped back by custom id to this run's conversations. A failed or
+        missing line is an error row; nothing is sent online."""
+        self.prepare()
+        try:
+            results = {}
+            with open(path, "rb") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if line.strip():
+                        try:
+                            item = orjson.loads(line)
+                            results[item["custom_id"]] = item
+                        except (orjson.JSONDecodeError, KeyError, TypeError):
+                            raise InputError(
+                                [f"{path}:{number}: not a batch result line (custom_id)"],
+                                headline="problem(s) in the batch results",
+                            ) from None
+        except OSError as error:
+            self.inputs.close()
+            raise ConfigError(f"{path}: cannot read batch results: {error.strerror}") from None
+        summary = RunSummary(expected_rows=self.total_rows)
+        handle = _open_output(self.settings.output, append=False)
+        try:
+            for index, (case, source, metric, plan, cid) in enumerate(self._batch_plans({}, lookup=False)):
+                found = results.get(cid)
+                replies = result_texts(found) if found is not None else None
+                rows = None
+                if replies is not None:
+                    try:
+                        rows = metric.rows_from_replies(case, source, plan, replies[0], replies[1], path)
+                    except UnparsableReply as problem:
+                        why = f"unparsable reply: {problem}"
+                else:
+                    why = "no line for it in the results" if found is None else "failed in the batch"
+                if rows is None:
+                    rows = []
+                    for name in metric.row_names:
+                        row = metric.new_row(case, source, name)
+                        row.error = ErrorInfo(type="BatchLineFailed", message=why)
+                        rows.append(row)
+                for row in rows:
+                    handle.write(row.model_dump_json().encode() + b"\n")
+                    summary.add(row, index)
+                    on_row(row)
+            for case, source in self._items():
+                for metric in self.metrics:
+                    if not metric.calls_per_conversation:
+                        for row in await metric.evaluate(case, source):
+                            handle.write(row.model_dump_json().encode() + b"\n")
+                            summary.add(row)
+                            on_row(row)
+        finally:
+            self.inputs.close()
+            if handle is not sys.stdout.buffer:
+                handle.close()
+        summary.apply_gates(self.settings.default_gates, self.settings.gates)
+        return summary
 
     def estimate(self) -> DryRunEstimate:
         """What judging would send and cost, with no call made: prompts rendered and counted."""

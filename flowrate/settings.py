@@ -60,6 +60,12 @@ class EvalSettings(BaseModel):
     gates: dict[str, dict[str, float]] = Field(default_factory=dict)
     junit: str | None = None
     date_field: str | None = None
+    batch: bool = False
+    batch_size: int | None = Field(None, ge=1)
+    poll_interval: float = Field(60.0, ge=0)
+    batch_submit_only: bool = False
+    batch_no_fallback: bool = False
+    batch_export: str | None = None
     history: str | None = None
     html: str | None = None
     github: bool = False

@@ -33,6 +33,21 @@ def judge(judge_server):
     judge_server.reset()
 
 
+@pytest.fixture(scope="session")
+def batch_server_session(judge_server):
+    from tests.batch_server import BatchServer
+
+    return BatchServer(judge_server).start()
+
+
+@pytest.fixture
+def batch_server(batch_server_session, judge):
+    """The fake Files and Batches endpoints, answering as the scripted judge does; reset per test."""
+    batch_server_session.reset()
+    yield batch_server_session
+    batch_server_session.reset()
+
+
 @pytest.fixture
 def cli_env(tmp_path):
     """The environment for a real `flowrate` process: a test key, no retry waits, a cache of

@@ -42,6 +42,8 @@ ROW_FIELDS = [
     "sample_verdicts",
     "weights",
     "cached",
+    "batch",
+    "batch_id",
 ]
 
 
@@ -241,6 +243,7 @@ def test_readme_documents_every_option_and_exit_code(run_flowrate):
     commands = [
         ["eval"], ["validate"], ["agreement"], ["merge"], ["report"], ["compare"], ["metrics"], ["calibrate"],
         ["trends"], ["labels", "template"], ["labels", "import"], ["history", "import"], ["cache", "stats"],
+        ["batch", "status"], ["batch", "collect"], ["batch", "cancel"], ["batch", "import-results"],
     ]  # fmt: skip
     for command in commands:
         help_text = run_flowrate(*command, "--help", env=dict(os.environ, COLUMNS="200")).stdout

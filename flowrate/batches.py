@@ -1,0 +1,236 @@
+"""Provider batch mode: the same judge calls as the online path, sent as files of requests
+to a provider's Batch API (OpenAI, Azure, or any server with `/v1/files` and `/v1/batches`),
+through LiteLLM's files and batches API.
+
+Each request carries a `custom_id` (`[A-Za-z0-9_-]{1,64}`, as every provider accepts) made from
+the metric and a hash of the conversation id, so the results map back after the process is
+gone. Batches are recorded in SQLite next to the response cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowrate.exit_codes import ConfigError
+
+ENDPOINT = "/v1/chat/completions"
+MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
+MAX_BYTES = 200 * 1024 * 1024  # and bytes of its input file
+MARGIN = 0.95  # stay this far under both
+STATE_FILE = "batches.sqlite3"
+TERMINAL = {"completed", "failed", "expired", "cancelled"}
+CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def custom_id(metric: str, conversation_id: str) -> str:
+    """A request's id: the metric and a hash of the conversation id; always `[A-Za-z0-9_-]{1,64}`."""
+    return f"{metric[:24]}-{hashlib.sha256(conversation_id.encode()).hexdigest()[:32]}"
+
+
+def request_line(cid: str, model: str, messages: list[dict[str, str]], n: int, response_format: dict | None) -> bytes:
+    """One line of an OpenAI batch input file."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0}
+    if n > 1:
+        body["n"] = n
+    if response_format:
+        body["response_format"] = response_format
+    return orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}) + b"\n"
+
+
+class Chunker:
+    """Cuts request lines into batches within the provider's request and byte limits (with a
+    margin) and `batch_size`, as they come: a run holds one batch's lines at a time."""
+
+    def __init__(self, batch_size: int | None = None, max_bytes: int = MAX_BYTES):
+        self.most = min(batch_size or MAX_REQUESTS, int(MAX_REQUESTS * MARGIN))
+        self.room = int(max_bytes * MARGIN)
+        self.current: list[bytes] = []
+        self.size = 0
+
+    def add(self, line: bytes) -> list[bytes] | None:
+        """Take a line; returns a full batch when this line starts the next one."""
+        full = None
+        if self.current and (len(self.current) >= self.most or self.size + len(line) > self.room):
+            full, self.current, self.size = self.current, [], 0
+        self.current.append(line)
+        self.size += len(line)
+        return full
+
+    def rest(self) -> list[bytes] | None:
+        full, self.current, self.size = self.current or None, [], 0
+        return full
+
+
+def split(lines: list[bytes], batch_size: int | None = None, max_bytes: int = MAX_BYTES) -> list[list[bytes]]:
+    """All the batches `Chunker` cuts `lines` into."""
+    chunker = Chunker(batch_size, max_bytes)
+    batches = [full for line in lines if (full := chunker.add(line))]
+    return batches + ([rest] if (rest := chunker.rest()) else [])
+
+
+def check_lines(lines: list[bytes]) -> None:
+    """Validate a batch file locally before upload: each line an OpenAI batch request, ids unique."""
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        try:
+            item = orjson.loads(line)
+            cid, body = item["custom_id"], item["body"]
+            assert CUSTOM_ID.match(cid) and cid not in seen, "custom_id"
+            assert item["method"] == "POST" and item["url"] == ENDPOINT, "method or url"
+            assert body["model"] and body["messages"], "body"
+        except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError) as error:
+            raise ConfigError(f"batch request line {number} is not a valid OpenAI batch request ({error})") from None
+        seen.add(cid)
+
+
+class BatchState:
+    """The batches a run submitted, kept in SQLite so that a later process can collect them."""
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory).expanduser() / STATE_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT,"
+            " input_file TEXT, output TEXT, custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0,"
+            " command TEXT)"
+        )
+
+    def record(
+        self,
+        batch_id: str,
+        provider: str,
+        model: str,
+        api_base: str | None,
+        input_file: str,
+        output: str,
+        ids: list[str],
+        command: dict,
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'in_progress', ?, 0, ?)",
+            (
+                batch_id,
+                provider,
+                model,
+                api_base,
+                input_file,
+                output,
+                orjson.dumps(ids).decode(),
+                time.time(),
+                orjson.dumps(command).decode(),
+            ),
+        )
+
+    def uncollected(self, output: str | None = None) -> list[dict[str, Any]]:
+        """Batches not collected yet (for one results file, or all)."""
+        query = (
+            "SELECT * FROM batches WHERE collected = 0" + (" AND output = ?" if output else "") + " ORDER BY created_at"
+        )
+        return [self._dict(row) for row in self._db.execute(query, (output,) if output else ()).fetchall()]
+
+    def all(self) -> list[dict[str, Any]]:
+        return [self._dict(row) for row in self._db.execute("SELECT * FROM batches ORDER BY created_at").fetchall()]
+
+    def mark(self, batch_id: str, status: str, collected: bool = False) -> None:
+        self._db.execute(
+            "UPDATE batches SET status = ?, collected = ? WHERE batch_id = ?", (status, int(collected), batch_id)
+        )
+
+    def _dict(self, row: tuple) -> dict[str, Any]:
+        names = [
+            "batch_id",
+            "provider",
+            "model",
+            "api_base",
+            "input_file",
+            "output",
+            "custom_ids",
+            "status",
+            "created_at",
+            "collected",
+            "command",
+        ]
+        item = dict(zip(names, row))
+        item["custom_ids"] = orjson.loads(item["custom_ids"])
+        item["command"] = orjson.loads(item["command"])
+        return item
+
+
+class Provider:
+    """Files and batches through LiteLLM, for the providers it supports there."""
+
+    def __init__(self, provider: str, api_base: str | None):
+        if provider == "anthropic":
+            raise ConfigError(
+                "LiteLLM cannot create Anthropic message batches: use the online path, or --batch-export and a runner of your own"
+            )
+        self.provider = provider
+        self.api_base = api_base
+
+    def _options(self) -> dict[str, Any]:
+        import os
+
+        options: dict[str, Any] = {"custom_llm_provider": self.provider}
+        if self.api_base:
+            options["api_base"] = self.api_base
+            if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+                options["api_key"] = "no-key"
+        return options
+
+    async def submit(self, lines: list[bytes]) -> tuple[str, str]:
+        """Upload a batch file and create the batch; returns (input file id, batch id)."""
+        from flowrate.judge import _litellm
+
+        litellm = _litellm()
+        uploaded = await litellm.acreate_file(
+            file=("requests.jsonl", b"".join(lines)), purpose="batch", **self._options()
+        )
+        batch = await litellm.acreate_batch(
+            completion_window="24h", endpoint=ENDPOINT, input_file_id=uploaded.id, **self._options()
+        )
+        return uploaded.id, batch.id
+
+    async def retrieve(self, batch_id: str) -> Any:
+        from flowrate.judge import _litellm
+
+        return await _litellm().aretrieve_batch(batch_id=batch_id, **self._options())
+
+    async def content(self, file_id: str | None) -> list[dict[str, Any]]:
+        """The lines of a results (or errors) file; none when there is no file."""
+        if not file_id:
+            return []
+        from flowrate.judge import _litellm
+
+        response = await _litellm().afile_content(file_id=file_id, **self._options())
+        return [orjson.loads(line) for line in response.content.splitlines() if line.strip()]
+
+    async def cancel(self, batch_id: str) -> None:
+        from flowrate.judge import _litellm
+
+        await _litellm().acancel_batch(batch_id=batch_id, **self._options())
+
+
+def result_texts(line: dict[str, Any]) -> tuple[list[str], dict[str, int]] | None:
+    """The reply texts and usage of a successful result line; None for a failed one."""
+    response = line.get("response") or {}
+    if line.get("error") or response.get("status_code") != 200:
+        return None
+    body = response.get("body") or {}
+    texts = [(choice.get("message") or {}).get("content") or "" for choice in body.get("choices") or []]
+    usage = body.get("usage") or {}
+    return (
+        (
+            texts,
+            {"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)},
+        )
+        if texts
+        else None
+    )
