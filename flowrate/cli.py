@@ -898,6 +898,7 @@ def batch_status_command(
 
 @batch_app.command("collect")
 def batch_collect_command(
+    ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
     cache_dir: CacheDirOption = None,
 ) -> None:
     """Collect every finished batch not yet collected into its results file, as the command that
@@ -911,7 +912,8 @@ def batch_collect_command(
     state = _batch_state(cache_dir)
     commands = {}
     for batch in state.uncollected():
-        commands.setdefault(batch["output"], batch["command"])
+        if not ids or batch["batch_id"] in ids:
+            commands.setdefault(batch["output"], batch["command"])
     if not commands:
         _say("no batches to collect")
         raise typer.Exit(int(ExitCode.OK))
@@ -920,7 +922,7 @@ def batch_collect_command(
         try:
             settings = EvalSettings.model_validate({**command["settings"], "batch_submit_only": False})
             run = FileRun(command["paths"], settings)
-            summary = asyncio.run(run.execute_batch(submit=False))
+            summary = asyncio.run(run.execute_batch(submit=False, only=set(ids) if ids else None))
         except FlowrateError as error:
             raise _fail(error) from None
         print_summary(stderr(), summary, output)

@@ -315,6 +315,7 @@ class FileRun:
         on_stage: Callable[[str], None] = lambda text: None,
         command: dict | None = None,
         submit: bool = True,
+        only: set[str] | None = None,
     ) -> RunSummary:
         """Judge through the provider's Batch API: collect what earlier runs submitted, submit what
         was never sent, then (unless `batch_submit_only`) poll and collect. Cached conversations,
@@ -351,7 +352,9 @@ class FileRun:
             summary.resumed += 1
             on_row(row)
         try:
-            recorded = state.uncollected(str(Path(output).resolve()))
+            recorded = [
+                b for b in state.uncollected(str(Path(output).resolve())) if only is None or b["batch_id"] in only
+            ]
             sent = {cid for batch in recorded for cid in batch["custom_ids"]}
             planned: dict[str, tuple] = {}
             online: list[tuple] = []
@@ -398,8 +401,13 @@ class FileRun:
             pending = list(recorded)
             while pending:
                 still = []
+                done_requests = failed_requests = total_requests = 0
                 for batch in pending:
                     info = await provider.retrieve(batch["batch_id"])
+                    counts = getattr(info, "request_counts", None)
+                    done_requests += getattr(counts, "completed", 0) or 0
+                    failed_requests += getattr(counts, "failed", 0) or 0
+                    total_requests += getattr(counts, "total", 0) or len(batch["custom_ids"])
                     if info.status not in TERMINAL:
                         still.append(batch)
                         continue
@@ -407,8 +415,10 @@ class FileRun:
                     state.mark(batch["batch_id"], info.status, collected=True)
                 pending = still
                 if pending:
-                    counts = ", ".join(f"{b['batch_id']}: {len(b['custom_ids'])} requests" for b in pending)
-                    on_stage(f"waiting on {len(pending)} batch(es) ({counts}); {time.monotonic() - started:.0f}s")
+                    on_stage(
+                        f"batches: {len(recorded) - len(pending)} of {len(recorded)} done; requests {done_requests} done,"
+                        f" {failed_requests} failed of {total_requests} in those running; {time.monotonic() - started:.0f}s"
+                    )
                     if not submit:
                         summary.still_running = [b["batch_id"] for b in pending]
                         break
