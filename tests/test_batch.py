@@ -35,6 +35,14 @@ def batch_args(batch_server, *extra):
     )
 
 
+def submitted_and_polling(batch_server):
+    """Wait until a real process has created its batch and gone on to poll it."""
+    deadline = time.monotonic() + 60
+    while batch_server.created < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
 def test_failed_lines_go_online_and_every_conversation_gets_one_row(batch_server, judge, run_flowrate, tmp_path):
     write_jsonl(tmp_path / "c.jsonl", conversations(20, fail_every=10))
     batch_server.fail_marker = MARK_FAIL
@@ -119,10 +127,7 @@ def test_a_killed_run_is_collected_on_rerun_without_a_new_batch(
     process = start_process(
         "eval", "c.jsonl", "--batch", "--api-base", batch_server.base_url, "--poll-interval", "30", "-o", "out.jsonl"
     )
-    deadline = time.monotonic() + 60
-    while batch_server.created < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    submitted_and_polling(batch_server)
     process.send_signal(signal.SIGKILL)
     process.communicate()
     batch_server.polls_to_finish = 1
@@ -138,10 +143,7 @@ def test_ctrl_c_while_polling_leaves_the_batches_running(batch_server, judge, tm
     process = start_process(
         "eval", "c.jsonl", "--batch", "--api-base", batch_server.base_url, "--poll-interval", "30", "-o", "out.jsonl"
     )
-    deadline = time.monotonic() + 60
-    while batch_server.created < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    submitted_and_polling(batch_server)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
