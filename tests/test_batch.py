@@ -20,7 +20,8 @@ def conversations(count, fail_every=None):
     return records
 
 
-def batch_args(batch_server, *extra):
+def batch_args(batch_server, *extra, output="out.jsonl"):
+    """`flowrate eval c.jsonl --batch` against the fake, polling with no wait."""
     return (
         "eval",
         "c.jsonl",
@@ -30,7 +31,7 @@ def batch_args(batch_server, *extra):
         "--poll-interval",
         "0",
         "-o",
-        "out.jsonl",
+        output,
         *extra,
     )
 
@@ -102,18 +103,7 @@ def test_submit_only_then_collect_gives_the_rows_of_a_blocking_run(batch_server,
     collected = run_flowrate("batch", "collect")
     assert collected.returncode == 0, collected.stderr
     after = {row["id"]: row["verdict"] for row in read_rows(tmp_path / "out.jsonl")}
-    blocking = run_flowrate(
-        "eval",
-        "c.jsonl",
-        "--batch",
-        "--api-base",
-        batch_server.base_url,
-        "--poll-interval",
-        "0",
-        "-o",
-        "blocking.jsonl",
-        "--no-cache",
-    )
+    blocking = run_flowrate(*batch_args(batch_server, "--no-cache", output="blocking.jsonl"))
     assert blocking.returncode == 0
     assert after == {row["id"]: row["verdict"] for row in read_rows(tmp_path / "blocking.jsonl")}
     assert run_flowrate("batch", "collect").stderr.strip() == "no batches to collect"
