@@ -70,7 +70,7 @@ def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
         if isinstance(source, str) and source not in NAMES:
             raise ConfigError(f"option metric: unknown metric {source!r} (known: {', '.join(NAMES)})")
         if source == OFFLINE:
-            metric = RepetitionCheck(settings.threshold, settings.thresholds)
+            metric = RepetitionCheck(settings.threshold, settings.thresholds, settings.date_field)
         else:
             metric = RubricMetric(
                 source,
@@ -84,6 +84,7 @@ def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
                 cache=cache,
                 thresholds=settings.thresholds,
                 weights=settings.weights,
+                date_field=settings.date_field,
             )
         for row_name in metric.row_names:
             if row_name in made_by:

@@ -312,22 +312,36 @@ Paths = Annotated[
 ]
 
 
-def _judge_run(paths: list[str], given: dict, config: Path | None, also: Callable[[Any], None] = lambda row: None):
-    """Resolve the settings, validate the input and judge it, with progress on stderr."""
-    import asyncio
-
-    from flowrate.report import Reporter
+def _file_run(paths: list[str], given: dict, config: Path | None) -> Any:
+    """Resolve the settings and validate the input: the run, with its notices printed."""
     from flowrate.run import FileRun
     from flowrate.settings import resolve_settings
 
-    settings = resolve_settings(given, config)
-    run = FileRun(paths, settings)
+    run = FileRun(paths, resolve_settings(given, config))
     _print_notices(run.notices)
     run.notices.clear()
-    with Reporter(stderr(), run.total_rows, verbose=settings.verbose) as reporter:
-        summary = asyncio.run(run.execute(on_row=lambda row: (reporter.row(row), also(row)), on_stage=reporter.stage))
+    return run
+
+
+def _judge(run: Any, also: Callable[[Any], None] = lambda row: None, command: dict | None = None) -> Any:
+    """Judge a run, online or through provider batches, with progress on stderr."""
+    import asyncio
+
+    from flowrate.report import Reporter
+
+    with Reporter(stderr(), run.total_rows, verbose=run.settings.verbose) as reporter:
+
+        def on_row(row: Any) -> None:
+            reporter.row(row)
+            also(row)
+
+        if run.settings.batch:
+            job = run.execute_batch(on_row=on_row, on_stage=reporter.stage, command=command)
+        else:
+            job = run.execute(on_row=on_row, on_stage=reporter.stage)
+        summary = asyncio.run(job)
     _print_notices(run.notices)
-    return settings, run, summary
+    return summary
 
 
 @app.command("eval")
@@ -466,70 +480,36 @@ def eval_command(
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""
     given = _settings_given(locals(), ("paths", "config", "dry_run"))
+    from flowrate.limits import UNREACHABLE_AFTER
     from flowrate.report import print_dry_run, print_summary
 
+    settings = None
     try:
+        run = _file_run(paths, given, config)
+        settings = run.settings
         if dry_run:
-            from flowrate.run import FileRun
-            from flowrate.settings import resolve_settings
-
-            run = FileRun(paths, resolve_settings(given, config))
-            estimate = run.estimate()
-            _print_notices(run.notices)
-            print_dry_run(stderr(), estimate, run.settings.model)
+            print_dry_run(stderr(), run.estimate(), settings.model)
             raise typer.Exit(int(ExitCode.OK))
-        if batch_export or batch:
-            _batch_run(paths, given, config)
-        settings, run, summary = _judge_run(paths, given, config)
-    except (FlowrateError, KeyboardInterrupt) as error:
+        if settings.batch_export:
+            count = run.export_batch(settings.batch_export)
+            _say(f"flowrate: {count} request(s) in {settings.batch_export} (OpenAI batch format); nothing was sent")
+            raise typer.Exit(int(ExitCode.OK))
+        summary = _judge(run, command=_batch_command(paths, settings) if settings.batch else None)
+    except KeyboardInterrupt as error:
+        if settings is not None and settings.batch:  # interrupted while polling: the batches run on
+            _say(
+                "flowrate: interrupted while polling: the batches keep running at the provider (nothing was cancelled);"
+            )
+            _say(f"collect them with: {_collect_command()}, or run this command again")
+        raise _fail(error) from None
+    except FlowrateError as error:
         raise _fail(error) from None
     if summary.pipe_closed:
         _silence_stdout()
         raise typer.Exit(int(summary.exit_code))
-    print_summary(stderr(), summary, settings.output)
-    _write_reports(run, summary, settings, paths)
-    if settings.history:
-        _append_history(settings, summary.wall_time_s)
-    if summary.unreachable:
-        _say(
-            f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
-            f" {_unreachable_count()} connections in a row); continue with: {_continue_command('--retry-errors')}"
-        )
-    elif summary.interrupted and summary.not_judged and settings.output != "-":
-        _say(f"resume with: {_continue_command('--resume')}")
-    raise typer.Exit(int(summary.exit_code))
-
-
-def _batch_run(paths: list[str], given: dict, config: Path | None) -> None:
-    """`eval --batch` and `--batch-export`: submit, poll and collect, or only write the requests."""
-    import asyncio
-
-    from flowrate.report import Reporter, print_summary
-    from flowrate.run import FileRun
-    from flowrate.settings import resolve_settings
-
-    settings = resolve_settings(given, config)
-    run = FileRun(paths, settings)
-    _print_notices(run.notices)
-    if settings.batch_export:
-        count = run.export_batch(settings.batch_export)
-        _say(f"flowrate: {count} request(s) in {settings.batch_export} (OpenAI batch format); nothing was sent")
-        raise typer.Exit(int(ExitCode.OK))
-    command = {
-        "paths": [str(Path(p).resolve()) if p != "-" else p for p in paths],
-        "settings": settings.model_dump(mode="json"),
-    }
-    command["settings"]["output"] = str(Path(settings.output).resolve())
-    try:
-        with Reporter(stderr(), run.total_rows, verbose=settings.verbose) as reporter:
-            summary = asyncio.run(run.execute_batch(on_row=reporter.row, on_stage=reporter.stage, command=command))
-    except KeyboardInterrupt:
-        _say("flowrate: interrupted while polling: the batches keep running at the provider (nothing was cancelled);")
-        _say(f"collect them with: {shlex.join([*invoked_as(), 'batch', 'collect'])}, or run this command again")
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    if settings.batch_submit_only:
+    if settings.batch and settings.batch_submit_only:
         _say(f"flowrate: submitted {len(summary.batches)} batch(es): {', '.join(summary.batches) or 'none'}")
-        _say(f"collect with: {shlex.join([*invoked_as(), 'batch', 'collect'])}, or run this command again")
+        _say(f"collect with: {_collect_command()}, or run this command again")
         raise typer.Exit(int(ExitCode.OK))
     print_summary(stderr(), summary, settings.output)
     if summary.batch_online:
@@ -537,7 +517,30 @@ def _batch_run(paths: list[str], given: dict, config: Path | None) -> None:
             f"flowrate: {summary.batch_online} batch line(s) were judged online instead (failed, expired or unparsable)"
         )
     _write_reports(run, summary, settings, paths)
+    if settings.history:
+        _append_history(settings, summary.wall_time_s)
+    if summary.unreachable:
+        _say(
+            f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
+            f" {UNREACHABLE_AFTER} connections in a row); continue with: {_continue_command('--retry-errors')}"
+        )
+    elif summary.interrupted and summary.not_judged and settings.output != "-":
+        _say(f"resume with: {_continue_command('--resume')}")
     raise typer.Exit(int(summary.exit_code))
+
+
+def _batch_command(paths: list[str], settings: Any) -> dict:
+    """What `flowrate batch collect` needs to collect a batch as the submitting command would."""
+    command = {
+        "paths": [str(Path(p).resolve()) if p != "-" else p for p in paths],
+        "settings": settings.model_dump(mode="json"),
+    }
+    command["settings"]["output"] = str(Path(settings.output).resolve())
+    return command
+
+
+def _collect_command() -> str:
+    return shlex.join([*invoked_as(), "batch", "collect"])
 
 
 def _append_history(settings: Any, wall_time_s: float) -> None:
@@ -605,12 +608,6 @@ def _settings_given(values: dict[str, Any], leave_out: tuple[str, ...]) -> dict[
                 raise _fail(ConfigError(f"option weight: {pair!r} must be NAME=W, W a number")) from None
         given["weights"] = weights
     return given
-
-
-def _unreachable_count() -> int:
-    from flowrate.limits import UNREACHABLE_AFTER
-
-    return UNREACHABLE_AFTER
 
 
 def invoked_as() -> list[str]:
@@ -714,7 +711,7 @@ def agreement_command(
         else:
             given["metric"] = [metric_making(compared)]
             rows = []
-            _, _, summary = _judge_run(paths, given, config, also=rows.append)
+            summary = _judge(_file_run(paths, given, config), also=rows.append)
             incomplete = summary.errors > 0 or summary.interrupted
         pairs, unpaired = pair_up(labels, rows, label, compared)
         report = agreement_report(pairs, label, compared, scale_values(compared, rubric))

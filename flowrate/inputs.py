@@ -308,27 +308,6 @@ class Selection:
         return None
 
 
-DATE_FIELDS = ("chat_date", "started_at", "timestamp")
-
-
-def chat_date(case: ConversationalEvalTestCase, field: str | None = None) -> str | None:
-    """When the chat happened, as YYYY-MM-DD: metadata `field`, else `chat_date`, `started_at`
-    or `timestamp` (an ISO date or time, or Unix seconds). None when none is there or readable."""
-    from datetime import UTC, datetime
-
-    for name in (field,) if field else DATE_FIELDS:
-        value = case.metadata.get(name)
-        if value is None:
-            continue
-        try:
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return datetime.fromtimestamp(value, UTC).date().isoformat()
-            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).date().isoformat()
-        except (ValueError, OverflowError, OSError):
-            return None
-    return None
-
-
 def stable_hash(text: str) -> int:
     """A 64-bit number from a hash of `text`: the same on every machine and every run."""
     return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16)

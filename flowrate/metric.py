@@ -31,7 +31,15 @@ from flowrate.judge import (
     redact_secrets,
 )
 from flowrate.limits import CallGate, RunStopped
-from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvalTestCase, EvaluationRow, Source, Usage
+from flowrate.models import (
+    ConversationalEvalTestCase,
+    ErrorInfo,
+    EvalTestCase,
+    EvaluationRow,
+    Source,
+    Usage,
+    chat_date,
+)
 from flowrate.rubric import USER_SATISFACTION, Rubric, grading_request, load_rubric
 from flowrate.scores import (
     Judgement,
@@ -79,7 +87,8 @@ class RubricMetric:
     model string (`gpt-4o`, `anthropic:claude-3-5-sonnet-latest`, `ollama:llama3`, any LiteLLM
     `provider/model`) or a `CustomLLMClient`. A row passes when its score is at least its
     threshold: `thresholds[name]`, else `threshold`. `weights` (criterion name to weight, 1 when
-    not named) make a suite's `user_satisfaction`. `samples` asks for K judgements and keeps the
+    not named) make a suite's `user_satisfaction`. `date_field` names the metadata field with the
+    chat's date (default: `chat_date`, `started_at` or `timestamp`). `samples` asks for K judgements and keeps the
     majority; `max_input_tokens` caps the prompt; `cache` is the run's response cache.
     """
 
@@ -98,6 +107,7 @@ class RubricMetric:
         cache: ResponseCache | None = None,
         thresholds: dict[str, float] | None = None,
         weights: dict[str, float] | None = None,
+        date_field: str | None = None,
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be between 0 and 1")
@@ -116,6 +126,7 @@ class RubricMetric:
         self.retry = retry or RetryPolicy()
         self.samples = samples
         self.cache = cache
+        self.date_field = date_field
         self._max_input_tokens = max_input_tokens
         self._rng = random.Random()
 
@@ -266,6 +277,7 @@ class RubricMetric:
             rubric_version=self.rubric.version,
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
+            chat_date=chat_date(case, self.date_field),
         )
 
     async def evaluate(
@@ -282,10 +294,7 @@ class RubricMetric:
         The call's tokens, cost, attempts and timings are on the first row; the suite's other
         rows carry none of them (cost 0, or null when the price is unknown), so totals add up."""
         plan = plan or self.plan(case)
-        rows = [self.new_row(case, source, name) for name in self.row_names]
-        for row in rows:
-            row.truncated = plan.truncated
-            row.samples = self.samples
+        rows = self._new_rows(case, source, plan)
         spent = _Spend()
         cached = plan.cached_texts is not None
         try:
@@ -293,9 +302,7 @@ class RubricMetric:
                 judgements = [parse_reply(text, self.rubric) for text in plan.cached_texts]  # type: ignore[union-attr]
             else:
                 judgements = await self._judge(plan, spent, gate)
-                if plan.key is not None:
-                    texts = [judgement.text for judgement in judgements]
-                    self.cache.put(plan.key, self.model, self.rubric.version, texts)  # type: ignore[union-attr]
+                self._remember(plan, [judgement.text for judgement in judgements])
         except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
@@ -305,18 +312,28 @@ class RubricMetric:
         else:
             self._fill(rows, judgements)
         now = datetime.now(UTC)  # when the verdict (or the error) arrived
-        cost = spent.cost_usd if spent.calls or cached else None
         for row in rows:
             row.evaluated_at = now
             row.cached = cached
-            row.cost_usd = None if cost is None else 0.0
-        first = rows[0]
-        first.usage = spent.usage
-        first.cost_usd = cost
+        first = _charge(rows, spent.usage, spent.cost_usd if spent.calls or cached else None)
         first.attempts = spent.stats.attempts
         first.latency_s = round(spent.stats.latency_s, 3)
         first.wait_s = round(spent.stats.wait_s, 3)
         return rows
+
+    def _new_rows(
+        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan
+    ) -> list[EvaluationRow]:
+        rows = [self.new_row(case, source, name) for name in self.row_names]
+        for row in rows:
+            row.truncated = plan.truncated
+            row.samples = self.samples
+        return rows
+
+    def _remember(self, plan: JudgePlan, texts: list[str]) -> None:
+        """Put a judge's usable replies in the cache."""
+        if plan.key is not None and self.cache is not None:
+            self.cache.put(plan.key, self.model, self.rubric.version, texts)
 
     def rows_from_replies(
         self,
@@ -331,21 +348,15 @@ class RubricMetric:
         cache, priced at the batch price (null when unknown). Raises `UnparsableReply` when a reply
         holds no judgement, for the caller to send the conversation online."""
         judgements = [parse_reply(text, self.rubric) for text in texts]
-        if plan.key is not None and self.cache is not None:
-            self.cache.put(plan.key, self.model, self.rubric.version, texts)
-        rows = [self.new_row(case, source, name) for name in self.row_names]
+        self._remember(plan, texts)
+        rows = self._new_rows(case, source, plan)
         self._fill(rows, judgements)
-        price = getattr(self.backend, "batch_price", lambda p, c: None)
-        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
         for row in rows:
-            row.truncated = plan.truncated
-            row.samples = self.samples
             row.batch = True
             row.batch_id = batch_id
-            row.cost_usd = None if cost is None else 0.0
-        rows[0].usage = Usage(**usage)
-        rows[0].cost_usd = cost
-        rows[0].attempts = 1
+        price = getattr(self.backend, "batch_price", lambda prompt, completion: None)
+        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        _charge(rows, Usage(**usage), cost).attempts = 1
         return rows
 
     def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
@@ -413,6 +424,16 @@ class RubricMetric:
                 retry = await call(corrective_messages(plan.messages, text, str(problem), self.rubric), 1)
                 judgements.append(parse_reply(retry.texts[0], self.rubric))
         return judgements
+
+
+def _charge(rows: list[EvaluationRow], usage: Usage, cost_usd: float | None) -> EvaluationRow:
+    """A call's tokens and cost go on its first row; the others carry cost 0, or null when the
+    price is unknown, so totals add up. Returns the first row."""
+    for row in rows:
+        row.cost_usd = None if cost_usd is None else 0.0
+    rows[0].usage = usage
+    rows[0].cost_usd = cost_usd
+    return rows[0]
 
 
 class _Spend:

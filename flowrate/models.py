@@ -5,7 +5,7 @@ The class names follow eval_lib, so code written for it switches with one import
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -60,6 +60,25 @@ VERDICT_SCORES: dict[Verdict, float] = {
     Verdict.MINOR: 0.3,
     Verdict.NONE: 0.0,
 }
+
+
+DATE_FIELDS = ("chat_date", "started_at", "timestamp")
+
+
+def chat_date(case: ConversationalEvalTestCase, field: str | None = None) -> str | None:
+    """When the chat happened, as YYYY-MM-DD: metadata `field`, else `chat_date`, `started_at`
+    or `timestamp` (an ISO date or time, or Unix seconds). None when none is there or readable."""
+    for name in (field,) if field else DATE_FIELDS:
+        value = case.metadata.get(name)
+        if value is None:
+            continue
+        try:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return datetime.fromtimestamp(value, UTC).date().isoformat()
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).date().isoformat()
+        except (ValueError, OverflowError, OSError):
+            return None
+    return None
 
 
 class Source(BaseModel):

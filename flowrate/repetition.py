@@ -22,7 +22,7 @@ import re
 from datetime import UTC, datetime
 
 from flowrate.metric import CallEstimate, JudgePlan
-from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
+from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source, chat_date
 
 NAME = "repetition_check"
 RULES_VERSION = "repetition-check-1"  # bump when a rule or threshold below changes
@@ -97,7 +97,8 @@ def score_for(count: int) -> float:
 
 class RepetitionCheck:
     """The offline repetition check as a metric: the same protocol as `RubricMetric`, with no
-    judge. `threshold` (or `thresholds["repetition_check"]`) is the pass mark."""
+    judge. `threshold` (or `thresholds["repetition_check"]`) is the pass mark; `date_field` as
+    `RubricMetric`'s."""
 
     name = NAME
     row_names = [NAME]
@@ -106,8 +107,11 @@ class RepetitionCheck:
     samples = 1
     calls_per_conversation = 0
 
-    def __init__(self, threshold: float = 0.7, thresholds: dict[str, float] | None = None):
+    def __init__(
+        self, threshold: float = 0.7, thresholds: dict[str, float] | None = None, date_field: str | None = None
+    ):
         self.threshold = (thresholds or {}).get(NAME, threshold)
+        self.date_field = date_field
         self.judge_identity = {"model": self.model, "rubric version": RULES_VERSION}
 
     def check_keys(self) -> None:
@@ -157,4 +161,5 @@ class RepetitionCheck:
             rubric_version=RULES_VERSION,
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
+            chat_date=chat_date(case, self.date_field),
         )

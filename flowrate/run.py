@@ -25,15 +25,14 @@ from flowrate.inputs import (
     InputSet,
     ScanReport,
     Selection,
-    chat_date,
     iter_cases,
     raise_for_problems,
     scan,
 )
-from flowrate.models import ConversationalEvalTestCase, ErrorInfo, EvaluationRow, Source
+from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
 from flowrate.reports.github import in_github
 from flowrate.results import DryRunEstimate, ReportBook, RunSummary, read_rows, repair_partial_tail, rewrite_rows
-from flowrate.runner import BatchRun
+from flowrate.runner import BatchRun, error_rows
 from flowrate.scores import UnparsableReply
 from flowrate.settings import EvalSettings
 
@@ -157,7 +156,6 @@ class FileRun:
             tpm=self.settings.tpm,
             max_cost_usd=self.settings.max_cost,
             done=done,
-            chat_date=lambda case: chat_date(case, self.settings.date_field),
         )
         run.summary.expected_rows = self.total_rows
         run.summary.skip_invalid(self.scan.invalid, self.scan.problems)
@@ -284,15 +282,36 @@ class FileRun:
                 self.book.skip(record.case.id, record.source.path, record.source.line, selection.last_reason)  # type: ignore[union-attr,arg-type]
 
     # -- provider batch mode ---------------------------------------------------------
-    def _batch_plans(self, done: dict[tuple[str, str], EvaluationRow], lookup: bool = True):
-        """For every selected conversation and judged metric with rows missing: the conversation,
-        its source, the metric, its plan and its custom id. Planned exactly as online."""
-        judged = [metric for metric in self.metrics if metric.calls_per_conversation]
+    def _pending(self, done: dict[tuple[str, str], EvaluationRow], lookup: bool = True):
+        """In one pass over the input, for every selected conversation and metric with rows
+        missing: the conversation, its source, the metric, and for a judged metric its plan
+        (made exactly as online) and custom id; for an offline metric, None for both."""
         for case, source in self._items():
-            for metric in judged:
+            for metric in self.metrics:
                 if all((case.id, name) in done for name in metric.row_names):
                     continue
-                yield case, source, metric, metric.plan(case, lookup=lookup), custom_id(metric.name, case.id or "")
+                if not metric.calls_per_conversation:
+                    yield case, source, metric, None, None
+                else:
+                    yield case, source, metric, metric.plan(case, lookup=lookup), custom_id(metric.name, case.id or "")
+
+    def _row_writer(self, handle: BinaryIO, summary: RunSummary, on_row, done: dict | None = None, order_of=None):
+        """Write a row to the results file, and count it in `summary`, the report book and `done`;
+        `order_of` gives a conversation's place in the input when the caller does not."""
+
+        def write(row: EvaluationRow, order: int | None = None) -> None:
+            if order is None:
+                order = order_of.get(row.id, 0) if order_of is not None else 0
+            handle.write(row.model_dump_json().encode() + b"\n")
+            handle.flush()
+            if done is not None:
+                done[(row.id, row.metric)] = row
+            summary.add(row, order)
+            if self.book is not None:
+                self.book.add(row)
+            on_row(row)
+
+        return write
 
     def export_batch(self, path: str) -> int:
         """Write the OpenAI-format request file of this run (cached conversations left out unless
@@ -301,8 +320,8 @@ class FileRun:
         count = 0
         try:
             with open(path, "wb") as handle:
-                for _, _, metric, plan, cid in self._batch_plans({}):
-                    if plan.cached_texts is None:
+                for _, _, metric, plan, cid in self._pending({}):
+                    if plan is not None and plan.cached_texts is None:
                         handle.write(metric.batch_request(cid, plan))
                         count += 1
         finally:
@@ -336,17 +355,8 @@ class FileRun:
         summary.left_out = dict(self.scan.left_out)
         output = self.settings.output
         handle = _open_output(output, append=self._resuming)
-        order: dict[str, int] = {}
-
-        def write(row: EvaluationRow) -> None:
-            handle.write(row.model_dump_json().encode() + b"\n")
-            handle.flush()
-            done[(row.id, row.metric)] = row
-            summary.add(row, order.get(row.id, 0))
-            if self.book is not None:
-                self.book.add(row)
-            on_row(row)
-
+        order_of: dict[str, int] = {}
+        write = self._row_writer(handle, summary, on_row, done, order_of)
         for row in list(done.values()):
             summary.add(row)
             summary.resumed += 1
@@ -380,20 +390,16 @@ class FileRun:
                 recorded.append({"batch_id": batch_id, "custom_ids": ids})
                 on_stage(f"submitted batch {batch_id}: {len(ids)} requests")
 
-            for index, (case, source, metric, plan, cid) in enumerate(self._batch_plans(done)):
-                order.setdefault(case.id, index)
-                planned[cid] = (case, source, metric, plan)
-                if plan.cached_texts is not None:
+            for case, source, metric, plan, cid in self._pending(done):
+                order_of.setdefault(case.id or "", len(order_of))
+                if plan is None or plan.cached_texts is not None:  # offline, or cached: no batch needed
                     for row in await metric.evaluate(case, source, plan=plan):
                         write(row)
-                elif cid not in sent and submit:
+                    continue
+                planned[cid] = (case, source, metric, plan)
+                if cid not in sent and submit:
                     await submit_chunk(chunker.add(metric.batch_request(cid, plan)))
                 plan.messages = []  # not needed again: collecting maps the replies back by custom id
-            for case, source in self._items():  # offline metrics need no batch
-                for metric in self.metrics:
-                    if not metric.calls_per_conversation and (case.id, metric.name) not in done:
-                        for row in await metric.evaluate(case, source):
-                            write(row)
             await submit_chunk(chunker.rest())
             summary.batches = [batch["batch_id"] for batch in recorded]
             if self.settings.batch_submit_only:
@@ -431,12 +437,10 @@ class FileRun:
             elif online:
                 for case, source, cid, why in online:
                     metric = planned[cid][2]
-                    for name in metric.row_names:
-                        if (case.id, name) not in done:
-                            row = metric.new_row(case, source, name)
-                            row.error = ErrorInfo(type="BatchLineFailed", message=why)
-                            row.batch = True
-                            write(row)
+                    missing = [name for name in metric.row_names if (case.id, name) not in done]
+                    for row in error_rows(metric, case, source, "BatchLineFailed", why, missing):
+                        row.batch = True
+                        write(row)
         finally:
             self.inputs.close()
             if handle is not sys.stdout.buffer:
@@ -497,8 +501,13 @@ class FileRun:
             raise ConfigError(f"{path}: cannot read batch results: {error.strerror}") from None
         summary = RunSummary(expected_rows=self.total_rows)
         handle = _open_output(self.settings.output, append=False)
+        write = self._row_writer(handle, summary, on_row)
         try:
-            for index, (case, source, metric, plan, cid) in enumerate(self._batch_plans({}, lookup=False)):
+            for index, (case, source, metric, plan, cid) in enumerate(self._pending({}, lookup=False)):
+                if plan is None:  # an offline metric
+                    for row in await metric.evaluate(case, source):
+                        write(row, index)
+                    continue
                 found = results.get(cid)
                 replies = result_texts(found) if found is not None else None
                 rows = None
@@ -509,23 +518,8 @@ class FileRun:
                         why = f"unparsable reply: {problem}"
                 else:
                     why = "no line for it in the results" if found is None else "failed in the batch"
-                if rows is None:
-                    rows = []
-                    for name in metric.row_names:
-                        row = metric.new_row(case, source, name)
-                        row.error = ErrorInfo(type="BatchLineFailed", message=why)
-                        rows.append(row)
-                for row in rows:
-                    handle.write(row.model_dump_json().encode() + b"\n")
-                    summary.add(row, index)
-                    on_row(row)
-            for case, source in self._items():
-                for metric in self.metrics:
-                    if not metric.calls_per_conversation:
-                        for row in await metric.evaluate(case, source):
-                            handle.write(row.model_dump_json().encode() + b"\n")
-                            summary.add(row)
-                            on_row(row)
+                for row in rows if rows is not None else error_rows(metric, case, source, "BatchLineFailed", why):
+                    write(row, index)
         finally:
             self.inputs.close()
             if handle is not sys.stdout.buffer:

@@ -105,7 +105,6 @@ class BatchRun:
     on_skip: Callable[[ConversationalEvalTestCase, Source | None, str], None] = lambda case, source, reason: None
     control: RunControl | None = None
     gate: CallGate | None = None
-    chat_date: Callable[[ConversationalEvalTestCase], str | None] = lambda case: None
 
     def _missing(self, case: ConversationalEvalTestCase, metric: Metric) -> int:
         """Rows of `metric` for `case` that the output does not hold yet."""
@@ -206,7 +205,6 @@ class BatchRun:
                         return  # nobody reads the rows any more
                     if (row.id, row.metric) in self.done:
                         continue  # a resumed suite: this criterion's row is in the file already
-                    row.chat_date = self.chat_date(case)
                     self.summary.add(row, order)
                     self.on_row(row)
 
@@ -280,10 +278,21 @@ def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], N
     return True
 
 
-def _not_judged(case: ConversationalEvalTestCase, metric: Metric, name: str, why: str) -> EvaluationRow:
-    row = metric.new_row(case, None, name)
-    row.error = ErrorInfo(type="NotJudged", message=why)
-    return row
+def error_rows(
+    metric: Metric,
+    case: ConversationalEvalTestCase,
+    source: Source | None,
+    error_type: str,
+    message: str,
+    names: Iterable[str] | None = None,
+) -> list[EvaluationRow]:
+    """Rows of `metric` for `case` (those in `names`, default all) holding an error, not a judgement."""
+    rows = []
+    for name in metric.row_names if names is None else names:
+        row = metric.new_row(case, source, name)
+        row.error = ErrorInfo(type=error_type, message=message)
+        rows.append(row)
+    return rows
 
 
 async def evaluate_conversations(
@@ -312,9 +321,8 @@ async def evaluate_conversations(
     for case in cases:  # every conversation comes back with a result per metric, an error when not judged
         judged = {row.metric for row in rows.get(case.id, [])}  # type: ignore[arg-type]
         for metric in metrics:
-            for name in metric.row_names:
-                if name not in judged:
-                    rows.setdefault(case.id, []).append(_not_judged(case, metric, name, why))  # type: ignore[arg-type]
+            missing = [name for name in metric.row_names if name not in judged]
+            rows.setdefault(case.id, []).extend(error_rows(metric, case, None, "NotJudged", why, missing))  # type: ignore[arg-type]
     order = {name: n for n, name in enumerate(name for metric in metrics for name in metric.row_names)}
     return [
         ConversationResult(
