@@ -28,8 +28,9 @@ from datetime import date, timedelta
 
 from flowrate.exit_codes import ConfigError
 from flowrate.labels import Label
-from flowrate.results import EvaluationRow
+from flowrate.results import EvaluationRow, mean4
 from flowrate.rubric import USER_SATISFACTION
+from flowrate.scores import weighted_mean
 
 MORE_THAN = 30  # cases on one side before a deviation is reported
 AT_LEAST = 30  # conversations with a nonzero delta before the band adjusts scores
@@ -67,10 +68,6 @@ def _clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
-
-
 def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[dict, float | None]:
     """One metric's figures (the JSON shape), and its error band (None: no adjustment)."""
     judged = {row.id: row.score for row in rows if row.score is not None}
@@ -88,8 +85,8 @@ def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[di
         "upper": side([delta for delta in deltas.values() if delta > 0]),
         "lower": side([delta for delta in deltas.values() if delta < 0]),
         "error_band": None if band is None else round(band, 4),
-        "mean_score": _mean(scores),
-        "mean_adjusted": _mean(adjusted),
+        "mean_score": mean4(scores),
+        "mean_adjusted": mean4(adjusted),
     }
     return figures, band
 
@@ -118,18 +115,17 @@ def calibrate_satisfaction(rows: list[EvaluationRow], labels: list[Label]) -> tu
         human_scores = {
             name: (sum(mine[name]) / len(mine[name]) if name in mine else score) for name, score in judge.items()
         }
-        total = sum(weights.get(name, 1.0) for name in human_scores)
-        human = sum(score * weights.get(name, 1.0) for name, score in human_scores.items()) / total
+        human = weighted_mean(human_scores, weights)  # computed as auto was, on the user_satisfaction row
         gaps.append(human - auto)
     band = sum(gaps) / len(gaps) if len(gaps) >= AT_LEAST else None
     adjusted = [_clamp(auto + band) for auto in autos] if band is not None else autos
     return {
         "labeled_conversations": len(gaps),
-        "mean_gap": _mean(gaps),
+        "mean_gap": mean4(gaps),
         "upper": side([gap for gap in gaps if gap > 0]),
         "lower": side([gap for gap in gaps if gap < 0]),
-        "mean_auto": _mean(autos),
-        "mean_adjusted": _mean(adjusted),
+        "mean_auto": mean4(autos),
+        "mean_adjusted": mean4(adjusted),
     }, band
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from flowrate.cache import ResponseCache
 from flowrate.exit_codes import ConfigError
 from flowrate.judge import RetryPolicy
-from flowrate.rubric import PACKAGED, load_rubric
+from flowrate.rubric import PACKAGED, Scale, load_rubric
 from flowrate.settings import EvalSettings
 
 OFFLINE = "repetition_check"
@@ -103,16 +103,20 @@ def metric_making(row_name: str) -> str:
     return row_name
 
 
-def scale_values(row_name: str, rubric_path: str | None = None) -> list[tuple[str, float]] | None:
-    """Every value a metric's rows can carry, as shown in rows and reports, with its score,
-    lowest first; None for a score with no scale (user_satisfaction, repetition_check)."""
+def find_scale(row_name: str, rubric_path: str | None = None) -> Scale | None:
+    """The scale of a criterion, in the given rubric or a packaged one; None for a score with
+    no scale (user_satisfaction, repetition_check) or a name no rubric has."""
     rubrics = [load_rubric(rubric_path)] if rubric_path else []
     rubrics += [load_rubric(name) for name in PACKAGED]
-    for rubric in rubrics:
-        for criterion in rubric.criteria:
-            if criterion.name == row_name:
-                scale = criterion.scale
-                if scale.levels is not None:
-                    return [(str(value), scale.score(value)) for value in scale.values]
-                return [(f"{value}/{scale.points}", scale.score(value)) for value in scale.values]
-    return None
+    return next((c.scale for rubric in rubrics for c in rubric.criteria if c.name == row_name), None)
+
+
+def scale_values(row_name: str, rubric_path: str | None = None) -> list[tuple[str, float]] | None:
+    """Every value a metric's rows can carry, as shown in rows and reports, with its score,
+    lowest first; None when it has no scale."""
+    scale = find_scale(row_name, rubric_path)
+    if scale is None:
+        return None
+    if scale.levels is not None:
+        return [(str(value), scale.score(value)) for value in scale.values]
+    return [(f"{value}/{scale.points}", scale.score(value)) for value in scale.values]

@@ -829,8 +829,8 @@ def compare_command(
 ) -> None:
     """Compare a run with a baseline: changed verdicts, regressions first, and per metric the
     mean score delta with a seeded bootstrap 95 % interval."""
-    from flowrate.compare import compare_files, markdown
-    from flowrate.report import print_comparison
+    from flowrate.compare import compare_files
+    from flowrate.report import comparison_markdown, print_comparison
 
     try:
         comparison = compare_files(baseline, current, tolerance)
@@ -840,7 +840,7 @@ def compare_command(
     if as_json:
         typer.echo(comparison.model_dump_json())
     if as_markdown:
-        typer.echo(markdown(comparison), nl=False)
+        typer.echo(comparison_markdown(comparison), nl=False)
     worse = any(change.delta < 0 for change in comparison.changes)
     failed = comparison.regressed or (fail_on_any_regression and worse)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from flowrate.results import read_rows, shown_value
+from flowrate.results import mean4, read_rows, shown_value
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240229
@@ -85,9 +85,9 @@ def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 
             MetricComparison(
                 metric=metric,
                 paired=len(paired),
-                mean_before=_mean([old.score for old, _ in paired]),
-                mean_after=_mean([new.score for _, new in paired]),
-                mean_delta=_mean(deltas),
+                mean_before=mean4([old.score for old, _ in paired]),
+                mean_after=mean4([new.score for _, new in paired]),
+                mean_delta=mean4(deltas),
                 ci95=interval,
                 pass_rate_before=_rate(mine_before.values()),
                 pass_rate_after=_rate(mine_after.values()),
@@ -138,44 +138,6 @@ def _bootstrap(deltas: list[float]) -> list[float] | None:
     return [round(float(low), 4), round(float(high), 4)]
 
 
-def _mean(values: list) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
-
-
 def _rate(rows) -> float | None:
     judged = [row for row in rows if row.score is not None]
     return round(sum(bool(row.success) for row in judged) / len(judged), 4) if judged else None
-
-
-def markdown(comparison: Comparison, limit: int = 20) -> str:
-    """A fragment for a pull-request comment."""
-    lines = [
-        "### flowrate: compared with the baseline",
-        "",
-        "| metric | paired | mean before | mean after | delta (95% CI) | pass rate | verdict |",
-        "|---|---:|---:|---:|---|---|---|",
-    ]
-    for metric in comparison.metrics:
-        interval = "" if metric.ci95 is None else f" [{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
-        delta = "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}{interval}"
-        rate = f"{_pct(metric.pass_rate_before)} → {_pct(metric.pass_rate_after)}"
-        verdict = "**significant drop**" if metric.significant_drop else "ok"
-        lines.append(
-            f"| `{metric.metric}` | {metric.paired} | {_num(metric.mean_before)} | {_num(metric.mean_after)} | {delta} | {rate} | {verdict} |"
-        )
-    regressions = [change for change in comparison.changes if change.delta < 0][:limit]
-    if regressions:
-        lines += ["", "**Regressions**", ""] + [
-            f"- `{change.id}` `{change.metric}`: {change.before} → {change.after}" for change in regressions
-        ]
-    if comparison.warnings:
-        lines += ["", *[f"> {warning}" for warning in comparison.warnings]]
-    return "\n".join(lines) + "\n"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"

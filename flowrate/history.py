@@ -55,12 +55,11 @@ def connect(path: str | Path | None) -> Any:
 def import_results(connection: Any, path: str | Path, started_at: datetime | None = None) -> int:
     """Add a results file's rows (each once) and record the run; returns how many rows were new.
 
-    The file is checked row by row first, so a bad file is a plain error naming its line."""
-    rows = list(read_rows(Path(path)))
-    if not rows:
-        return 0
+    The file is checked row by row first (a bad one is a plain error naming its line), then read
+    by DuckDB itself; the run's figures are computed in SQL over the rows it added."""
+    for _ in read_rows(Path(path)):
+        pass
     run_id = uuid.uuid4().hex
-    before = connection.execute("SELECT count(*) FROM rows").fetchone()[0]
     connection.execute(
         f"""INSERT OR IGNORE INTO rows SELECT id, metric, suite, model, rubric_version,
         CAST(evaluated_at AS TIMESTAMPTZ) AT TIME ZONE 'UTC', TRY_CAST(chat_date AS DATE), verdict, rating, scale,
@@ -68,25 +67,15 @@ def import_results(connection: Any, path: str | Path, started_at: datetime | Non
         FROM read_json(?, format = 'newline_delimited', columns = {COLUMNS}, ignore_errors = true)""",
         [run_id, str(path)],
     )
-    added = connection.execute("SELECT count(*) FROM rows").fetchone()[0] - before
+    added = connection.execute("SELECT count(*) FROM rows WHERE run_id = ?", [run_id]).fetchone()[0]
     if added:
-        stamps = [row.evaluated_at for row in rows]
         connection.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                run_id,
-                started_at or min(stamps),
-                max(stamps),
-                ",".join(sorted({row.model for row in rows})),
-                ",".join(sorted({row.rubric_version for row in rows})),
-                ",".join(dict.fromkeys(row.metric for row in rows)),
-                added,
-                sum(bool(row.success) for row in rows if row.score is not None),
-                sum(row.success is False for row in rows),
-                sum(row.error is not None for row in rows),
-                sum(row.cost_usd or 0.0 for row in rows),
-                str(path),
-            ],
+            """INSERT INTO runs SELECT ?, coalesce(CAST(? AS TIMESTAMP), min(evaluated_at)), max(evaluated_at),
+            string_agg(DISTINCT model, ',' ORDER BY model), string_agg(DISTINCT rubric_version, ',' ORDER BY rubric_version),
+            string_agg(DISTINCT metric, ',' ORDER BY metric), count(*), count(*) FILTER (WHERE success),
+            count(*) FILTER (WHERE success = false), count(*) FILTER (WHERE error_type IS NOT NULL),
+            coalesce(sum(cost_usd), 0), ? FROM rows WHERE run_id = ?""",
+            [run_id, started_at, str(path), run_id],
         )
     return added
 

@@ -6,6 +6,7 @@ Records are read as a stream. `scan` validates everything before any judge call;
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shutil
 import sys
@@ -278,9 +279,9 @@ class Selection:
 
     def fresh(self) -> Selection:
         """The same selection, with its counts and its limit reset, for another pass."""
-        copy = Selection(self.shard, self.sample, self.sample_seed, self.min_words, None, None, self.limit)
-        copy.only, copy.exclude = self.only, self.exclude
-        return copy
+        again = copy.copy(self)
+        again.left_out, again.last_reason, again._taken = Counter(), None, 0
+        return again
 
     def choose(self, case: ConversationalEvalTestCase) -> bool:
         """True when the run judges `case`; else `last_reason` says why not."""

@@ -45,20 +45,18 @@ class Scales:
                 self.levels.setdefault(row.metric, {})[row.verdict] = row.score
 
     def score(self, metric: str, rating: object, verdict: object) -> float:
-        from flowrate.catalog import scale_values
+        from flowrate.catalog import find_scale
 
+        scale = find_scale(metric)
         if rating not in (None, ""):
-            points = self.points.get(metric)
-            if points is None:
-                known = scale_values(metric) or []
-                points = max((int(value.split("/")[1]) for value, _ in known if "/" in value), default=None)
+            points = self.points.get(metric) or (scale.points if scale is not None else None)
             if points is None:
                 raise ValueError(f"metric {metric!r} has no rating scale; give a verdict or a score")
             number = float(str(rating))
             if not number.is_integer() or not 1 <= number <= points:
                 raise ValueError(f"rating {rating!r} is not on {metric}'s scale 1..{points}")
             return round(number / points, 4)
-        levels = dict(scale_values(metric) or []) | self.levels.get(metric, {})
+        levels = dict((scale.levels if scale is not None else None) or {}) | self.levels.get(metric, {})
         name = str(verdict).strip().lower()
         if name not in levels:
             raise ValueError(f"verdict {verdict!r} is not a level of {metric} ({', '.join(levels) or 'none known'})")

@@ -367,3 +367,29 @@ def print_trends(console: Console, items: list[dict]) -> None:
         points = {item["period"]: item["mean_score"] for item in items if item["metric"] == metric}
         line = sparkline([points.get(period) for period in periods])
         console.print(f"{metric}: {line}  ({periods[0]} to {periods[-1]})", markup=False, highlight=False)
+
+
+def comparison_markdown(comparison: Comparison, limit: int = 20) -> str:
+    """A fragment for a pull-request comment."""
+    lines = [
+        "### flowrate: compared with the baseline",
+        "",
+        "| metric | paired | mean before | mean after | delta (95% CI) | pass rate | verdict |",
+        "|---|---:|---:|---:|---|---|---|",
+    ]
+    for metric in comparison.metrics:
+        interval = "" if metric.ci95 is None else f" [{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
+        delta = "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}{interval}"
+        rate = f"{_share(metric.pass_rate_before)} → {_share(metric.pass_rate_after)}"
+        verdict = "**significant drop**" if metric.significant_drop else "ok"
+        lines.append(
+            f"| `{metric.metric}` | {metric.paired} | {_number(metric.mean_before)} | {_number(metric.mean_after)} | {delta} | {rate} | {verdict} |"
+        )
+    regressions = [change for change in comparison.changes if change.delta < 0][:limit]
+    if regressions:
+        lines += ["", "**Regressions**", ""] + [
+            f"- `{change.id}` `{change.metric}`: {change.before} → {change.after}" for change in regressions
+        ]
+    if comparison.warnings:
+        lines += ["", *[f"> {warning}" for warning in comparison.warnings]]
+    return "\n".join(lines) + "\n"

@@ -122,6 +122,11 @@ class MetricStats(Totals):
     value_scores: dict[str, float] = Field(default_factory=dict)  #: each value's score, to order them
 
 
+def mean4(values: list[float]) -> float | None:
+    """The mean rounded to 4 places, as reports give scores; None for no values."""
+    return round(sum(values) / len(values), 4) if values else None
+
+
 def shown_value(row: EvaluationRow) -> str:
     """A row's judgement as people read it: the verdict, the rating on its scale, or the score."""
     if row.verdict is not None:
