@@ -211,3 +211,24 @@ def test_status_and_cancel(batch_server, judge, run_flowrate, tmp_path):
     batch_server.polls_to_finish = 1
     collected = run_flowrate("batch", "collect")
     assert collected.returncode == 0 and len(read_rows(tmp_path / "out.jsonl")) == 2, collected.stderr  # online
+
+
+def test_batch_mode_from_the_config_file_with_chat_dates_and_skipped_conversations_counted_once(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    records = [{**record, "metadata": {"started_at": "2026-03-02T10:00:00Z"}} for record in conversations(3)]
+    records.append({**turn_record("hr", "q", "a"), "metadata": {"topic": "HR"}})
+    write_jsonl(tmp_path / "c.jsonl", records)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "flowrate.yaml").write_text(
+        f"batch: true\npoll_interval: 0\napi_base: {batch_server.base_url}\n"
+    )
+    result = run_flowrate("eval", "c.jsonl", "--exclude", "topic=HR", "--junit", "junit.xml", "-o", "out.jsonl")
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert batch_server.created == 1 and judge.requests == 0 and all(row["batch"] for row in rows)
+    assert {row["chat_date"] for row in rows} == {"2026-03-02"}
+    suite = (
+        __import__("xml.etree.ElementTree").etree.ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    )
+    assert (suite.get("tests"), suite.get("skipped")) == ("4", "1")
