@@ -1,0 +1,92 @@
+"""Untrusted text (ids, turns, metadata, the judge's reasons) made safe for each reader.
+
+Conversations and judge replies are data from outside: every place that hands them to another
+program (a browser, a CI runner, an XML parser, a spreadsheet, a Markdown renderer) escapes them
+here, for that reader's rules.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+# C0 and C1 control characters, DEL included; tab and newline are kept only where a reader allows.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# XML 1.0 allows tab, newline, carriage return, U+0020..U+D7FF, U+E000..U+FFFD and U+10000..
+_XML_FORBIDDEN = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def json_for_script(value: Any) -> str:
+    """JSON to embed in an HTML `<script type="application/json">` element.
+
+    `<`, `>` and `&` become `\\u003c`, `\\u003e` and `\\u0026`, so no text inside (`</script>`,
+    `<!--<script>`, which would put the parser in its double-escaped state) can end or change
+    the element; U+2028 and U+2029 are escaped for older script parsers. `JSON.parse` reads
+    the same value back.
+    """
+    text = orjson.dumps(value).decode()
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def strip_control(text: str, keep_newlines: bool = False) -> str:
+    """`text` without ANSI escapes and control characters (tab and newline kept if `keep_newlines`)."""
+    text = _ANSI.sub("", str(text))
+    return (_CONTROL if keep_newlines else _CONTROL_ALL).sub("", text)
+
+
+def one_line_text(text: str) -> str:
+    """Untrusted text for one line of a terminal or log: control characters gone, line breaks as spaces."""
+    return strip_control(str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
+
+
+def safe_line(line: str) -> str:
+    """A line for stdout or stderr that a CI runner cannot read as a workflow command.
+
+    GitHub's runner trims leading white space and acts on any line that then starts with `::`;
+    such a line gets a leading `> `. Lines that flowrate writes as annotations on purpose do not
+    pass through here.
+    """
+    return "> " + line if line.lstrip().startswith("::") else line
+
+
+def xml_text(text: str) -> str:
+    """`text` with every character XML 1.0 forbids (control characters, lone surrogates, U+FFFE)
+    removed, ANSI escapes included; ElementTree then escapes the rest."""
+    return _XML_FORBIDDEN.sub("", _ANSI.sub("", str(text)))
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&])")
+
+
+def markdown_text(text: str) -> str:
+    """Untrusted text for one Markdown table cell or line: control characters and line breaks gone,
+    Markdown's punctuation backslash-escaped, and `<`, `>`, `&` as entities, so it renders as the
+    literal text and never as a heading, a link, an image, code or HTML."""
+    flat = one_line_text(text)
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
+    return escaped.replace("\\<", "&lt;").replace("\\>", "&gt;").replace("\\&", "&amp;")
+
+
+# OWASP's rule for CSV injection: a cell that starts with one of these is read as a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet shows as text: one that would start a formula gets a leading `'`."""
+    text = str(text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def csv_uncell(text: str) -> str:
+    """Undo `csv_cell` on import: a leading `'` before a formula character is removed."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(_FORMULA_START) else text
