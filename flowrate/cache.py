@@ -31,6 +31,25 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("flowrate"))
 
 
+def read_stats(directory: Path, must_exist: bool = True) -> dict[str, Any]:
+    """`ResponseCache.stats` of the cache in `directory`, creating nothing: a missing
+    `directory` is an error when `must_exist` (a directory the user named), else, like a
+    directory with no cache file yet, a cache of no entries."""
+    directory = Path(directory).expanduser()
+    path = directory / CACHE_FILE
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--cache-dir {directory}: is not a directory")
+    if not directory.exists() and must_exist:
+        raise ConfigError(f"--cache-dir {directory}: does not exist (cache stats creates nothing)")
+    if not path.exists():
+        return {"path": str(path), "entries": 0, "bytes": 0, "models": {}}
+    cache = ResponseCache(directory)
+    try:
+        return cache.stats()
+    finally:
+        cache.close()
+
+
 def cache_key(
     model: str,
     rubric_version: str,

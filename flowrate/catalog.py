@@ -91,7 +91,49 @@ def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
                 raise ConfigError(f"metric name {row_name!r} is made by both {made_by[row_name]} and {shown}")
             made_by[row_name] = shown
         metrics.append(metric)
+    check_names(settings, metrics)
     return metrics
+
+
+def known_row_names(rubric_path: str | None = None) -> list[str]:
+    """Every row name a threshold or a gate may name: each packaged metric's rows, the offline
+    check, and the rows of the rubric file given."""
+    rubrics = [load_rubric(name) for name in PACKAGED] + ([load_rubric(Path(rubric_path))] if rubric_path else [])
+    return list(dict.fromkeys([*(row for rubric in rubrics for row in rubric.row_names), OFFLINE]))
+
+
+def known_criteria(rubric_path: str | None = None) -> list[str]:
+    """Every criterion a weight may name: the criteria of each suite (a rubric with a weighted mean)."""
+    rubrics = [load_rubric(name) for name in PACKAGED] + ([load_rubric(Path(rubric_path))] if rubric_path else [])
+    return list(dict.fromkeys(c.name for rubric in rubrics if rubric.user_satisfaction for c in rubric.criteria))
+
+
+def check_weights(weights: dict[str, float], rubric_path: str | None = None) -> None:
+    """Raise `ConfigError` for a weight on a criterion no suite has, a negative weight, or
+    weights that leave a suite's criteria summing to 0 (its mean would be undefined)."""
+    known = known_criteria(rubric_path)
+    for name, weight in weights.items():
+        if name not in known:
+            raise ConfigError(f"option weights: unknown criterion {name!r} (known: {', '.join(known)})")
+        if weight < 0:
+            raise ConfigError(f"option weights: the weight of {name} must not be negative")
+    rubrics = [load_rubric(name) for name in PACKAGED] + ([load_rubric(Path(rubric_path))] if rubric_path else [])
+    for rubric in rubrics:
+        if rubric.user_satisfaction and sum(weights.get(c.name, 1.0) for c in rubric.criteria) <= 0:
+            raise ConfigError(
+                f"option weights: the weights of {rubric.name}'s criteria sum to 0; at least one must be above 0"
+            )
+
+
+def check_names(settings: EvalSettings, metrics: list) -> None:
+    """Raise `ConfigError` for a weight, threshold or gate that names nothing flowrate makes:
+    a typo would otherwise be ignored without a word."""
+    check_weights(settings.weights, settings.rubric)
+    known = known_row_names(settings.rubric)
+    for option, names in (("thresholds", settings.thresholds), ("gates", settings.gates)):
+        for name in names:
+            if name not in known:
+                raise ConfigError(f"option {option}: unknown metric {name!r} (known: {', '.join(known)})")
 
 
 def metric_making(row_name: str) -> str:

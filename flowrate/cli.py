@@ -18,7 +18,15 @@ from typing import Annotated, Any
 import typer
 
 from flowrate.defaults import DEFAULTS
-from flowrate.exit_codes import ConfigError, ExitCode, FlowrateError, InputError, exit_code_for
+from flowrate.exit_codes import (
+    ConfigError,
+    ExitCode,
+    FlowrateError,
+    InputError,
+    OutputError,
+    Terminated,
+    exit_code_for,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -63,7 +71,7 @@ def _main(
 def _fail(error: BaseException) -> typer.Exit:
     """Print a user error plainly, and give the exit status that goes with it."""
     if isinstance(error, InputError):
-        _say(f"flowrate: {error.total} {error.headline}:")
+        _say(f"flowrate: {error.total} {error.headline}:" if error.counted else f"flowrate: {error.headline}:")
         for problem in error.problems:
             _say(f"  {problem}")
         if error.hint:
@@ -512,6 +520,11 @@ def eval_command(
         _say(f"collect with: {_collect_command()}, or run this command again")
         raise typer.Exit(int(ExitCode.OK))
     print_summary(stderr(), summary, settings.output)
+    if summary.output_error:
+        _say(
+            f"flowrate: error: writing the results stopped: {summary.output_error}; the rows before it are kept;"
+            f" free room and continue with: {_continue_command('--resume')}"
+        )
     if summary.batch_online:
         _say(
             f"flowrate: {summary.batch_online} batch line(s) were judged online instead (failed, expired or unparsable)"
@@ -576,15 +589,19 @@ def _write_reports(run: Any, summary: Any, settings: Any, paths: list[str]) -> N
     annotate = None
     if github and settings.output != "-":  # annotations are workflow commands: on stdout, unless rows are there
         annotate = typer.echo
-    notices = write_reports(
-        run.book,
-        summary,
-        junit=settings.junit,
-        html=settings.html,
-        github=github,
-        transcripts=transcripts,
-        annotate=annotate,
-    )
+    try:
+        notices = write_reports(
+            run.book,
+            summary,
+            junit=settings.junit,
+            html=settings.html,
+            github=github,
+            transcripts=transcripts,
+            annotate=annotate,
+        )
+    except OSError as error:  # checked before the first call, so this is a late failure: disk full
+        where = f" {error.filename}" if error.filename else ""
+        raise _fail(OutputError(f"a report could not be written{where}: {error.strerror or error}")) from None
     _print_notices(notices)
 
 
@@ -639,6 +656,17 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # no real stdout (a test runner's buffer)
         pass
+
+
+def _write_stdout(text: str, nl: bool = True) -> None:
+    """Data on stdout for a reader that may go away (`... | head -c1`): a closed pipe, whenever
+    it closes, stops the command quietly with exit 141, as `eval -o -` does."""
+    try:
+        typer.echo(text, nl=nl)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        raise typer.Exit(int(ExitCode.BROKEN_PIPE)) from None
 
 
 def _print_notices(notices: list[str]) -> None:
@@ -739,9 +767,13 @@ def metrics_command(
 
     import orjson
 
-    from flowrate.catalog import NAMES, describe
+    from flowrate.catalog import NAMES, check_weights, describe
 
     weights = _settings_given({"weight": weight}, ()).get("weights")
+    try:
+        check_weights(weights or {})
+    except FlowrateError as error:
+        raise _fail(error) from None
     infos = [describe(name, weights) for name in NAMES]
     if as_json:
         typer.echo(orjson.dumps([asdict(info) for info in infos]).decode())
@@ -838,9 +870,9 @@ def compare_command(
         raise _fail(error) from None
     print_comparison(stderr(), comparison)
     if as_json:
-        typer.echo(comparison.model_dump_json())
+        _write_stdout(comparison.model_dump_json())
     if as_markdown:
-        typer.echo(comparison_markdown(comparison), nl=False)
+        _write_stdout(comparison_markdown(comparison), nl=False)
     worse = any(change.delta < 0 for change in comparison.changes)
     failed = comparison.regressed or (fail_on_any_regression and worse)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
@@ -1076,16 +1108,18 @@ def _rows_of(paths: list[str]) -> list:
 
 
 def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: Path | None):
-    """Rows from results files, or else from the history; labels from the file, or else the history's."""
+    """Rows from results files, or else from the history; labels from the file, or else the
+    history's whenever it is given. The history is opened read-only: it must exist."""
     from flowrate.labels import Scales, read_labels
 
     connection = None
-    if paths:
-        rows = _rows_of(paths)
-    elif history:
+    if history:
         from flowrate.history import connect, stored_rows
 
-        connection = connect(history)
+        connection = connect(history, read_only=True)
+    if paths:
+        rows = _rows_of(paths)
+    elif connection is not None:
         rows = stored_rows(connection)
     else:
         raise ConfigError("give results files, or --history PATH")
@@ -1127,6 +1161,11 @@ def calibrate_command(
     from flowrate.report import print_calibration
 
     try:
+        if adjusted_output:
+            target = Path(adjusted_output).expanduser().resolve()
+            inputs = [*(paths or []), *([labels] if labels else []), *([history] if history else [])]
+            if any(Path(name).expanduser().resolve() == target for name in inputs):
+                raise ConfigError(f"--adjusted-output {adjusted_output}: is also an input of calibrate; name another file")
         rows, found = _rows_and_labels(paths, history, labels)
         if found is None:
             raise ConfigError("--labels FILE names the human labels (or --history with labels imported)")
@@ -1145,7 +1184,7 @@ def calibrate_command(
         raise _fail(ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}")) from None
     print_calibration(stderr(), report)
     if as_json:
-        typer.echo(orjson.dumps(report).decode())
+        _write_stdout(orjson.dumps(report).decode())
 
 
 @app.command("trends")
@@ -1169,35 +1208,43 @@ def trends_command(
     score, the adjusted mean and the deviation band."""
     import orjson
 
-    from flowrate.history import connect, import_results, replace_labels
+    from flowrate.history import connect, import_labels, import_results, replace_labels, stored_labels, stored_rows
     from flowrate.labels import Scales, read_labels
     from flowrate.report import print_trends
-    from flowrate.trends import render_html, trends
+    from flowrate.trends import render_html, trends, undated_rows
 
     try:
         if paths:
             connection = connect(None)
             for path in paths:
                 import_results(connection, path)
+            if history and labels is None:  # results files, with the history's labels
+                import_labels(connection, stored_labels(connect(history, read_only=True)))
         elif history:
-            connection = connect(history)
+            connection = connect(history, read_only=True)
         else:
             raise ConfigError("give results files, or --history PATH")
         if labels is not None:
-            replace_labels(connection, read_labels(labels, Scales(_rows_of(paths) if paths else None)))
+            replace_labels(connection, read_labels(labels, Scales(stored_rows(connection))))
         with_labels = connection.execute("SELECT count(*) FROM labels").fetchone()[0] > 0
         items = trends(connection, by, date_kind, metric, with_labels)
+        undated = undated_rows(connection, metric) if date_kind == "chat" else 0
         if html:
             Path(html).write_text(render_html(items), encoding="utf-8")
     except FlowrateError as error:
         raise _fail(error) from None
     except OSError as error:
         raise _fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+    if undated:
+        _say(
+            f"flowrate: {undated} row(s) have no chat date and are left out of --date chat"
+            " (eval --date-field names the metadata field with the chat's date)"
+        )
     print_trends(stderr(), items)
     if html:
         _say(f"HTML trends: {html}")
     if as_json:
-        typer.echo(orjson.dumps(items).decode())
+        _write_stdout(orjson.dumps(items).decode())
 
 
 cache_app = typer.Typer(
@@ -1220,12 +1267,14 @@ def cache_stats_command(
     """Entries per model, size on disk and where the cache is."""
     import orjson
 
-    try:
-        stats = _open_cache(cache_dir).stats()
+    from flowrate.cache import default_cache_dir, read_stats
+
+    try:  # a directory named with --cache-dir must exist; the default one may not yet
+        stats = read_stats(Path(cache_dir) if cache_dir else default_cache_dir(), must_exist=cache_dir is not None)
     except FlowrateError as error:
         raise _fail(error) from None
     if as_json:
-        typer.echo(orjson.dumps(stats).decode())
+        _write_stdout(orjson.dumps(stats).decode())
     models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
     _say(f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}")
 
@@ -1265,7 +1314,7 @@ def validate_command(
         }
         if as_json:
             typer.echo(orjson.dumps(counts).decode())
-        raise_for_problems(report)
+        raise_for_problems(report, headline="problem(s) in the input")
     except FlowrateError as error:
         raise _fail(error) from None
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
@@ -1274,5 +1323,15 @@ def validate_command(
 
 
 def main() -> None:
-    """The console entry point."""
+    """The console entry point. SIGTERM (how CI runners, `timeout` and Kubernetes stop a job)
+    stops flowrate as Ctrl-C does, and Ctrl-C is heard even by a process a shell started in the
+    background, which inherits SIGINT ignored."""
+    import signal
+
+    def terminate(number: int, frame: Any) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     app()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from flowrate.exit_codes import ConfigError
 from flowrate.results import mean4, read_rows, shown_value
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -54,9 +55,15 @@ class Comparison(BaseModel):
 
 def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 0.0) -> Comparison:
     """Match two results files by (id, metric). A metric's drop is significant when the upper
-    end of the 95 % interval of its mean delta lies below -`tolerance`."""
+    end of the 95 % interval of its mean delta lies below -`tolerance`.
+
+    Nothing to compare is a `ConfigError`, never a pass: a file with no row, or no
+    conversation judged (scored) in both files."""
     before = {(row.id, row.metric): row for row in read_rows(Path(baseline))}
     after = {(row.id, row.metric): row for row in read_rows(Path(current))}
+    for path, rows in ((baseline, before), (current, after)):
+        if not rows:
+            raise ConfigError(f"{path}: no result rows; nothing to compare")
     warnings = _judge_warnings(before.values(), after.values())
     metrics = sorted({metric for _, metric in before} | {metric for _, metric in after})
     results, changes = [], []
@@ -99,6 +106,11 @@ def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 
                 improvements=sum(delta > 0 for delta in deltas),
                 significant_drop=interval is not None and interval[1] < -tolerance,
             )
+        )
+    if not any(result.paired for result in results):
+        raise ConfigError(
+            f"no conversation was judged in both {baseline} and {current} (rows matched by id and metric,"
+            " error rows left out); nothing to compare"
         )
     changes.sort(key=lambda change: (change.delta >= 0, change.delta if change.delta < 0 else -change.delta, change.id))
     return Comparison(

@@ -12,7 +12,9 @@ class ExitCode(IntEnum):
     FAILED = 1  #: at least one conversation scored below the threshold
     USAGE = 2  #: bad options, bad input, a missing or rejected API key
     INCOMPLETE = 3  #: at least one conversation could not be judged (wins over FAILED)
+    OUTPUT_FAILED = 4  #: a results file or report could not be written part-way (disk full); rows written are kept
     INTERRUPTED = 130  #: stopped by Ctrl-C
+    TERMINATED = 143  #: stopped by SIGTERM (128 + 15), as CI runners, `timeout` and Kubernetes stop a job
     BROKEN_PIPE = 141  #: the reader of stdout went away (128 + SIGPIPE), as `... | head` expects
 
 
@@ -32,9 +34,11 @@ class InputError(FlowrateError):
         total: int | None = None,
         headline: str = "problem(s) in the input; no conversation was judged",
         hint: str | None = None,
+        counted: bool = True,
     ):
         self.problems = problems
         self.total = total if total is not None else len(problems)
+        self.counted = counted  #: the headline follows a count of problems ("3 problem(s) ...")
         self.headline = headline
         self.hint = hint
         super().__init__("\n".join(problems))
@@ -44,6 +48,13 @@ class ConfigError(FlowrateError):
     """A bad option value, config file or rubric file."""
 
 
+class OutputError(FlowrateError):
+    """A results file, report or history could not be written after the run had begun
+    (disk full, a device error): the rows already written are kept."""
+
+    exit_code = ExitCode.OUTPUT_FAILED
+
+
 class JudgeAccessError(FlowrateError):
     """The judge refuses every call: a missing or rejected key, an unknown model.
 
@@ -51,21 +62,39 @@ class JudgeAccessError(FlowrateError):
     """
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived outside a run's own handler (while loading, say): handled as Ctrl-C is."""
+
+
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit status for an error that ended a run."""
     if isinstance(error, FlowrateError):
         return error.exit_code
+    if isinstance(error, Terminated):
+        return ExitCode.TERMINATED
     if isinstance(error, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
     return ExitCode.INCOMPLETE
 
 
 def exit_code_for_outcome(
-    *, errors: int, failed: int, interrupted: bool = False, incomplete: bool = False, pipe_closed: bool = False
+    *,
+    errors: int,
+    failed: int,
+    interrupted: bool = False,
+    terminated: bool = False,
+    incomplete: bool = False,
+    pipe_closed: bool = False,
+    output_failed: bool = False,
 ) -> ExitCode:
-    """The exit status of a finished run: a closed pipe, interrupted, then errors (3), then failures (1)."""
+    """The exit status of a finished run: a closed pipe, a failed write, SIGTERM, Ctrl-C, then
+    errors (3), then failures (1)."""
     if pipe_closed:
         return ExitCode.BROKEN_PIPE
+    if output_failed:
+        return ExitCode.OUTPUT_FAILED
+    if terminated:
+        return ExitCode.TERMINATED
     if interrupted:
         return ExitCode.INTERRUPTED
     if errors or incomplete:

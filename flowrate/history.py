@@ -39,10 +39,24 @@ COLUMNS = (
 )
 
 
-def connect(path: str | Path | None) -> Any:
-    """The history at `path` (created when missing), or an in-memory one for plain results files."""
+def connect(path: str | Path | None, read_only: bool = False) -> Any:
+    """The history at `path`, created when missing; an in-memory one when `path` is None (for
+    plain results files). With `read_only` (commands that only read: trends, calibrate) a
+    missing file is an error and nothing is created or written; temporary tables still work."""
     import duckdb
 
+    if read_only and path is not None:
+        if not Path(path).exists():
+            raise ConfigError(f"--history {path}: does not exist (a command that only reads creates no history)")
+        try:
+            connection = duckdb.connect(str(path), read_only=True)
+        except (duckdb.Error, OSError) as error:
+            raise ConfigError(f"--history {path}: cannot open the history: {error}") from None
+        tables = {name for (name,) in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        missing = [name for name in ("runs", "rows", "labels") if name not in tables]
+        if missing:
+            raise ConfigError(f"--history {path}: not a flowrate history (no table {', '.join(missing)})")
+        return connection
     try:
         connection = duckdb.connect(":memory:" if path is None else str(path))
     except (duckdb.Error, OSError) as error:

@@ -374,13 +374,16 @@ def labels_named(paths: list[str], label: str) -> dict[str, float]:
 SKIP_INVALID_HINT = "fix them, or pass --skip-invalid to judge the valid conversations only"
 
 
-def raise_for_problems(report: ScanReport, hint: str | None = None) -> None:
-    """Raise `InputError` listing the scan's problems (at most `MAX_PROBLEMS_SHOWN`), with `hint` after them."""
+def raise_for_problems(
+    report: ScanReport, hint: str | None = None, headline: str = "problem(s) in the input; no conversation was judged"
+) -> None:
+    """Raise `InputError` listing the scan's problems (at most `MAX_PROBLEMS_SHOWN`) under
+    `headline`, with `hint` after them."""
     if report.problems:
         shown = report.problems[:MAX_PROBLEMS_SHOWN]
         if len(report.problems) > MAX_PROBLEMS_SHOWN:
             shown.append(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problems")
-        raise InputError(shown, total=len(report.problems), hint=hint)
+        raise InputError(shown, total=len(report.problems), hint=hint, headline=headline)
 
 
 def _with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> Iterator[Record]:
@@ -452,11 +455,64 @@ def _read_yaml(path: Path, shown: str, id_base: str) -> Iterator[Record]:
     finally:
         loader.dispose()
     for index, (raw, line) in enumerate(items):
-        yield parse_record(raw, Source(path=shown, index=index, line=line), default_id=f"{id_base}#{index}")
+        source = Source(path=shown, index=index, line=line)
+        if isinstance(raw, _Refused):
+            yield Record(source=source, format="unknown", problems=[f"{shown}:{line}: {raw.problem}"])
+            continue
+        yield parse_record(raw, source, default_id=f"{id_base}#{index}")
 
 
 class _NotAList(Exception):
     pass
+
+
+# A record's YAML may expand to at most this many values once its aliases are followed: a real
+# conversation of 500 turns with metadata has a few thousand. A 496-byte "billion laughs" file
+# (aliases nested 9 deep) expands to 10^9 and took 4.9 GB before this check.
+MAX_YAML_VALUES = 100_000
+
+
+class _Refused:
+    """A YAML record not constructed, and why."""
+
+    def __init__(self, problem: str):
+        self.problem = problem
+
+
+def _expanded_size(root: Any, limit: int) -> int:
+    """How many values `root` becomes with its aliases followed, counted on the composed nodes
+    (each node once, with memory) without building anything; stops counting past `limit`.
+    A recursive alias counts as past the limit."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1
+            continue
+        children = (
+            [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
+        )
+        if children_done:
+            on_path.discard(key)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if key in on_path:
+            return limit + 1
+        on_path.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in on_path:
+                return limit + 1
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
 
 
 def _yaml_items(loader: Any, root: Any, shown: str) -> list[tuple[Any, int]]:
@@ -467,7 +523,15 @@ def _yaml_items(loader: Any, root: Any, shown: str) -> list[tuple[Any, int]]:
         node = next((value for key, value in node.value if key.value == "conversations"), None)
     if not isinstance(node, yaml.SequenceNode):
         raise _NotAList(f"{shown}: expected a list of conversations, or a mapping with a `conversations` list")
-    return [(loader.construct_document(item), item.start_mark.line + 1) for item in node.value]
+    items: list[tuple[Any, int]] = []
+    for item in node.value:
+        line = item.start_mark.line + 1
+        if _expanded_size(item, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+            refused = _Refused(f"its aliases expand to more than {MAX_YAML_VALUES:,} values; refused (a YAML alias bomb?)")
+            items.append((refused, line))
+        else:
+            items.append((loader.construct_document(item), line))
+    return items
 
 
 def _conversation_list(document: Any, shown: str) -> list[Any] | str:

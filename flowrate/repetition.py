@@ -111,6 +111,7 @@ class RepetitionCheck:
         self, threshold: float = 0.7, thresholds: dict[str, float] | None = None, date_field: str | None = None
     ):
         self.threshold = (thresholds or {}).get(NAME, threshold)
+        self.thresholds = {NAME: self.threshold}
         self.date_field = date_field
         self.judge_identity = {"model": self.model, "rubric version": RULES_VERSION}
 

@@ -370,7 +370,11 @@ def print_trends(console: Console, items: list[dict]) -> None:
 
 
 def comparison_markdown(comparison: Comparison, limit: int = 20) -> str:
-    """A fragment for a pull-request comment."""
+    """A fragment for a pull-request comment or a step summary, the first `limit` regressions
+    listed. Text from the files (ids, metrics, verdicts, models in warnings) goes through
+    `markdown_text`: it renders as itself, never as a heading, a link, an image or HTML."""
+    from flowrate.reports.escape import markdown_text
+
     lines = [
         "### flowrate: compared with the baseline",
         "",

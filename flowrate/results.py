@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from flowrate.exit_codes import ConfigError, ExitCode, InputError, exit_code_for_outcome
 from flowrate.models import EvaluationRow
+from flowrate.settings import plain_validation_message
 
 FAILURES_KEPT = 50
 
@@ -32,7 +33,9 @@ def read_rows(path: Path) -> Iterator[EvaluationRow]:
             except ValidationError as error:
                 if not line.endswith(b"\n"):  # the last line, cut short
                     return
-                problem = error.errors()[0]["msg"]
+                first = error.errors()[0]
+                field = ".".join(str(part) for part in first["loc"])
+                problem = f"field {field!r}: {plain_validation_message(first)}" if field else first["msg"]
             else:
                 if row.score is not None or row.error is not None:
                     yield row
@@ -148,7 +151,7 @@ class GateResult(BaseModel):
         if self.actual is None:
             return f"{self.metric}: {self.gate} {self.limit:g}: nothing judged"
         if self.gate == "max_failures":
-            shown = f"{self.actual:g} failures, at most {self.limit:g} allowed"
+            shown = f"{self.actual:g} failure{'' if self.actual == 1 else 's'}, at most {self.limit:g} allowed"
             miss = self.actual - self.limit
             return f"{self.metric}: max_failures: {shown}" + ("" if self.passed else f" ({miss:g} too many)")
         shown = f"{self.actual:.4f}, at least {self.limit:g} needed"
@@ -181,15 +184,27 @@ class RunSummary(Totals):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     rows_without_cost: int = 0
+    #: of the totals above, what rows resumed from the output file had spent in earlier runs
+    resumed_prompt_tokens: int = 0
+    resumed_completion_tokens: int = 0
+    resumed_cost_usd: float = 0.0
     wall_time_s: float = 0.0
     interrupted: bool = False
+    terminated: bool = False  #: the interruption was SIGTERM (a CI runner's or Kubernetes' stop), not Ctrl-C
+    output_error: str | None = None  #: a write of the results file failed part-way (disk full): what the system said
     failures: list[FailureNote] = Field(default_factory=list)
     error_notes: list[FailureNote] = Field(default_factory=list)
     skipped_notes: list[str] = Field(default_factory=list)
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
-    def add(self, row: EvaluationRow, order: int = 0) -> None:
-        """Count one row; `order` is its conversation's place in the input."""
+    def add(self, row: EvaluationRow, order: int = 0, resumed: bool = False) -> None:
+        """Count one row; `order` is its conversation's place in the input, `resumed` says it
+        was in the output file already (its tokens and cost were spent by an earlier run)."""
+        if resumed:
+            self.resumed += 1
+            self.resumed_prompt_tokens += row.usage.prompt_tokens
+            self.resumed_completion_tokens += row.usage.completion_tokens
+            self.resumed_cost_usd += row.cost_usd or 0.0
         stats = self.metrics.setdefault(row.metric, MetricStats())
         stats.rows += 1
         self.count(row)
@@ -219,6 +234,21 @@ class RunSummary(Totals):
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
             detail = f"{shown_value(row)}: {first}"
             _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
+
+    @property
+    def run_prompt_tokens(self) -> int:
+        """Prompt tokens this run spent (resumed rows left out)."""
+        return self.prompt_tokens - self.resumed_prompt_tokens
+
+    @property
+    def run_completion_tokens(self) -> int:
+        """Completion tokens this run spent (resumed rows left out)."""
+        return self.completion_tokens - self.resumed_completion_tokens
+
+    @property
+    def run_cost_usd(self) -> float:
+        """USD this run spent by the price list (resumed rows left out)."""
+        return self.cost_usd - self.resumed_cost_usd
 
     def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
         """A judge call not made because the --max-cost budget is spent; `rows` it would have made."""
@@ -265,8 +295,10 @@ class RunSummary(Totals):
             errors=self.errors,
             failed=self.gates_failed if self.gates else self.failed,
             interrupted=self.interrupted,
+            terminated=self.terminated,
             incomplete=self.budget_skipped + self.unreachable_skipped > 0,
             pipe_closed=self.pipe_closed,
+            output_failed=self.output_error is not None,
         )
 
 

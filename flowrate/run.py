@@ -39,18 +39,44 @@ from flowrate.settings import EvalSettings
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
 
 
-def check_output_path(output: str) -> None:
-    """Raise `ConfigError` unless `output` is `-` or a file that can be written: before any call."""
+def check_output_path(output: str, option: str = "--output") -> None:
+    """Raise `ConfigError` unless `output` is `-` or a file that can be written: before any call.
+
+    Permission bits say too little (root passes them; a read-only file system does not), so a
+    file that does not exist yet is created and removed again, and one that exists is opened
+    for appending, which changes nothing in it."""
     if output == "-":
         return
     path = Path(output).expanduser()
     if path.is_dir():
-        raise ConfigError(f"--output {output}: is a directory; name a file")
+        raise ConfigError(f"{option} {output}: is a directory; name a file")
     parent = path.parent
     if not parent.is_dir():
-        raise ConfigError(f"--output {output}: the directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError(f"--output {output}: cannot be written (permission denied)")
+        raise ConfigError(f"{option} {output}: the directory {parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{option} {output}: cannot be written ({error.strerror})") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def check_report_paths(settings: EvalSettings) -> None:
+    """Every file a run will write besides its rows, checked before the first call: reports,
+    the history, GitHub's step summary and the batch export (exit 2 when one cannot be)."""
+    for option, path in (
+        ("--junit", settings.junit),
+        ("--html", settings.html),
+        ("--history", settings.history),
+        ("--batch-export", settings.batch_export),
+    ):
+        if path:
+            check_output_path(path, option)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if in_github(settings.github) and step_summary:
+        check_output_path(step_summary, "GITHUB_STEP_SUMMARY")
 
 
 def nothing_to_judge(paths: list[str]) -> InputError:
@@ -60,6 +86,7 @@ def nothing_to_judge(paths: list[str]) -> InputError:
         [f"{named}: no conversation selected to judge"],
         headline="nothing to judge",
         hint="pass --allow-empty if an empty input is expected",
+        counted=False,
     )
 
 
@@ -85,6 +112,7 @@ class FileRun:
         if settings.output == "-" and (settings.resume or settings.retry_errors):
             raise ConfigError("--resume and --retry-errors need --output to be a file")
         check_output_path(settings.output)
+        check_report_paths(settings)
         self.inputs = InputSet(paths, output=settings.output)
         self.notices.extend(self.inputs.notices)
         self.selection = Selection(
@@ -183,6 +211,8 @@ class FileRun:
             def write(row: EvaluationRow) -> None:
                 if run.summary.pipe_closed:
                     return
+                if run.summary.output_error is not None:
+                    return
                 try:
                     handle.write(row.model_dump_json().encode() + b"\n")
                     handle.flush()
@@ -190,6 +220,11 @@ class FileRun:
                         book.add(row)
                 except BrokenPipeError:  # `... -o - | head`: the reader is gone; stop quietly
                     run.summary.pipe_closed = True
+                    if run.control is not None:
+                        run.control.interrupt()
+                    return
+                except OSError as error:  # disk full, a device error: stop, keep what was written
+                    run.summary.output_error = f"{self.settings.output}: {error.strerror or error}"
                     if run.control is not None:
                         run.control.interrupt()
                     return
@@ -358,8 +393,7 @@ class FileRun:
         order_of: dict[str, int] = {}
         write = self._row_writer(handle, summary, on_row, done, order_of)
         for row in list(done.values()):
-            summary.add(row)
-            summary.resumed += 1
+            summary.add(row, resumed=True)
             on_row(row)
         try:
             recorded = [
@@ -607,4 +641,31 @@ def merge_results(paths: list[str], output: str, allow_empty: bool = False) -> R
 def _open_output(output: str, append: bool) -> BinaryIO:
     if output == "-":
         return sys.stdout.buffer
-    return open(output, "ab" if append else "wb")  # closed by `FileRun.execute`
+    return LazyOutput(output, append)  # type: ignore[return-value]  # closed by `FileRun.execute`
+
+
+class LazyOutput:
+    """A results file opened at its first row: a run that writes no row (a rejected key, a model
+    the server does not know, Ctrl-C while loading) leaves an existing file exactly as it was."""
+
+    def __init__(self, path: str, append: bool):
+        self.path = path
+        self.mode = "ab" if append else "wb"
+        self._handle: BinaryIO | None = None
+
+    def write(self, data: bytes) -> int:
+        if self._handle is None:
+            self._handle = open(self.path, self.mode)  # noqa: SIM115  (closed by `close`)
+        return self._handle.write(data)
+
+    def flush(self) -> None:
+        if self._handle is not None:
+            self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            try:
+                handle.close()
+            except OSError:  # the flush at close failed too (disk full): already reported
+                pass

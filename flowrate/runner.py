@@ -11,7 +11,7 @@ import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from flowrate.cache import ResponseCache
 from flowrate.limits import CallGate, RunControl, RunStopped
@@ -30,13 +30,33 @@ INTERRUPT_GRACE_S = 5.0
 PLAN_AHEAD = 32  # conversations planned, and looked up in the cache, together
 
 
+@runtime_checkable
 class Metric(Protocol):
-    """What the batch runner needs of a metric: `RubricMetric` (a judge call per conversation)
-    and `RepetitionCheck` (no judge) both have it."""
+    """The whole of what the engine, the file run, resume and provider batches use of a metric.
 
-    name: str
-    row_names: list[str]
+    `RubricMetric` (a judge call per conversation) and `RepetitionCheck` (no judge) both
+    implement all of it; `tests/test_metric_protocol.py` checks every metric in the catalog.
+    A metric with `calls_per_conversation` above 0 is judged, and provider batches also use
+    its `batch_request` and `rows_from_replies`.
+    """
+
+    name: str  #: the metric's name, as `--metric` takes it
+    row_names: list[str]  #: the rows one conversation gives, in order (a suite: each criterion, then its mean)
+    model: str  #: the judge's model name, "offline" for none
+    samples: int  #: judgements asked per conversation
+    threshold: float  #: the default pass mark
+    thresholds: dict[str, float]  #: the pass mark of each row name
+    judge_identity: dict[str, str]  #: what makes rows comparable: a results file never mixes two judges
+    calls_per_conversation: int  #: judge calls one conversation takes; 0 for an offline metric
     cache: ResponseCache | None
+
+    def check_keys(self) -> None: ...
+
+    def check_access(self) -> None: ...
+
+    def warm_up(self) -> None: ...
+
+    def price_known(self) -> bool: ...
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan: ...
 
@@ -150,8 +170,7 @@ class BatchRun:
                             if kept is None:
                                 missing += 1
                                 continue
-                            self.summary.add(kept, order)
-                            self.summary.resumed += 1
+                            self.summary.add(kept, order, resumed=True)
                             self.on_resumed(kept)
                         if missing:
                             wanted.append(metric)
@@ -171,9 +190,35 @@ class BatchRun:
                 for metric in self.metrics:
                     metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
                 for item in planned:
-                    await queue.put(item)
+                    if not await put(item):
+                        left_out(item[1], item[2], [metric for metric in self.metrics if metric.name in item[3]])
             for _ in workers:
-                await queue.put(None)
+                if not await put(None):
+                    break  # stopped: `drain` ends the workers
+
+        async def put(item) -> bool:
+            """Queue `item` unless the run stops first: once it stops, the producer only counts
+            the rows a resumed output holds, so that an interrupted summary is true."""
+            if not queue.full():
+                queue.put_nowait(item)
+                return True
+            putting = asyncio.ensure_future(queue.put(item))
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({putting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if putting.done() and not putting.cancelled():
+                return True
+            putting.cancel()
+            return False
+
+        def drain() -> None:
+            """After a stop: what is still queued is left out, and every worker is told to end."""
+            while not queue.empty():
+                item = queue.get_nowait()
+                if item is not None:
+                    left_out(item[1], item[2], [metric for metric in self.metrics if metric.name in item[3]])
+            for _ in workers:
+                queue.put_nowait(None)
 
         async def judge(
             order: int, case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]
@@ -215,31 +260,38 @@ class BatchRun:
                 else:
                     await judge(*item)
 
-        def interrupt() -> None:
-            if control.interrupted:  # a second Ctrl-C: no grace
-                for task in workers:
+        tasks: list[asyncio.Task] = []
+
+        def interrupt(signal_number: int = signal.SIGINT) -> None:
+            if control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
+                for task in tasks:
                     task.cancel()
             control.interrupt()
             self.summary.interrupted = True
+            if signal_number == signal.SIGTERM:
+                self.summary.terminated = True
 
-        handled = _add_sigint_handler(loop, interrupt)
+        handled = _add_stop_handlers(loop, interrupt)
         try:
             workers.extend(asyncio.create_task(work()) for _ in range(self.concurrency))
             producer = asyncio.create_task(produce())
-            await self._wait(producer, workers, stop)
+            tasks.extend([producer, *workers])
+            await self._wait(producer, workers, stop, drain)
         finally:
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
+            _remove_stop_handlers(loop, handled)
             for cache in {id(m.cache): m.cache for m in self.metrics if m.cache is not None}.values():
                 cache.flush()  # one cache may serve several metrics: each is flushed once
             self.summary.wall_time_s = round(loop.time() - started, 3)
             self.summary.unreachable = control.unreachable
         return self.summary
 
-    async def _wait(self, producer: asyncio.Task, workers: list[asyncio.Task], stop: asyncio.Event) -> None:
-        """Run until everything is done, or the run stops: then calls in flight get
-        `INTERRUPT_GRACE_S` after Ctrl-C, none after a closed pipe, and their own timeout
-        when the judge is unreachable (their retries are cut already)."""
+    async def _wait(
+        self, producer: asyncio.Task, workers: list[asyncio.Task], stop: asyncio.Event, drain: Callable[[], None]
+    ) -> None:
+        """Run until everything is done, or the run stops: then the producer finishes counting
+        (it makes no call any more), what is queued is left out, and calls in flight get
+        `INTERRUPT_GRACE_S` after Ctrl-C or SIGTERM, none after a closed pipe, and their own
+        timeout when the judge is unreachable (their retries are cut already)."""
         everything = [producer, *workers]
         pending = set(everything)
         stopping = asyncio.ensure_future(stop.wait())
@@ -247,15 +299,17 @@ class BatchRun:
             while pending:
                 done, pending = await asyncio.wait(pending | {stopping}, return_when=asyncio.FIRST_COMPLETED)
                 pending.discard(stopping)
-                for task in done:
-                    if task is not stopping and not task.cancelled() and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
+                _raise_failure(done, stopping)
                 if stop.is_set() and pending:
+                    if not producer.done():
+                        done, _ = await asyncio.wait({producer})
+                        _raise_failure(done, stopping)
+                    drain()
                     control = self.control
                     grace = None
                     if control is not None and control.interrupted:
                         grace = 0.0 if self.summary.pipe_closed else INTERRUPT_GRACE_S
-                    _, pending = await asyncio.wait(pending, timeout=grace)
+                    _, pending = await asyncio.wait(pending - {producer}, timeout=grace)
                     break
         finally:
             stopping.cancel()
@@ -270,12 +324,37 @@ def _batches(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
         yield batch
 
 
-def _add_sigint_handler(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
-    try:
-        loop.add_signal_handler(signal.SIGINT, handler)
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-        return False
-    return True
+def _raise_failure(done: set[asyncio.Future], stopping: asyncio.Future) -> None:
+    for task in done:
+        if task is not stopping and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C, and how CI runners, `timeout` and Kubernetes stop a job
+
+
+def _add_stop_handlers(loop: asyncio.AbstractEventLoop, handler: Callable[[int], None]) -> dict[int, object]:
+    """Handle Ctrl-C and SIGTERM alike while the run lasts; returns the handlers they replace.
+
+    The handler is installed even where the signal was ignored (a process started in the
+    background by a shell ignores SIGINT): a run that is told to stop, stops."""
+    replaced: dict[int, object] = {}
+    for number in STOP_SIGNALS:
+        try:
+            previous = signal.getsignal(number)
+            loop.add_signal_handler(number, handler, number)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            continue
+        replaced[number] = previous
+    return replaced
+
+
+def _remove_stop_handlers(loop: asyncio.AbstractEventLoop, replaced: dict[int, object]) -> None:
+    """Put back the handlers the run replaced (asyncio alone would leave SIGTERM at its default)."""
+    for number, previous in replaced.items():
+        loop.remove_signal_handler(number)
+        if previous is not None:
+            signal.signal(number, previous)  # type: ignore[arg-type]
 
 
 def error_rows(

@@ -107,6 +107,26 @@ class EvalSettings(BaseModel):
                 raise ValueError(f"the weight of {name} must not be negative")
         return value
 
+    @field_validator("api_base")
+    @classmethod
+    def _no_credentials_in_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ValueError("is not a URL") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8000/v1")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "holds credentials (user:password@); they would be kept in logs and state files."
+                " Give the key in OPENAI_API_KEY (sent as a bearer token) and the URL without them"
+            )
+        return value
+
     @field_validator("only", "exclude")
     @classmethod
     def _field_equals_value(cls, value: list[str]) -> list[str]:
@@ -166,4 +186,38 @@ def resolve_settings(command_line: dict[str, Any], config_path: Path | None) -> 
         first = error.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "options"
         origin = f" (from {shown})" if shown and name in config and command_line.get(name) is None else ""
-        raise ConfigError(f"option {name}{origin}: {first['msg']}") from None
+        raise ConfigError(f"option {name}{origin}: {plain_validation_message(first)}") from None
+
+
+_PLAIN = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be above {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be below {lt}",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be text",
+    "dict_type": "must be a mapping of names to values",
+    "list_type": "must be a list",
+    "missing": "is required",
+    "extra_forbidden": "is not a known option",
+}
+_PATTERN_MEANS = {r"^\d+/\d+$": "must look like I/N (for example 1/4)"}
+
+
+def plain_validation_message(error: dict[str, Any]) -> str:
+    """A pydantic error as a person reads it: "must be at least 1", not "Input should be
+    greater than or equal to 1"; a validator's own sentence without pydantic's "Value error, "."""
+    kind, context = error.get("type", ""), error.get("ctx") or {}
+    if kind == "value_error":
+        return str(context.get("error", error["msg"])).removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch":
+        return _PATTERN_MEANS.get(
+            str(context.get("pattern")), f"does not have the expected form {context.get('pattern')}"
+        )
+    if kind in _PLAIN:
+        text = _PLAIN[kind].format(**context)
+        return f"{text} (got {error['input']!r})" if "input" in error and kind != "missing" else text
+    return str(error["msg"]).removeprefix("Value error, ")

@@ -10,10 +10,9 @@ import html
 from collections import defaultdict
 from typing import Any
 
-import orjson
-
 from flowrate.calibration import AT_LEAST, side
 from flowrate.exit_codes import ConfigError
+from flowrate.reports.escape import json_for_script
 
 PERIODS = {"day": "%Y-%m-%d", "week": "%G-W%V", "month": "%Y-%m"}
 DATES = {"evaluated": "CAST(evaluated_at AS DATE)", "chat": "chat_date"}
@@ -23,23 +22,28 @@ SPARKS = "▁▂▃▄▅▆▇█"
 def trends(
     connection: Any, by: str = "week", date: str = "evaluated", metric: str | None = None, labels: bool = False
 ) -> list[dict]:
-    """One object per period and metric, in the documented JSON shape. `labels` adds the mean
-    human score, the adjusted mean and the bands from the `labels` table."""
+    """One object per period and metric, in the documented JSON shape.
+
+    `by` is day, week or month; `date` evaluated or chat (rows without a chat date are left
+    out of a chat-date trend: `undated_rows` counts them); `metric` keeps that metric only;
+    `labels` adds the mean human score, the adjusted mean and the bands from the `labels` table."""
     if by not in PERIODS:
         raise ConfigError(f"option by: {by!r} must be day, week or month")
     if date not in DATES:
         raise ConfigError(f"option date: {date!r} must be evaluated or chat")
-    period = f"strftime({DATES[date]}, '{PERIODS[by]}')"
-    where = f"WHERE {DATES[date]} IS NOT NULL" + (" AND metric = ?" if metric else "")
-    parameters = [metric] if metric else []
-    connection.execute(
-        f"CREATE OR REPLACE TEMP VIEW periodic AS SELECT {period} AS period, * FROM rows {where}", parameters
+    # The selection is a CTE of each query, its parameters bound there: DuckDB 2.0 refuses a
+    # prepared parameter inside CREATE VIEW.
+    periodic = (
+        f"WITH periodic AS (SELECT strftime({DATES[date]}, '{PERIODS[by]}') AS period, * FROM rows"
+        f" WHERE {DATES[date]} IS NOT NULL{' AND metric = ?' if metric else ''})"
     )
+    parameters = [metric] if metric else []
     found = connection.execute(
-        """SELECT period, metric, count(DISTINCT conversation_id),
+        f"""{periodic} SELECT period, metric, count(DISTINCT conversation_id),
         avg(score) FILTER (WHERE score IS NOT NULL),
         avg(CASE WHEN success THEN 1.0 ELSE 0.0 END) FILTER (WHERE score IS NOT NULL)
-        FROM periodic GROUP BY ALL ORDER BY period, metric"""
+        FROM periodic GROUP BY ALL ORDER BY period, metric""",
+        parameters,
     ).fetchall()
     result = [
         {
@@ -56,16 +60,24 @@ def trends(
         for key, name, count, mean, rate in found
     ]
     if labels:
-        _add_labels(connection, result)
+        _add_labels(connection, result, periodic, parameters)
     return result
 
 
-def _add_labels(connection: Any, result: list[dict]) -> None:
-    """Per period and metric: mean label, and the calibration bands of `flowrate.calibration`."""
+def undated_rows(connection: Any, metric: str | None = None) -> int:
+    """How many rows (of `metric`, or of every metric) have no chat date: a chat-date trend leaves them out."""
+    query = "SELECT count(*) FROM rows WHERE chat_date IS NULL" + (" AND metric = ?" if metric else "")
+    return connection.execute(query, [metric] if metric else []).fetchone()[0]
+
+
+def _add_labels(connection: Any, result: list[dict], periodic: str, parameters: list) -> None:
+    """Per period and metric: mean label, and the calibration bands of `flowrate.calibration`.
+    `periodic` is the CTE that selects the trend's rows, `parameters` its bound values."""
     pairs = connection.execute(
-        """WITH human AS (SELECT conversation_id, metric, avg(score) AS h FROM labels GROUP BY ALL)
+        f"""{periodic}, human AS (SELECT conversation_id, metric, avg(score) AS h FROM labels GROUP BY ALL)
         SELECT p.period, p.metric, p.score, human.h FROM periodic p JOIN human USING (conversation_id, metric)
-        WHERE p.score IS NOT NULL"""
+        WHERE p.score IS NOT NULL""",
+        parameters,
     ).fetchall()
     grouped: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for key, name, score, human in pairs:
@@ -89,8 +101,9 @@ def _add_labels(connection: Any, result: list[dict]) -> None:
     adjusted = dict(
         ((key, name), mean)
         for key, name, mean in connection.execute(
-            """SELECT p.period, p.metric, avg(least(1.0, greatest(0.0, p.score + b.band)))
-            FROM periodic p JOIN bands b USING (period, metric) WHERE p.score IS NOT NULL GROUP BY ALL"""
+            f"""{periodic} SELECT p.period, p.metric, avg(least(1.0, greatest(0.0, p.score + b.band)))
+            FROM periodic p JOIN bands b USING (period, metric) WHERE p.score IS NOT NULL GROUP BY ALL""",
+            parameters,
         ).fetchall()
     )
     for item in result:
@@ -115,8 +128,7 @@ def render_html(items: list[dict]) -> str:
     for item in items:
         by_metric[item["metric"]][item["period"]] = item
     charts = "\n".join(_chart(name, periods, points) for name, points in by_metric.items())
-    data = orjson.dumps(items).decode().replace("</", "<\\/")
-    return TRENDS_PAGE.replace("{{charts}}", charts).replace("{{data}}", data)
+    return TRENDS_PAGE.replace("{{charts}}", charts).replace("{{data}}", json_for_script(items))
 
 
 def _chart(name: str, periods: list[str], points: dict[str, dict]) -> str:
@@ -131,7 +143,7 @@ def _chart(name: str, periods: list[str], points: dict[str, dict]) -> str:
 
     peak = max((item["conversations"] for item in points.values()), default=1)
     parts = []
-    band_top, band_bottom, line, human = [], [], [], []
+    band_top, band_bottom, line, marks, human = [], [], [], [], []
     for index, period in enumerate(periods):
         item = points.get(period)
         if item is None:
@@ -145,19 +157,27 @@ def _chart(name: str, periods: list[str], points: dict[str, dict]) -> str:
             continue
         mean = item["mean_score"]
         line.append(f"{x(index)},{y(mean)}")
-        band_top.append(f"{x(index)},{y(min(1.0, mean + (item['upper'] or 0.0)))}")
-        band_bottom.append(f"{x(index)},{y(max(0.0, mean + (item['lower'] or 0.0)))}")
+        marks.append(
+            f'<circle class="mean-point" cx="{x(index)}" cy="{y(mean)}" r="3"><title>{html.escape(period)}: mean judge score {mean}</title></circle>'
+        )
+        high, low = y(min(1.0, mean + (item["upper"] or 0.0))), y(max(0.0, mean + (item["lower"] or 0.0)))
+        band_top.append((x(index), high))
+        band_bottom.append((x(index), low))
         if item["mean_label"] is not None:
             human.append(
                 f'<circle class="human" cx="{x(index)}" cy="{y(item["mean_label"])}" r="4"><title>mean human score {item["mean_label"]}</title></circle>'
             )
-    band = " ".join(band_top + list(reversed(band_bottom)))
+    if len(band_top) == 1:  # one period: a polygon of two points draws nothing, so the band is a bar
+        (at, high), (_, low) = band_top[0], band_bottom[0]
+        band = f'<rect class="band" x="{at - 6}" y="{high}" width="12" height="{round(low - high, 1)}"/>'
+    else:
+        band = f'<polygon class="band" points="{" ".join(f"{a},{b}" for a, b in band_top + band_bottom[::-1])}"/>'
     return (
         f'<div class="card"><h3>{html.escape(name)}</h3><svg class="trend" data-metric="{html.escape(name)}" width="{width}" height="{height}" role="img">'
         f'<line x1="{left}" y1="{y(0)}" x2="{width - 10}" y2="{y(0)}" class="axis"/><line x1="{left}" y1="{y(1)}" x2="{width - 10}" y2="{y(1)}" class="axis"/>'
         f'<text x="4" y="{y(1) + 4}">1.0</text><text x="4" y="{y(0) + 4}">0.0</text>'
-        f'<polygon class="band" points="{band}"/><polyline class="mean" points="{" ".join(line)}"/>'
-        f"{''.join(human)}{''.join(parts)}</svg></div>"
+        f'{band}<polyline class="mean" points="{" ".join(line)}"/>'
+        f"{''.join(marks)}{''.join(human)}{''.join(parts)}</svg></div>"
     )
 
 
@@ -165,11 +185,11 @@ TRENDS_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>flowrate trends</title>
 <style>
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}.card{border:1px solid #ccc;border-radius:6px;padding:.5em 1em;margin:.5em 0}
-.band{fill:#4a7bd0;opacity:.2}.mean{fill:none;stroke:#4a7bd0;stroke-width:2}.human{fill:#d0582a}.volume{fill:#bbb}
+.band{fill:#4a7bd0;opacity:.2}.mean{fill:none;stroke:#4a7bd0;stroke-width:2}.mean-point{fill:#4a7bd0}.human{fill:#d0582a}.volume{fill:#bbb}
 .axis{stroke:#ddd}svg text{font-size:10px}
 </style></head><body>
 <h1>flowrate trends</h1>
-<p>Line: mean judge score. Band: the upper and lower deviation of human labels around it. Dots: mean human score. Bars: conversations graded.</p>
+<p>Line and points: mean judge score. Band: the upper and lower deviation of human labels around it. Dots: mean human score. Bars: conversations graded.</p>
 {{charts}}
 <script type="application/json" id="data">{{data}}</script>
 <script>"use strict"; const trends = JSON.parse(document.getElementById("data").textContent); document.title += " (" + trends.length + " points)";</script>
