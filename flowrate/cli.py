@@ -47,7 +47,11 @@ def stderr() -> Any:
 
 
 def _say(text: str) -> None:
-    stderr().print(text, markup=False, highlight=False)
+    """A message for people on stderr; no line of it is a workflow command to a CI runner
+    (`escape.safe_lines`), whatever file name, id or server reply it quotes."""
+    from flowrate.reports.escape import safe_lines
+
+    stderr().print(safe_lines(text), markup=False, highlight=False)
 
 
 def _version(value: bool) -> None:
@@ -659,11 +663,17 @@ def _silence_stdout() -> None:
 
 
 def _write_stdout(text: str, nl: bool = True) -> None:
-    """Data on stdout for a reader that may go away (`... | head -c1`): a closed pipe, whenever
-    it closes, stops the command quietly with exit 141, as `eval -o -` does."""
+    """`text` (and a newline if `nl`) on stdout as UTF-8, for a reader that may go away
+    (`... | head -c1`): a closed pipe, whenever it closes, stops the command quietly with exit
+    141, as `eval -o -` does. With PYTHONUNBUFFERED=1 stdout is unbuffered and a write into a
+    pipe whose reader left returns short instead of failing (the text layer drops the rest),
+    so the bytes are written in a loop until all are out or the pipe is seen closed."""
+    data = memoryview((text + ("\n" if nl else "")).encode())
     try:
-        typer.echo(text, nl=nl)
         sys.stdout.flush()
+        while data:
+            data = data[sys.stdout.buffer.write(data) :]
+        sys.stdout.buffer.flush()
     except BrokenPipeError:
         _silence_stdout()
         raise typer.Exit(int(ExitCode.BROKEN_PIPE)) from None
@@ -1165,7 +1175,9 @@ def calibrate_command(
             target = Path(adjusted_output).expanduser().resolve()
             inputs = [*(paths or []), *([labels] if labels else []), *([history] if history else [])]
             if any(Path(name).expanduser().resolve() == target for name in inputs):
-                raise ConfigError(f"--adjusted-output {adjusted_output}: is also an input of calibrate; name another file")
+                raise ConfigError(
+                    f"--adjusted-output {adjusted_output}: is also an input of calibrate; name another file"
+                )
         rows, found = _rows_and_labels(paths, history, labels)
         if found is None:
             raise ConfigError("--labels FILE names the human labels (or --history with labels imported)")
@@ -1219,7 +1231,11 @@ def trends_command(
             for path in paths:
                 import_results(connection, path)
             if history and labels is None:  # results files, with the history's labels
-                import_labels(connection, stored_labels(connect(history, read_only=True)))
+                source = connect(history, read_only=True)
+                try:
+                    import_labels(connection, stored_labels(source))
+                finally:
+                    source.close()
         elif history:
             connection = connect(history, read_only=True)
         else:

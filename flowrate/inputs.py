@@ -21,7 +21,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from flowrate.exit_codes import ConfigError, InputError
-from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source
+from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source, chat_date
 
 INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 STDIN = "-"
@@ -97,6 +97,12 @@ class Record:
     case: ConversationalEvalTestCase | None = None
     labels: dict[str, float | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    given_id: str | None = None  # the id an invalid record gives, for reports to name it by
+
+    @property
+    def name(self) -> str:
+        """How reports name the record: its id (an invalid one's own, when it gives one), else its place."""
+        return (self.case.id if self.case is not None else None) or self.given_id or str(self.source)
 
 
 @dataclass
@@ -110,7 +116,10 @@ class ScanReport:
     problems: list[str] = field(default_factory=list)
     invalid_sources: set[str] = field(default_factory=set)
     invalid_records: list[Source] = field(default_factory=list)
+    invalid_names: dict[str, str] = field(default_factory=dict)  # str(source) -> `Record.name`
     left_out: dict[str, int] = field(default_factory=dict)  # valid conversations not chosen, by reason
+    unreadable_dates: int = 0  # chosen conversations whose chat date is there but cannot be read
+    first_unreadable_date: str = ""  # the first of them: where, its id, the field and value
 
     @property
     def invalid(self) -> int:
@@ -326,8 +335,10 @@ def _metadata_value(case: ConversationalEvalTestCase, field: str) -> str | None:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
-def scan(inputs: InputSet, selection: Selection | None = None) -> ScanReport:
-    """Validate every record and count those the `selection` chooses. Duplicate ids are problems too."""
+def scan(inputs: InputSet, selection: Selection | None = None, date_field: str | None = None) -> ScanReport:
+    """Validate every record and count those the `selection` chooses. Duplicate ids are problems too.
+    Chosen conversations whose chat date (`date_field`, as `chat_date` reads it) is there but
+    cannot be read are counted, the first named: their rows will have no chat date."""
     report = ScanReport(files=len(inputs.files))
     seen: dict[str, str] = {}
     selection = selection or Selection()
@@ -335,11 +346,18 @@ def scan(inputs: InputSet, selection: Selection | None = None) -> ScanReport:
         if record.problems:
             report.invalid_sources.add(str(record.source))
             report.invalid_records.append(record.source)
+            report.invalid_names[str(record.source)] = record.name
             report.problems.extend(record.problems)
         else:
             report.valid += 1
-            report.selected += selection.choose(record.case)  # type: ignore[arg-type]
+            chosen = selection.choose(record.case)  # type: ignore[arg-type]
+            report.selected += chosen
             report.formats[record.format] += 1
+            unreadable: list[str] = []
+            if chosen and chat_date(record.case, date_field, unreadable) is None and unreadable:  # type: ignore[arg-type]
+                report.unreadable_dates += 1
+                if not report.first_unreadable_date:
+                    report.first_unreadable_date = f"{record.source} id {record.case.id!r}: {unreadable[0]}"  # type: ignore[union-attr]
     report.left_out = dict(selection.left_out)
     return report
 
@@ -527,7 +545,9 @@ def _yaml_items(loader: Any, root: Any, shown: str) -> list[tuple[Any, int]]:
     for item in node.value:
         line = item.start_mark.line + 1
         if _expanded_size(item, MAX_YAML_VALUES) > MAX_YAML_VALUES:
-            refused = _Refused(f"its aliases expand to more than {MAX_YAML_VALUES:,} values; refused (a YAML alias bomb?)")
+            refused = _Refused(
+                f"its aliases expand to more than {MAX_YAML_VALUES:,} values; refused (a YAML alias bomb?)"
+            )
             items.append((refused, line))
         else:
             items.append((loader.construct_document(item), line))
@@ -560,11 +580,21 @@ def parse_record(raw: Any, source: Source, default_id: str) -> Record:
     elif "messages" in raw:
         model, fmt = _ChatRecord, "messages"
     else:
-        return Record(source=source, format="unknown", problems=[f"{where}: has neither `turns` nor `messages`"])
+        return Record(
+            source=source,
+            format="unknown",
+            problems=[f"{where}: has neither `turns` nor `messages`"],
+            given_id=_given_id(raw),
+        )
     try:
         parsed = model.model_validate(raw)
     except ValidationError as error:
-        return Record(source=source, format=fmt, problems=[f"{where}: {line}" for line in _explain_all(error.errors())])
+        return Record(
+            source=source,
+            format=fmt,
+            problems=[f"{where}: {line}" for line in _explain_all(error.errors())],
+            given_id=_given_id(raw),
+        )
     identity = str(parsed.id) if parsed.id is not None and str(parsed.id) != "" else default_id
     if isinstance(parsed, _TurnRecord):
         turns = [EvalTestCase(input=t.input, actual_output=t.actual_output) for t in parsed.turns]
@@ -574,9 +604,22 @@ def parse_record(raw: Any, source: Source, default_id: str) -> Record:
     else:
         turns, system = _chat_to_turns(parsed.messages)
         if not turns:
-            return Record(source=source, format=fmt, problems=[f"{where}: messages: has no user or assistant message"])
+            return Record(
+                source=source,
+                format=fmt,
+                problems=[f"{where}: messages: has no user or assistant message"],
+                given_id=_given_id(raw),
+            )
     case = ConversationalEvalTestCase(id=identity, turns=turns, chatbot_role=system, metadata=parsed.metadata)
     return Record(source=source, format=fmt, case=case, labels=dict(parsed.labels))
+
+
+def _given_id(raw: dict) -> str | None:
+    """The id an invalid record gives, when it is a non-empty string or a number."""
+    value = raw.get("id")
+    if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value) != "":
+        return str(value)
+    return None
 
 
 def _chat_to_turns(messages: list[_Message]) -> tuple[list[EvalTestCase], str | None]:

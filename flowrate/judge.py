@@ -7,6 +7,7 @@ its import costs seconds and `--help` or `validate` never need it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from flowrate.context_window import SERVER_WINDOW_SHARE, ServerFacts, probe_server
 from flowrate.exit_codes import JudgeAccessError
 from flowrate.limits import CallGate, RunStopped
 from flowrate.models import Usage
@@ -52,6 +54,22 @@ KEY_VARIABLES = {
 ALSO_READ = {"gemini": "GEMINI_API_KEY"}  # a second variable LiteLLM accepts for the same key
 KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "vertex_ai", "bedrock", "sagemaker", "hosted_vllm", "lm_studio"}
 NO_KEY_PLACEHOLDER = "no-key"  # OpenAI-compatible local servers need none, but the SDK insists on one
+SELF_HOSTED_PROVIDERS = {"ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile"}
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM's ollama_chat provider looks without --api-base
+
+# Seconds one attempt may take when --timeout is not given. A hosted API answers a judge call in
+# seconds; a self-hosted model on CPUs may not: a cold 2,700-token prompt on 2 CPU cores
+# (Qwen2.5-Coder-1.5B, llama-cpp-python) took over 60 s before its first token (issue 14).
+HOSTED_TIMEOUT_S = 60.0
+SELF_HOSTED_TIMEOUT_S = 600.0
+
+# How the rubric's reply schema is sent to a server at --api-base, tried in this order until one is
+# taken; the first a server takes is kept for the run. OpenAI's `json_schema` (vLLM, llama.cpp's
+# llama-server, LM Studio, gateways), then `{"type": "json_object", "schema": ...}`
+# (llama-cpp-python's server, whose request model allows the types "text" and "json_object"
+# only), then no schema at all (a server that takes neither).
+SCHEMA_FORMS: tuple[str | None, ...] = ("json_schema", "json_object_schema", None)
+OLLAMA_FORM = "ollama_format"  # LiteLLM's ollama_chat provider sends json_schema as Ollama's `format`
 
 
 def litellm_model_name(model: str, api_base: str | None = None) -> str:
@@ -77,20 +95,50 @@ def provider_of(litellm_model: str) -> str:
 # -- what a backend returns ------------------------------------------------------
 @dataclass
 class Completion:
+    """The replies to one request. `finish_reasons` match `texts` ("length": cut at max_tokens);
+    `response_format` is the form the schema went in (see `SCHEMA_FORMS`); `requests` counts
+    the HTTP requests it took (more than one when the server refused a schema form first)."""
+
     texts: list[str]
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
+    finish_reasons: list[str | None] = field(default_factory=list)
+    response_format: str | None = None
+    requests: int = 1
+
+    def cut(self, index: int) -> bool:
+        """Whether reply `index` stopped at its token limit."""
+        return index < len(self.finish_reasons) and self.finish_reasons[index] == "length"
 
 
 class JudgeBackend(Protocol):
     model_name: str
 
     async def complete(
-        self, messages: list[dict[str, str]], *, n: int, timeout: float, response_format: dict | None = None
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        timeout: float,
+        response_format: dict | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
     ) -> Completion:
         """`n` replies to one prompt; `n` > 1 only where `supports_n`."""
 
     def check_access(self) -> None: ...
+
+    def ignores_n(self) -> None: ...
+
+    def default_timeout_s(self) -> float: ...
+
+    def retries_timeouts(self) -> bool: ...
+
+    def server_slot(self) -> Any: ...
+
+    def bounds_replies(self) -> bool: ...
+
+    def response_format_ids(self) -> list[str | None]: ...
 
     def check_keys(self) -> None: ...
 
@@ -147,6 +195,21 @@ class CustomClientBackend:
     def supports_n(self) -> bool:
         return False
 
+    def ignores_n(self) -> None:
+        return None
+
+    def default_timeout_s(self) -> float:
+        return HOSTED_TIMEOUT_S
+
+    def retries_timeouts(self) -> bool:
+        return True
+
+    def server_slot(self) -> Any:
+        return contextlib.nullcontext()
+
+    def bounds_replies(self) -> bool:
+        return False  # `chat_complete` takes no token limit
+
     def context_window(self) -> int | None:
         return None
 
@@ -162,13 +225,23 @@ class CustomClientBackend:
     def response_format_id(self) -> str | None:
         return None
 
+    def response_format_ids(self) -> list[str | None]:
+        return [None]
+
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
     async def complete(
-        self, messages: list[dict[str, str]], *, n: int, timeout: float, response_format: dict | None = None
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        timeout: float,
+        response_format: dict | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
     ) -> Completion:
-        result = await asyncio.wait_for(self.client.chat_complete(messages, 0.0), timeout)
+        result = await asyncio.wait_for(self.client.chat_complete(messages, temperature), timeout)
         text, cost = (result, None) if isinstance(result, str) or result is None else result
         return Completion(texts=[text or ""], cost_usd=cost)
 
@@ -191,6 +264,13 @@ class LiteLLMBackend:
         self.litellm_model = litellm_model_name(model, api_base)
         self.provider = provider_of(self.litellm_model)
         self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
+        # learned from the server during the run, shared by every call of it
+        self._form_index = 0  # into SCHEMA_FORMS: the form to send next
+        self._form_settled = not self._learns_form  # a server took a form: no more probing
+        self._n_ignored = False  # the server answered a request for n choices with fewer
+        self._loop_id: int | None = None  # the event loop the two below belong to
+        self._probe_lock: asyncio.Lock | None = None  # held by the call that finds the schema form
+        self._slots: asyncio.Semaphore | None = None  # a self-hosted server's slots
 
     def check_access(self) -> None:
         """Fail before spending anything: a missing key, or a model no provider serves."""
@@ -231,7 +311,11 @@ class LiteLLMBackend:
             ) from None
 
     def supports_n(self) -> bool:
-        return self._supports_n
+        return self._supports_n and not self._n_ignored
+
+    def ignores_n(self) -> None:
+        """The server answered `n` choices with fewer (llama-cpp-python returns one): ask one at a time."""
+        self._n_ignored = True
 
     @cached_property
     def _supports_n(self) -> bool:
@@ -240,12 +324,80 @@ class LiteLLMBackend:
         except Exception:
             return False
 
-    def context_window(self) -> int | None:
-        litellm = _litellm()
+    @cached_property
+    def _model_info(self) -> dict[str, Any] | None:
         try:
-            return litellm.get_model_info(model=self.litellm_model).get("max_input_tokens")
+            return _litellm().get_model_info(model=self.litellm_model)
         except Exception:  # a model LiteLLM has no facts about
             return None
+
+    @cached_property
+    def self_hosted(self) -> bool:
+        """A model served by a server of the user's own: an Ollama, vLLM, LM Studio or llamafile
+        provider, or a model LiteLLM has no facts about at --api-base (a gateway serving a model
+        LiteLLM knows, say gpt-4o, is taken as that model's API)."""
+        if self.provider in SELF_HOSTED_PROVIDERS:
+            return True
+        return bool(self.api_base) and self._model_info is None
+
+    @cached_property
+    def server(self) -> ServerFacts:
+        """What a self-hosted server says about itself (its context window, its slots), asked
+        once with a short timeout; nothing for a hosted API."""
+        if not self.self_hosted:
+            return ServerFacts()
+        base = self.api_base or (OLLAMA_DEFAULT_BASE if self.provider.startswith("ollama") else None)
+        if base is None:
+            return ServerFacts()
+        name = self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
+        return probe_server(base, name, ollama=self.provider.startswith("ollama"))
+
+    def context_window(self) -> int | None:
+        """Input tokens the model takes: LiteLLM's facts, else what its server says (see `server`)."""
+        if self._model_info is not None:
+            return self._model_info.get("max_input_tokens")
+        return self.server.input_budget
+
+    def default_timeout_s(self) -> float:
+        """Seconds an attempt may take without --timeout: long enough for a self-hosted model's cold first call."""
+        return SELF_HOSTED_TIMEOUT_S if self.self_hosted else HOSTED_TIMEOUT_S
+
+    def retries_timeouts(self) -> bool:
+        """Whether a timed-out attempt is tried again. Not on a self-hosted server that works on one
+        request at a time: it keeps working on the abandoned attempt, and the retry would queue
+        behind it (issue 14: 119.8 s for one row). vLLM and llama.cpp with several slots serve the
+        retry beside it."""
+        return not self.self_hosted or self._server_slots() is None or self._server_slots() > 1
+
+    def _server_slots(self) -> int | None:
+        """Requests the server works on at once: None for no known bound (a hosted API, vLLM)."""
+        if not self.self_hosted or self.server.kind == "vllm":
+            return None
+        return self.server.slots or 1  # a server that says nothing (llama-cpp-python) serves one at a time
+
+    def server_slot(self) -> Any:
+        """Held while a request is at the server: at most as many at once as a self-hosted server
+        works on, so no request waits in the server's queue with its timeout running."""
+        if self._server_slots() is None:
+            return contextlib.nullcontext()
+        return self._loop_locks()[1]
+
+    def _loop_locks(self) -> tuple[asyncio.Lock, asyncio.Semaphore]:
+        """The schema probe's lock and the server's slots, made for the running event loop
+        (the Python API may run one metric under several)."""
+        loop = id(asyncio.get_running_loop())
+        if self._loop_id != loop or self._probe_lock is None or self._slots is None:
+            self._loop_id = loop
+            self._probe_lock = asyncio.Lock()
+            self._slots = asyncio.Semaphore(self._server_slots() or 1)
+        return self._probe_lock, self._slots
+
+    def bounds_replies(self) -> bool:
+        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
+        try:
+            return not _litellm().supports_reasoning(model=self.litellm_model)
+        except Exception:
+            return True
 
     def count_tokens(self, text: str) -> int:
         return _litellm().token_counter(model=self.litellm_model, text=text)
@@ -281,8 +433,30 @@ class LiteLLMBackend:
         """The model and where it is served: the same name at two endpoints is two judges."""
         return f"{self.litellm_model}@{self.api_base.rstrip('/')}" if self.api_base else self.litellm_model
 
-    def response_format_id(self) -> str | None:
+    @property
+    def _learns_form(self) -> bool:
+        """A server at --api-base may take any of `SCHEMA_FORMS`: its answer tells which."""
+        return bool(self.api_base) and not self.provider.startswith("ollama")
+
+    @property
+    def _form(self) -> str | None:
+        """The form the schema goes in now."""
+        if self.provider.startswith("ollama"):
+            return OLLAMA_FORM
+        if self._learns_form:
+            return SCHEMA_FORMS[self._form_index]
         return "json_schema" if self._structured else None
+
+    def response_format_id(self) -> str | None:
+        """The form the next request sends the schema in: part of the cache key."""
+        return self._form
+
+    def response_format_ids(self) -> list[str | None]:
+        """Every form a cached reply for this judge may have been asked in: the one in use once
+        the server has taken one, before that each schema form (an earlier run learned it)."""
+        if self._form_settled:
+            return [self._form]
+        return [form for form in SCHEMA_FORMS if form is not None]
 
     @cached_property
     def _structured(self) -> bool:
@@ -292,8 +466,11 @@ class LiteLLMBackend:
             return False
 
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-        """The `response_format` asking for `schema`, where the model supports structured output."""
-        if not self._structured:
+        """The `response_format` asking for `schema` in OpenAI's form, where the model can take a
+        schema in some form: LiteLLM says it supports structured output, it is an Ollama model
+        (LiteLLM turns it into Ollama's `format`), or it is served at --api-base (the server's
+        answer tells which form it takes; see `SCHEMA_FORMS`)."""
+        if not (self._structured or self.api_base or self.provider.startswith("ollama")):
             return None
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
@@ -304,16 +481,60 @@ class LiteLLMBackend:
         n: int,
         timeout: float,
         response_format: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One request. Until a server at --api-base has taken a schema form, one call at a time
+        finds which (the others wait for its answer instead of all probing)."""
+        send = lambda: self._send(messages, n, timeout, response_format, temperature, max_tokens)  # noqa: E731
+        if response_format is None or self._form_settled:
+            return await send()
+        async with self._loop_locks()[0]:
+            if not self._form_settled:
+                return await self._probe_form(send)
+        return await send()
+
+    async def _probe_form(self, send) -> Completion:
+        """Send, stepping down `SCHEMA_FORMS` while the server refuses the form; the form the
+        server takes is kept for the run."""
+        refused = 0
+        while True:
+            try:
+                completion = await send()
+            except Exception as error:
+                if is_format_refusal(error) and self._form_index + 1 < len(SCHEMA_FORMS):
+                    self._form_index += 1
+                    refused += 1
+                    continue
+                error.flowrate_requests = refused + 1  # type: ignore[attr-defined]
+                raise
+            self._form_settled = True
+            completion.requests += refused
+            return completion
+
+    async def _send(
+        self,
+        messages: list[dict[str, str]],
+        n: int,
+        timeout: float,
+        response_format: dict[str, Any] | None,
+        temperature: float,
+        max_tokens: int | None,
     ) -> Completion:
         litellm = _litellm()
-        options: dict[str, Any] = {"num_retries": 0, "max_retries": 0, "timeout": timeout, "temperature": 0}
+        options: dict[str, Any] = {"num_retries": 0, "max_retries": 0, "timeout": timeout, "temperature": temperature}
         if n > 1:
             options["n"] = n
+        if max_tokens:
+            options["max_tokens"] = max_tokens
         if self.api_base:
             options["api_base"] = self.api_base
             if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
                 options["api_key"] = NO_KEY_PLACEHOLDER
-        if response_format:
+        form = self._form if response_format else None
+        if form == "json_object_schema":
+            options["response_format"] = {"type": "json_object", "schema": response_format["json_schema"]["schema"]}  # type: ignore[index]
+        elif form is not None:
             options["response_format"] = response_format
         response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
         texts = [choice.message.content or "" for choice in response.choices]
@@ -324,7 +545,13 @@ class LiteLLMBackend:
         )
         # LiteLLM prices every response it returns; None when it has no price: unknown, never 0.
         cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
-        return Completion(texts=texts, usage=tokens, cost_usd=None if cost is None else float(cost))
+        return Completion(
+            texts=texts,
+            usage=tokens,
+            cost_usd=None if cost is None else float(cost),
+            finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
+            response_format=form,
+        )
 
 
 def make_backend(model: str | Any, api_base: str | None = None) -> JudgeBackend:
@@ -342,10 +569,12 @@ class RetryPolicy:
 
     `backoff` is the first wait in seconds, doubled each retry with jitter; every wait,
     a Retry-After included, is capped at `backoff_max`. Zero both to never wait (tests).
+    `timeout` is the seconds one attempt may take; None leaves it to the judge
+    (`HOSTED_TIMEOUT_S`, or `SELF_HOSTED_TIMEOUT_S` for a self-hosted model).
     """
 
     max_retries: int = 5
-    timeout: float = 60.0
+    timeout: float | None = None
     backoff: float = 1.0
     backoff_max: float = 60.0
 
@@ -362,11 +591,93 @@ def _status(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+INVALID_REQUEST_STATUS = {400, 413, 422}
+INVALID_REQUEST_NAMES = {"BadRequestError", "ContextWindowExceededError", "UnprocessableEntityError"}
+# What a server says when it refuses the request itself, whatever status it sends: llama-cpp-python
+# turns pydantic's validation errors into 500s ("Input should be 'text' or 'json_object'").
+INVALID_REQUEST_TEXT = re.compile(
+    r"input should be|validation error|invalid request|invalid_request_error|extra inputs are not permitted"
+    r"|field required|unsupported parameter|context length|context window|context size|maximum context",
+    re.IGNORECASE,
+)
+FORM_NAMED = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
+FORM_REFUSED = re.compile(
+    r"input should be|not supported|unsupported|invalid|unknown|not allowed|must be|extra inputs", re.IGNORECASE
+)
+CONTEXT_TEXT = re.compile(
+    r"context length|context window|context size|maximum context|too many tokens|prompt is too long", re.IGNORECASE
+)
+
+
+def is_invalid_request(error: BaseException) -> bool:
+    """The server refused the request as such: sent again, it fails again."""
+    status = _status(error)
+    if status in INVALID_REQUEST_STATUS or type(error).__name__ in INVALID_REQUEST_NAMES:
+        return True
+    return status is not None and status >= 500 and bool(INVALID_REQUEST_TEXT.search(str(error)))
+
+
+def is_format_refusal(error: BaseException) -> bool:
+    """The server refused the form the schema was sent in (llama-cpp-python: a 500 with pydantic's
+    "Input should be 'text' or 'json_object'" at `response_format.type`)."""
+    status = _status(error)
+    text = str(error)
+    return (
+        status is not None
+        and status >= 400
+        and bool(FORM_NAMED.search(text) and FORM_REFUSED.search(text))
+        and not is_context_overflow(error)
+    )
+
+
+def is_context_overflow(error: BaseException) -> bool:
+    """The prompt did not fit the model's context window."""
+    if type(error).__name__ == "ContextWindowExceededError":
+        return True
+    status = _status(error)
+    return status is not None and status >= 400 and bool(CONTEXT_TEXT.search(str(error)))
+
+
+def is_timeout(error: BaseException) -> bool:
+    return isinstance(error, (asyncio.TimeoutError, TimeoutError)) or type(error).__name__ == "Timeout"
+
+
 def is_retryable(error: BaseException) -> bool:
+    """Rate limits, 5xx, timeouts and dropped connections; never a request the server refused as invalid."""
+    if is_invalid_request(error):
+        return False
     if isinstance(error, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True
     status = _status(error)
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+CONTEXT_SIZE_IN_MESSAGE = re.compile(
+    r"maximum context length is (\d+)|\"n_ctx\"\s*:\s*(\d+)|context window of (\d+)", re.IGNORECASE
+)
+
+
+def error_message(error: BaseException, limit: int = 500) -> str:
+    """An error as its row shows it: one line, no secret. A prompt too long for the model's
+    context says which option makes long conversations fit, with the window where the server
+    said it."""
+    message = one_line(redact_secrets(str(error)), limit)
+    if not is_context_overflow(error):
+        return message
+    found = CONTEXT_SIZE_IN_MESSAGE.search(str(error))
+    window = next((int(size) for size in found.groups() if size), None) if found else None
+    if window:
+        advice = (
+            f"the conversation does not fit the judge's context window ({window} tokens): pass --max-input-tokens"
+            f" {int(window * SERVER_WINDOW_SHARE)} (max_input_tokens in Python) so long conversations are shortened"
+            " to fit"
+        )
+    else:
+        advice = (
+            "the conversation does not fit the judge's context window: pass --max-input-tokens (max_input_tokens"
+            " in Python) with the model's window so long conversations are shortened to fit"
+        )
+    return one_line(f"{advice}; the judge said: {message}", limit)
 
 
 def raise_if_fatal(error: BaseException, backend: JudgeBackend) -> None:
@@ -424,19 +735,27 @@ async def complete_with_retries(
     estimated_tokens: int = 0,
     stats: CallStats | None = None,
     response_format: dict[str, Any] | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
 ) -> Completion:
-    """One judged request, retried on rate limits, 5xx, timeouts and dropped connections.
+    """One judged request, retried on rate limits, 5xx, timeouts and dropped connections, never
+    when the server refused the request as invalid (400, 422, or a 5xx saying so), nor after a
+    timeout on a self-hosted server that works on one request at a time (see `retries_timeouts`).
 
-    Every attempt passes the `gate` (rate ceilings, adaptive concurrency) when there is one;
-    its control ends backoff and rate waits at once when the run stops. Stopped by Ctrl-C,
-    the request raises `RunStopped`; stopped because the judge is unreachable, it raises the
-    last connection error. `stats` collects attempts and timings, retries included.
+    Every attempt passes the `gate` (rate ceilings, adaptive concurrency) when there is one, then
+    takes one of a self-hosted server's slots; its control ends backoff and rate waits at once
+    when the run stops. Stopped by Ctrl-C, the request raises `RunStopped`; stopped because the
+    judge is unreachable or refuses every call the same way, it raises the last error. `stats`
+    collects attempts and timings, retries included. `timeout` comes from `policy`, else from
+    the backend; `max_tokens` bounds each reply (None: unbounded).
     """
     stats = stats if stats is not None else CallStats()
     control = gate.control if gate is not None else None
+    timeout = policy.timeout if policy.timeout is not None else backend.default_timeout_s()
+    retries_timeouts = backend.retries_timeouts()
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.max_retries + 1),
-        retry=retry_if_exception(is_retryable),
+        retry=retry_if_exception(lambda error: is_retryable(error) and (retries_timeouts or not is_timeout(error))),
         wait=lambda state: policy.wait_seconds(
             state.attempt_number, state.outcome.exception() if state.outcome else None, rng.random()
         ),
@@ -450,17 +769,26 @@ async def complete_with_retries(
                 stats.attempts += 1
                 try:
                     call = lambda: backend.complete(  # noqa: E731
-                        messages, n=n, timeout=policy.timeout, response_format=response_format
+                        messages,
+                        n=n,
+                        timeout=timeout,
+                        response_format=response_format,
+                        temperature=temperature,
+                        max_tokens=max_tokens,
                     )
-                    completion = await _attempt(call, gate, estimated_tokens, stats)
+                    completion = await _attempt(call, gate, estimated_tokens, stats, backend)
                 except RunStopped:
                     stats.attempts -= 1  # the wait was cut: no request went out
                     raise
                 except Exception as error:
                     last_error = error
+                    stats.attempts += getattr(error, "flowrate_requests", 1) - 1
                     if control is not None and is_connection_failure(error):
                         control.connection_failed(endpoint_of(backend))
+                    elif control is not None and is_invalid_request(error):
+                        control.call_refused(refusal_of(error))
                     raise
+                stats.attempts += completion.requests - 1
                 if control is not None:
                     control.connection_ok()
     except RunStopped:
@@ -472,12 +800,21 @@ async def complete_with_retries(
     return completion
 
 
-async def _attempt(call, gate: CallGate | None, estimated_tokens: int, stats: CallStats) -> Completion:
-    """One attempt through the gate; its time in the call and its wait on the gate go to `stats`."""
+async def _attempt(
+    call, gate: CallGate | None, estimated_tokens: int, stats: CallStats, backend: JudgeBackend
+) -> Completion:
+    """One attempt through the gate and a server slot; its time in the call and its waits go to `stats`."""
     if gate is None:
-        return await _timed(call, stats)
+        return await _in_slot(call, stats, backend)
     async with gate.attempt(estimated_tokens) as waited_s:
         stats.wait_s += waited_s
+        return await _in_slot(call, stats, backend)
+
+
+async def _in_slot(call, stats: CallStats, backend: JudgeBackend) -> Completion:
+    started = time.monotonic()
+    async with backend.server_slot():
+        stats.wait_s += time.monotonic() - started
         return await _timed(call, stats)
 
 
@@ -511,6 +848,12 @@ def is_connection_failure(error: BaseException) -> bool:
         current = current.__cause__ or current.__context__
         seen += 1
     return False
+
+
+def refusal_of(error: BaseException) -> str:
+    """An invalid-request error as one line, its numbers blanked: the same refusal of two
+    conversations differs only in token counts and request ids."""
+    return re.sub(r"\d+", "#", f"{type(error).__name__}: {one_line(redact_secrets(str(error)))}")
 
 
 def endpoint_of(backend: JudgeBackend) -> str:

@@ -17,6 +17,7 @@ import orjson
 
 from flowrate.exit_codes import InputError
 from flowrate.inputs import BOM, stable_hash
+from flowrate.reports.escape import csv_cell, csv_uncell
 from flowrate.results import EvaluationRow
 
 FIELDS = ("conversation_id", "metric", "rating", "verdict", "score", "labeled_at", "labeler")
@@ -89,9 +90,9 @@ def read_labels(path: str | Path, scales: Scales) -> list[Label]:
 
 
 def _records(path: Path, text: str, problems: list[str]):
-    if path.suffix.lower() == ".csv":
+    if path.suffix.lower() == ".csv":  # cells as `write_template` wrote them: `csv_cell` is undone
         for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
-            yield number, {key: value for key, value in row.items() if key}
+            yield number, {key: csv_uncell(value) for key, value in row.items() if key and value is not None}
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -142,9 +143,13 @@ def _date(text: str) -> date:
 
 
 def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | None = None, seed: int = 0) -> int:
-    """The CSV a person fills in: id, metric, the judge's score and reason, and empty label
-    columns; `sample` keeps that fraction of conversations, by a seeded hash of the id.
-    Returns the number of lines written."""
+    """Write to `path` the CSV a person fills in for `rows`: id, metric, the judge's score and
+    reason, and empty label columns. Each conversation and metric is listed once, with the
+    judgement given last (rows of several files may repeat one); `sample` keeps that fraction of
+    conversations, by a hash of the id seeded with `seed`. A cell that a spreadsheet would read
+    as a formula is quoted (`escape.csv_cell`; `read_labels` undoes it). Returns the number
+    of lines written."""
+    latest = {(row.id, row.metric): row for row in rows if row.score is not None}
     written = 0
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -162,12 +167,11 @@ def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | 
                 "labeler",
             ]
         )
-        for row in rows:
-            if row.score is None:
-                continue
+        for row in latest.values():
             if sample is not None and stable_hash(f"{seed}:{row.id}") / 16**16 >= sample:
                 continue
             value = row.verdict or (str(row.rating) if row.rating is not None else "")
-            writer.writerow([row.id, row.metric, row.score, value, row.reason or "", "", "", "", "", ""])
+            cells = [row.id, row.metric, str(row.score), value, row.reason or ""]
+            writer.writerow([csv_cell(cell) for cell in cells] + [""] * 5)
             written += 1
     return written

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 BURST_SECONDS = 5.0  # a ceiling lets at most this many seconds' worth through at once
 WINDOW_S = 60.0  # providers count their per-minute limits over any 60-second window
 UNREACHABLE_AFTER = 10  # consecutive connection failures, with no success between, that stop a run
+REFUSED_AFTER = 5  # calls refused as invalid with the same error, in a run where none succeeded, that stop it
 
 
 class RunStopped(Exception):
@@ -23,14 +24,20 @@ class RunControl:
 
     `interrupt()` (Ctrl-C) and the connection breaker both set it; every backoff and rate wait
     then ends at once. After `UNREACHABLE_AFTER` consecutive connection failures with no success
-    in between, the judge is taken to be unreachable and `unreachable` names the endpoint.
+    in between, the judge is taken to be unreachable and `unreachable` names the endpoint. After
+    `REFUSED_AFTER` calls refused as invalid with the same error, none succeeding in the run,
+    every call would fail so: `refused` holds that error.
     """
 
     def __init__(self) -> None:
         self.stopping = asyncio.Event()
         self.interrupted = False
         self.unreachable: str | None = None
+        self.refused: str | None = None
         self._failures_in_a_row = 0
+        self._succeeded = False
+        self._refusal: str | None = None
+        self._refusals_in_a_row = 0
 
     def interrupt(self) -> None:
         self.interrupted = True
@@ -43,7 +50,20 @@ class RunControl:
             self.stopping.set()
 
     def connection_ok(self) -> None:
+        """A call succeeded: the judge is reachable, and takes requests."""
         self._failures_in_a_row = 0
+        self._succeeded = True
+
+    def call_refused(self, error: str) -> None:
+        """A call the judge refused as invalid (`error`: its type and message). The same refusal
+        `REFUSED_AFTER` times in a row, in a run where no call succeeded, stops the run."""
+        if self._succeeded:
+            return
+        self._refusals_in_a_row = self._refusals_in_a_row + 1 if error == self._refusal else 1
+        self._refusal = error
+        if self._refusals_in_a_row >= REFUSED_AFTER and self.refused is None:
+            self.refused = error
+            self.stopping.set()
 
     async def sleep(self, seconds: float) -> None:
         """Wait `seconds`, or raise `RunStopped` as soon as the run is stopping."""

@@ -26,9 +26,8 @@ from flowrate.judge import (
     Completion,
     RetryPolicy,
     complete_with_retries,
+    error_message,
     make_backend,
-    one_line,
-    redact_secrets,
 )
 from flowrate.limits import CallGate, RunStopped
 from flowrate.models import (
@@ -42,20 +41,37 @@ from flowrate.models import (
 )
 from flowrate.rubric import USER_SATISFACTION, Rubric, grading_request, load_rubric
 from flowrate.scores import (
+    REPLY_EXCERPT_CHARS,
+    CopiedExample,
     Judgement,
+    Reading,
+    ReplyCut,
     UnparsableReply,
+    copied_example,
     corrective_messages,
+    judgement_text,
     majority,
     parse_reply,
+    read_reply,
     reply_schema,
     weighted_mean,
 )
 
 ERROR_MESSAGE_LIMIT = 500
-REPLY_RESERVE_TOKENS = 1024
+REPLY_RESERVE_TOKENS = 1024  # room for the reply in the context, where no reply limit is sent
 BYTES_PER_TOKEN_ESTIMATE = 4  # for rate ceilings and budgets; exact counts only where they matter
 MIN_TRANSCRIPT_TOKENS = 64  # a budget must hold at least a short turn besides the rubric
-TEMPERATURE = 0.0
+TEMPERATURE = 0.0  # one sample: the judge's most likely verdict
+# K samples at temperature 0 are K copies of one verdict: their agreement would say nothing. 0.7 is
+# the usual sampling temperature of self-consistency voting (Wang et al. 2022 used 0.5-0.7).
+SAMPLING_TEMPERATURE = 0.7
+# max_tokens of each reply: the rubric's longest example reply, in tokens, times REPLY_TOKENS_MARGIN,
+# and never below REPLY_TOKENS_FLOOR. The examples measure 59-113 tokens (flow), 172-286 (the
+# virtual-agent suite) with LiteLLM's default tokenizer; a real reply runs longer when a conversation
+# has more lapses, and a small model's tokenizer counts 10-25 % more. A runaway key-issue list from
+# a 1.5B model reached 1,352 tokens (254 s on CPU) before it stopped (issue 14).
+REPLY_TOKENS_MARGIN = 3
+REPLY_TOKENS_FLOOR = 512
 
 
 @dataclass
@@ -65,9 +81,10 @@ class JudgePlan:
     case: ConversationalEvalTestCase
     messages: list[dict[str, str]]
     truncated: bool
-    key: str | None  # the cache key; None when the cache is off
+    keys: list[tuple[str, str | None]]  # (cache key, response form), each form a reply may be cached under
     cached_texts: list[str] | None  # replies already in the cache
     estimated_prompt_tokens: int
+    cached_form: str | None = None  # the response form of the cached replies
 
 
 @dataclass
@@ -125,6 +142,7 @@ class RubricMetric:
         self.language = language
         self.retry = retry or RetryPolicy()
         self.samples = samples
+        self.temperature = SAMPLING_TEMPERATURE if samples > 1 else TEMPERATURE
         self.cache = cache
         self.date_field = date_field
         self._max_input_tokens = max_input_tokens
@@ -176,7 +194,25 @@ class RubricMetric:
     def _window_needs(self) -> int:
         empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
         wrapper = self.backend.count_tokens(grading_request(empty, self.language, self.rubric.task))
-        return self._prefix_tokens + wrapper + REPLY_RESERVE_TOKENS * self.samples
+        return self._prefix_tokens + wrapper + self._reply_reserve
+
+    @cached_property
+    def reply_token_limit(self) -> int:
+        """max_tokens of each reply: what the rubric's schema needs (see `REPLY_TOKENS_MARGIN`)."""
+        longest = max(
+            (self.backend.count_tokens(orjson.dumps(e.reply).decode()) for e in self.rubric.examples), default=0
+        )
+        return max(REPLY_TOKENS_FLOOR, REPLY_TOKENS_MARGIN * longest)
+
+    @cached_property
+    def _reply_limit(self) -> int | None:
+        """The max_tokens sent: none to a judge that cannot take it or spends it on hidden reasoning."""
+        return self.reply_token_limit if self.backend.bounds_replies() else None
+
+    @property
+    def _reply_reserve(self) -> int:
+        """Room left in the context for one reply (each of n choices has its own)."""
+        return self._reply_limit or REPLY_RESERVE_TOKENS
 
     # -- before the call -----------------------------------------------------------
     @cached_property
@@ -220,30 +256,41 @@ class RubricMetric:
         messages = self.rubric.build_messages(case, self.language)
         size = self._prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
         fitted = case
-        if self._window is not None and size > self._window - REPLY_RESERVE_TOKENS * self.samples:
+        if self._window is not None and size > self._window - self._reply_reserve:
             fitted, elided = fit_turns(case, self.input_budget or 0, self.backend.count_tokens)
             if fitted is not case:
                 messages = self.rubric.build_messages(fitted, self.language, elided)
-        key = cached = None
+        keys = []
         if self.cache is not None:
-            key = cache_key(
-                self.backend.cache_identity(),
-                self.rubric.version,
-                messages,
-                TEMPERATURE,
-                self.samples,
-                self.backend.response_format_id(),
-            )
-            cached = self.cache.get(key) if lookup else None
-        return JudgePlan(fitted, messages, fitted is not case, key, cached, size // BYTES_PER_TOKEN_ESTIMATE)
+            keys = [(self._cache_key(messages, form), form) for form in self.backend.response_format_ids()]
+        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, size // BYTES_PER_TOKEN_ESTIMATE)
+        if lookup and self.cache is not None:
+            self._take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
+        return plan
+
+    def _cache_key(self, messages: list[dict[str, str]], form: str | None) -> str:
+        """What makes a reply: the judge, the rubric, the messages, the temperature, the samples
+        and the form the reply schema was sent in."""
+        return cache_key(
+            self.backend.cache_identity(), self.rubric.version, messages, self.temperature, self.samples, form
+        )
 
     def fill_from_cache(self, plans: list[JudgePlan]) -> None:
         """Look up many plans' replies with one query."""
         if self.cache is None or not plans:
             return
-        found = self.cache.get_many([plan.key for plan in plans if plan.key is not None])
+        found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
         for plan in plans:
-            plan.cached_texts = found.get(plan.key) if plan.key is not None else None
+            self._take_cached(plan, found)
+
+    @staticmethod
+    def _take_cached(plan: JudgePlan, found: dict[str, list[str]]) -> None:
+        """The plan's cached replies, under the first of its forms that has them."""
+        plan.cached_texts = None
+        for key, form in plan.keys:
+            if key in found:
+                plan.cached_texts, plan.cached_form = found[key], form
+                return
 
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What the plan would send and cost by the price list: the one estimator that both the
@@ -300,21 +347,28 @@ class RubricMetric:
         try:
             if cached:
                 judgements = [parse_reply(text, self.rubric) for text in plan.cached_texts]  # type: ignore[union-attr]
+                for judgement in judgements:
+                    judgement.repaired = False  # no reply was read this run
+                spent.response_format = plan.cached_form
             else:
                 judgements = await self._judge(plan, spent, gate)
-                self._remember(plan, [judgement.text for judgement in judgements])
+                if not any(judgement.cut for judgement in judgements):  # a cut judgement may be missing issues
+                    self._remember(plan, [judgement.text for judgement in judgements], spent.response_format)
         except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
-            message = one_line(redact_secrets(str(error)), ERROR_MESSAGE_LIMIT)
+            message = error_message(error, ERROR_MESSAGE_LIMIT)
+            reply = getattr(error, "reply", None)
             for row in rows:
                 row.error = ErrorInfo(type=type(error).__name__, message=message)
+                row.raw_reply = reply
         else:
             self._fill(rows, judgements)
         now = datetime.now(UTC)  # when the verdict (or the error) arrived
         for row in rows:
             row.evaluated_at = now
             row.cached = cached
+            row.response_format = spent.response_format
         first = _charge(rows, spent.usage, spent.cost_usd if spent.calls or cached else None)
         first.attempts = spent.stats.attempts
         first.latency_s = round(spent.stats.latency_s, 3)
@@ -330,10 +384,10 @@ class RubricMetric:
             row.samples = self.samples
         return rows
 
-    def _remember(self, plan: JudgePlan, texts: list[str]) -> None:
-        """Put a judge's usable replies in the cache."""
-        if plan.key is not None and self.cache is not None:
-            self.cache.put(plan.key, self.model, self.rubric.version, texts)
+    def _remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
+        """Put a judge's usable replies in the cache, under the form the schema was sent in."""
+        if self.cache is not None:
+            self.cache.put(self._cache_key(plan.messages, form), self.model, self.rubric.version, texts)
 
     def rows_from_replies(
         self,
@@ -348,12 +402,14 @@ class RubricMetric:
         cache, priced at the batch price (null when unknown). Raises `UnparsableReply` when a reply
         holds no judgement, for the caller to send the conversation online."""
         judgements = [parse_reply(text, self.rubric) for text in texts]
-        self._remember(plan, texts)
+        form = "json_schema" if self._response_format else None  # a batch line carries OpenAI's form
+        self._remember(plan, texts, form)
         rows = self._new_rows(case, source, plan)
         self._fill(rows, judgements)
         for row in rows:
             row.batch = True
             row.batch_id = batch_id
+            row.response_format = form
         price = getattr(self.backend, "batch_price", lambda prompt, completion: None)
         cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
         _charge(rows, Usage(**usage), cost).attempts = 1
@@ -384,6 +440,12 @@ class RubricMetric:
             if self.samples > 1:
                 row.agreement = agreement
                 row.sample_verdicts = values
+        reasons = list(dict.fromkeys(judgement.reasked for judgement in judgements if judgement.reasked))
+        for row in rows:
+            row.samples = len(judgements)
+            row.repaired = any(judgement.repaired for judgement in judgements)
+            row.cut = any(judgement.cut for judgement in judgements)
+            row.reasked = "; ".join(reasons) or None
         if self.rubric.user_satisfaction:
             row = by_name[USER_SATISFACTION]
             scores = {c.name: by_name[c.name].score for c in self.rubric.criteria}
@@ -393,8 +455,9 @@ class RubricMetric:
             row.reason = f"weighted mean of the {len(scores)} criteria's scores"
 
     async def _judge(self, plan: JudgePlan, spent: _Spend, gate: CallGate | None) -> list[Judgement]:
-        """`samples` judgements: one request with n=K where the provider takes it, else K requests.
-        Each unusable reply gets one corrective re-ask."""
+        """`samples` judgements: one request with n=K where the provider takes it, else K requests;
+        a server that answers n=K with fewer choices is asked for the rest one at a time (and from
+        then on). Each unusable reply gets one re-ask saying what was wrong (see `_usable`)."""
         tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
 
         async def call(messages: list[dict[str, str]], n: int) -> Completion:
@@ -408,22 +471,73 @@ class RubricMetric:
                 estimated_tokens=tokens,
                 stats=spent.stats,
                 response_format=self._response_format,
+                temperature=self.temperature,
+                max_tokens=self._reply_limit,
             )
             spent.add(completion)
+            if not completion.texts:
+                raise UnparsableReply("the judge returned no reply")
             return completion
 
+        replies: list[tuple[str, bool]] = []  # (text, cut at the token limit)
         if self.samples > 1 and self.backend.supports_n():
-            texts = (await call(plan.messages, self.samples)).texts
-        else:
-            texts = [(await call(plan.messages, 1)).texts[0] for _ in range(self.samples)]
-        judgements = []
-        for text in texts:
-            try:
-                judgements.append(parse_reply(text, self.rubric))
-            except UnparsableReply as problem:
-                retry = await call(corrective_messages(plan.messages, text, str(problem), self.rubric), 1)
-                judgements.append(parse_reply(retry.texts[0], self.rubric))
-        return judgements
+            completion = await call(plan.messages, self.samples)
+            replies = [(text, completion.cut(index)) for index, text in enumerate(completion.texts[: self.samples])]
+            if len(replies) < self.samples:
+                self.backend.ignores_n()
+        while len(replies) < self.samples:
+            completion = await call(plan.messages, 1)
+            replies.append((completion.texts[0], completion.cut(0)))
+        return [await self._usable(plan, text, cut, call) for text, cut in replies]
+
+    async def _usable(self, plan: JudgePlan, text: str, cut: bool, call) -> Judgement:
+        """The judgement in one reply, re-asking once when it is unusable. The re-ask says what was
+        wrong; when only some criteria of a suite were, it asks for those alone and keeps the rest.
+        Raises `UnparsableReply`, `CopiedExample` or `ReplyCut` (with both replies) when the
+        re-ask's reply is unusable too."""
+        reading = read_reply(text, self.rubric)
+        problem = self._problem(reading, cut)
+        if problem is None:
+            return Judgement(reading.ratings, text, repaired=reading.repaired, cut=cut)
+        _, why, only = problem
+        retry = await call(corrective_messages(plan.messages, text, why, self.rubric, only), 1)
+        again = read_reply(retry.texts[0], self.rubric, only)
+        still = self._problem(again, retry.cut(0), only)
+        if still is not None:
+            kind, wrong, _ = still
+            replies = f"{_excerpt(text)}\n--- the reply to the re-ask ---\n{_excerpt(retry.texts[0])}"
+            raise kind(f"{wrong} (asked again after: {why})", replies)
+        if not only:
+            return Judgement(again.ratings, retry.texts[0], again.repaired, why, retry.cut(0))
+        ratings = {c.name: (again.ratings.get(c.name) or reading.ratings[c.name]) for c in self.rubric.criteria}
+        return Judgement(
+            ratings, judgement_text(ratings, self.rubric), reading.repaired or again.repaired, why, cut or retry.cut(0)
+        )
+
+    def _problem(
+        self, reading: Reading, cut: bool, only: list[str] | None = None
+    ) -> tuple[type, str, list[str] | None] | None:
+        """What makes a reply unusable: its kind, what to tell the judge, and the criteria to ask
+        again for (None: the whole reply). None for a usable reply."""
+        if reading.usable:
+            copied = copied_example(reading, self.rubric)
+            return (CopiedExample, copied, None) if copied else None
+        if cut:
+            return (
+                ReplyCut,
+                f"it stopped at its limit of {self._reply_limit} tokens before the JSON object was complete;"
+                " keep the reason to a few sentences and list only the most serious key issues",
+                None,
+            )
+        if reading.problem is None and self.rubric.is_suite and reading.ratings and only is None:
+            return UnparsableReply, reading.describe(), list(reading.problems)
+        return UnparsableReply, reading.describe(), None
+
+
+def _excerpt(text: str) -> str:
+    """An unusable reply as kept on its error row: the first half of `REPLY_EXCERPT_CHARS`."""
+    limit = REPLY_EXCERPT_CHARS // 2
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _charge(rows: list[EvaluationRow], usage: Usage, cost_usd: float | None) -> EvaluationRow:
@@ -444,9 +558,11 @@ class _Spend:
         self.cost_usd: float | None = 0.0
         self.stats = CallStats()
         self.calls = 0
+        self.response_format: str | None = None  # the form of the last reply's schema
 
     def add(self, completion: Completion) -> None:
         self.calls += 1
+        self.response_format = completion.response_format
         self.usage.prompt_tokens += completion.usage.prompt_tokens
         self.usage.completion_tokens += completion.usage.completion_tokens
         if self.cost_usd is not None:

@@ -65,18 +65,37 @@ VERDICT_SCORES: dict[Verdict, float] = {
 DATE_FIELDS = ("chat_date", "started_at", "timestamp")
 
 
-def chat_date(case: ConversationalEvalTestCase, field: str | None = None) -> str | None:
-    """When the chat happened, as YYYY-MM-DD: metadata `field`, else `chat_date`, `started_at`
-    or `timestamp` (an ISO date or time, or Unix seconds). None when none is there or readable."""
+def chat_date(
+    case: ConversationalEvalTestCase, field: str | None = None, problems: list[str] | None = None
+) -> str | None:
+    """When the chat happened, as YYYY-MM-DD: metadata `field`, else the first of `chat_date`,
+    `started_at` or `timestamp` that is there. The value is read as an ISO 8601 date or time
+    (its date as written), else as Unix time, a number or a numeric string: seconds, or
+    milliseconds when above 1e11. None when no field is there or its value cannot be read;
+    then, if `problems` is given, a line naming the field and its value is appended to it."""
+    milliseconds_above = 1e11  # 1e11 s is the year 5138; 1e11 ms is 1973-03-03
     for name in (field,) if field else DATE_FIELDS:
         value = case.metadata.get(name)
         if value is None:
             continue
         try:
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return datetime.fromtimestamp(value, UTC).date().isoformat()
-            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).date().isoformat()
+            if isinstance(value, bool):
+                raise ValueError(value)
+            if isinstance(value, int | float):
+                seconds = float(value)
+            else:
+                text = str(value).strip()
+                try:
+                    return datetime.fromisoformat(text.replace("Z", "+00:00")).date().isoformat()
+                except ValueError:
+                    seconds = float(text)
+            if abs(seconds) > milliseconds_above:
+                seconds /= 1000
+            return datetime.fromtimestamp(seconds, UTC).date().isoformat()
         except (ValueError, OverflowError, OSError):
+            if problems is not None:
+                shown = repr(value)
+                problems.append(f"metadata.{name}: {shown if len(shown) <= 60 else shown[:59] + '…'} is not a date")
             return None
     return None
 
@@ -131,13 +150,20 @@ class EvaluationRow(BaseModel):
     chat_date: str | None = None  #: when the chat happened (YYYY-MM-DD), from its metadata
     number_of_turns: int = 0
     truncated: bool = False  #: the middle of the conversation was left out to fit the judge's context
-    samples: int = 1  #: verdicts asked for; the row carries the majority
+    samples: int = 1  #: verdicts the majority was taken over (on an error row: asked for)
     agreement: float | None = None  #: share of samples that agree with the majority (samples > 1)
     sample_verdicts: list[str | int] = Field(default_factory=list)  #: every sample's verdict or rating
     weights: dict[str, float] | None = None  #: on user_satisfaction rows: the weight of each criterion
     cached: bool = False  #: the verdict came from the response cache: no call, no cost
     batch: bool = False  #: the verdict came from a provider batch
     batch_id: str | None = None  #: that batch
+    #: how the rubric's reply schema was sent: "json_schema" (OpenAI, vLLM, llama-server),
+    #: "json_object_schema" (llama-cpp-python), "ollama_format"; None when none was
+    response_format: str | None = None
+    repaired: bool = False  #: a reply was nearly valid JSON (e.g. unescaped quotes) and was repaired to read it
+    reasked: str | None = None  #: why the judge was asked again (what its reply got wrong); None: no re-ask
+    cut: bool = False  #: a reply reached its token limit (finish_reason "length"); it was read, but may be incomplete
+    raw_reply: str | None = None  #: on an error row for an unusable reply: that reply, truncated
 
 
 class MetricResult(BaseModel):

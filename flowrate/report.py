@@ -9,11 +9,13 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from flowrate.agreement import AgreementReport
 from flowrate.compare import Comparison
 from flowrate.models import EvaluationRow
-from flowrate.results import DryRunEstimate, MetricStats, RunSummary, shown_value
+from flowrate.reports.escape import safe_line, terminal_text
+from flowrate.results import DryRunEstimate, MetricStats, RunSummary, format_score, shown_value
 
 PLAIN_PROGRESS_EVERY_S = 10.0
 LEFT_OUT_REASONS = {
@@ -25,12 +27,16 @@ LEFT_OUT_REASONS = {
 }
 
 
-CONTROL_CHARACTERS = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F]}
-
-
 def shown(text: str) -> str:
-    """Text for the screen: control characters (ANSI escapes, newlines) escaped; rows keep it exact."""
-    return text.translate(CONTROL_CHARACTERS)
+    """One line of untrusted text (ids, reasons, file names) for stderr, where people and CI
+    runners read it: control characters shown as `\\xNN` (rows keep the text exact), and never
+    a workflow command to GitHub's runner (`escape.safe_line`)."""
+    return safe_line(terminal_text(text))
+
+
+def _cell(text: str) -> Text:
+    """Untrusted text for a table's title, header or cell: one line, and never rich markup."""
+    return Text(shown(text))
 
 
 class Reporter:
@@ -104,7 +110,8 @@ def describe_row(row: EvaluationRow) -> str:
     issues = "; ".join(row.key_issues) or "no key issues"
     agreement = f" agreement {row.agreement:.0%}" if row.agreement is not None else ""
     cached = " (cached)" if row.cached else ""
-    judged = f"{shown_value(row)} {row.score:.1f}" if row.verdict or row.rating else f"{row.score:.2f}"
+    score = format_score(row.score, row.threshold, digits=1 if row.verdict or row.rating else 2)
+    judged = f"{shown_value(row)} {score}" if row.verdict or row.rating else score
     return f"[{row.id}]{name} {judged} {mark}{agreement}{cached}: {row.reason} ({issues})"
 
 
@@ -125,10 +132,10 @@ def _metric_table(name: str, stats: MetricStats) -> Table:
     title = f"{title_of(name)}: {stats.rows} rows, pass rate {pass_rate}, mean {mean}"
     if stats.errors:
         title += f", {stats.errors} errors"
-    table = Table(title=title, title_justify="left", show_header=True)
+    table = Table(title=_cell(title), title_justify="left", show_header=True)
     values = sorted(stats.distribution, key=lambda value: stats.value_scores[value], reverse=True)
     for value in values:
-        table.add_column(value, justify="right")
+        table.add_column(_cell(value), justify="right")
     if values:
         table.add_row(*(str(stats.distribution[value]) for value in values))
     return table
@@ -169,7 +176,7 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
         default = gate.gate == "max_failures" and gate.limit == 0
         if not (default and gate.passed):
             mark = "passed" if gate.passed else "FAILED"
-            console.print(f"gate {mark}: {gate.describe()}", markup=False, highlight=False)
+            console.print(shown(f"gate {mark}: {gate.describe()}"), markup=False, highlight=False)
     if summary.left_out:
         reasons = ", ".join(
             f"{LEFT_OUT_REASONS.get(reason, reason)} {count}" for reason, count in summary.left_out.items()
@@ -210,7 +217,7 @@ def _print_notes(console: Console, title: str, notes: list[str], total: int) -> 
         return
     console.print(f"{title}:", markup=False)
     for note in notes:
-        console.print(f"  {shown(note)}", markup=False, highlight=False)
+        console.print(shown(f"  {note}"), markup=False, highlight=False)
     if total > len(notes):
         console.print(f"  ... and {total - len(notes)} more", markup=False)
 
@@ -233,7 +240,7 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
         confusion = Table(title=f"human label (rows) by {report.metric} (columns)", title_justify="left")
         confusion.add_column("label")
         for verdict in report.confusion.verdicts:
-            confusion.add_column(verdict, justify="right")
+            confusion.add_column(_cell(verdict), justify="right")
         for level, counts in zip(report.confusion.labels, report.confusion.counts):
             confusion.add_row(str(level), *map(str, counts))
         console.print(confusion)
@@ -255,17 +262,19 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     """Per metric: the mean delta with its interval and the pass rates; then every change,
     regressions first."""
     for warning in comparison.warnings:
-        console.print(f"flowrate: warning: {warning}", markup=False, highlight=False)
-    console.print(f"{comparison.current} against {comparison.baseline}:", markup=False, highlight=False)
+        console.print(shown(f"flowrate: warning: {warning}"), markup=False, highlight=False)
+    console.print(shown(f"{comparison.current} against {comparison.baseline}:"), markup=False, highlight=False)
     for metric in comparison.metrics:
         interval = "" if metric.ci95 is None else f" [{metric.ci95[0]:+.4f}, {metric.ci95[1]:+.4f}]"
         delta = "n/a" if metric.mean_delta is None else f"{metric.mean_delta:+.4f}{interval}"
         verdict = "SIGNIFICANT DROP" if metric.significant_drop else "ok"
         console.print(
-            f"  {metric.metric}: {verdict}; mean {_number(metric.mean_before)} -> {_number(metric.mean_after)},"
-            f" delta {delta} over {metric.paired} paired; pass rate {_share(metric.pass_rate_before)} ->"
-            f" {_share(metric.pass_rate_after)}; only in baseline {metric.only_baseline}, only in current"
-            f" {metric.only_current}; errors {metric.errors_baseline} -> {metric.errors_current}",
+            shown(
+                f"  {metric.metric}: {verdict}; mean {_number(metric.mean_before)} -> {_number(metric.mean_after)},"
+                f" delta {delta} over {metric.paired} paired; pass rate {_share(metric.pass_rate_before)} ->"
+                f" {_share(metric.pass_rate_after)}; only in baseline {metric.only_baseline}, only in current"
+                f" {metric.only_current}; errors {metric.errors_baseline} -> {metric.errors_current}"
+            ),
             markup=False,
             highlight=False,
         )
@@ -307,7 +316,7 @@ def print_calibration(console: Console, report: dict) -> None:
 
     for name, figures in report["metrics"].items():
         table.add_row(
-            name,
+            _cell(name),
             str(figures["labels"]),
             str(figures["labeled_conversations"]),
             deviation(figures["upper"]),
@@ -352,8 +361,8 @@ def print_trends(console: Console, items: list[dict]) -> None:
             else f"{item['lower'] or 0:+.3f} / {item['upper'] or 0:+.3f}"
         )
         table.add_row(
-            item["period"],
-            item["metric"],
+            _cell(item["period"]),
+            _cell(item["metric"]),
             str(item["conversations"]),
             _number(item["mean_score"]),
             _share(item["pass_rate"]),
@@ -366,7 +375,7 @@ def print_trends(console: Console, items: list[dict]) -> None:
     for metric in dict.fromkeys(item["metric"] for item in items):
         points = {item["period"]: item["mean_score"] for item in items if item["metric"] == metric}
         line = sparkline([points.get(period) for period in periods])
-        console.print(f"{metric}: {line}  ({periods[0]} to {periods[-1]})", markup=False, highlight=False)
+        console.print(shown(f"{metric}: {line}  ({periods[0]} to {periods[-1]})"), markup=False, highlight=False)
 
 
 def comparison_markdown(comparison: Comparison, limit: int = 20) -> str:
@@ -387,13 +396,17 @@ def comparison_markdown(comparison: Comparison, limit: int = 20) -> str:
         rate = f"{_share(metric.pass_rate_before)} → {_share(metric.pass_rate_after)}"
         verdict = "**significant drop**" if metric.significant_drop else "ok"
         lines.append(
-            f"| `{metric.metric}` | {metric.paired} | {_number(metric.mean_before)} | {_number(metric.mean_after)} | {delta} | {rate} | {verdict} |"
+            f"| {markdown_text(metric.metric)} | {metric.paired} | {_number(metric.mean_before)} | {_number(metric.mean_after)} | {delta} | {rate} | {verdict} |"
         )
-    regressions = [change for change in comparison.changes if change.delta < 0][:limit]
+    regressions = [change for change in comparison.changes if change.delta < 0]
     if regressions:
         lines += ["", "**Regressions**", ""] + [
-            f"- `{change.id}` `{change.metric}`: {change.before} → {change.after}" for change in regressions
+            f"- {markdown_text(change.id)} ({markdown_text(change.metric)}):"
+            f" {markdown_text(change.before)} → {markdown_text(change.after)}"
+            for change in regressions[:limit]
         ]
+        if len(regressions) > limit:
+            lines.append(f"- and {len(regressions) - limit} more (`flowrate compare --json` lists every change)")
     if comparison.warnings:
-        lines += ["", *[f"> {warning}" for warning in comparison.warnings]]
+        lines += ["", *[f"> {markdown_text(warning)}" for warning in comparison.warnings]]
     return "\n".join(lines) + "\n"

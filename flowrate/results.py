@@ -130,13 +130,26 @@ def mean4(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
+def format_score(score: float, threshold: float | None = None, digits: int = 2) -> str:
+    """`score` for the screen with `digits` decimals, or more where fewer would put it on the
+    other side of `threshold`: a failing 2/3 at threshold 0.7 shows as 0.67, never 0.7, and a
+    failing 0.6999 as 0.6999. Rows keep the exact score."""
+    text = f"{score:.{digits}f}"
+    if threshold is not None:
+        while (float(text) >= threshold) != (score >= threshold) and digits < 17:
+            digits += 1
+            text = f"{score:.{digits}f}"
+    return text
+
+
 def shown_value(row: EvaluationRow) -> str:
-    """A row's judgement as people read it: the verdict, the rating on its scale, or the score."""
+    """A row's judgement as people read it: the verdict, the rating on its scale, or the score
+    (`format_score` against the row's threshold)."""
     if row.verdict is not None:
         return row.verdict
     if row.rating is not None:
         return f"{row.rating}/{row.scale}"
-    return f"{row.score:.2f}"
+    return format_score(row.score, row.threshold)
 
 
 class GateResult(BaseModel):
@@ -329,8 +342,10 @@ class CaseResult(BaseModel):
     metric: str
     path: str | None = None
     line: int | None = None
+    index: int | None = None  #: the place in a JSON or YAML list, where the source has no line
     value: str | None = None  # the verdict, the rating on its scale, or the score
     score: float | None = None
+    threshold: float | None = None
     success: bool | None = None
     reason: str | None = None
     key_issues: list[str] = Field(default_factory=list)
@@ -347,8 +362,10 @@ class CaseResult(BaseModel):
             metric=row.metric,
             path=source.path if source else None,
             line=source.line if source else None,
+            index=source.index if source else None,
             value=shown_value(row) if row.score is not None else None,
             score=row.score,
+            threshold=row.threshold,
             success=row.success,
             reason=row.reason,
             key_issues=row.key_issues,
@@ -363,6 +380,11 @@ class CaseResult(BaseModel):
         """Sorts the worst first: errors, then failures, then by score."""
         rank = 0 if self.error else (1 if self.success is False else 2)
         return rank, self.score if self.score is not None else 0.0
+
+    @property
+    def place(self) -> tuple[str, int, int]:
+        """Sorts in input order: by source file, then line (or place in a JSON or YAML list)."""
+        return self.path or "", self.line if self.line is not None else -1, self.index or 0
 
 
 class SkippedCase(BaseModel):

@@ -58,10 +58,10 @@ class Scale(BaseModel):
         return list(range(1, self.points + 1))  # type: ignore[operator]
 
     def score(self, value: str | int) -> float:
-        """The row score in [0, 1]: the level's score, or rating / S."""
+        """The row score in [0, 1]: the level's score, or rating / S, exact (rounding is for the screen)."""
         if self.levels is not None:
             return self.levels[str(value)]
-        return round(int(value) / self.points, 4)  # type: ignore[operator]
+        return int(value) / self.points  # type: ignore[operator]
 
     def describe(self) -> str:
         if self.levels is not None:

@@ -124,12 +124,17 @@ class FileRun:
             settings.exclude,
             settings.limit,
         )
-        self.scan: ScanReport = scan(self.inputs, self.selection.fresh())
+        self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), settings.date_field)
         if not self.settings.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
         if self.scan.selected == 0 and not settings.allow_empty:
             self.inputs.close()
             raise nothing_to_judge(paths)
+        if self.scan.unreadable_dates:
+            self.notices.append(
+                f"{self.scan.unreadable_dates} conversation(s) have a chat date that cannot be read"
+                f" (first: {self.scan.first_unreadable_date}); their rows have chat_date null"
+            )
         self.cache = None  # the run's: every judged metric reads and writes it
         if not settings.no_cache:
             self.cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
@@ -141,7 +146,7 @@ class FileRun:
             for source in self.scan.invalid_records:
                 if str(source) not in seen:
                     seen.add(str(source))
-                    self.book.skip(str(source), source.path, source.line, "invalid")
+                    self.book.skip(self.scan.invalid_names[str(source)], source.path, source.line, "invalid")
 
     @property
     def total_rows(self) -> int:
@@ -599,14 +604,18 @@ def _same_judge(path: Path, row: EvaluationRow, metric) -> None:
 
 def merge_results(paths: list[str], output: str, allow_empty: bool = False) -> RunSummary:
     """Join the results files of several shards into one; a row twice is an input error,
-    and then no output is written. `output` may not be one of `paths`; files with no row at
-    all are an input error unless `allow_empty`."""
+    and then no output is written. A file named twice (compared resolved: `f`, `./f`) is read
+    once. `output` may not be one of `paths`; files with no row at all are an input error
+    unless `allow_empty`."""
     check_output_path(output)
+    unique: dict[Path, str] = {}
+    for path in paths:
+        unique.setdefault(Path(path).expanduser().resolve(), path)
+    paths = list(unique.values())
     if output != "-":
         target = Path(output).expanduser().resolve()
-        for path in paths:
-            if Path(path).expanduser().resolve() == target:
-                raise ConfigError(f"--output {output}: is also an input of the merge; name another file")
+        if target in unique:
+            raise ConfigError(f"--output {output}: is also an input of the merge; name another file")
     summary = RunSummary()
     seen: dict[tuple[str, str], str] = {}
     problems: list[str] = []

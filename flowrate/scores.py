@@ -18,9 +18,23 @@ import orjson
 
 from flowrate.rubric import Criterion, Rubric
 
+REPLY_EXCERPT_CHARS = 2000  # of an unusable reply, kept on its error row: a screenful, enough to see what went wrong
+
 
 class UnparsableReply(ValueError):
-    """The judge's reply holds no usable judgement."""
+    """The judge's reply holds no usable judgement; `reply` is the text that could not be used."""
+
+    def __init__(self, message: str, reply: str | None = None):
+        super().__init__(message)
+        self.reply = reply
+
+
+class CopiedExample(UnparsableReply):
+    """The reply repeats one of the rubric's worked examples: a judgement of another conversation."""
+
+
+class ReplyCut(UnparsableReply):
+    """The reply reached its token limit (`finish_reason: length`) before it held a usable judgement."""
 
 
 @dataclass
@@ -35,8 +49,38 @@ class Rating:
 
 @dataclass
 class Judgement:
-    ratings: dict[str, Rating]  # by criterion name, in the rubric's order
-    text: str  # the reply as the judge wrote it
+    """One sample's ratings, by criterion name in the rubric's order. `text` is the reply as the
+    judge wrote it, or, when it had to be repaired or partly asked again, the judgement written
+    out as a clean reply (what the cache keeps). `repaired`: read from nearly valid JSON;
+    `reasked`: why a re-ask was needed (None when none was); `cut`: the reply hit its token limit."""
+
+    ratings: dict[str, Rating]
+    text: str
+    repaired: bool = False
+    reasked: str | None = None
+    cut: bool = False
+
+
+@dataclass
+class Reading:
+    """What one reply holds: the criteria it rates validly, and what is wrong with the others.
+
+    `problem` is about the reply as a whole (no JSON object, invalid JSON, no "criteria");
+    `problems` names what is wrong with single criteria (missing, off the scale)."""
+
+    text: str
+    ratings: dict[str, Rating]
+    problems: dict[str, str]
+    problem: str | None = None
+    repaired: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None and not self.problems
+
+    def describe(self) -> str:
+        """What is wrong, in one line."""
+        return self.problem or "; ".join(self.problems.values())
 
 
 # -- what is asked for -------------------------------------------------------------------
@@ -78,8 +122,9 @@ def reply_schema(rubric: Rubric) -> dict[str, Any]:
     }
 
 
-def reply_template(rubric: Rubric) -> str:
-    """The reply's shape in one line, for the corrective re-ask."""
+def reply_template(rubric: Rubric, only: list[str] | None = None) -> str:
+    """The reply's shape in one line, for the corrective re-ask; `only` names the criteria of a
+    suite to ask for (default: all)."""
 
     def one(criterion: Criterion) -> str:
         scale = criterion.scale
@@ -89,51 +134,78 @@ def reply_template(rubric: Rubric) -> str:
 
     if not rubric.is_suite:
         return one(rubric.criteria[0])
-    return '{"criteria": {' + ", ".join(f'"{c.name}": {one(c)}' for c in rubric.criteria) + "}}"
+    wanted = [c for c in rubric.criteria if only is None or c.name in only]
+    return '{"criteria": {' + ", ".join(f'"{c.name}": {one(c)}' for c in wanted) + "}}"
 
 
 def corrective_messages(
-    messages: list[dict[str, str]], reply: str, problem: str, rubric: Rubric
+    messages: list[dict[str, str]], reply: str, problem: str, rubric: Rubric, only: list[str] | None = None
 ) -> list[dict[str, str]]:
-    """The one re-ask after an unusable reply."""
-    return messages + [
-        {"role": "assistant", "content": reply},
-        {
-            "role": "user",
-            "content": f"Your reply could not be used: {problem}. Reply again with only the JSON object {reply_template(rubric)}.",
-        },
-    ]
+    """The one re-ask after an unusable reply, saying what was wrong. With `only` (some criteria
+    of a suite were unusable), it asks for just those; the others are kept."""
+    if only:
+        ask = (
+            f"Your reply could not be used for {len(only)} of the {len(rubric.criteria)} criteria: {problem}."
+            " Your other ratings are kept. Reply again with only the JSON object for these criteria:"
+            f" {reply_template(rubric, only)}."
+        )
+    else:
+        ask = (
+            f"Your reply could not be used: {problem}. Reply again with only the JSON object {reply_template(rubric)}."
+        )
+    return messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": ask}]
 
 
 # -- reading the reply --------------------------------------------------------------------------
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+EXCERPT_CHARS = 40  # of the reply on each side of a JSON error, shown in the re-ask
 
 
 def parse_reply(text: str, rubric: Rubric) -> Judgement:
-    """Find the judgement in a reply (bare JSON, fenced JSON, or JSON inside prose) and check
-    every value against its scale. An unknown level or a rating off the scale is unparsable."""
+    """Find the judgement in a reply (bare JSON, fenced JSON, JSON inside prose, or nearly valid
+    JSON a repair makes whole) and check every value against its scale. Raises `UnparsableReply`
+    saying what is wrong when any criterion is missing or off its scale."""
+    reading = read_reply(text, rubric)
+    if not reading.usable:
+        raise UnparsableReply(reading.describe(), text)
+    return Judgement(ratings=reading.ratings, text=text, repaired=reading.repaired)
+
+
+def read_reply(text: str, rubric: Rubric, only: list[str] | None = None) -> Reading:
+    """Every criterion a reply rates validly, and what is wrong with the rest; `only` names the
+    criteria a partial re-ask asked for (default: all)."""
+    wanted_names = only or [criterion.name for criterion in rubric.criteria]
+    criteria = [criterion for criterion in rubric.criteria if criterion.name in wanted_names]
     if rubric.is_suite:
-        found = _find_object(text, lambda value: isinstance(value.get("criteria"), dict))
-        if found is None:
-            raise UnparsableReply('the reply holds no JSON object with a "criteria" object')
-        ratings = {}
-        for criterion in rubric.criteria:
-            part = found["criteria"].get(criterion.name)
-            if not isinstance(part, dict):
-                raise UnparsableReply(f"criterion {criterion.name!r} is missing from the reply")
-            ratings[criterion.name] = _rating(part, criterion)
-        return Judgement(ratings=ratings, text=text)
-    criterion = rubric.criteria[0]
-    found = _find_object(text, lambda value: criterion.scale.field in value)
+        wanted = lambda value: isinstance(value.get("criteria"), dict)  # noqa: E731
+        missing = 'the reply holds no "criteria" object'
+    else:
+        field_name = criteria[0].scale.field
+        wanted = lambda value: field_name in value  # noqa: E731
+        missing = f'the reply has no "{field_name}" field'
+    found, repaired, problem = _find_object(text, wanted)
     if found is None:
-        raise UnparsableReply(f'the reply holds no JSON object with a "{criterion.scale.field}" field')
-    return Judgement(ratings={criterion.name: _rating(found, criterion)}, text=text)
+        return Reading(text, {}, {}, problem or missing)
+    parts = found["criteria"] if rubric.is_suite else {criteria[0].name: found}
+    ratings, problems = {}, {}
+    for criterion in criteria:
+        part = parts.get(criterion.name)
+        if not isinstance(part, dict):
+            problems[criterion.name] = f"criterion {criterion.name!r} is missing from the reply"
+            continue
+        try:
+            ratings[criterion.name] = _rating(part, criterion)
+        except UnparsableReply as wrong:
+            problems[criterion.name] = str(wrong)
+    return Reading(text, ratings, problems, repaired=repaired)
 
 
 def _rating(part: dict[str, Any], criterion: Criterion) -> Rating:
     scale = criterion.scale
     raw = part.get(scale.field)
     expected = ", ".join(str(value) for value in reversed(scale.values))
+    if raw is None:
+        raise UnparsableReply(f'{criterion.name} has no "{scale.field}" (expected {expected})')
     if scale.levels is not None:
         value: str | int = str(raw).strip().lower()
         if value not in scale.levels:
@@ -149,6 +221,8 @@ def _rating(part: dict[str, Any], criterion: Criterion) -> Rating:
     issues = part.get("key_issues") or []
     if isinstance(issues, str):
         issues = [issues]
+    if not isinstance(issues, list):
+        issues = [str(issues)]
     return Rating(
         value=value,
         score=scale.score(value),
@@ -157,23 +231,112 @@ def _rating(part: dict[str, Any], criterion: Criterion) -> Rating:
     )
 
 
-def _find_object(text: str, wanted) -> dict[str, Any] | None:
-    for chunk in [text.strip(), *_FENCE.findall(text)]:
+def _find_object(text: str, wanted) -> tuple[dict[str, Any] | None, bool, str | None]:
+    """The judgement object in a reply, whether it took a repair, and what is wrong when none is found.
+
+    Valid JSON is looked for first (the whole reply, fenced blocks, any object inside prose);
+    then the span from the first `{` is repaired (json_repair: unescaped quotes, a missing
+    closing brace, trailing commas), which recovers what small models get nearly right."""
+    candidates = [text.strip(), *_FENCE.findall(text)]
+    for chunk in candidates:
         try:
             value = orjson.loads(chunk)
         except orjson.JSONDecodeError:
             continue
         if isinstance(value, dict) and wanted(value):
-            return value
+            return value, False, None
     decoder = json.JSONDecoder()
+    objects = []
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
         except ValueError:
             continue
-        if isinstance(value, dict) and wanted(value):
-            return value
+        if isinstance(value, dict):
+            if wanted(value):
+                return value, False, None
+            objects.append(value)
+    start = text.find("{")
+    if start < 0:
+        return None, False, "the reply holds no JSON object"
+    if objects:  # valid JSON, but not the judgement's shape
+        return None, False, None
+    span = _json_span(text, start)
+    import json_repair  # imported here: only a broken reply needs it
+
+    try:
+        repaired = json_repair.loads(span)
+    except Exception:  # the repair library gives up on some input: the reply stays unusable
+        repaired = None
+    if isinstance(repaired, dict) and wanted(repaired):
+        return repaired, True, None
+    return None, False, _json_error(text, start, span)
+
+
+def _json_span(text: str, start: int) -> str:
+    """The reply from its first `{` to its last `}` (to its end when it never closes: a cut reply)."""
+    end = text.rfind("}")
+    return text[start : end + 1] if end > start else text[start:]
+
+
+def _json_error(text: str, start: int, span: str) -> str:
+    """Where the JSON breaks, as a person or a model can find it: line, column, character, excerpt."""
+    try:
+        json.loads(span)
+    except json.JSONDecodeError as error:
+        position = start + error.pos
+        line = text.count("\n", 0, position) + 1
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        near = text[max(position - EXCERPT_CHARS, 0) : position + EXCERPT_CHARS]
+        return (
+            f"the reply is not valid JSON: {error.msg} at line {line}, column {column} (character {position}),"
+            f" near {near!r}"
+        )
+    return "the reply's JSON object is not a judgement"
+
+
+# -- a judgement of another conversation ------------------------------------------------------
+def _normal(text: str) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+def copied_example(judgement: Judgement | Reading, rubric: Rubric) -> str | None:
+    """Which worked example the reply repeats, if it does: a criterion copies an example when its
+    reason is the example's reason for that criterion, or one of its key issues is one of the
+    example's, word for word (case and spacing aside). A reply copies the example when at least
+    half of its criteria do. Returns a description, or None."""
+    ratings = judgement.ratings
+    if not ratings:
+        return None
+    for number, example in enumerate(rubric.examples, start=1):
+        parts = example.reply.get("criteria", {}) if rubric.is_suite else {rubric.criteria[0].name: example.reply}
+        copied = []
+        for name, rating in ratings.items():
+            part = parts.get(name) or {}
+            reason = _normal(part.get("reason") or "")
+            issues = {_normal(issue) for issue in part.get("key_issues") or []}
+            if (reason and _normal(rating.reason) == reason) or issues & {_normal(i) for i in rating.key_issues}:
+                copied.append(name)
+        if copied and len(copied) * 2 >= len(ratings):
+            title = f" ({example.title})" if example.title else ""
+            which = f"{len(copied)} of {len(ratings)} criteria" if rubric.is_suite else "its reason or key issues"
+            return (
+                f"it repeats the rubric's worked example {number}{title} word for word ({which}), a judgement of"
+                " another conversation"
+            )
     return None
+
+
+def judgement_text(ratings: dict[str, Rating], rubric: Rubric) -> str:
+    """A judgement written out as the clean reply the rubric asks for."""
+
+    def one(criterion: Criterion) -> dict[str, Any]:
+        rating = ratings[criterion.name]
+        return {"reason": rating.reason, "key_issues": rating.key_issues, criterion.scale.field: rating.value}
+
+    if not rubric.is_suite:
+        return orjson.dumps(one(rubric.criteria[0])).decode()
+    return orjson.dumps({"criteria": {c.name: one(c) for c in rubric.criteria}}).decode()
 
 
 # -- several samples, and the derived mean ---------------------------------------------------------
@@ -189,6 +352,7 @@ def majority(judgements: list[Judgement], name: str) -> tuple[Rating, float, lis
 
 
 def weighted_mean(scores: dict[str, float], weights: dict[str, float]) -> float:
-    """SUM(score x weight) / SUM(weight); a criterion the weights do not name has weight 1."""
+    """SUM(score x weight) / SUM(weight), exact (rounding is for the screen); a criterion the
+    weights do not name has weight 1."""
     total = sum(weights.get(name, 1.0) for name in scores)
-    return round(sum(score * weights.get(name, 1.0) for name, score in scores.items()) / total, 4) if total else 0.0
+    return sum(score * weights.get(name, 1.0) for name, score in scores.items()) / total if total else 0.0

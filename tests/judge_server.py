@@ -11,14 +11,26 @@ A step is one of:
 - ``{"status": 429, "retry_after": 1}`` / ``{"status": 500}`` / ``{"status": 401}``
   (``"echo_auth": true`` quotes the Authorization header back in the error message)
 - ``{"hang": true}``: never answers (until the client gives up)
+- ``{"copy_example": 0}``: replies with the request's own first few-shot reply (the rubric's
+  example, as a small model sometimes does)
+- ``{"runaway": true}``: a verdict whose key issues never end, as a small model's do: cut at
+  the request's ``max_tokens`` (``finish_reason: "length"``), else at the context window
 - any step may add ``"delay": seconds``
 
 Random faults for benchmarks come from ``fault_rates`` with a fixed seed.
+
+``behave_as(profile)`` makes it misbehave as a real OpenAI-compatible server does
+(see ``PROFILES``): refusing OpenAI's ``json_schema`` response format with llama-cpp-python's
+HTTP 500, ignoring ``n``, a context window with each server's own "too long" error, the
+endpoints that tell the window (vLLM's ``/v1/models``, llama.cpp's ``/props``, Ollama's
+``/api/show``), Ollama's own ``/api/chat``, a cold first call, and one slot that keeps working
+on a request its client gave up on. Token counts are characters / 4, as in ``usage``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import threading
@@ -34,6 +46,41 @@ class Rule:
     match: str
     steps: list[dict[str, Any]]
     calls: int = 0
+
+
+@dataclass
+class Profile:
+    """How a real server behaves, as far as a judge client can tell."""
+
+    name: str = "openai"
+    response_formats: tuple[str, ...] = ("json_schema", "json_object")  # types it takes
+    takes_schema_in_json_object: bool = False  # llama-cpp-python: {"type": "json_object", "schema": ...}
+    honours_n: bool = True
+    context_error: str = "openai"  # the wording of its "prompt too long" 400
+    models_max_len: bool = False  # vLLM: /v1/models data[0].max_model_len
+    props: bool = False  # llama.cpp's llama-server: /props
+    ollama: bool = False  # /api/chat and /api/show
+    keeps_abandoned_work: bool = False  # a request whose client left still runs to its end
+
+
+PROFILES = {
+    "openai": Profile(),
+    # llama-cpp-python 0.3's server: its request model allows response_format types "text" and
+    # "json_object" only, and any exception in a route becomes a 500 carrying pydantic's message;
+    # it answers one request at a time, returns one choice whatever `n` is, has no /props, and a
+    # prompt past n_ctx gives the OpenAI-style 400 its error formatter writes.
+    "llama-cpp-python": Profile(
+        name="llama-cpp-python",
+        response_formats=("text", "json_object"),
+        takes_schema_in_json_object=True,
+        honours_n=False,
+        context_error="llama-cpp-python",
+        keeps_abandoned_work=True,
+    ),
+    "vllm": Profile(name="vllm", models_max_len=True, context_error="vllm"),
+    "llama-server": Profile(name="llama-server", props=True, context_error="llama-server", honours_n=False),
+    "ollama": Profile(name="ollama", ollama=True, context_error="none"),
+}
 
 
 @dataclass
@@ -53,6 +100,7 @@ class JudgeServer:
         self.max_in_flight = 0
         self.bodies: list[dict[str, Any]] = []
         self.arrivals: list[tuple[float, int]] = []  # (time, calls in flight including this one)
+        self.behave_as("openai")
         self._random = random.Random(self.fault_seed)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -67,6 +115,31 @@ class JudgeServer:
     def calls_for(self, match: str) -> int:
         return sum(rule.calls for rule in self.rules if rule.match == match)
 
+    def behave_as(
+        self,
+        profile: str,
+        *,
+        n_ctx: int | None = None,
+        total_slots: int = 1,
+        cold_start_s: float = 0.0,
+        slots: int | None = None,
+    ) -> JudgeServer:
+        """Answer as the named server in `PROFILES` does, with a context window of `n_ctx`
+        tokens (None: no limit), `total_slots` reported by /props, a first call that takes
+        `cold_start_s` longer, and at most `slots` requests worked on at once (None: any number;
+        the others wait in the server's queue, their clients' clocks running)."""
+        self.profile = PROFILES[profile]
+        self.n_ctx = n_ctx
+        self.total_slots = total_slots
+        self.cold_start_s = cold_start_s
+        self.slots = slots
+        self._slot_gate = None
+        self.working = 0  # requests the server is working on, abandoned ones included
+        self.max_working = 0
+        self.probes: list[str] = []  # the paths of GET /v1/models, /props and POST /api/show
+        self._served = 0
+        return self
+
     def reset(self) -> None:
         with self._lock:
             self.rules.clear()
@@ -74,6 +147,7 @@ class JudgeServer:
             self.max_in_flight = 0
             self.bodies.clear()
             self.arrivals.clear()
+        self.behave_as("openai")
 
     @property
     def base_url(self) -> str:
@@ -89,6 +163,10 @@ class JudgeServer:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/chat/completions", self._handle)
             app.router.add_post("/chat/completions", self._handle)
+            app.router.add_get("/v1/models", self._models)
+            app.router.add_get("/props", self._props)
+            app.router.add_post("/api/show", self._show)
+            app.router.add_post("/api/chat", self._ollama_chat)
             self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
@@ -139,6 +217,12 @@ class JudgeServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        refused = self._refusal(body)
+        if refused is not None:
+            return refused
+        return await self._serve(request, body, _completion)
+
+    async def _serve(self, request: web.Request, body: dict[str, Any], reply) -> web.StreamResponse:
         prompt = "\n".join(_text(message.get("content")) for message in body.get("messages") or [])
         with self._lock:
             self.requests += 1
@@ -148,26 +232,154 @@ class JudgeServer:
             if self.keep_bodies:
                 self.bodies.append(body)
         try:
-            step = self._next_step(prompt)
-            delay = step.get("delay", self.latency_s)
-            if delay:
-                await asyncio.sleep(delay)
-            if step.get("hang"):
-                await asyncio.sleep(3600)
-            status = step.get("status", 200)
-            if status != 200:
-                headers = {}
-                if "retry_after" in step:
-                    headers["Retry-After"] = str(step["retry_after"])
-                message = f"scripted {status}"
-                if step.get("echo_auth"):  # a provider that quotes the credentials back
-                    message += f" for {request.headers.get('Authorization', '')}"
-                error = {"error": {"message": message, "type": "scripted", "code": status}}
-                return web.json_response(error, status=status, headers=headers)
-            return web.json_response(_completion(body, step, prompt))
+            work = self._work(request, body, prompt, reply)
+            if self.profile.keeps_abandoned_work:  # the client's leaving does not stop the work
+                return await asyncio.shield(asyncio.ensure_future(work))
+            return await work
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    async def _work(self, request: web.Request, body: dict[str, Any], prompt: str, reply) -> web.StreamResponse:
+        if self.slots is not None and self._slot_gate is None:
+            self._slot_gate = asyncio.Semaphore(self.slots)
+        gate = self._slot_gate or contextlib.nullcontext()
+        async with gate:
+            with self._lock:
+                self.working += 1
+                self.max_working = max(self.max_working, self.working)
+                self._served += 1
+                first = self._served == 1
+            try:
+                return await self._answer(request, body, prompt, reply, first)
+            finally:
+                with self._lock:
+                    self.working -= 1
+
+    async def _answer(
+        self, request: web.Request, body: dict[str, Any], prompt: str, reply, first: bool
+    ) -> web.StreamResponse:
+        too_long = self._context_error(body, prompt)
+        if too_long is not None:
+            return too_long
+        step = self._next_step(prompt)
+        delay = step.get("delay", self.latency_s) + (self.cold_start_s if first else 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        if step.get("hang"):
+            await asyncio.sleep(3600)
+        status = step.get("status", 200)
+        if status != 200:
+            headers = {}
+            if "retry_after" in step:
+                headers["Retry-After"] = str(step["retry_after"])
+            message = step.get("message", f"scripted {status}")
+            if step.get("echo_auth"):  # a provider that quotes the credentials back
+                message += f" for {request.headers.get('Authorization', '')}"
+            error = {"error": {"message": message, "type": "scripted", "code": status}}
+            return web.json_response(error, status=status, headers=headers)
+        if not self.profile.honours_n:
+            body = {**body, "n": 1}
+        return web.json_response(reply(body, step, prompt, self.n_ctx))
+
+    # -- what real servers refuse ------------------------------------------------
+    def _refusal(self, body: dict[str, Any]) -> web.Response | None:
+        """llama-cpp-python's answer to a response_format type it does not know: pydantic's
+        validation error, turned into a 500 by its route error handler."""
+        wanted = (body.get("response_format") or {}).get("type")
+        if wanted is None or wanted in self.profile.response_formats:
+            return None
+        allowed = " or ".join(f"'{kind}'" for kind in self.profile.response_formats)
+        detail = [
+            {
+                "type": "literal_error",
+                "loc": ["body", "response_format", "type"],
+                "msg": f"Input should be {allowed}",
+                "input": wanted,
+                "ctx": {"expected": allowed},
+            }
+        ]
+        with self._lock:
+            self.requests += 1
+            if self.keep_bodies:
+                self.bodies.append(body)
+        error = {"message": str(detail), "type": "internal_server_error", "param": None, "code": None}
+        return web.json_response({"error": error}, status=500)
+
+    def _context_error(self, body: dict[str, Any], prompt: str) -> web.Response | None:
+        if self.n_ctx is None:
+            return None
+        prompt_tokens = len(prompt) // 4
+        asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        if prompt_tokens + asked <= self.n_ctx and prompt_tokens < self.n_ctx:
+            return None
+        style = self.profile.context_error
+        if style == "llama-server":
+            error = {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt_tokens,
+                "n_ctx": self.n_ctx,
+            }
+        elif style == "llama-cpp-python":
+            error = {
+                "message": f"This model's maximum context length is {self.n_ctx} tokens. However, you requested"
+                f" {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, {asked or None} in the"
+                " completion). Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        else:  # vLLM and OpenAI
+            error = {
+                "message": f"This model's maximum context length is {self.n_ctx} tokens. However, you requested"
+                f" {prompt_tokens + asked} tokens ({prompt_tokens} in the messages, {asked} in the completion)."
+                " Please reduce the length of the messages or completion.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        return web.json_response({"error": error}, status=400)
+
+    # -- what real servers tell about themselves ----------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        self.probes.append("/v1/models")
+        model = {"id": "scripted", "object": "model", "owned_by": self.profile.name}
+        if self.profile.models_max_len:
+            model.update(owned_by="vllm", root="scripted", max_model_len=self.n_ctx)
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def _props(self, request: web.Request) -> web.Response:
+        self.probes.append("/props")
+        if not self.profile.props:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.json_response(
+            {"default_generation_settings": {"n_ctx": self.n_ctx, "temperature": 0.8}, "total_slots": self.total_slots}
+        )
+
+    async def _show(self, request: web.Request) -> web.Response:
+        self.probes.append("/api/show")
+        if not self.profile.ollama:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        body = await request.json()
+        return web.json_response(
+            {
+                "modelfile": "...",
+                "parameters": f"num_ctx {self.n_ctx}\nstop <|im_end|>" if self.n_ctx else "stop <|im_end|>",
+                "details": {"family": "llama"},
+                "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+                "model": body.get("model") or body.get("name"),
+            }
+        )
+
+    async def _ollama_chat(self, request: web.Request) -> web.StreamResponse:
+        """Ollama's own chat endpoint, as LiteLLM's `ollama_chat` provider calls it: the schema
+        comes in `format`, the reply bound in `options.num_predict`."""
+        body = await request.json()
+        options = body.get("options") or {}
+        openai_like = {**body, "max_tokens": options.get("num_predict")}
+        return await self._serve(request, openai_like, _ollama_reply)
 
 
 FAULTS: dict[str, dict[str, Any]] = {
@@ -186,13 +398,20 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str) -> dict[str, Any]:
+def _contents(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None) -> list[tuple[str, str]]:
+    """Each choice's text and finish reason: cut at `max_tokens` (or what is left of the window)."""
     count = int(body.get("n") or 1)
     if "content" in step:
-        contents = [step["content"]] * count
+        texts = [step["content"]] * count
+    elif "copy_example" in step:  # the request's own few-shot reply, as if it judged this conversation
+        examples = [m for m in body.get("messages") or [] if m.get("role") == "assistant"]
+        texts = [_text(examples[step["copy_example"]]["content"])] * count
+    elif step.get("runaway"):
+        issues = [f"turn {n}: the assistant could have been more specific" for n in range(1, 5000)]
+        texts = [json.dumps({"reason": "The flow is fine.", "key_issues": issues, "verdict": "mostly"})] * count
     else:
         verdicts = step.get("verdicts") or [step["verdict"]]  # "verdicts": one per choice, cycling
-        contents = [
+        texts = [
             json.dumps(
                 {
                     "reason": step.get("reason", "scripted"),
@@ -202,12 +421,22 @@ def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str) -> dict
             )
             for i in range(count)
         ]
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if limit is None and n_ctx is not None:
+        limit = max(n_ctx - len(prompt) // 4, 1)
+    if limit is None:
+        return [(text, "stop") for text in texts]
+    return [(text[: int(limit) * 4], "length") if len(text) > int(limit) * 4 else (text, "stop") for text in texts]
+
+
+def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:
+    contents = _contents(body, step, prompt, n_ctx)
     choices = [
-        {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        for i, content in enumerate(contents)
+        {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+        for i, (content, finish) in enumerate(contents)
     ]
     prompt_tokens = sum(len(_text(m.get("content"))) for m in body.get("messages", [])) // 4
-    completion_tokens = sum(max(1, len(content) // 4) for content in contents)
+    completion_tokens = sum(max(1, len(content) // 4) for content, _ in contents)
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -219,6 +448,20 @@ def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str) -> dict
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
+    }
+
+
+def _ollama_reply(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:
+    """One reply in Ollama's /api/chat shape (Ollama has no `n`)."""
+    [(content, finish)] = _contents({**body, "n": 1}, step, prompt, n_ctx)
+    return {
+        "model": body.get("model", "scripted"),
+        "created_at": "2025-01-01T00:00:00Z",
+        "message": {"role": "assistant", "content": content},
+        "done": True,
+        "done_reason": finish,
+        "prompt_eval_count": len(prompt) // 4,
+        "eval_count": max(1, len(content) // 4),
     }
 
 

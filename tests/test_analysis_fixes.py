@@ -185,6 +185,14 @@ def test_compare_markdown_renders_a_hostile_id_as_text(run_flowrate, tmp_path):
     assert "minor<img src=x>" in text and "# model heading" in text
 
 
+def test_compare_markdown_says_how_many_regressions_it_leaves_out(run_flowrate, tmp_path):
+    write_rows(tmp_path / "before.jsonl", [row(f"c{n:02d}", "a", 0.9, verdict="mostly") for n in range(25)])
+    write_rows(tmp_path / "after.jsonl", [row(f"c{n:02d}", "a", 0.3, verdict="minor") for n in range(25)])
+    result = run_flowrate("compare", "before.jsonl", "after.jsonl", "--markdown")
+    listed = [line for line in result.stdout.splitlines() if line.startswith("- c")]
+    assert len(listed) == 20 and "- and 5 more (`flowrate compare --json` lists every change)" in result.stdout
+
+
 def test_compare_with_an_empty_baseline_is_exit_2_not_a_pass(run_flowrate, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     write_rows(tmp_path / "current.jsonl", two_metric_rows())
@@ -203,11 +211,12 @@ def test_compare_into_a_closed_pipe_exits_141_every_time(tmp_path, cli_env):
     write_rows(tmp_path / "before.jsonl", [row(f"{key}{n}", "a", 0.9, verdict="mostly") for n in range(1500)])
     write_rows(tmp_path / "after.jsonl", [row(f"{key}{n}", "a", 0.3, verdict="minor") for n in range(1500)])
     script = f'"{FLOWRATE}" compare before.jsonl after.jsonl --json | head -c1 >/dev/null; echo "${{PIPESTATUS[0]}}"'
-    for _ in range(3):
+    buffered = {key: value for key, value in cli_env.items() if key != "PYTHONUNBUFFERED"}
+    for env in (buffered, buffered, {**buffered, "PYTHONUNBUFFERED": "1"}, {**buffered, "PYTHONUNBUFFERED": "1"}):
         done = subprocess.run(
-            ["bash", "-c", script], cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=120
+            ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
         )
-        assert done.stdout.strip() == "141", done.stderr
+        assert done.stdout.strip() == "141", done.stderr[-2000:]
         assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
 
 
@@ -260,7 +269,7 @@ def test_chat_dates_read_unix_seconds_and_milliseconds_given_as_numbers_or_strin
     assert chat_date(case(ts="1717243200000"), "ts") == "2024-06-01"  # above 1e11: milliseconds
     assert chat_date(case(ts=1717243200000), "ts") == "2024-06-01"
     assert chat_date(case(ts=1717243200), "ts") == "2024-06-01"
-    assert chat_date(case(timestamp="2024-06-01T23:30:00-02:00")) == "2024-06-02"  # as UTC
+    assert chat_date(case(timestamp="2024-06-01T23:30:00-02:00")) == "2024-06-01"  # the date as written
     assert chat_date(case(chat_date="20240601")) == "2024-06-01"
     problems = []
     assert chat_date(case(ts="yesterday"), "ts", problems) is None

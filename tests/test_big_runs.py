@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -203,7 +204,8 @@ def test_shards_and_merge_cover_every_id_once(judge, run_flowrate, tmp_path):
     merged = run_flowrate("merge", "shard1.jsonl", "shard2.jsonl", "shard3.jsonl", "-o", "all.jsonl")
     assert merged.returncode == 0 and "passed 30" in merged.stderr
     assert ids(read_rows(tmp_path / "all.jsonl")) == ids(distinct(30))
-    twice = run_flowrate("merge", "shard1.jsonl", "shard1.jsonl", "-o", "bad.jsonl")
+    shutil.copyfile(tmp_path / "shard1.jsonl", tmp_path / "copy1.jsonl")  # the same rows in another file
+    twice = run_flowrate("merge", "shard1.jsonl", "copy1.jsonl", "-o", "bad.jsonl")
     assert twice.returncode == 2 and "is also in shard1.jsonl" in twice.stderr
     assert run_flowrate("eval", path, "--shard", "4/3").returncode == 2
 
@@ -311,7 +313,8 @@ def test_merge_refuses_duplicates_without_an_eval_hint(run_flowrate, tmp_path):
         evaluated_at=datetime.now(UTC),
     )
     (tmp_path / "one.jsonl").write_text(row.model_dump_json() + "\n")
-    result = run_flowrate("merge", "one.jsonl", "one.jsonl", "-o", "merged.jsonl")
+    (tmp_path / "two.jsonl").write_text(row.model_dump_json() + "\n")
+    result = run_flowrate("merge", "one.jsonl", "two.jsonl", "-o", "merged.jsonl")
     assert result.returncode == 2 and not (tmp_path / "merged.jsonl").exists()
     assert result.stderr.startswith("flowrate: 1 row(s) in more than one file; nothing was merged:")
     assert "--skip-invalid" not in result.stderr

@@ -4,7 +4,6 @@ JUnit through two XML parsers, the labels template as a spreadsheet reads it; an
 past 10,000 rows."""
 
 import csv
-import os
 import re
 import xml.dom.minidom
 import xml.etree.ElementTree as ET
@@ -22,7 +21,7 @@ from tests.test_reports import CHROMIUM
 HOSTILE = [
     "<!--<script>",
     "</script><script>document.title='owned'</script>",
-    '<img src=x onerror="document.title=\'owned\'">',
+    "<img src=x onerror=\"document.title='owned'\">",
     "javascript:alert(1)",
     "constructor",
     "__proto__",
@@ -48,7 +47,7 @@ def _hostile_run(tmp_path, judge):
     return write_jsonl(tmp_path / "c.jsonl", records)
 
 
-def _browser(sync_api, playwright):
+def _browser(playwright):
     return playwright.chromium.launch(
         executable_path=CHROMIUM,
         args=[
@@ -69,7 +68,7 @@ def test_hostile_text_in_every_field_is_drawn_literally_in_the_html_report(judge
     assert result.returncode == 1, result.stderr
     errors = []
     with sync_api.sync_playwright() as playwright:
-        browser = _browser(sync_api, playwright)
+        browser = _browser(playwright)
         context = browser.new_context(offline=True)
         context.route("http*://**", lambda route: route.abort())
         page = context.new_page()
@@ -261,8 +260,7 @@ def _row(conversation_id, score, threshold=0.7, metric="conversational_flow_rate
 
 def test_the_labels_template_never_starts_a_formula_and_import_reads_the_ids_back(run_flowrate, tmp_path):
     rows = [
-        _row(key, 0.3, verdict="minor", reason=f"=cmd|' /C calc'!A{n}", line=n + 1)
-        for n, key in enumerate(FORMULA_IDS)
+        _row(key, 0.3, verdict="minor", reason=f"=cmd|' /C calc'!A{n}", line=n + 1) for n, key in enumerate(FORMULA_IDS)
     ]
     (tmp_path / "rows.jsonl").write_text("".join(row.model_dump_json() + "\n" for row in rows))
     made = run_flowrate("labels", "template", "rows.jsonl", "rows.jsonl", "-o", "labels.csv")
@@ -339,7 +337,7 @@ def test_failing_scores_show_below_the_threshold_in_junit_and_github(tmp_path):
     write_junit(tmp_path / "j.xml", book, summary)
     failure = ET.parse(tmp_path / "j.xml").getroot().find("testsuite/testcase/failure")
     assert failure.get("message") == "0.6999: close" and "(score 0.6999)" in failure.text
-    assert "| u | `user_satisfaction` | 0.6999 | close |" in step_summary(book, summary)
+    assert "| u | `user_satisfaction` | 0\\.6999 | close |" in step_summary(book, summary)
 
 
 def test_the_html_report_lists_rows_in_input_order_with_money_for_costs():
@@ -372,7 +370,17 @@ def test_annotation_paths_are_relative_to_the_workspace_however_the_input_was_na
         [(_, properties, _)] = _commands(result.stdout)
         assert properties["file"] == "sub/c.jsonl", name
     workspace = dict(env, GITHUB_WORKSPACE=str(tmp_path.parent))
-    result = run_flowrate("eval", "./sub/c.jsonl", "--api-base", judge.base_url, "-o", "o.jsonl", "--github", env=workspace)
+    result = run_flowrate(
+        "eval", "./sub/c.jsonl", "--api-base", judge.base_url, "-o", "o.jsonl", "--github", env=workspace
+    )
     [(_, properties, _)] = _commands(result.stdout)
     assert properties["file"] == f"{tmp_path.name}/sub/c.jsonl"
-    assert os.getcwd() == str(tmp_path)
+
+
+def test_a_file_name_quoted_in_an_input_error_never_starts_a_workflow_command(run_flowrate, tmp_path):
+    name = "::warning title=x::evil.jsonl"
+    (tmp_path / name).write_text('{"id": "a", "turns": []}\n{"id": "b\\n::error::x", "turns": "no"}\n')
+    result = run_flowrate("eval", name, "--api-base", "http://127.0.0.1:9/v1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "evil.jsonl:1" in result.stderr and "evil.jsonl:2" in result.stderr
+    assert _commands(result.stderr) == [] and _commands(result.stdout) == []

@@ -58,7 +58,8 @@ def test_junit_parses_back_with_the_right_counts(judge, run_flowrate, tmp_path):
     assert failure.get("type") == "minor" and "turn 2: asks again for the order number" in failure.text
     assert cases["err"].find("error").get("type") == "InternalServerError"
     assert cases["hr"].find("skipped").get("message") == "left out by --exclude"
-    assert cases[f"{path}:6"].find("skipped").get("message") == "invalid input"
+    assert cases["broken"].find("skipped").get("message") == "invalid input"  # named by its id, though invalid
+    assert cases["broken"].get("line") == "6"
 
 
 def test_junit_past_the_limit_lists_gates_and_the_worst_rows(tmp_path):
@@ -76,7 +77,9 @@ def test_junit_past_the_limit_lists_gates_and_the_worst_rows(tmp_path):
     assert names == ["conversational_flow_rate min_pass_rate", "c00", "c01", "c02", "c03", "c04"]
     properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert properties["truncated"] == "30 rows: one testcase per gate and the 5 worst rows"
-    assert suite.get("failures") == "6"
+    assert properties["testcases_left_out"] == "25"
+    # the counts are true: 15 of the 30 rows fail, and the gate
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("31", "16", "0")
 
 
 def _row(conversation_id, score, threshold=0.7, metric="conversational_flow_rate", path="c.jsonl", line=1, **extra):
@@ -113,7 +116,7 @@ def test_github_summary_and_annotations_when_the_environment_says_github(judge, 
         "::error file=c.jsonl,line=1,title=flowrate conversational_flow_rate%3A f0%2Cx%3Ay::"
         "none: turn 1: 100%25 off, ignores: the user%0Aentirely"
     )
-    assert result.stdout.splitlines()[-1] == "::notice::2 more failing conversations; see the step summary"
+    assert result.stdout.splitlines()[-1] == "::notice::2 more failing rows; see the step summary"
 
 
 def test_the_step_summary_is_cut_under_1_mib():
@@ -140,7 +143,7 @@ def test_gates_change_the_exit_code_as_documented(judge, run_flowrate, tmp_path)
     )
     assert run_flowrate(*base, "--max-failures", "1").returncode == 0
     too_many = run_flowrate(*base, "--max-failures", "0", "--min-mean-score", "0.7")
-    assert too_many.returncode == 1 and "max_failures: 1 failures, at most 0 allowed (1 too many)" in too_many.stderr
+    assert too_many.returncode == 1 and "max_failures: 1 failure, at most 0 allowed (1 too many)" in too_many.stderr
     assert "gate passed: conversational_flow_rate: min_mean_score: 0.7500, at least 0.7 needed" in too_many.stderr
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "flowrate.yaml").write_text("gates: {conversational_flow_rate: {min_pass_rate: 0.5}}\n")

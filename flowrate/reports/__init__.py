@@ -40,6 +40,6 @@ def write_reports(
         if target is not None:
             notices.append(f"GitHub step summary appended to {target}")
         if annotate is not None:
-            for line in annotations(book):
+            for line in annotations(book, summary):
                 annotate(line)
     return notices

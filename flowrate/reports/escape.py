@@ -52,11 +52,30 @@ def one_line_text(text: str) -> str:
 def safe_line(line: str) -> str:
     """A line for stdout or stderr that a CI runner cannot read as a workflow command.
 
-    GitHub's runner trims leading white space and acts on any line that then starts with `::`;
-    such a line gets a leading `> `. Lines that flowrate writes as annotations on purpose do not
-    pass through here.
+    GitHub's runner (actions/runner, `ActionCommand.cs`) trims leading white space and acts on
+    a line that then starts with `::` (`::error::`, `::stop-commands::TOKEN`, …): such a line
+    gets a leading `> `. It also still reads the legacy form `##[name]data` anywhere in a line:
+    `##[` becomes `##\\[`. `line` must be one line already (`terminal_text`, `one_line_text`).
+    Lines that flowrate writes as annotations on purpose do not pass through here.
     """
+    line = line.replace("##[", "##\\[")
     return "> " + line if line.lstrip().startswith("::") else line
+
+
+def safe_lines(text: str) -> str:
+    """Text of one or more lines for stdout or stderr: each line, as a CI runner splits them (at
+    CR, LF or CRLF), through `safe_line`; line breaks become LF."""
+    return "\n".join(safe_line(line) for line in re.split(r"\r\n|\r|\n", text))
+
+
+_SHOWN_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
+def terminal_text(text: str) -> str:
+    """Untrusted text for one line a person reads on a terminal or in a CI log: every C0 and C1
+    control character (ANSI escapes, line breaks, carriage returns) shown as `\\xNN`, so none
+    can act and the exact value stays readable."""
+    return str(text).translate(_SHOWN_CONTROL)
 
 
 def xml_text(text: str) -> str:
@@ -79,14 +98,17 @@ def markdown_text(text: str) -> str:
 
 # OWASP's rule for CSV injection: a cell that starts with one of these is read as a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# ... and a cell that starts with the quote is quoted too, so that `csv_uncell` gives it back exactly.
+_QUOTED_START = (*_FORMULA_START, "'")
 
 
 def csv_cell(text: str) -> str:
-    """A cell a spreadsheet shows as text: one that would start a formula gets a leading `'`."""
+    """A cell a spreadsheet shows as text: one that would start a formula (OWASP: `=`, `+`, `-`,
+    `@`, tab, carriage return), or that starts with `'`, gets a leading `'`."""
     text = str(text)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    return "'" + text if text.startswith(_QUOTED_START) else text
 
 
 def csv_uncell(text: str) -> str:
-    """Undo `csv_cell` on import: a leading `'` before a formula character is removed."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(_FORMULA_START) else text
+    """Undo `csv_cell` on import: a leading `'` before a formula character or another `'` is removed."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(_QUOTED_START) else text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from flowrate.reports.escape import markdown_text, strip_control
 from flowrate.results import CaseResult, ReportBook, RunSummary
 
 SUMMARY_LIMIT_BYTES = 1024 * 1024 - 4096  # GitHub takes at most 1 MiB per step summary; keep a margin
@@ -19,7 +20,8 @@ def in_github(flag: bool) -> bool:
 
 
 def step_summary(book: ReportBook, summary: RunSummary) -> str:
-    """The Markdown summary: totals per metric, gates, cost, and the worst failures."""
+    """The Markdown summary of `book` and `summary`: totals per metric, gates, cost, and the
+    worst failures. Text from conversations and the judge goes through `markdown_text`."""
     lines = ["## flowrate", "", "| metric | rows | pass rate | mean score | errors |", "|---|---:|---:|---:|---:|"]
     for metric, stats in summary.metrics.items():
         rate = "n/a" if stats.pass_rate is None else f"{stats.pass_rate:.1%}"
@@ -31,15 +33,16 @@ def step_summary(book: ReportBook, summary: RunSummary) -> str:
     lines += ["", f"Cost {cost}; wall time {summary.wall_time_s:.1f} s; skipped {summary.skipped}.", ""]
     failed_gates = [gate for gate in summary.gates if not gate.passed]
     if failed_gates:
-        lines += ["**Gates failed:**", ""] + [f"- {_md(gate.describe())}" for gate in failed_gates] + [""]
+        lines += ["**Gates failed:**", ""] + [f"- {markdown_text(gate.describe())}" for gate in failed_gates] + [""]
     worst = worst_failures(book)[:WORST_LISTED]
     if worst:
-        lines += ["### Worst failures", "", "| conversation | metric | result | first key issue |", "|---|---|---|---|"]
+        failing = _failing_rows(summary)
+        heading = "### Worst failures" + (f" ({len(worst)} of {failing})" if failing > len(worst) else "")
+        lines += [heading, "", "| conversation | metric | result | first key issue |", "|---|---|---|---|"]
         for case in worst:
             issue = case.error or (case.key_issues[0] if case.key_issues else case.reason or "")
-            lines.append(
-                f"| `{_md(case.id)}` | `{case.metric}` | {_md(case.value or case.error_type or '')} | {_md(issue)} |"
-            )
+            result = markdown_text(case.value or case.error_type or "")
+            lines.append(f"| {markdown_text(case.id)} | `{case.metric}` | {result} | {markdown_text(issue)} |")
     return cut("\n".join(lines) + "\n", SUMMARY_LIMIT_BYTES)
 
 
@@ -54,26 +57,47 @@ def cut(text: str, limit: int) -> str:
 
 
 def worst_failures(book: ReportBook) -> list[CaseResult]:
-    """Errors and failing rows of every metric, worst first."""
+    """Errors and failing rows of every metric, worst first (ties in input order)."""
     cases = [case for metric in book.cases for case in book.worst_of(metric) if case.error or case.success is False]
-    return sorted(cases, key=lambda case: case.badness)
+    return sorted(cases, key=lambda case: (case.badness, case.place))
 
 
-def annotations(book: ReportBook) -> list[str]:
-    """At most `ANNOTATIONS` error annotations at the worst failing conversations, and a notice
-    with how many more there are."""
+def _failing_rows(summary: RunSummary) -> int:
+    """Every failing or error row of the run, not only those a report book kept."""
+    return sum(stats.failed + stats.errors for stats in summary.metrics.values())
+
+
+def annotations(book: ReportBook, summary: RunSummary) -> list[str]:
+    """At most `ANNOTATIONS` error annotations at the worst failing conversations of `book`, and
+    a notice with how many more failing rows `summary` counted. Paths are relative to the
+    workspace (`annotation_path`); titles and messages have no control characters and are
+    escaped as workflow commands require."""
     worst = [case for case in worst_failures(book) if case.path]
     lines = []
     for case in worst[:ANNOTATIONS]:
-        properties = {"file": case.path, "line": case.line or 1, "title": f"flowrate {case.metric}: {case.id}"}
+        title = strip_control(f"flowrate {case.metric}: {case.id}")
+        properties = {"file": annotation_path(case.path), "line": case.line or 1, "title": title}
         shown = ",".join(f"{key}={_property(str(value))}" for key, value in properties.items())
         message = case.error or f"{case.value}: " + (case.key_issues[0] if case.key_issues else case.reason or "")
-        lines.append(f"::error {shown}::{_data(message)}")
-    if len(worst) > ANNOTATIONS:
-        lines.append(
-            f"::notice::{_data(f'{len(worst) - ANNOTATIONS} more failing conversations; see the step summary')}"
-        )
+        lines.append(f"::error {shown}::{_data(strip_control(message, keep_newlines=True))}")
+    more = _failing_rows(summary) - len(lines)
+    if more > 0:
+        lines.append(f"::notice::{_data(f'{more} more failing rows; see the step summary')}")
     return lines
+
+
+def annotation_path(path: str) -> str:
+    """`path` as GitHub places annotations: relative to `$GITHUB_WORKSPACE` (the checkout) when
+    set, else to the working directory, normalised (`./a/../b.jsonl` is `b.jsonl`), with `/`;
+    a path outside it stays absolute."""
+    base = os.path.abspath(os.environ.get("GITHUB_WORKSPACE") or os.getcwd())
+    full = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(full, base)
+    except ValueError:  # another drive, on Windows
+        return Path(full).as_posix()
+    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
+    return Path(full if outside else relative).as_posix()
 
 
 def append_summary(text: str) -> Path | None:
@@ -94,8 +118,3 @@ def _data(text: str) -> str:
 def _property(text: str) -> str:
     """A workflow-command property: the data escapes, and `:` and `,` too."""
     return _data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def _md(text: str) -> str:
-    """Text for one Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|").replace("`", "'")

@@ -1,8 +1,10 @@
 """One self-contained HTML page for a run: no network, no CDN, everything inline.
 
 It holds each metric's totals with its distribution drawn as an SVG bar chart, a sortable,
-filterable table of rows, and, for each conversation, its transcript with every key issue
-shown at the turn it names. Texts are capped so a 10,000-conversation page stays a few MB.
+filterable table of rows in input order, and, for each conversation, its transcript with every
+key issue shown at the turn it names. Texts are capped so a 10,000-conversation page stays a
+few MB. The data sits in a JSON script element (`escape.json_for_script`), and the page's
+script puts every text into the page with `textContent`, never as HTML.
 """
 
 from __future__ import annotations
@@ -10,17 +12,24 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-import orjson
-
 from flowrate.models import ConversationalEvalTestCase
-from flowrate.results import ReportBook, RunSummary
+from flowrate.reports.escape import json_for_script
+from flowrate.results import ReportBook, RunSummary, format_score
 
 TEXT_LIMIT = 600  # characters of one message shown; the rest is cut in the middle
 
 
 def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]) -> str:
-    """The page, as text."""
-    rows = [case.model_dump() for metric in book.cases for case in book.listed(metric)]
+    """The page for `book` and `summary`, as text, with the `transcripts` (by id) of its rows."""
+    cases = sorted((case for metric in book.cases for case in book.listed(metric)), key=lambda case: case.place)
+    rows = [
+        case.model_dump()
+        | {
+            "score_shown": None if case.score is None else format_score(case.score, case.threshold),
+            "cost_shown": None if case.cost_usd is None else format_cost_usd(case.cost_usd),
+        }
+        for case in cases
+    ]
     shown_ids = {row["id"] for row in rows}
     conversations = {
         key: [
@@ -29,7 +38,7 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
         for key, case in transcripts.items()
         if key in shown_ids
     }
-    data = orjson.dumps({"rows": rows, "transcripts": conversations}).decode().replace("</", "<\\/")
+    data = json_for_script({"rows": rows, "transcripts": conversations})
     cards = "\n".join(_card(name, stats, book) for name, stats in summary.metrics.items())
     return PAGE.replace("{{cards}}", cards).replace("{{data}}", data)
 
@@ -37,7 +46,16 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
 def write_html(
     path: str | Path, book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]
 ) -> None:
+    """Write the page for `book`, `summary` and the `transcripts` to `path`."""
     Path(path).write_text(render(book, summary, transcripts), encoding="utf-8")
+
+
+def format_cost_usd(cost_usd: float) -> str:
+    """A row's cost for the page: dollars to six decimals (0.006542500000000001 is 0.006543),
+    trailing zeros dropped; a cost too small for that shows as <0.000001, never as 0."""
+    if 0 < cost_usd < 0.0000005:
+        return "<0.000001"
+    return f"{cost_usd:.6f}".rstrip("0").removesuffix(".")
 
 
 def _cap(text: str) -> str:
@@ -118,7 +136,7 @@ function draw() {
     const tr = document.createElement("tr");
     tr.className = "row " + r.status;
     tr.dataset.id = r.id;
-    [r.id, r.metric, r.value, r.score, r.status, r.cost_usd, r.error].forEach(v => cell(tr, v));
+    [r.id, r.metric, r.value, r.score_shown, r.status, r.cost_shown, r.error].forEach(v => cell(tr, v));
     tr.addEventListener("click", () => show(r.id));
     body.appendChild(tr);
   }
@@ -132,7 +150,7 @@ function show(id) {
   const box = document.getElementById("transcript");
   box.replaceChildren();
   const title = document.createElement("h2"); title.textContent = id; box.appendChild(title);
-  const turns = data.transcripts[id];
+  const turns = Object.hasOwn(data.transcripts, id) ? data.transcripts[id] : null;
   const issues = {};
   for (const r of rows.filter(r => r.id === id)) for (const issue of r.key_issues || [])
     for (const n of turnsOf(issue)) (issues[n] = issues[n] || []).push(r.metric + ": " + issue);

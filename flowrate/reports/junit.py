@@ -1,10 +1,12 @@
 """JUnit XML, as GitHub, GitLab and Jenkins read it, written with the standard library.
 
-One `testsuite` per metric; one `testcase` per conversation (`classname` the source file,
-`file` and `line` attributes); `failure` for a row below its threshold, `error` for a row
-the judge could not judge, `skipped` for conversations the run left out. Past `full_limit`
-rows of a metric, the suite holds one testcase per gate and the worst rows, and says so
-in its properties: CI systems choke on huge reports.
+One `testsuite` per metric; one `testcase` per conversation, in input order (`classname` the
+source file, `file` and `line` attributes); `failure` for a row below its threshold, `error`
+for a row the judge could not judge, `skipped` for conversations the run left out. Past
+`full_limit` rows of a metric, the suite holds one testcase per gate and the worst rows: CI
+systems choke on huge reports. Its `tests`, `failures` and `errors` still count every row, and
+its properties and `system-out` say how many testcases were left out. Every attribute and text
+goes through `escape.xml_text`: ids and judge replies may hold characters XML 1.0 forbids.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from flowrate.results import CaseResult, ReportBook, RunSummary
+from flowrate.reports.escape import xml_text
+from flowrate.results import CaseResult, ReportBook, RunSummary, format_score
 
 SKIP_REASONS = {
     "sample": "left out by --sample",
@@ -24,40 +27,54 @@ SKIP_REASONS = {
     "budget": "not judged: the --max-cost budget was spent",
     "unreachable": "not judged: the judge could not be reached",
 }
+COUNTS = ("tests", "failures", "errors", "skipped")
 
 
 def write_junit(path: str | Path, book: ReportBook, summary: RunSummary) -> None:
-    """Write the JUnit file for a run: `book` holds its rows and skipped conversations."""
-    root = ET.Element("testsuites", name="flowrate")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    """Write the JUnit file for a run to `path`: `book` holds its rows and skipped
+    conversations, `summary` its true totals and gates."""
+    root = _element(None, "testsuites", name="flowrate")
+    totals = dict.fromkeys(COUNTS, 0)
     for metric, stats in summary.metrics.items():
-        suite = ET.SubElement(root, "testsuite", name=metric)
-        properties = ET.SubElement(suite, "properties")
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        elapsed = 0.0
-        if book.truncated(metric):
-            shown = book.listed(metric)
-            _property(
-                properties,
-                "truncated",
-                f"{book.counts[metric]} rows: one testcase per gate and the {len(shown)} worst rows",
-            )
+        suite = _element(root, "testsuite", name=metric)
+        properties = _element(suite, "properties")
+        counts = dict.fromkeys(COUNTS, 0)
+        truncated = book.truncated(metric)
+        if truncated:
             for gate in (g for g in summary.gates if g.metric == metric):
-                case = ET.SubElement(suite, "testcase", classname="flowrate.gates", name=f"{metric} {gate.gate}")
+                case = _element(suite, "testcase", classname="flowrate.gates", name=f"{metric} {gate.gate}")
                 counts["tests"] += 1
                 if not gate.passed:
                     counts["failures"] += 1
-                    ET.SubElement(case, "failure", message=gate.describe(), type="gate").text = gate.describe()
-        for item in book.listed(metric):
+                    _element(case, "failure", gate.describe(), message=gate.describe(), type="gate")
+        # the worst rows of a truncated suite stay worst first; a full suite is in input order
+        listed = book.listed(metric) if truncated else sorted(book.listed(metric), key=lambda case: case.place)
+        elapsed = 0.0
+        for item in listed:
             elapsed += item.latency_s
             outcome = _add_case(suite, item)
             if outcome != "passed":
                 counts[outcome] += 1
             counts["tests"] += 1
+        if truncated:
+            rows = book.counts[metric]
+            left_out = rows - len(listed)
+            counts["tests"] += left_out
+            counts["failures"] += stats.failed - sum(item.error is None and item.success is False for item in listed)
+            counts["errors"] += stats.errors - sum(item.error is not None for item in listed)
+            _property(properties, "truncated", f"{rows} rows: one testcase per gate and the {len(listed)} worst rows")
+            _property(properties, "testcases_left_out", str(left_out))
+            _element(
+                suite,
+                "system-out",
+                f"{left_out} of {rows} rows are not listed as testcases: only the {len(listed)} worst are."
+                f" This suite's tests, failures and errors count every row; its time counts the listed"
+                f" testcases only. The results file holds every row.",
+            )
         for skipped in book.skipped:
-            case = ET.SubElement(suite, "testcase", classname=skipped.path or "flowrate", name=skipped.id)
+            case = _element(suite, "testcase", classname=skipped.path or "flowrate", name=skipped.id)
             _where(case, skipped.path, skipped.line)
-            ET.SubElement(case, "skipped", message=SKIP_REASONS.get(skipped.reason, skipped.reason))
+            _element(case, "skipped", message=SKIP_REASONS.get(skipped.reason, skipped.reason))
             counts["skipped"] += 1
             counts["tests"] += 1
         _property(properties, "rows", str(stats.rows))
@@ -76,35 +93,36 @@ def write_junit(path: str | Path, book: ReportBook, summary: RunSummary) -> None
 
 def _add_case(suite: ET.Element, item: CaseResult) -> str:
     """One testcase; returns what it counts as: "passed", "failures" or "errors"."""
-    case = ET.SubElement(
-        suite, "testcase", classname=item.path or "flowrate", name=item.id, time=f"{item.latency_s:.3f}"
-    )
+    case = _element(suite, "testcase", classname=item.path or "flowrate", name=item.id, time=f"{item.latency_s:.3f}")
     _where(case, item.path, item.line)
     if item.error is not None:
-        ET.SubElement(case, "error", message=_clean(item.error), type=item.error_type or "error").text = _clean(
-            item.error
-        )
+        _element(case, "error", item.error, message=item.error, type=item.error_type or "error")
         return "errors"
     if item.success is False:
         issues = "\n".join(f"- {issue}" for issue in item.key_issues)
         message = f"{item.value}: {item.reason or ''}".strip()
-        body = f"{item.value} (score {item.score})\n{item.reason or ''}\n{issues}".strip()
-        ET.SubElement(case, "failure", message=_clean(message), type=str(item.value)).text = _clean(body)
+        score = "" if item.score is None else f" (score {format_score(item.score, item.threshold)})"
+        body = f"{item.value}{score}\n{item.reason or ''}\n{issues}".strip()
+        _element(case, "failure", body, message=message, type=str(item.value))
         return "failures"
     return "passed"
 
 
+def _element(parent: ET.Element | None, tag: str, text: str | None = None, **attributes: str) -> ET.Element:
+    """A new element (under `parent`, if given) whose text and attributes are XML-safe."""
+    safe = {key: xml_text(value) for key, value in attributes.items()}
+    element = ET.Element(tag, safe) if parent is None else ET.SubElement(parent, tag, safe)
+    if text is not None:
+        element.text = xml_text(text)
+    return element
+
+
 def _where(case: ET.Element, path: str | None, line: int | None) -> None:
     if path:
-        case.set("file", path)
+        case.set("file", xml_text(path))
     if line is not None:
         case.set("line", str(line))
 
 
 def _property(properties: ET.Element, name: str, value: str) -> None:
-    ET.SubElement(properties, "property", name=name, value=value)
-
-
-def _clean(text: str) -> str:
-    """XML 1.0 has no place for most control characters: they are dropped."""
-    return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
+    _element(properties, "property", name=name, value=value)
