@@ -266,7 +266,7 @@ class LiteLLMBackend:
         self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
         # learned from the server during the run, shared by every call of it
         self._form_index = 0  # into SCHEMA_FORMS: the form to send next
-        self._form_settled = not self._learns_form  # a server took a form: no more probing
+        self._form_taken = False  # the server took a schema form: no more probing
         self._n_ignored = False  # the server answered a request for n choices with fewer
         self._loop_id: int | None = None  # the event loop the two below belong to
         self._probe_lock: asyncio.Lock | None = None  # held by the call that finds the schema form
@@ -435,8 +435,13 @@ class LiteLLMBackend:
 
     @property
     def _learns_form(self) -> bool:
-        """A server at --api-base may take any of `SCHEMA_FORMS`: its answer tells which."""
-        return bool(self.api_base) and not self.provider.startswith("ollama")
+        """A server at --api-base serving a model LiteLLM does not know to take OpenAI's schema
+        may take any of `SCHEMA_FORMS`: its answer tells which."""
+        return bool(self.api_base) and not self.provider.startswith("ollama") and not self._structured
+
+    @property
+    def _form_settled(self) -> bool:
+        return self._form_taken or not self._learns_form
 
     @property
     def _form(self) -> str | None:
@@ -508,7 +513,7 @@ class LiteLLMBackend:
                     continue
                 error.flowrate_requests = refused + 1  # type: ignore[attr-defined]
                 raise
-            self._form_settled = True
+            self._form_taken = True
             completion.requests += refused
             return completion
 

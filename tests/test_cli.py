@@ -44,6 +44,11 @@ ROW_FIELDS = [
     "cached",
     "batch",
     "batch_id",
+    "response_format",
+    "repaired",
+    "reasked",
+    "cut",
+    "raw_reply",
 ]
 
 
