@@ -154,15 +154,27 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
         markup=False,
         highlight=False,
     )
-    cost = f"${summary.cost_usd:.4f}"
-    if summary.rows_without_cost:
-        cost += f" (+ {summary.rows_without_cost} rows with unknown price)"
-    console.print(
-        f"tokens {summary.prompt_tokens} prompt + {summary.completion_tokens} completion  cost {cost}  "
-        f"wall time {summary.wall_time_s:.1f}s",
-        markup=False,
-        highlight=False,
-    )
+    unpriced = f" (+ {summary.rows_without_cost} rows with unknown price)" if summary.rows_without_cost else ""
+    if summary.resumed:  # the file's rows were partly paid for by earlier runs: say which is which
+        console.print(
+            f"this run: tokens {summary.run_prompt_tokens} prompt + {summary.run_completion_tokens} completion"
+            f"  cost ${summary.run_cost_usd:.4f}  wall time {summary.wall_time_s:.1f}s",
+            markup=False,
+            highlight=False,
+        )
+        console.print(
+            f"the file in all: tokens {summary.prompt_tokens} prompt + {summary.completion_tokens} completion"
+            f"  cost ${summary.cost_usd:.4f}{unpriced}",
+            markup=False,
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"tokens {summary.prompt_tokens} prompt + {summary.completion_tokens} completion"
+            f"  cost ${summary.cost_usd:.4f}{unpriced}  wall time {summary.wall_time_s:.1f}s",
+            markup=False,
+            highlight=False,
+        )
     several = len(summary.metrics) > 1
 
     def note(item) -> str:

@@ -56,6 +56,7 @@ class Profile:
     response_formats: tuple[str, ...] = ("json_schema", "json_object")  # types it takes
     takes_schema_in_json_object: bool = False  # llama-cpp-python: {"type": "json_object", "schema": ...}
     honours_n: bool = True
+    refuses_n: bool = False  # llama-server: n != 1 is a 500 "Only one completion choice is allowed"
     context_error: str = "openai"  # the wording of its "prompt too long" 400
     models_max_len: bool = False  # vLLM: /v1/models data[0].max_model_len
     props: bool = False  # llama.cpp's llama-server: /props
@@ -78,7 +79,8 @@ PROFILES = {
         keeps_abandoned_work=True,
     ),
     "vllm": Profile(name="vllm", models_max_len=True, context_error="vllm"),
-    "llama-server": Profile(name="llama-server", props=True, context_error="llama-server", honours_n=False),
+    # llama.cpp's llama-server: takes json_schema, tells n_ctx and its slots at /props, refuses n != 1
+    "llama-server": Profile(name="llama-server", props=True, context_error="llama-server", refuses_n=True),
     "ollama": Profile(name="ollama", ollama=True, context_error="none"),
 }
 
@@ -217,9 +219,6 @@ class JudgeServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        refused = self._refusal(body)
-        if refused is not None:
-            return refused
         return await self._serve(request, body, _completion)
 
     async def _serve(self, request: web.Request, body: dict[str, Any], reply) -> web.StreamResponse:
@@ -259,9 +258,9 @@ class JudgeServer:
     async def _answer(
         self, request: web.Request, body: dict[str, Any], prompt: str, reply, first: bool
     ) -> web.StreamResponse:
-        too_long = self._context_error(body, prompt)
-        if too_long is not None:
-            return too_long
+        refused = self._refusal(body) or self._refuses_n(body) or self._context_error(body, prompt)
+        if refused is not None:
+            return refused
         step = self._next_step(prompt)
         delay = step.get("delay", self.latency_s) + (self.cold_start_s if first else 0.0)
         if delay:
@@ -299,11 +298,13 @@ class JudgeServer:
                 "ctx": {"expected": allowed},
             }
         ]
-        with self._lock:
-            self.requests += 1
-            if self.keep_bodies:
-                self.bodies.append(body)
         error = {"message": str(detail), "type": "internal_server_error", "param": None, "code": None}
+        return web.json_response({"error": error}, status=500)
+
+    def _refuses_n(self, body: dict[str, Any]) -> web.Response | None:
+        if not self.profile.refuses_n or int(body.get("n") or 1) == 1:
+            return None
+        error = {"code": 500, "message": "Only one completion choice is allowed", "type": "server_error"}
         return web.json_response({"error": error}, status=500)
 
     def _context_error(self, body: dict[str, Any], prompt: str) -> web.Response | None:
@@ -311,9 +312,12 @@ class JudgeServer:
             return None
         prompt_tokens = len(prompt) // 4
         asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
-        if prompt_tokens + asked <= self.n_ctx and prompt_tokens < self.n_ctx:
-            return None
         style = self.profile.context_error
+        # vLLM and OpenAI refuse a prompt whose reply could not fit; llama.cpp's servers only a
+        # prompt that does not fit, and shorten the reply's limit to what is left
+        needed = prompt_tokens + asked if style in ("vllm", "openai") else prompt_tokens + 1
+        if needed <= self.n_ctx:
+            return None
         if style == "llama-server":
             error = {
                 "code": 400,
