@@ -4,7 +4,7 @@ through LiteLLM's files and batches API.
 
 Each request carries a `custom_id` (`[A-Za-z0-9_-]{1,64}`, as every provider accepts) made from
 the metric and a hash of the conversation id, so the results map back after the process is
-gone. Batches are recorded in SQLite next to the response cache.
+gone. Batches are recorded in SQLite next to the response cache, never with a secret in them.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from flowrate.exit_codes import ConfigError
+from flowrate.exit_codes import ConfigError, ExitCode, FlowrateError
+from flowrate.judge import SECRET_NAME, one_line, redact_secrets
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
@@ -27,6 +29,54 @@ MARGIN = 0.95  # stay this far under both
 STATE_FILE = "batches.sqlite3"
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+REDACTED = "***"
+# Query parameters that carry a credential: Azure's `api-key`, `key`, `token`, `access_token`,
+# SAS signatures (`sig`), `password`, `secret`, ...
+SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|sig|signature|auth|credential)s?$", re.IGNORECASE)
+URL_IN_TEXT = re.compile(r"https?://[^\s\"'<>]+", re.IGNORECASE)
+
+
+def redacted_url(url: str | None) -> str | None:
+    """`url` with no secret left in it: the user and password (`http://user:pass@host/v1`)
+    removed, and the values of credential-like query parameters (`?api-key=`, `token`, `sig`)
+    replaced by `***`; everything else, `?api-version=` included, kept as it was."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:  # not a URL after all: keep no more of it than redact_secrets would
+        return redact_secrets(url)
+    masked = [(name, REDACTED if SECRET_QUERY.search(name) else value) for name, value in query]
+    return urlunsplit(
+        (parts.scheme, host, parts.path, urlencode(masked, safe="*") if query else parts.query, parts.fragment)
+    )
+
+
+def redacted(value: Any, name: str = "") -> Any:
+    """A JSON value (a recorded command) with every secret-looking part replaced by `***`: values
+    under secret-like names (`api_key`, `*_token`, `password`), credentials in URLs, and the
+    values of the environment's `*KEY`, `*TOKEN`, `*SECRET` and `*PASSWORD` variables."""
+    if isinstance(value, dict):
+        return {key: redacted(item, str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redacted(item, name) for item in value]
+    if not isinstance(value, str):
+        return value
+    if SECRET_NAME.search(name.upper()):
+        return REDACTED
+    return redact_secrets(URL_IN_TEXT.sub(lambda found: redacted_url(found.group(0)) or "", value))
+
+
+class BatchApiError(FlowrateError):
+    """The provider's Files or Batches API refused a request or could not be reached. A refusal
+    (4xx: a rejected key, an unknown batch, a batch that cannot be cancelled any more) is exit 2;
+    a server error or a lost connection, which may pass, is exit 3."""
+
+    def __init__(self, message: str, status: int | None):
+        super().__init__(message)
+        self.exit_code = ExitCode.USAGE if status is not None and 400 <= status < 500 else ExitCode.INCOMPLETE
 
 
 def custom_id(metric: str, conversation_id: str) -> str:
@@ -94,6 +144,7 @@ class BatchState:
     """The batches a run submitted, kept in SQLite so that a later process can collect them."""
 
     def __init__(self, directory: Path):
+        """Open (or create) `batches.sqlite3` in `directory`."""
         self.path = Path(directory).expanduser() / STATE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -114,18 +165,22 @@ class BatchState:
         ids: list[str],
         command: dict,
     ) -> None:
+        """Record a submitted batch: its `batch_id`, `provider`, `model`, `api_base`, `input_file`
+        id, the results file `output`, the custom `ids` of its requests, and the `command` that
+        collects it. `api_base` and `command` are stored with their secrets redacted (`redacted_url`,
+        `redacted`): flowrate never writes a credential to disk."""
         self._db.execute(
             "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'in_progress', ?, 0, ?)",
             (
                 batch_id,
                 provider,
                 model,
-                api_base,
+                redacted_url(api_base),
                 input_file,
                 output,
                 orjson.dumps(ids).decode(),
                 time.time(),
-                orjson.dumps(command).decode(),
+                orjson.dumps(redacted(command)).decode(),
             ),
         )
 
@@ -137,12 +192,18 @@ class BatchState:
         return [self._dict(row) for row in self._db.execute(query, (output,) if output else ()).fetchall()]
 
     def all(self) -> list[dict[str, Any]]:
+        """Every recorded batch, oldest first."""
         return [self._dict(row) for row in self._db.execute("SELECT * FROM batches ORDER BY created_at").fetchall()]
 
     def mark(self, batch_id: str, status: str, collected: bool = False) -> None:
+        """Keep the provider's `status` of a batch, and whether it is `collected`."""
         self._db.execute(
             "UPDATE batches SET status = ?, collected = ? WHERE batch_id = ?", (status, int(collected), batch_id)
         )
+
+    def close(self) -> None:
+        """Close the state file."""
+        self._db.close()
 
     def _dict(self, row: tuple) -> dict[str, Any]:
         names = [
@@ -185,37 +246,76 @@ class Provider:
                 options["api_key"] = "no-key"
         return options
 
-    async def submit(self, lines: list[bytes]) -> tuple[str, str]:
-        """Upload a batch file and create the batch; returns (input file id, batch id)."""
+    async def _call(self, what: str, name: str, **arguments: Any) -> Any:
+        """LiteLLM's `name`, awaited; its errors as one plain `BatchApiError` saying `what` failed."""
         from flowrate.judge import _litellm
 
-        litellm = _litellm()
-        uploaded = await litellm.acreate_file(
-            file=("requests.jsonl", b"".join(lines)), purpose="batch", **self._options()
+        try:
+            return await getattr(_litellm(), name)(**arguments, **self._options())
+        except Exception as error:  # LiteLLM's mapped errors, the OpenAI SDK's and the transport's
+            status = getattr(error, "status_code", None)
+            status = status if isinstance(status, int) else None
+            where = redacted_url(self.api_base) or f"the {self.provider} API"
+            verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
+            raise BatchApiError(
+                f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status
+            ) from None
+
+    async def submit(self, lines: list[bytes]) -> tuple[str, str]:
+        """Upload a batch file and create the batch; returns (input file id, batch id)."""
+        uploaded = await self._call(
+            "upload a batch file", "acreate_file", file=("requests.jsonl", b"".join(lines)), purpose="batch"
         )
-        batch = await litellm.acreate_batch(
-            completion_window="24h", endpoint=ENDPOINT, input_file_id=uploaded.id, **self._options()
+        batch = await self._call(
+            "create a batch", "acreate_batch", completion_window="24h", endpoint=ENDPOINT, input_file_id=uploaded.id
         )
         return uploaded.id, batch.id
 
     async def retrieve(self, batch_id: str) -> Any:
-        from flowrate.judge import _litellm
-
-        return await _litellm().aretrieve_batch(batch_id=batch_id, **self._options())
+        """The provider's record of a batch: its status, request counts and files."""
+        # Asked for a finished batch, LiteLLM's success logging would fetch the whole output file
+        # again to price it, and leaves that call's coroutine unawaited ("coroutine
+        # 'OpenAIFilesAPI.afile_content' was never awaited" on the user's terminal, from a
+        # background task). flowrate prices the rows itself: that logging is switched off.
+        return await self._call(
+            f"retrieve batch {batch_id}",
+            "aretrieve_batch",
+            batch_id=batch_id,
+            litellm_metadata={"batch_ignore_default_logging": True},
+        )
 
     async def content(self, file_id: str | None) -> list[dict[str, Any]]:
         """The lines of a results (or errors) file; none when there is no file."""
         if not file_id:
             return []
-        from flowrate.judge import _litellm
-
-        response = await _litellm().afile_content(file_id=file_id, **self._options())
+        response = await self._call(f"read file {file_id}", "afile_content", file_id=file_id)
         return [orjson.loads(line) for line in response.content.splitlines() if line.strip()]
 
-    async def cancel(self, batch_id: str) -> None:
-        from flowrate.judge import _litellm
+    async def cancel(self, batch_id: str) -> Any:
+        """Ask the provider to cancel a batch; returns its record, whose status says what it did."""
+        return await self._call(f"cancel batch {batch_id}", "acancel_batch", batch_id=batch_id)
 
-        await _litellm().acancel_batch(batch_id=batch_id, **self._options())
+
+def line_error(line: dict[str, Any] | None) -> str:
+    """Why a batch line failed, as the provider said it: its error code and message (or the
+    request's HTTP status and error), on one line, with no secret in it."""
+    line = line or {}
+    response = line.get("response") or {}
+    error = line.get("error")
+    status = None
+    if not error:
+        status = response.get("status_code")
+        body = response.get("body")
+        error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict):
+        code = error.get("code") if error.get("code") is not None else error.get("type")
+        message = error.get("message") or ""
+        text = ": ".join(str(part) for part in (code, message) if part not in (None, ""))
+    else:
+        text = "" if error is None else str(error)
+    if status is not None and status != 200:
+        text = f"HTTP {status} {text}".strip()
+    return one_line(redact_secrets(text)) or "no reason given"
 
 
 def result_texts(line: dict[str, Any]) -> tuple[list[str], dict[str, int]] | None:

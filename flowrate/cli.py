@@ -901,6 +901,23 @@ def _batch_state(cache_dir: str | None):
     return BatchState(Path(cache_dir) if cache_dir else default_cache_dir())
 
 
+def _named_batches(state: Any, ids: list[str]) -> list[dict]:
+    """The recorded batches that `ids` name, in that order. An id never recorded is an error
+    (exit 2) that names it and the most recent recorded ones."""
+    recorded = {batch["batch_id"]: batch for batch in state.all()}
+    unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
+    if unknown:
+        known = list(reversed(recorded))  # newest first
+        listed = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        where = (
+            f"recorded: {listed} (flowrate batch status --all lists them)"
+            if known
+            else f"no batch is recorded in {state.path.parent}"
+        )
+        raise ConfigError(f"unknown batch id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; {where}")
+    return [recorded[batch_id] for batch_id in dict.fromkeys(ids)]
+
+
 @batch_app.command("status")
 def batch_status_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
@@ -913,9 +930,10 @@ def batch_status_command(
     from flowrate.batches import Provider
 
     state = _batch_state(cache_dir)
-    batches = state.all() if show_all else state.uncollected()
-    if ids:
-        batches = [batch for batch in state.all() if batch["batch_id"] in ids]
+    try:
+        batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
+    except FlowrateError as error:
+        raise _fail(error) from None
 
     async def show() -> None:
         for batch in batches:
@@ -949,9 +967,15 @@ def batch_collect_command(
     from flowrate.settings import EvalSettings
 
     state = _batch_state(cache_dir)
+    try:
+        named = _named_batches(state, ids) if ids else None
+    except FlowrateError as error:
+        raise _fail(error) from None
     commands = {}
-    for batch in state.uncollected():
-        if not ids or batch["batch_id"] in ids:
+    for batch in state.uncollected() if named is None else named:
+        if batch["collected"]:
+            _say(f"flowrate: {batch['batch_id']} was collected already ({batch['status']}) into {batch['output']}")
+        else:
             commands.setdefault(batch["output"], batch["command"])
     if not commands:
         _say("no batches to collect")
@@ -978,23 +1002,45 @@ def batch_cancel_command(
     cancel_all: Annotated[bool, typer.Option("--all", help="Every batch not yet collected.")] = False,
     cache_dir: CacheDirOption = None,
 ) -> None:
-    """Cancel batches at the provider; `collect` then judges what they left online."""
+    """Cancel batches at the provider, saying for each what the provider did; a batch that has
+    finished is left as it is. `collect` then judges online what the cancelled ones left."""
     import asyncio
 
-    from flowrate.batches import Provider
+    from flowrate.batches import TERMINAL, Provider
 
     state = _batch_state(cache_dir)
-    batches = [batch for batch in state.uncollected() if cancel_all or batch["batch_id"] in (ids or [])]
+    try:
+        if ids:
+            batches = _named_batches(state, ids)
+        elif cancel_all:
+            batches = state.uncollected()
+        else:
+            raise ConfigError("name the batches to cancel, or --all")
+    except FlowrateError as error:
+        raise _fail(error) from None
     if not batches:
-        raise _fail(ConfigError("name the batches to cancel, or --all"))
+        _say("flowrate: no batches to cancel")
+        raise typer.Exit(int(ExitCode.OK))
 
     async def cancel() -> None:
         for batch in batches:
-            await Provider(batch["provider"], batch["api_base"]).cancel(batch["batch_id"])
-            state.mark(batch["batch_id"], "cancelling")
-            _say(f"cancelled {batch['batch_id']}")
+            batch_id = batch["batch_id"]
+            if batch["collected"]:
+                _say(f"{batch_id}: collected already ({batch['status']}), nothing to cancel")
+                continue
+            provider = Provider(batch["provider"], batch["api_base"])
+            info = await provider.retrieve(batch_id)
+            if info.status not in TERMINAL:
+                info = await provider.cancel(batch_id)
+                _say(f"{batch_id}: {info.status} (flowrate batch collect then judges online what it left)")
+            else:
+                _say(f"{batch_id}: already {info.status}, nothing to cancel (flowrate batch collect collects it)")
+            state.mark(batch_id, info.status)
 
-    asyncio.run(cancel())
+    try:
+        asyncio.run(cancel())
+    except FlowrateError as error:
+        raise _fail(error) from None
 
 
 @batch_app.command("import-results")

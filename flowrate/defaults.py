@@ -8,7 +8,8 @@ DEFAULTS = {
     "threshold": 0.7,
     "concurrency": 16,
     "max_retries": 5,
-    "timeout": 60.0,
+    "timeout": 60.0,  # a hosted API; a self-hosted model gets "self_hosted_timeout" (no --timeout given)
+    "self_hosted_timeout": 600.0,
     "backoff": 1.0,
     "backoff_max": 60.0,
     "output": "flowrate-results.jsonl",

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from flowrate.context_window import SERVER_WINDOW_SHARE, ServerFacts, probe_server
+from flowrate.defaults import DEFAULTS
 from flowrate.exit_codes import JudgeAccessError
 from flowrate.limits import CallGate, RunStopped
 from flowrate.models import Usage
@@ -60,8 +61,8 @@ OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM's ollama_chat pr
 # Seconds one attempt may take when --timeout is not given. A hosted API answers a judge call in
 # seconds; a self-hosted model on CPUs may not: a cold 2,700-token prompt on 2 CPU cores
 # (Qwen2.5-Coder-1.5B, llama-cpp-python) took over 60 s before its first token (issue 14).
-HOSTED_TIMEOUT_S = 60.0
-SELF_HOSTED_TIMEOUT_S = 600.0
+HOSTED_TIMEOUT_S = DEFAULTS["timeout"]
+SELF_HOSTED_TIMEOUT_S = DEFAULTS["self_hosted_timeout"]
 
 # How the rubric's reply schema is sent to a server at --api-base, tried in this order until one is
 # taken; the first a server takes is kept for the run. OpenAI's `json_schema` (vLLM, llama.cpp's
@@ -354,9 +355,8 @@ class LiteLLMBackend:
 
     def context_window(self) -> int | None:
         """Input tokens the model takes: LiteLLM's facts, else what its server says (see `server`)."""
-        if self._model_info is not None:
-            return self._model_info.get("max_input_tokens")
-        return self.server.input_budget
+        known = (self._model_info or {}).get("max_input_tokens")
+        return known or self.server.input_budget
 
     def default_timeout_s(self) -> float:
         """Seconds an attempt may take without --timeout: long enough for a self-hosted model's cold first call."""
@@ -602,8 +602,13 @@ INVALID_REQUEST_NAMES = {"BadRequestError", "ContextWindowExceededError", "Unpro
 # turns pydantic's validation errors into 500s ("Input should be 'text' or 'json_object'").
 INVALID_REQUEST_TEXT = re.compile(
     r"input should be|validation error|invalid request|invalid_request_error|extra inputs are not permitted"
-    r"|field required|unsupported parameter|context length|context window|context size|maximum context",
+    r"|field required|unsupported parameter|context length|context window|context size|maximum context"
+    r"|only one completion choice",
     re.IGNORECASE,
+)
+# llama.cpp's llama-server refuses n != 1 with a 500 "Only one completion choice is allowed"
+N_REFUSED = re.compile(
+    r"only one completion choice|\bn\b\W{0,3}(must be 1|is not supported|unsupported)", re.IGNORECASE
 )
 FORM_NAMED = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
 FORM_REFUSED = re.compile(
@@ -633,6 +638,12 @@ def is_format_refusal(error: BaseException) -> bool:
         and bool(FORM_NAMED.search(text) and FORM_REFUSED.search(text))
         and not is_context_overflow(error)
     )
+
+
+def is_n_refusal(error: BaseException) -> bool:
+    """The server refused to give several choices for one request (`n` > 1)."""
+    status = _status(error)
+    return status is not None and status >= 400 and bool(N_REFUSED.search(str(error)))
 
 
 def is_context_overflow(error: BaseException) -> bool:
@@ -790,7 +801,7 @@ async def complete_with_retries(
                     stats.attempts += getattr(error, "flowrate_requests", 1) - 1
                     if control is not None and is_connection_failure(error):
                         control.connection_failed(endpoint_of(backend))
-                    elif control is not None and is_invalid_request(error):
+                    elif control is not None and is_invalid_request(error) and not is_n_refusal(error):
                         control.call_refused(refusal_of(error))
                     raise
                 stats.attempts += completion.requests - 1

@@ -27,6 +27,7 @@ from flowrate.judge import (
     RetryPolicy,
     complete_with_retries,
     error_message,
+    is_n_refusal,
     make_backend,
 )
 from flowrate.limits import CallGate, RunStopped
@@ -456,8 +457,8 @@ class RubricMetric:
 
     async def _judge(self, plan: JudgePlan, spent: _Spend, gate: CallGate | None) -> list[Judgement]:
         """`samples` judgements: one request with n=K where the provider takes it, else K requests;
-        a server that answers n=K with fewer choices is asked for the rest one at a time (and from
-        then on). Each unusable reply gets one re-ask saying what was wrong (see `_usable`)."""
+        a server that answers n=K with fewer choices (llama-cpp-python), or refuses n (llama-server),
+        is asked for the rest one at a time, and from then on. Each unusable reply gets one re-ask saying what was wrong (see `_usable`)."""
         tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
 
         async def call(messages: list[dict[str, str]], n: int) -> Completion:
@@ -481,10 +482,16 @@ class RubricMetric:
 
         replies: list[tuple[str, bool]] = []  # (text, cut at the token limit)
         if self.samples > 1 and self.backend.supports_n():
-            completion = await call(plan.messages, self.samples)
-            replies = [(text, completion.cut(index)) for index, text in enumerate(completion.texts[: self.samples])]
-            if len(replies) < self.samples:
-                self.backend.ignores_n()
+            try:
+                completion = await call(plan.messages, self.samples)
+            except Exception as error:
+                if not is_n_refusal(error):
+                    raise
+                self.backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
+            else:
+                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[: self.samples])]
+                if len(replies) < self.samples:
+                    self.backend.ignores_n()
         while len(replies) < self.samples:
             completion = await call(plan.messages, 1)
             replies.append((completion.texts[0], completion.cut(0)))

@@ -16,7 +16,16 @@ from typing import BinaryIO
 
 import orjson
 
-from flowrate.batches import TERMINAL, BatchState, Chunker, Provider, check_lines, custom_id, result_texts
+from flowrate.batches import (
+    TERMINAL,
+    BatchState,
+    Chunker,
+    Provider,
+    check_lines,
+    custom_id,
+    line_error,
+    result_texts,
+)
 from flowrate.cache import ResponseCache, default_cache_dir
 from flowrate.catalog import build_metrics
 from flowrate.exit_codes import ConfigError, InputError
@@ -503,7 +512,10 @@ class FileRun:
             found = results.get(cid)
             replies = result_texts(found) if found is not None else None
             if replies is None:
-                why = "failed in the batch" if cid in failed else f"not answered (batch {info.status})"
+                if cid in failed or found is not None:
+                    why = f"failed in the batch: {line_error(failed.get(cid, found))}"
+                else:
+                    why = f"not answered (batch {info.status})"
                 online.append((case, source, cid, why))
                 continue
             try:
@@ -556,7 +568,11 @@ class FileRun:
                     except UnparsableReply as problem:
                         why = f"unparsable reply: {problem}"
                 else:
-                    why = "no line for it in the results" if found is None else "failed in the batch"
+                    why = (
+                        "no line for it in the results"
+                        if found is None
+                        else f"failed in the batch: {line_error(found)}"
+                    )
                 for row in rows if rows is not None else error_rows(metric, case, source, "BatchLineFailed", why):
                     write(row, index)
         finally:

@@ -26,7 +26,7 @@ class EvalSettings(BaseModel):
     threshold: float = Field(DEFAULTS["threshold"], ge=0.0, le=1.0)
     concurrency: int = Field(DEFAULTS["concurrency"], ge=1)
     max_retries: int = Field(DEFAULTS["max_retries"], ge=0)
-    timeout: float = Field(DEFAULTS["timeout"], gt=0)
+    timeout: float | None = Field(None, gt=0)  # None: the judge's default (see flowrate.judge.HOSTED_TIMEOUT_S)
     backoff: float = Field(DEFAULTS["backoff"], ge=0)
     backoff_max: float = Field(DEFAULTS["backoff_max"], ge=0)
     output: str = DEFAULTS["output"]

@@ -3,8 +3,10 @@
 It answers each request line as the scripted judge would (its rules and default step), serves
 the online chat endpoint through that judge too (for the lines that fall back online), and
 can let a batch take time (`polls_to_finish` retrieves before it is done), fail the lines
-whose prompt holds `fail_marker` (they go to the error file), expire part-way (only the first
-`expire_after` lines are answered) and be cancelled. Counters tell tests what was created.
+whose prompt holds `fail_marker` (they go to the error file with `fail_error`), expire part-way
+(only the first `expire_after` lines are answered) and be cancelled as OpenAI's are: a batch
+still running goes to `cancelling`, and is `cancelled` at the next retrieve; a finished one
+cannot be cancelled (400). Counters tell tests what was created.
 """
 
 from __future__ import annotations
@@ -20,6 +22,14 @@ from aiohttp import web
 
 from tests.judge_server import JudgeServer, _completion, _text
 
+FAIL_ERROR = {"code": "server_error", "message": "scripted failure"}
+
+
+def _error(status: int, message: str) -> web.Response:
+    """An error as OpenAI's API answers one."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+    return web.json_response(body, status=status)
+
 
 class BatchServer:
     def __init__(self, judge: JudgeServer | None = None):
@@ -29,6 +39,7 @@ class BatchServer:
         self.polls: dict[str, int] = {}
         self.polls_to_finish = 1
         self.fail_marker: str | None = None
+        self.fail_error: dict[str, Any] = dict(FAIL_ERROR)
         self.expire_after: int | None = None
         self.uploads = 0
         self.created = 0
@@ -46,6 +57,7 @@ class BatchServer:
         self.batches.clear()
         self.polls.clear()
         self.polls_to_finish, self.fail_marker, self.expire_after = 1, None, None
+        self.fail_error = dict(FAIL_ERROR)
         self.uploads = self.created = self.cancelled = 0
 
     # -- endpoints -------------------------------------------------------------
@@ -90,15 +102,23 @@ class BatchServer:
         return web.json_response(self.batches[batch_id])
 
     async def _get_batch(self, request: web.Request) -> web.Response:
-        batch = self.batches[request.match_info["id"]]
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return _error(404, f"No batch found with id '{request.match_info['id']}'.")
         self.polls[batch["id"]] += 1
-        if batch["status"] == "in_progress" and self.polls[batch["id"]] >= self.polls_to_finish:
+        if batch["status"] == "cancelling":
+            batch["status"] = "cancelled"
+        elif batch["status"] == "in_progress" and self.polls[batch["id"]] >= self.polls_to_finish:
             self._finish(batch)
         return web.json_response(batch)
 
     async def _cancel(self, request: web.Request) -> web.Response:
-        batch = self.batches[request.match_info["id"]]
-        batch["status"] = "cancelled"
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return _error(404, f"No batch found with id '{request.match_info['id']}'.")
+        if batch["status"] not in ("validating", "in_progress", "finalizing"):
+            return _error(400, f"Cannot cancel a batch with status '{batch['status']}'.")
+        batch["status"] = "cancelling"
         self.cancelled += 1
         return web.json_response(batch)
 
@@ -118,7 +138,7 @@ class BatchServer:
                         "id": "e",
                         "custom_id": line["custom_id"],
                         "response": None,
-                        "error": {"code": "server_error", "message": "scripted failure"},
+                        "error": dict(self.fail_error),
                     }
                 )
                 continue

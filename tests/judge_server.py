@@ -231,6 +231,9 @@ class JudgeServer:
             if self.keep_bodies:
                 self.bodies.append(body)
         try:
+            refused = self._refusal(body) or self._refuses_n(body)  # checked before any work
+            if refused is not None:
+                return refused
             work = self._work(request, body, prompt, reply)
             if self.profile.keeps_abandoned_work:  # the client's leaving does not stop the work
                 return await asyncio.shield(asyncio.ensure_future(work))
@@ -258,9 +261,9 @@ class JudgeServer:
     async def _answer(
         self, request: web.Request, body: dict[str, Any], prompt: str, reply, first: bool
     ) -> web.StreamResponse:
-        refused = self._refusal(body) or self._refuses_n(body) or self._context_error(body, prompt)
-        if refused is not None:
-            return refused
+        too_long = self._context_error(body, prompt)
+        if too_long is not None:
+            return too_long
         step = self._next_step(prompt)
         delay = step.get("delay", self.latency_s) + (self.cold_start_s if first else 0.0)
         if delay:
@@ -289,16 +292,15 @@ class JudgeServer:
         if wanted is None or wanted in self.profile.response_formats:
             return None
         allowed = " or ".join(f"'{kind}'" for kind in self.profile.response_formats)
-        detail = [
-            {
-                "type": "literal_error",
-                "loc": ["body", "response_format", "type"],
-                "msg": f"Input should be {allowed}",
-                "input": wanted,
-                "ctx": {"expected": allowed},
-            }
-        ]
-        error = {"message": str(detail), "type": "internal_server_error", "param": None, "code": None}
+        problem = {
+            "type": "literal_error",
+            "loc": ("body", "response_format", "type"),
+            "msg": f"Input should be {allowed}",
+            "input": wanted,
+            "ctx": {"expected": allowed},
+        }
+        detail = f"1 validation error:\n  {problem}\n"  # as llama-cpp-python 0.3.36 words it
+        error = {"message": detail, "type": "internal_server_error", "param": None, "code": None}
         return web.json_response({"error": error}, status=500)
 
     def _refuses_n(self, body: dict[str, Any]) -> web.Response | None:

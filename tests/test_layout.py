@@ -1,0 +1,127 @@
+"""The shape of the code: one package per pipeline stage, imports only towards earlier stages,
+no import cycle, no oversized function or class (the redesign's "done when")."""
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "flowrate"
+
+# The stages in the order a module may depend on them: each imports only from itself and from
+# stages before it. Data types come before the stages that make them: results (rows, files,
+# summaries, gates) are read by metrics and evaluation, which produce them.
+STAGES = [
+    "errors",
+    "settings",
+    "inputs",
+    "rubric",
+    "judge",
+    "scores",
+    "results",
+    "metrics",
+    "evaluation",
+    "analysis",
+    "reports",
+    "api",
+    "cli",
+]
+LONGEST_DEFINITION_LINES = 150
+
+
+def stage_of(module: str) -> str | None:
+    """`flowrate.judge.retry` -> `judge`; the package root (`flowrate`) and `__main__` have no stage."""
+    parts = module.split(".")
+    if parts[0] != "flowrate" or len(parts) == 1 or parts[1] == "__main__":
+        return None
+    return parts[1]
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(relative.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
+    """Every flowrate module `path` imports, at the top or inside a function (a lazy import is
+    a dependency too)."""
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                found.add(candidate if candidate in known else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("flowrate") and name in known and name != module}
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    known = set(found)
+    return {module: imports_of(path, module, known) for module, path in found.items()}
+
+
+def test_every_module_belongs_to_a_stage():
+    strays = [module for module in modules() if stage_of(module) is None and module not in ("flowrate", "flowrate.__main__")]
+    assert not strays
+    unknown = sorted({stage_of(module) for module in modules()} - {None, *STAGES})
+    assert not unknown, f"modules outside the declared stages: {unknown}"
+
+
+def test_no_module_imports_a_later_stage():
+    order = {stage: n for n, stage in enumerate(STAGES)}
+    upward = []
+    for module, targets in graph().items():
+        here = stage_of(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = stage_of(target)
+            if there is not None and order[there] > order[here]:
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports of a later stage:\n" + "\n".join(sorted(upward))
+
+
+def test_the_import_graph_has_no_cycle():
+    edges = graph()
+    state: dict[str, int] = defaultdict(int)  # 0 unseen, 1 on the path, 2 done
+    cycles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges.get(module, ())):
+            if state[target] == 1:
+                cycles.append(" -> ".join([*path[path.index(target) :], target]))
+            elif state[target] == 0:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if state[module] == 0:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_function_or_class_is_longer_than_about_150_lines():
+    long = []
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                size = node.end_lineno - node.lineno + 1
+                if size > LONGEST_DEFINITION_LINES:
+                    long.append(f"{module}.{node.name}: {size} lines")
+    assert not long, "\n".join(long)
