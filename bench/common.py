@@ -97,7 +97,7 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
 
 def rendered_messages(path: Path) -> list[list[dict]]:
     """The exact prompts flowrate sends for the conversations in `path`."""
-    from flowrate.inputs import InputSet, iter_cases
+    from flowrate.inputs.files import InputSet, iter_cases
     from flowrate.rubric import load_rubric
 
     rubric = load_rubric()
@@ -110,7 +110,7 @@ def rendered_messages(path: Path) -> list[list[dict]]:
 
 async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: Path, output: Path):
     """flowrate's own batch path, as `flowrate eval` runs it, minus the process start."""
-    from flowrate.run import FileRun
+    from flowrate.evaluation.file_run import FileRun
     from flowrate.settings import EvalSettings
 
     settings = EvalSettings(

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from common import ROOT  # noqa: F401  (puts the project on the path)
 
-from flowrate.history import connect
-from flowrate.trends import trends
+from flowrate.analysis.history import connect
+from flowrate.analysis.trends import trends
 
 
 def main() -> None:

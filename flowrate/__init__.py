@@ -23,14 +23,14 @@ _WHERE = {
     "ExitCode": "flowrate.exit_codes",
     "JudgeAccessError": "flowrate.exit_codes",
     "MetricResult": "flowrate.models",
-    "RepetitionCheck": "flowrate.repetition",
+    "RepetitionCheck": "flowrate.metrics.repetition",
     "RepetitivePatternDetectionMetric": "flowrate.metric",
     "RubricMetric": "flowrate.metric",
     "VirtualAgentSuite": "flowrate.metric",
     "RetryPolicy": "flowrate.judge",
     "Rubric": "flowrate.rubric",
     "Verdict": "flowrate.models",
-    "evaluate_conversations": "flowrate.runner",
+    "evaluate_conversations": "flowrate.evaluation.engine",
     "load_rubric": "flowrate.rubric",
 }
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from flowrate.evaluation.engine import evaluate_conversations
     from flowrate.exit_codes import ExitCode, JudgeAccessError
     from flowrate.judge import CustomLLMClient, RetryPolicy
     from flowrate.metric import (
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
         RubricMetric,
         VirtualAgentSuite,
     )
+    from flowrate.metrics.repetition import RepetitionCheck
     from flowrate.models import (
         ConversationalEvalTestCase,
         ConversationResult,
@@ -71,9 +73,7 @@ if TYPE_CHECKING:
         MetricResult,
         Verdict,
     )
-    from flowrate.repetition import RepetitionCheck
     from flowrate.rubric import Rubric, load_rubric
-    from flowrate.runner import evaluate_conversations
 
 
 def __getattr__(name: str) -> Any:

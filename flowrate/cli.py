@@ -326,7 +326,7 @@ Paths = Annotated[
 
 def _file_run(paths: list[str], given: dict, config: Path | None) -> Any:
     """Resolve the settings and validate the input: the run, with its notices printed."""
-    from flowrate.run import FileRun
+    from flowrate.evaluation.file_run import FileRun
     from flowrate.settings import resolve_settings
 
     run = FileRun(paths, resolve_settings(given, config))
@@ -339,7 +339,7 @@ def _judge(run: Any, also: Callable[[Any], None] = lambda row: None, command: di
     """Judge a run, online or through provider batches, with progress on stderr."""
     import asyncio
 
-    from flowrate.report import Reporter
+    from flowrate.reports.console import Reporter
 
     with Reporter(stderr(), run.total_rows, verbose=run.settings.verbose) as reporter:
 
@@ -493,7 +493,7 @@ def eval_command(
     """Judge every conversation and write one JSONL row per conversation and metric."""
     given = _settings_given(locals(), ("paths", "config", "dry_run"))
     from flowrate.limits import UNREACHABLE_AFTER
-    from flowrate.report import print_dry_run, print_summary
+    from flowrate.reports.console import print_dry_run, print_summary
 
     settings = None
     try:
@@ -564,7 +564,7 @@ def _append_history(settings: Any, wall_time_s: float) -> None:
     """Add the run's rows and the run (started when it did) to the history."""
     from datetime import UTC, datetime, timedelta
 
-    from flowrate.history import connect, import_results
+    from flowrate.analysis.history import connect, import_results
 
     if settings.output == "-":
         _say("flowrate: --history needs --output to be a file; the history was not updated")
@@ -581,9 +581,9 @@ def _write_reports(run: Any, summary: Any, settings: Any, paths: list[str]) -> N
     """The reports a run asked for: JUnit, HTML (with the transcripts read again), GitHub."""
     if run.book is None:
         return
-    from flowrate.inputs import load_transcripts
+    from flowrate.inputs.files import load_transcripts
     from flowrate.reports import write_reports
-    from flowrate.reports.github import in_github
+    from flowrate.settings import in_github
 
     transcripts = None
     if settings.html:
@@ -733,11 +733,10 @@ def agreement_command(
 ) -> None:
     """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
     given = _settings_given(locals(), ("paths", "config", "label", "results", "as_json", "metric"))
-    from flowrate.agreement import agreement_report, pair_up
-    from flowrate.catalog import metric_making, scale_values
-    from flowrate.inputs import labels_named
-    from flowrate.report import print_agreement
-    from flowrate.results import read_rows
+    from flowrate.analysis.agreement import agreement_report, labels_named, pair_up
+    from flowrate.metrics.catalog import metric_making, scale_values
+    from flowrate.reports.console import print_agreement
+    from flowrate.results.files import read_rows
 
     compared = metric or "conversational_flow_rate"
     given["output"] = given["output"] or "flowrate-agreement.jsonl"
@@ -777,7 +776,7 @@ def metrics_command(
 
     import orjson
 
-    from flowrate.catalog import NAMES, check_weights, describe
+    from flowrate.metrics.catalog import NAMES, check_weights, describe
 
     weights = _settings_given({"weight": weight}, ()).get("weights")
     try:
@@ -806,15 +805,16 @@ def merge_command(
     config: ConfigOption = None,
 ) -> None:
     """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
-    from flowrate.report import print_summary
-    from flowrate.run import merge_results
+    from flowrate.reports.console import print_summary
+    from flowrate.results.gates import apply_gates
+    from flowrate.results.merge import merge_results
     from flowrate.settings import resolve_settings
 
     given = {"min_pass_rate": min_pass_rate, "min_mean_score": min_mean_score, "max_failures": max_failures}
     try:
         settings = resolve_settings(given, config)
         summary = merge_results(paths, output, allow_empty=bool(allow_empty))
-        summary.apply_gates(settings.default_gates, settings.gates)
+        apply_gates(summary, settings.default_gates, settings.gates)
     except FlowrateError as error:
         raise _fail(error) from None
     print_summary(stderr(), summary, output)
@@ -831,9 +831,11 @@ def report_command(
     ] = None,
 ) -> None:
     """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
-    from flowrate.inputs import load_transcripts
+    from flowrate.inputs.files import load_transcripts
     from flowrate.reports.html import write_html
-    from flowrate.results import ReportBook, RunSummary, read_rows
+    from flowrate.results.book import ReportBook
+    from flowrate.results.files import read_rows
+    from flowrate.results.summary import RunSummary
 
     book, summary = ReportBook(), RunSummary()
     try:
@@ -871,8 +873,8 @@ def compare_command(
 ) -> None:
     """Compare a run with a baseline: changed verdicts, regressions first, and per metric the
     mean score delta with a seeded bootstrap 95 % interval."""
-    from flowrate.compare import compare_files
-    from flowrate.report import comparison_markdown, print_comparison
+    from flowrate.analysis.compare import compare_files
+    from flowrate.reports.console import comparison_markdown, print_comparison
 
     try:
         comparison = compare_files(baseline, current, tolerance)
@@ -962,8 +964,8 @@ def batch_collect_command(
     submitted it would; exit 3 while some are still running."""
     import asyncio
 
-    from flowrate.report import print_summary
-    from flowrate.run import FileRun
+    from flowrate.evaluation.file_run import FileRun
+    from flowrate.reports.console import print_summary
     from flowrate.settings import EvalSettings
 
     state = _batch_state(cache_dir)
@@ -1066,8 +1068,8 @@ def batch_import_results_command(
     given = _settings_given(locals(), ("results_file", "paths", "config"))
     import asyncio
 
-    from flowrate.report import print_summary
-    from flowrate.run import FileRun
+    from flowrate.evaluation.file_run import FileRun
+    from flowrate.reports.console import print_summary
     from flowrate.settings import resolve_settings
 
     given["no_cache"] = True
@@ -1106,7 +1108,7 @@ def labels_template_command(
     sample_seed: Annotated[int, typer.Option("--sample-seed", help="The seed of --sample.")] = 0,
 ) -> None:
     """Write the CSV a person fills in: id, metric, the judge's score and reason, empty label columns."""
-    from flowrate.labels import write_template
+    from flowrate.analysis.labels import write_template
 
     try:
         rows = _rows_of(paths)
@@ -1124,8 +1126,8 @@ def labels_import_command(
     history: HistoryOption = None,
 ) -> None:
     """Add labels to the history (each distinct label once)."""
-    from flowrate.history import connect, import_labels, stored_rows
-    from flowrate.labels import Scales, read_labels
+    from flowrate.analysis.history import connect, import_labels, stored_rows
+    from flowrate.analysis.labels import Scales, read_labels
 
     try:
         connection = connect(_need_history(history))
@@ -1141,7 +1143,7 @@ def history_import_command(
     history: HistoryOption = None,
 ) -> None:
     """Add results files to the history; a row already there is not added again."""
-    from flowrate.history import connect, import_results
+    from flowrate.analysis.history import connect, import_results
 
     try:
         connection = connect(_need_history(history))
@@ -1158,7 +1160,7 @@ def _need_history(history: str | None) -> str:
 
 
 def _rows_of(paths: list[str]) -> list:
-    from flowrate.results import read_rows
+    from flowrate.results.files import read_rows
 
     return [row for path in paths for row in read_rows(Path(path))]
 
@@ -1166,11 +1168,11 @@ def _rows_of(paths: list[str]) -> list:
 def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: Path | None):
     """Rows from results files, or else from the history; labels from the file, or else the
     history's whenever it is given. The history is opened read-only: it must exist."""
-    from flowrate.labels import Scales, read_labels
+    from flowrate.analysis.labels import Scales, read_labels
 
     connection = None
     if history:
-        from flowrate.history import connect, stored_rows
+        from flowrate.analysis.history import connect, stored_rows
 
         connection = connect(history, read_only=True)
     if paths:
@@ -1182,7 +1184,7 @@ def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: 
     if labels_file is not None:
         labels = read_labels(labels_file, Scales(rows))
     elif connection is not None:
-        from flowrate.history import stored_labels
+        from flowrate.analysis.history import stored_labels
 
         labels = stored_labels(connection)
     else:
@@ -1213,8 +1215,8 @@ def calibrate_command(
 
     import orjson
 
-    from flowrate.calibration import adjusted_rows, calibrate
-    from flowrate.report import print_calibration
+    from flowrate.analysis.calibration import adjusted_rows, calibrate
+    from flowrate.reports.console import print_calibration
 
     try:
         if adjusted_output:
@@ -1266,10 +1268,17 @@ def trends_command(
     score, the adjusted mean and the deviation band."""
     import orjson
 
-    from flowrate.history import connect, import_labels, import_results, replace_labels, stored_labels, stored_rows
-    from flowrate.labels import Scales, read_labels
-    from flowrate.report import print_trends
-    from flowrate.trends import render_html, trends, undated_rows
+    from flowrate.analysis.history import (
+        connect,
+        import_labels,
+        import_results,
+        replace_labels,
+        stored_labels,
+        stored_rows,
+    )
+    from flowrate.analysis.labels import Scales, read_labels
+    from flowrate.analysis.trends import render_html, trends, undated_rows
+    from flowrate.reports.console import print_trends
 
     try:
         if paths:
@@ -1359,7 +1368,8 @@ def validate_command(
     """Check the input without calling a judge: record counts per format, and every problem."""
     import orjson
 
-    from flowrate.inputs import InputSet, raise_for_problems, scan
+    from flowrate.inputs.files import InputSet
+    from flowrate.inputs.selection import raise_for_problems, scan
 
     try:
         inputs = InputSet(paths)

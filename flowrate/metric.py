@@ -513,7 +513,8 @@ class RubricMetric:
         if still is not None:
             kind, wrong, _ = still
             replies = f"{_excerpt(text)}\n--- the reply to the re-ask ---\n{_excerpt(retry.texts[0])}"
-            raise kind(f"{wrong} (asked again after: {why})", replies)
+            said = f"{wrong} (and again after a re-ask)" if wrong == why else f"{wrong} (asked again after: {why})"
+            raise kind(said, replies)
         if not only:
             return Judgement(again.ratings, retry.texts[0], again.repaired, why, retry.cut(0))
         ratings = {c.name: (again.ratings.get(c.name) or reading.ratings[c.name]) for c in self.rubric.criteria}

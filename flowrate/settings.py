@@ -5,6 +5,7 @@ Precedence: command line, then environment, then config file, then defaults.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,8 @@ def plain_validation_message(error: dict[str, Any]) -> str:
         text = _PLAIN[kind].format(**context)
         return f"{text} (got {error['input']!r})" if "input" in error and kind != "missing" else text
     return str(error["msg"]).removeprefix("Value error, ")
+
+
+def in_github(flag: bool) -> bool:
+    """True with `--github`, or when GitHub Actions runs us (`GITHUB_ACTIONS=true`)."""
+    return flag or os.environ.get("GITHUB_ACTIONS") == "true"

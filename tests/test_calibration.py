@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from flowrate.calibration import calibrate, window_start
-from flowrate.labels import Label
+from flowrate.analysis.calibration import calibrate, window_start
+from flowrate.analysis.labels import Label
 from flowrate.models import EvaluationRow, Source
 from tests.conftest import read_rows, turn_record, write_jsonl
 

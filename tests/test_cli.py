@@ -187,7 +187,7 @@ def test_usage_errors_are_typers_exit_2(run_flowrate):
 def test_bad_option_value_names_the_option(run_flowrate, conversations):
     result = run_flowrate("eval", conversations(turn_record("a", "b", "c")), "--threshold", "1.5")
     assert result.returncode == 2
-    assert result.stderr.strip() == "flowrate: error: option threshold: Input should be less than or equal to 1"
+    assert result.stderr.strip() == "flowrate: error: option threshold: must be at most 1.0 (got 1.5)"
 
 
 def test_options_precedence_cli_env_config(judge, run_flowrate, conversations, tmp_path, cli_env):

@@ -36,8 +36,8 @@ def test_a_run_that_writes_rows_replaces_the_previous_results(judge, run_flowrat
 
 # -- 3: one declared metric protocol -----------------------------------------------------------------
 def test_every_metric_in_the_catalog_implements_the_whole_declared_protocol():
-    from flowrate.catalog import NAMES, build_metrics
-    from flowrate.runner import Metric
+    from flowrate.metrics.catalog import NAMES, build_metrics
+    from flowrate.metrics.protocol import Metric
     from flowrate.settings import EvalSettings
 
     settings = EvalSettings(metric=NAMES, api_base="http://127.0.0.1:9/v1")
@@ -196,7 +196,7 @@ def test_a_yaml_alias_bomb_is_refused_by_file_and_line_before_selection(judge, r
 def test_aliases_are_counted_as_the_values_they_expand_to_without_building_them():
     import yaml
 
-    from flowrate.inputs import MAX_YAML_VALUES, _expanded_size
+    from flowrate.inputs.formats import MAX_YAML_VALUES, _expanded_size
 
     composed = yaml.compose("- &a [1, 2]\n- [*a, *a, *a]\n")
     assert _expanded_size(composed, MAX_YAML_VALUES) == 1 + (1 + 2) + (1 + 3 * 3)
@@ -285,7 +285,7 @@ def test_messages_use_plain_words(run_flowrate, tmp_path, judge):
 
 
 def test_one_failure_is_a_failure_not_failures():
-    from flowrate.results import GateResult
+    from flowrate.results.summary import GateResult
 
     gate = GateResult(metric="m", gate="max_failures", limit=0, actual=1, passed=False)
     assert "1 failure, at most 0 allowed" in gate.describe()

@@ -218,7 +218,7 @@ def _row(conversation_id, value, score=None):
 
 
 def test_agreement_intervals_do_not_depend_on_row_order():
-    from flowrate.agreement import agreement_report, pair_up
+    from flowrate.analysis.agreement import agreement_report, pair_up
     from flowrate.models import EvaluationRow
 
     values = ["none", "minor", "partial", "mostly", "fully"] * 6
@@ -293,8 +293,8 @@ def test_ctrl_c_ends_rate_waits_at_once_and_starts_no_new_request(judge, tmp_pat
 
 
 def test_an_interruption_after_every_row_says_the_results_are_complete():
-    from flowrate.report import print_summary
-    from flowrate.runner import RunSummary
+    from flowrate.evaluation.engine import RunSummary
+    from flowrate.reports.console import print_summary
 
     console = _plain_console()
     print_summary(console, RunSummary(judged=2, passed=2, interrupted=True, expected_rows=2), None)
@@ -460,7 +460,7 @@ def test_help_and_validate_do_not_load_the_judging_engine(args, cli_env, tmp_pat
 
 
 def test_progress_says_it_is_loading_and_shows_100_percent_only_at_the_end(monkeypatch):
-    from flowrate import report
+    from flowrate.reports import console as report
 
     monkeypatch.setattr(report, "PLAIN_PROGRESS_EVERY_S", 0.0)
     console = _plain_console()

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from flowrate.exit_codes import InputError
-from flowrate.inputs import InputSet, iter_cases, raise_for_problems, scan
+from flowrate.inputs.files import InputSet, iter_cases
+from flowrate.inputs.selection import raise_for_problems, scan
 from tests.conftest import turn_record, write_jsonl
 
 

@@ -15,7 +15,7 @@ from flowrate import (
     evaluate_conversations,
     load_rubric,
 )
-from flowrate.agreement import agreement_report
+from flowrate.analysis.agreement import agreement_report
 from flowrate.exit_codes import ConfigError
 from flowrate.models import Verdict
 from tests.conftest import TEST_KEY, read_rows, turn_record, write_jsonl

@@ -76,7 +76,9 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_every_module_belongs_to_a_stage():
-    strays = [module for module in modules() if stage_of(module) is None and module not in ("flowrate", "flowrate.__main__")]
+    strays = [
+        module for module in modules() if stage_of(module) is None and module not in ("flowrate", "flowrate.__main__")
+    ]
     assert not strays
     unknown = sorted({stage_of(module) for module in modules()} - {None, *STAGES})
     assert not unknown, f"modules outside the declared stages: {unknown}"

@@ -232,7 +232,7 @@ def test_the_repetition_check_needs_no_key_and_flags_the_samples_that_loop(run_f
 
 
 def test_the_repetition_check_flags_empty_replies_and_spares_a_polite_goodbye():
-    from flowrate.repetition import findings
+    from flowrate.metrics.repetition import findings
 
     case = ConversationalEvalTestCase(
         turns=[

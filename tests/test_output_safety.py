@@ -14,7 +14,8 @@ import pytest
 
 from flowrate.models import EvaluationRow, Source
 from flowrate.reports.escape import strip_control
-from flowrate.results import ReportBook, RunSummary
+from flowrate.results.book import ReportBook
+from flowrate.results.summary import RunSummary
 from tests.conftest import turn_record, write_jsonl
 from tests.test_reports import CHROMIUM
 
@@ -290,13 +291,14 @@ def test_the_labels_template_never_starts_a_formula_and_import_reads_the_ids_bac
 def test_past_10000_rows_the_reports_give_true_counts_and_say_what_they_leave_out(tmp_path):
     from flowrate.reports.github import annotations, step_summary
     from flowrate.reports.junit import write_junit
+    from flowrate.results.gates import apply_gates
 
     book, summary = ReportBook(), RunSummary()
     for n in range(20_000):
         row = _row(f"c{n:05d}", score=1.0 if n % 5 < 3 else 0.3, line=n + 1)  # a 60 % pass rate
         book.add(row)
         summary.add(row, n)
-    summary.apply_gates({"min_pass_rate": 0.9}, {})
+    apply_gates(summary, {"min_pass_rate": 0.9}, {})
     write_junit(tmp_path / "j.xml", book, summary)
     root = ET.parse(tmp_path / "j.xml").getroot()
     suite = root.find("testsuite")
@@ -313,8 +315,8 @@ def test_past_10000_rows_the_reports_give_true_counts_and_say_what_they_leave_ou
 
 
 def test_a_failing_score_never_prints_as_its_threshold():
-    from flowrate.report import describe_row
-    from flowrate.results import format_score
+    from flowrate.reports.console import describe_row
+    from flowrate.results.summary import format_score
 
     assert format_score(2 / 3, 0.7) == "0.67" and format_score(0.6999, 0.7) == "0.6999"
     assert format_score(0.7, 0.7) == "0.70" and format_score(0.69999999999, 0.7, digits=1) == "0.69999999999"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flowrate.models import ConversationalEvalTestCase
-from flowrate.results import ReportBook, RunSummary
+from flowrate.results.book import ReportBook
+from flowrate.results.summary import RunSummary
 
 
 def write_reports(

@@ -7,16 +7,12 @@ import os
 from pathlib import Path
 
 from flowrate.reports.escape import markdown_text, strip_control
-from flowrate.results import CaseResult, ReportBook, RunSummary
+from flowrate.results.book import CaseResult, ReportBook
+from flowrate.results.summary import RunSummary
 
 SUMMARY_LIMIT_BYTES = 1024 * 1024 - 4096  # GitHub takes at most 1 MiB per step summary; keep a margin
 ANNOTATIONS = 10
 WORST_LISTED = 20
-
-
-def in_github(flag: bool) -> bool:
-    """True with `--github`, or when GitHub Actions runs us (`GITHUB_ACTIONS=true`)."""
-    return flag or os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 def step_summary(book: ReportBook, summary: RunSummary) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from flowrate.models import ConversationalEvalTestCase
 from flowrate.reports.escape import json_for_script
-from flowrate.results import ReportBook, RunSummary, format_score
+from flowrate.results.book import ReportBook
+from flowrate.results.summary import RunSummary, format_score
 
 TEXT_LIMIT = 600  # characters of one message shown; the rest is cut in the middle
 

@@ -15,7 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from flowrate.reports.escape import xml_text
-from flowrate.results import CaseResult, ReportBook, RunSummary, format_score
+from flowrate.results.book import CaseResult, ReportBook
+from flowrate.results.summary import RunSummary, format_score
 
 SKIP_REASONS = {
     "sample": "left out by --sample",

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flowrate.analysis.labels import Label
 from flowrate.exit_codes import ConfigError
-from flowrate.labels import Label
-from flowrate.results import read_rows
+from flowrate.results.files import read_rows
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP,
@@ -115,7 +115,7 @@ def stored_rows(connection: Any) -> list:
     """The rows as results rows (the fields calibration reads)."""
     import orjson
 
-    from flowrate.results import EvaluationRow
+    from flowrate.results.summary import EvaluationRow
 
     found = connection.execute(
         "SELECT conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale,"

@@ -1,17 +1,7 @@
-"""Reading conversations: files, directories or stdin; turn and OpenAI chat formats.
-
-Records are read as a stream. `scan` validates everything before any judge call;
-`iter_cases` then yields the valid conversations one at a time.
-"""
+"""Input formats: JSONL, JSON and YAML files of conversations in the turn or the OpenAI-messages shape, each record validated into a conversation or a list of problems naming file, line and field."""
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import shutil
-import sys
-import tempfile
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +10,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from flowrate.exit_codes import ConfigError, InputError
-from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source, chat_date
+from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source
 
-INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-STDIN = "-"
-MAX_PROBLEMS_SHOWN = 50
 TOOL_TEXT_LIMIT = 300
 
 
@@ -71,9 +57,6 @@ class _ToolCall(BaseModel):
     function: _ToolFunction
 
 
-Role = Literal["system", "developer", "user", "assistant", "tool"]
-
-
 class _Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -103,314 +86,6 @@ class Record:
     def name(self) -> str:
         """How reports name the record: its id (an invalid one's own, when it gives one), else its place."""
         return (self.case.id if self.case is not None else None) or self.given_id or str(self.source)
-
-
-@dataclass
-class ScanReport:
-    """The validation pass: counts per format, and every problem found."""
-
-    formats: Counter = field(default_factory=Counter)
-    files: int = 0
-    valid: int = 0
-    selected: int = 0  # valid and chosen by the run's selection (its shard)
-    problems: list[str] = field(default_factory=list)
-    invalid_sources: set[str] = field(default_factory=set)
-    invalid_records: list[Source] = field(default_factory=list)
-    invalid_names: dict[str, str] = field(default_factory=dict)  # str(source) -> `Record.name`
-    left_out: dict[str, int] = field(default_factory=dict)  # valid conversations not chosen, by reason
-    unreadable_dates: int = 0  # chosen conversations whose chat date is there but cannot be read
-    first_unreadable_date: str = ""  # the first of them: where, its id, the field and value
-
-    @property
-    def invalid(self) -> int:
-        return len(self.invalid_sources)
-
-
-BOM = b"\xef\xbb\xbf"  # editors on Windows start UTF-8 files with it
-
-
-class InputSet:
-    """The paths of one run, with stdin spooled to a temporary file so it can be read twice.
-
-    A path given twice (compared resolved) is read once, and so is stdin. `output` is the
-    run's results file: it may never be an input, and a directory scan passes over it.
-    A flowrate results file found in a directory is passed over with a notice; one named
-    directly is a problem.
-    """
-
-    def __init__(self, paths: list[str], output: str | None = None):
-        self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
-        self.notices: list[str] = []
-        self._spool: tempfile.TemporaryDirectory | None = None
-        problems: list[str] = []
-        target = _resolved(output) if output and output != STDIN else None
-        seen: set[Path | str] = set()
-
-        def add(path: Path, shown: str, id_base: str, named: bool) -> None:
-            resolved = _resolved(str(path))
-            if resolved in seen:
-                return
-            seen.add(resolved)
-            is_results = looks_like_results(path)
-            if resolved == target and (named or not (is_results or _is_empty(path))):
-                problems.append(
-                    f"{shown}: is both an input and the --output file; writing results there would destroy it"
-                )
-            elif resolved == target:
-                return  # the run's own output, inside a directory it reads
-            elif is_results and named:
-                problems.append(
-                    f"{shown}: this is a flowrate results file, not conversations; give the conversations it was made from"
-                )
-            elif is_results:
-                self.notices.append(f"{shown}: passed over, it is a flowrate results file")
-            else:
-                self.files.append((path, shown, id_base))
-
-        for given in paths:
-            if given == STDIN:
-                if STDIN not in seen:
-                    seen.add(STDIN)
-                    self.files.append((self._spool_stdin(), "<stdin>", "<stdin>"))
-                continue
-            path = Path(given)
-            if path.is_dir():
-                found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
-                if not found:
-                    problems.append(f"{given}: no .jsonl, .json, .yaml or .yml files in this directory")
-                for item in found:
-                    add(item, str(item), item.relative_to(path).as_posix(), named=False)
-            elif not path.exists():
-                problems.append(f"{given}: no such file or directory")
-            elif path.suffix.lower() not in INPUT_SUFFIXES:
-                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml or .yml)")
-            else:
-                add(path, given, path.name, named=True)
-        if problems:
-            self.close()
-            raise InputError(problems, hint=None)
-
-    def _spool_stdin(self) -> Path:
-        if self._spool is None:
-            self._spool = tempfile.TemporaryDirectory(prefix="flowrate-stdin-")
-        target = Path(self._spool.name) / "stdin.jsonl"
-        with target.open("wb") as out:
-            shutil.copyfileobj(sys.stdin.buffer, out)
-        return target
-
-    def records(self) -> Iterator[Record]:
-        """Every record of every file, in order, valid or not."""
-        for path, shown, id_base in self.files:
-            kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
-            try:
-                yield from _READERS[kind](path, shown, id_base)
-            except OSError as error:
-                yield Record(
-                    source=Source(path=shown, index=0),
-                    format="unknown",
-                    problems=[f"{shown}: cannot read: {error.strerror}"],
-                )
-            except UnicodeDecodeError as error:
-                yield Record(
-                    source=Source(path=shown, index=0),
-                    format="unknown",
-                    problems=[f"{shown}: not UTF-8 text (byte {error.start})"],
-                )
-
-    def close(self) -> None:
-        if self._spool is not None:
-            self._spool.cleanup()
-            self._spool = None
-
-
-def _resolved(path: str) -> Path:
-    return Path(path).expanduser().resolve()
-
-
-def _is_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size == 0
-    except OSError:
-        return False
-
-
-def looks_like_results(path: Path) -> bool:
-    """True when the first record of a JSONL file is a flowrate results row, not a conversation."""
-    if INPUT_SUFFIXES.get(path.suffix.lower()) != "jsonl":
-        return False
-    try:
-        with path.open("rb") as handle:
-            for line in handle:
-                if line.strip():
-                    first = orjson.loads(line.removeprefix(BOM))
-                    break
-            else:
-                return False
-    except (OSError, orjson.JSONDecodeError):
-        return False
-    return (
-        isinstance(first, dict)
-        and {"metric", "rubric_version"} <= first.keys()
-        and not {"turns", "messages"} & first.keys()
-    )
-
-
-class Selection:
-    """Which valid conversations a run judges, the same on every run and every machine.
-
-    In order: the shard (`I/N` by id hash), the sample (a `fraction` of ids by a seeded
-    hash), `min_words` (words of both sides), `only` and `exclude` (`FIELD=VALUE` on the
-    metadata; a value is compared as written in JSON, so `handoff=true` matches `true`),
-    then `limit` (the first N that pass, in input order). `left_out` counts each reason;
-    a conversation outside the shard is another machine's, not counted.
-    """
-
-    def __init__(
-        self,
-        shard: tuple[int, int] | None = None,
-        sample: float | None = None,
-        sample_seed: int = 0,
-        min_words: int | None = None,
-        only: list[str] | None = None,
-        exclude: list[str] | None = None,
-        limit: int | None = None,
-    ):
-        self.shard = shard
-        self.sample = sample
-        self.sample_seed = sample_seed
-        self.min_words = min_words
-        self.only = [item.split("=", 1) for item in only or []]
-        self.exclude = [item.split("=", 1) for item in exclude or []]
-        self.limit = limit
-        self.left_out: Counter = Counter()
-        self.last_reason: str | None = None  # why the last conversation was not chosen
-        self._taken = 0
-
-    def fresh(self) -> Selection:
-        """The same selection, with its counts and its limit reset, for another pass."""
-        again = copy.copy(self)
-        again.left_out, again.last_reason, again._taken = Counter(), None, 0
-        return again
-
-    def choose(self, case: ConversationalEvalTestCase) -> bool:
-        """True when the run judges `case`; else `last_reason` says why not."""
-        reason = self.last_reason = self._reason(case)
-        if reason is None:
-            self._taken += 1
-            return True
-        if reason != "shard":
-            self.left_out[reason] += 1
-        return False
-
-    def _reason(self, case: ConversationalEvalTestCase) -> str | None:
-        if self.shard is not None and stable_hash(case.id or "") % self.shard[1] != self.shard[0] - 1:
-            return "shard"
-        if self.sample is not None and stable_hash(f"{self.sample_seed}:{case.id}") / 16**16 >= self.sample:
-            return "sample"
-        if self.min_words is not None and word_count(case) < self.min_words:
-            return "min_words"
-        if any(_metadata_value(case, field) != value for field, value in self.only):
-            return "only"
-        if any(_metadata_value(case, field) == value for field, value in self.exclude):
-            return "exclude"
-        if self.limit is not None and self._taken >= self.limit:
-            return "limit"
-        return None
-
-
-def stable_hash(text: str) -> int:
-    """A 64-bit number from a hash of `text`: the same on every machine and every run."""
-    return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16)
-
-
-def word_count(case: ConversationalEvalTestCase) -> int:
-    """Words of both sides of the conversation."""
-    return sum(len(turn.input.split()) + len((turn.actual_output or "").split()) for turn in case.turns)
-
-
-def _metadata_value(case: ConversationalEvalTestCase, field: str) -> str | None:
-    if field not in case.metadata:
-        return None
-    value = case.metadata[field]
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
-
-
-def scan(inputs: InputSet, selection: Selection | None = None, date_field: str | None = None) -> ScanReport:
-    """Validate every record and count those the `selection` chooses. Duplicate ids are problems too.
-    Chosen conversations whose chat date (`date_field`, as `chat_date` reads it) is there but
-    cannot be read are counted, the first named: their rows will have no chat date."""
-    report = ScanReport(files=len(inputs.files))
-    seen: dict[str, str] = {}
-    selection = selection or Selection()
-    for record in _with_duplicates_marked(inputs.records(), seen):
-        if record.problems:
-            report.invalid_sources.add(str(record.source))
-            report.invalid_records.append(record.source)
-            report.invalid_names[str(record.source)] = record.name
-            report.problems.extend(record.problems)
-        else:
-            report.valid += 1
-            chosen = selection.choose(record.case)  # type: ignore[arg-type]
-            report.selected += chosen
-            report.formats[record.format] += 1
-            unreadable: list[str] = []
-            if chosen and chat_date(record.case, date_field, unreadable) is None and unreadable:  # type: ignore[arg-type]
-                report.unreadable_dates += 1
-                if not report.first_unreadable_date:
-                    report.first_unreadable_date = f"{record.source} id {record.case.id!r}: {unreadable[0]}"  # type: ignore[union-attr]
-    report.left_out = dict(selection.left_out)
-    return report
-
-
-def iter_cases(inputs: InputSet) -> Iterator[Record]:
-    """The valid records, in input order, each with its conversation."""
-    for record in _with_duplicates_marked(inputs.records(), {}):
-        if not record.problems:
-            yield record
-
-
-def labels_named(paths: list[str], label: str) -> dict[str, float]:
-    """Each conversation's human label `label`, by id; records without it are left out."""
-    inputs = InputSet(paths)
-    try:
-        raise_for_problems(scan(inputs))
-        labels: dict[str, float] = {}
-        seen: set[str] = set()
-        for record in iter_cases(inputs):
-            seen.update(record.labels)
-            value = record.labels.get(label)
-            if value is not None:
-                labels[record.case.id] = float(value)  # type: ignore[union-attr]
-    finally:
-        inputs.close()
-    if not labels:
-        known = ", ".join(sorted(seen)) or "none"
-        raise ConfigError(f"no record carries the label {label!r} (labels found: {known})")
-    return labels
-
-
-SKIP_INVALID_HINT = "fix them, or pass --skip-invalid to judge the valid conversations only"
-
-
-def raise_for_problems(
-    report: ScanReport, hint: str | None = None, headline: str = "problem(s) in the input; no conversation was judged"
-) -> None:
-    """Raise `InputError` listing the scan's problems (at most `MAX_PROBLEMS_SHOWN`) under
-    `headline`, with `hint` after them."""
-    if report.problems:
-        shown = report.problems[:MAX_PROBLEMS_SHOWN]
-        if len(report.problems) > MAX_PROBLEMS_SHOWN:
-            shown.append(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problems")
-        raise InputError(shown, total=len(report.problems), hint=hint, headline=headline)
-
-
-def _with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> Iterator[Record]:
-    for record in records:
-        if record.case is not None:
-            first = seen.setdefault(record.case.id, str(record.source))
-            if first != str(record.source):
-                record.problems.append(f"{record.source}: id: duplicate id {record.case.id!r} (first seen at {first})")
-        yield record
 
 
 # -- file readers ----------------------------------------------------------------
@@ -562,7 +237,7 @@ def _conversation_list(document: Any, shown: str) -> list[Any] | str:
     return f"{shown}: expected an array of conversations, or an object with a `conversations` list"
 
 
-_READERS = {"jsonl": _read_jsonl, "json": _read_json, "yaml": _read_yaml}
+READERS = {"jsonl": _read_jsonl, "json": _read_json, "yaml": _read_yaml}
 
 
 # -- one record ------------------------------------------------------------------
@@ -762,14 +437,7 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def load_transcripts(paths: list[str], ids: set[str]) -> dict[str, ConversationalEvalTestCase]:
-    """The conversations with these ids, read again from `paths` (for reports); invalid
-    records and unreadable paths are passed over."""
-    try:
-        inputs = InputSet(paths)
-    except InputError:
-        return {}
-    try:
-        return {record.case.id: record.case for record in iter_cases(inputs) if record.case.id in ids}  # type: ignore[union-attr,misc]
-    finally:
-        inputs.close()
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+BOM = b"\xef\xbb\xbf"  # editors on Windows start UTF-8 files with it

@@ -11,11 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from flowrate.agreement import AgreementReport
-from flowrate.compare import Comparison
+from flowrate.analysis.agreement import AgreementReport
+from flowrate.analysis.compare import Comparison
 from flowrate.models import EvaluationRow
 from flowrate.reports.escape import safe_line, terminal_text
-from flowrate.results import DryRunEstimate, MetricStats, RunSummary, format_score, shown_value
+from flowrate.results.summary import DryRunEstimate, MetricStats, RunSummary, format_score, shown_value
 
 PLAIN_PROGRESS_EVERY_S = 10.0
 LEFT_OUT_REASONS = {
@@ -352,7 +352,7 @@ def print_calibration(console: Console, report: dict) -> None:
 
 def print_trends(console: Console, items: list[dict]) -> None:
     """A table per period and metric, and a sparkline of each metric's mean score."""
-    from flowrate.trends import sparkline
+    from flowrate.analysis.trends import sparkline
 
     table = Table(title="Trends", title_justify="left")
     for column in (

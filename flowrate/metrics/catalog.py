@@ -29,7 +29,7 @@ class MetricInfo:
 def describe(name: str, weights: dict[str, float] | None = None) -> MetricInfo:
     """A packaged metric's criteria, scales, weights and calls per conversation."""
     if name == OFFLINE:
-        from flowrate import repetition
+        from flowrate.metrics import repetition
 
         rule = (
             f"score 1 - {repetition.PENALTY} x findings, at least 0: near-duplicate replies, questions asked again"
@@ -50,7 +50,7 @@ def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
     (which replaces the default when no `--metric` is named). Raises `ConfigError` for an
     unknown name, or when two metrics would write rows of the same name."""
     from flowrate.metric import RubricMetric
-    from flowrate.repetition import RepetitionCheck
+    from flowrate.metrics.repetition import RepetitionCheck
 
     names = list(dict.fromkeys(settings.metric))
     if settings.rubric and names == ["conversational_flow_rate"] and "metric" not in settings.model_fields_set:

@@ -7,7 +7,7 @@ A metric with no judged row fails every gate it has: a gate never passes on noth
 
 from __future__ import annotations
 
-from flowrate.results import GateResult, MetricStats
+from flowrate.results.summary import GateResult, MetricStats, RunSummary
 
 GATES = ("min_pass_rate", "min_mean_score", "max_failures")
 DEFAULT_GATE = {"max_failures": 0}  # every row passes
@@ -29,3 +29,9 @@ def check_gates(
                 passed = actual is not None and actual >= limit
             results.append(GateResult(metric=name, gate=gate, limit=limit, actual=actual, passed=passed))
     return results
+
+
+def apply_gates(summary: RunSummary, default: dict[str, float], per_metric: dict[str, dict[str, float]]) -> None:
+    """Check every metric's gates on `summary`: `default` for all metrics, `per_metric` over it;
+    the run's exit code then follows the gates instead of every row."""
+    summary.gates = check_gates(summary.metrics, default, per_metric)

@@ -6,9 +6,7 @@ import asyncio
 import gc
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,49 +25,27 @@ from flowrate.batches import (
     result_texts,
 )
 from flowrate.cache import ResponseCache, default_cache_dir
-from flowrate.catalog import build_metrics
+from flowrate.evaluation.engine import BatchRun, error_rows
 from flowrate.exit_codes import ConfigError, InputError
-from flowrate.inputs import (
+from flowrate.inputs.files import InputSet, iter_cases
+from flowrate.inputs.selection import (
     SKIP_INVALID_HINT,
-    InputSet,
     ScanReport,
     Selection,
-    iter_cases,
+    nothing_to_judge,
     raise_for_problems,
     scan,
 )
+from flowrate.metrics.catalog import build_metrics
 from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
-from flowrate.reports.github import in_github
-from flowrate.results import DryRunEstimate, ReportBook, RunSummary, read_rows, repair_partial_tail, rewrite_rows
-from flowrate.runner import BatchRun, error_rows
+from flowrate.results.book import ReportBook
+from flowrate.results.files import check_output_path, open_output, read_rows, repair_partial_tail, rewrite_rows
+from flowrate.results.gates import apply_gates
+from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.scores import UnparsableReply
-from flowrate.settings import EvalSettings
+from flowrate.settings import EvalSettings, in_github
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
-
-
-def check_output_path(output: str, option: str = "--output") -> None:
-    """Raise `ConfigError` unless `output` is `-` or a file that can be written: before any call.
-
-    Permission bits say too little (root passes them; a read-only file system does not), so a
-    file that does not exist yet is created and removed again, and one that exists is opened
-    for appending, which changes nothing in it."""
-    if output == "-":
-        return
-    path = Path(output).expanduser()
-    if path.is_dir():
-        raise ConfigError(f"{option} {output}: is a directory; name a file")
-    parent = path.parent
-    if not parent.is_dir():
-        raise ConfigError(f"{option} {output}: the directory {parent} does not exist")
-    existed = path.exists()
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError as error:
-        raise ConfigError(f"{option} {output}: cannot be written ({error.strerror})") from None
-    if not existed:
-        path.unlink(missing_ok=True)
 
 
 def check_report_paths(settings: EvalSettings) -> None:
@@ -86,17 +62,6 @@ def check_report_paths(settings: EvalSettings) -> None:
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if in_github(settings.github) and step_summary:
         check_output_path(step_summary, "GITHUB_STEP_SUMMARY")
-
-
-def nothing_to_judge(paths: list[str]) -> InputError:
-    """The error for a run that selects no conversation: a gate never passes on nothing."""
-    named = ", ".join(paths) or "the input"
-    return InputError(
-        [f"{named}: no conversation selected to judge"],
-        headline="nothing to judge",
-        hint="pass --allow-empty if an empty input is expected",
-        counted=False,
-    )
 
 
 class FileRun:
@@ -215,7 +180,7 @@ class FileRun:
                 case.id or "", source.path if source else None, source.line if source else None, reason
             )
         try:
-            handle = _open_output(self.settings.output, append=self._resuming)
+            handle = open_output(self.settings.output, append=self._resuming)
         except OSError as error:
             self.inputs.close()
             gc.unfreeze()
@@ -258,7 +223,7 @@ class FileRun:
                 f"{self.settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
                 " kept in the file, not counted"
             )
-        summary.apply_gates(self.settings.default_gates, self.settings.gates)
+        apply_gates(summary, self.settings.default_gates, self.settings.gates)
         summary.wall_time_s = round(time.monotonic() - started, 3)  # loading the judge included, as the progress clock
         return summary
 
@@ -403,7 +368,7 @@ class FileRun:
         summary.skip_invalid(self.scan.invalid, self.scan.problems)
         summary.left_out = dict(self.scan.left_out)
         output = self.settings.output
-        handle = _open_output(output, append=self._resuming)
+        handle = open_output(output, append=self._resuming)
         order_of: dict[str, int] = {}
         write = self._row_writer(handle, summary, on_row, done, order_of)
         for row in list(done.values()):
@@ -495,7 +460,7 @@ class FileRun:
                 handle.close()
             if self.cache is not None:
                 self.cache.flush()
-        summary.apply_gates(self.settings.default_gates, self.settings.gates)
+        apply_gates(summary, self.settings.default_gates, self.settings.gates)
         summary.wall_time_s = round(time.monotonic() - started, 3)
         return summary
 
@@ -551,7 +516,7 @@ class FileRun:
             self.inputs.close()
             raise ConfigError(f"{path}: cannot read batch results: {error.strerror}") from None
         summary = RunSummary(expected_rows=self.total_rows)
-        handle = _open_output(self.settings.output, append=False)
+        handle = open_output(self.settings.output, append=False)
         write = self._row_writer(handle, summary, on_row)
         try:
             for index, (case, source, metric, plan, cid) in enumerate(self._pending({}, lookup=False)):
@@ -579,7 +544,7 @@ class FileRun:
             self.inputs.close()
             if handle is not sys.stdout.buffer:
                 handle.close()
-        summary.apply_gates(self.settings.default_gates, self.settings.gates)
+        apply_gates(summary, self.settings.default_gates, self.settings.gates)
         return summary
 
     def estimate(self) -> DryRunEstimate:
@@ -616,81 +581,3 @@ def _same_judge(path: Path, row: EvaluationRow, metric) -> None:
                 f"{path}: its rows were judged with {what} {theirs[what]!r}, this run uses {ours!r};"
                 " resume with the same judge, or write to another --output"
             )
-
-
-def merge_results(paths: list[str], output: str, allow_empty: bool = False) -> RunSummary:
-    """Join the results files of several shards into one; a row twice is an input error,
-    and then no output is written. A file named twice (compared resolved: `f`, `./f`) is read
-    once. `output` may not be one of `paths`; files with no row at all are an input error
-    unless `allow_empty`."""
-    check_output_path(output)
-    unique: dict[Path, str] = {}
-    for path in paths:
-        unique.setdefault(Path(path).expanduser().resolve(), path)
-    paths = list(unique.values())
-    if output != "-":
-        target = Path(output).expanduser().resolve()
-        if target in unique:
-            raise ConfigError(f"--output {output}: is also an input of the merge; name another file")
-    summary = RunSummary()
-    seen: dict[tuple[str, str], str] = {}
-    problems: list[str] = []
-    with tempfile.NamedTemporaryFile(
-        "wb", delete=False, dir=None if output == "-" else Path(output).parent, suffix=".merging"
-    ) as staged:
-        for path in paths:
-            for number, row in enumerate(read_rows(Path(path)), start=1):
-                key = (row.id, row.metric)
-                if key in seen:
-                    problems.append(f"{path}: row {number}: id {row.id!r} ({row.metric}) is also in {seen[key]}")
-                    continue
-                seen[key] = path
-                staged.write(row.model_dump_json().encode() + b"\n")
-                summary.add(row, len(seen))
-    try:
-        if problems:
-            raise InputError(problems, headline="row(s) in more than one file; nothing was merged", hint=None)
-        if not seen and not allow_empty:
-            raise nothing_to_judge(paths)
-        if output == "-":
-            with open(staged.name, "rb") as merged:
-                shutil.copyfileobj(merged, sys.stdout.buffer)
-        else:
-            os.replace(staged.name, output)
-    finally:
-        if os.path.exists(staged.name):
-            os.unlink(staged.name)
-    return summary
-
-
-def _open_output(output: str, append: bool) -> BinaryIO:
-    if output == "-":
-        return sys.stdout.buffer
-    return LazyOutput(output, append)  # type: ignore[return-value]  # closed by `FileRun.execute`
-
-
-class LazyOutput:
-    """A results file opened at its first row: a run that writes no row (a rejected key, a model
-    the server does not know, Ctrl-C while loading) leaves an existing file exactly as it was."""
-
-    def __init__(self, path: str, append: bool):
-        self.path = path
-        self.mode = "ab" if append else "wb"
-        self._handle: BinaryIO | None = None
-
-    def write(self, data: bytes) -> int:
-        if self._handle is None:
-            self._handle = open(self.path, self.mode)  # noqa: SIM115  (closed by `close`)
-        return self._handle.write(data)
-
-    def flush(self) -> None:
-        if self._handle is not None:
-            self._handle.flush()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            try:
-                handle.close()
-            except OSError:  # the flush at close failed too (disk full): already reported
-                pass

@@ -1,83 +1,15 @@
-"""Results: a run's summary built row by row, and results files (reading rows back,
-repairing a killed run's last line, rewriting them for a resume)."""
+"""A run's summary built row by row: totals over all rows and per metric, notes on failures, errors and skips, spend, and the exit status that follows."""
 
 from __future__ import annotations
 
 import bisect
-import os
-from collections.abc import Iterable, Iterator
-from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from flowrate.exit_codes import ConfigError, ExitCode, InputError, exit_code_for_outcome
+from flowrate.exit_codes import ExitCode, exit_code_for_outcome
 from flowrate.models import EvaluationRow
-from flowrate.settings import plain_validation_message
 
 FAILURES_KEPT = 50
-
-
-def read_rows(path: Path) -> Iterator[EvaluationRow]:
-    """The rows of a results file. A partial last line (a run killed mid-write) is passed over;
-    a bad line anywhere else is an input error."""
-    try:
-        handle = open(path, "rb")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read results: {error.strerror}") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = EvaluationRow.model_validate_json(line)
-            except ValidationError as error:
-                if not line.endswith(b"\n"):  # the last line, cut short
-                    return
-                first = error.errors()[0]
-                field = ".".join(str(part) for part in first["loc"])
-                problem = f"field {field!r}: {plain_validation_message(first)}" if field else first["msg"]
-            else:
-                if row.score is not None or row.error is not None:
-                    yield row
-                    continue
-                problem = "a row has a score or an error, this one has neither"
-            raise InputError(
-                [f"{path}:{number}: not a flowrate result row: {problem}"],
-                headline="problem(s) in a results file",
-                hint=None,
-            )
-
-
-def repair_partial_tail(path: Path) -> bool:
-    """Cut a last line that has no newline (the run was killed while writing it)."""
-    with open(path, "rb+") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        if size == 0:
-            return False
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return False
-        position = size - 1
-        while position > 0:
-            step = min(65536, position)
-            handle.seek(position - step)
-            chunk = handle.read(step)
-            found = chunk.rfind(b"\n")
-            if found != -1:
-                position = position - step + found + 1
-                break
-            position -= step
-        handle.truncate(position)
-    return True
-
-
-def rewrite_rows(path: Path, rows: Iterable[EvaluationRow]) -> None:
-    """Replace the file's rows with `rows`, atomically: a kill leaves the old file or the new one."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as out:
-        for row in rows:
-            out.write(row.model_dump_json().encode() + b"\n")
-    os.replace(temporary, path)
 
 
 class FailureNote(BaseModel):
@@ -192,7 +124,9 @@ class RunSummary(Totals):
     batches: list[str] = Field(default_factory=list)  #: provider batches this run submitted or collected
     batch_online: int = 0  #: batch lines that went the online way (failed, expired, unparsable)
     still_running: list[str] = Field(default_factory=list)  #: batches not finished when collection stopped
-    gates: list[GateResult] = Field(default_factory=list)  #: set by `apply_gates`; empty: no gate checked yet
+    gates: list[GateResult] = Field(
+        default_factory=list
+    )  #: set by `results.gates.apply_gates`; empty: none checked yet
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -292,12 +226,6 @@ class RunSummary(Totals):
         for problem in problems:
             _keep(self.skipped_notes, problem)
 
-    def apply_gates(self, default: dict[str, float], per_metric: dict[str, dict[str, float]]) -> None:
-        """Check every metric's gates; the exit code then follows them instead of every row."""
-        from flowrate.gates import check_gates
-
-        self.gates = check_gates(self.metrics, default, per_metric)
-
     @property
     def gates_failed(self) -> int:
         return sum(not gate.passed for gate in self.gates)
@@ -333,95 +261,3 @@ class DryRunEstimate(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
-
-
-class CaseResult(BaseModel):
-    """One row as reports show it: where it came from, the judgement, its reason and issues."""
-
-    id: str
-    metric: str
-    path: str | None = None
-    line: int | None = None
-    index: int | None = None  #: the place in a JSON or YAML list, where the source has no line
-    value: str | None = None  # the verdict, the rating on its scale, or the score
-    score: float | None = None
-    threshold: float | None = None
-    success: bool | None = None
-    reason: str | None = None
-    key_issues: list[str] = Field(default_factory=list)
-    error: str | None = None
-    error_type: str | None = None
-    latency_s: float = 0.0
-    cost_usd: float | None = None
-
-    @classmethod
-    def from_row(cls, row: EvaluationRow) -> CaseResult:
-        source = row.source
-        return cls(
-            id=row.id,
-            metric=row.metric,
-            path=source.path if source else None,
-            line=source.line if source else None,
-            index=source.index if source else None,
-            value=shown_value(row) if row.score is not None else None,
-            score=row.score,
-            threshold=row.threshold,
-            success=row.success,
-            reason=row.reason,
-            key_issues=row.key_issues,
-            error=row.error.message if row.error else None,
-            error_type=row.error.type if row.error else None,
-            latency_s=row.latency_s,
-            cost_usd=row.cost_usd,
-        )
-
-    @property
-    def badness(self) -> tuple[int, float]:
-        """Sorts the worst first: errors, then failures, then by score."""
-        rank = 0 if self.error else (1 if self.success is False else 2)
-        return rank, self.score if self.score is not None else 0.0
-
-    @property
-    def place(self) -> tuple[str, int, int]:
-        """Sorts in input order: by source file, then line (or place in a JSON or YAML list)."""
-        return self.path or "", self.line if self.line is not None else -1, self.index or 0
-
-
-class SkippedCase(BaseModel):
-    id: str
-    path: str | None = None
-    line: int | None = None
-    reason: str
-
-
-class ReportBook:
-    """What reports (JUnit, GitHub, HTML) need of a run, in bounded memory: every row of a
-    metric up to `full_limit` of them; past that, only the `worst` worst and the counts."""
-
-    def __init__(self, full_limit: int = 10_000, worst: int = 1000):
-        self.full_limit = full_limit
-        self.worst = worst
-        self.cases: dict[str, list[CaseResult]] = {}
-        self.counts: dict[str, int] = {}
-        self.skipped: list[SkippedCase] = []
-
-    def add(self, row: EvaluationRow) -> None:
-        cases = self.cases.setdefault(row.metric, [])
-        self.counts[row.metric] = self.counts.get(row.metric, 0) + 1
-        cases.append(CaseResult.from_row(row))
-        if len(cases) > self.full_limit * 2:  # sort now and then, not on every row
-            self.cases[row.metric] = self.worst_of(row.metric)
-
-    def skip(self, case_id: str, path: str | None, line: int | None, reason: str) -> None:
-        self.skipped.append(SkippedCase(id=case_id, path=path, line=line, reason=reason))
-
-    def truncated(self, metric: str) -> bool:
-        """True when the metric has more rows than reports list one by one."""
-        return self.counts.get(metric, 0) > self.full_limit
-
-    def worst_of(self, metric: str) -> list[CaseResult]:
-        return sorted(self.cases.get(metric, []), key=lambda case: case.badness)[: self.worst]
-
-    def listed(self, metric: str) -> list[CaseResult]:
-        """The rows reports list: all of them, or the worst when there are too many."""
-        return self.worst_of(metric) if self.truncated(metric) else self.cases.get(metric, [])

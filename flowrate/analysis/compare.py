@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from flowrate.exit_codes import ConfigError
-from flowrate.results import mean4, read_rows, shown_value
+from flowrate.results.files import read_rows
+from flowrate.results.summary import mean4, shown_value
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240229

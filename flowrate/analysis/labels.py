@@ -16,9 +16,10 @@ from pathlib import Path
 import orjson
 
 from flowrate.exit_codes import InputError
-from flowrate.inputs import BOM, stable_hash
+from flowrate.inputs.formats import BOM
+from flowrate.inputs.selection import stable_hash
 from flowrate.reports.escape import csv_cell, csv_uncell
-from flowrate.results import EvaluationRow
+from flowrate.results.summary import EvaluationRow
 
 FIELDS = ("conversation_id", "metric", "rating", "verdict", "score", "labeled_at", "labeler")
 
@@ -46,7 +47,7 @@ class Scales:
                 self.levels.setdefault(row.metric, {})[row.verdict] = row.score
 
     def score(self, metric: str, rating: object, verdict: object) -> float:
-        from flowrate.catalog import find_scale
+        from flowrate.metrics.catalog import find_scale
 
         scale = find_scale(metric)
         if rating not in (None, ""):

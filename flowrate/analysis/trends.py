@@ -10,7 +10,7 @@ import html
 from collections import defaultdict
 from typing import Any
 
-from flowrate.calibration import AT_LEAST, side
+from flowrate.analysis.calibration import AT_LEAST, side
 from flowrate.exit_codes import ConfigError
 from flowrate.reports.escape import json_for_script
 

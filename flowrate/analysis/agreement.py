@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from flowrate.exit_codes import ConfigError
+from flowrate.inputs.files import InputSet, iter_cases
+from flowrate.inputs.selection import raise_for_problems, scan
 from flowrate.models import EvaluationRow
-from flowrate.results import shown_value
+from flowrate.results.summary import shown_value
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240229
@@ -136,3 +138,23 @@ def pair_up(
     if not paired:
         raise ConfigError(f"no judged conversation of metric {metric!r} carries the label {label!r}")
     return [paired[key] for key in sorted(paired)], len(labels) - len(paired)
+
+
+def labels_named(paths: list[str], label: str) -> dict[str, float]:
+    """Each conversation's human label `label`, by id; records without it are left out."""
+    inputs = InputSet(paths)
+    try:
+        raise_for_problems(scan(inputs))
+        labels: dict[str, float] = {}
+        seen: set[str] = set()
+        for record in iter_cases(inputs):
+            seen.update(record.labels)
+            value = record.labels.get(label)
+            if value is not None:
+                labels[record.case.id] = float(value)  # type: ignore[union-attr]
+    finally:
+        inputs.close()
+    if not labels:
+        known = ", ".join(sorted(seen)) or "none"
+        raise ConfigError(f"no record carries the label {label!r} (labels found: {known})")
+    return labels

@@ -26,9 +26,9 @@ import re
 from collections import defaultdict
 from datetime import date, timedelta
 
+from flowrate.analysis.labels import Label
 from flowrate.exit_codes import ConfigError
-from flowrate.labels import Label
-from flowrate.results import EvaluationRow, mean4
+from flowrate.results.summary import EvaluationRow, mean4
 from flowrate.rubric import USER_SATISFACTION
 from flowrate.scores import weighted_mean
 

@@ -1,0 +1,173 @@
+"""Input files: the paths given resolved to files (directories scanned, each file and stdin read once, results files passed over), read record by record."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from flowrate.exit_codes import InputError
+from flowrate.inputs.formats import BOM, READERS, Record
+from flowrate.models import ConversationalEvalTestCase, Source
+
+INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+STDIN = "-"
+
+
+class InputSet:
+    """The paths of one run, with stdin spooled to a temporary file so it can be read twice.
+
+    A path given twice (compared resolved) is read once, and so is stdin. `output` is the
+    run's results file: it may never be an input, and a directory scan passes over it.
+    A flowrate results file found in a directory is passed over with a notice; one named
+    directly is a problem.
+    """
+
+    def __init__(self, paths: list[str], output: str | None = None):
+        self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
+        self.notices: list[str] = []
+        self._spool: tempfile.TemporaryDirectory | None = None
+        problems: list[str] = []
+        target = _resolved(output) if output and output != STDIN else None
+        seen: set[Path | str] = set()
+
+        def add(path: Path, shown: str, id_base: str, named: bool) -> None:
+            resolved = _resolved(str(path))
+            if resolved in seen:
+                return
+            seen.add(resolved)
+            is_results = looks_like_results(path)
+            if resolved == target and (named or not (is_results or _is_empty(path))):
+                problems.append(
+                    f"{shown}: is both an input and the --output file; writing results there would destroy it"
+                )
+            elif resolved == target:
+                return  # the run's own output, inside a directory it reads
+            elif is_results and named:
+                problems.append(
+                    f"{shown}: this is a flowrate results file, not conversations; give the conversations it was made from"
+                )
+            elif is_results:
+                self.notices.append(f"{shown}: passed over, it is a flowrate results file")
+            else:
+                self.files.append((path, shown, id_base))
+
+        for given in paths:
+            if given == STDIN:
+                if STDIN not in seen:
+                    seen.add(STDIN)
+                    self.files.append((self._spool_stdin(), "<stdin>", "<stdin>"))
+                continue
+            path = Path(given)
+            if path.is_dir():
+                found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
+                if not found:
+                    problems.append(f"{given}: no .jsonl, .json, .yaml or .yml files in this directory")
+                for item in found:
+                    add(item, str(item), item.relative_to(path).as_posix(), named=False)
+            elif not path.exists():
+                problems.append(f"{given}: no such file or directory")
+            elif path.suffix.lower() not in INPUT_SUFFIXES:
+                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml or .yml)")
+            else:
+                add(path, given, path.name, named=True)
+        if problems:
+            self.close()
+            raise InputError(problems, hint=None)
+
+    def _spool_stdin(self) -> Path:
+        if self._spool is None:
+            self._spool = tempfile.TemporaryDirectory(prefix="flowrate-stdin-")
+        target = Path(self._spool.name) / "stdin.jsonl"
+        with target.open("wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        return target
+
+    def records(self) -> Iterator[Record]:
+        """Every record of every file, in order, valid or not."""
+        for path, shown, id_base in self.files:
+            kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
+            try:
+                yield from READERS[kind](path, shown, id_base)
+            except OSError as error:
+                yield Record(
+                    source=Source(path=shown, index=0),
+                    format="unknown",
+                    problems=[f"{shown}: cannot read: {error.strerror}"],
+                )
+            except UnicodeDecodeError as error:
+                yield Record(
+                    source=Source(path=shown, index=0),
+                    format="unknown",
+                    problems=[f"{shown}: not UTF-8 text (byte {error.start})"],
+                )
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.cleanup()
+            self._spool = None
+
+
+def _resolved(path: str) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def looks_like_results(path: Path) -> bool:
+    """True when the first record of a JSONL file is a flowrate results row, not a conversation."""
+    if INPUT_SUFFIXES.get(path.suffix.lower()) != "jsonl":
+        return False
+    try:
+        with path.open("rb") as handle:
+            for line in handle:
+                if line.strip():
+                    first = orjson.loads(line.removeprefix(BOM))
+                    break
+            else:
+                return False
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return (
+        isinstance(first, dict)
+        and {"metric", "rubric_version"} <= first.keys()
+        and not {"turns", "messages"} & first.keys()
+    )
+
+
+def iter_cases(inputs: InputSet) -> Iterator[Record]:
+    """The valid records, in input order, each with its conversation."""
+    for record in with_duplicates_marked(inputs.records(), {}):
+        if not record.problems:
+            yield record
+
+
+def with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> Iterator[Record]:
+    for record in records:
+        if record.case is not None:
+            first = seen.setdefault(record.case.id, str(record.source))
+            if first != str(record.source):
+                record.problems.append(f"{record.source}: id: duplicate id {record.case.id!r} (first seen at {first})")
+        yield record
+
+
+def load_transcripts(paths: list[str], ids: set[str]) -> dict[str, ConversationalEvalTestCase]:
+    """The conversations with these ids, read again from `paths` (for reports); invalid
+    records and unreadable paths are passed over."""
+    try:
+        inputs = InputSet(paths)
+    except InputError:
+        return {}
+    try:
+        return {record.case.id: record.case for record in iter_cases(inputs) if record.case.id in ids}  # type: ignore[union-attr,misc]
+    finally:
+        inputs.close()

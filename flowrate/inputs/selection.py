@@ -1,0 +1,170 @@
+"""Selection: which conversations a run judges (shards, a seeded sample, filters, a limit), and the scan that validates every record once before any call."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+import orjson
+
+from flowrate.exit_codes import InputError
+from flowrate.inputs.files import InputSet, with_duplicates_marked
+from flowrate.models import ConversationalEvalTestCase, Source, chat_date
+
+MAX_PROBLEMS_SHOWN = 50
+
+
+@dataclass
+class ScanReport:
+    """The validation pass: counts per format, and every problem found."""
+
+    formats: Counter = field(default_factory=Counter)
+    files: int = 0
+    valid: int = 0
+    selected: int = 0  # valid and chosen by the run's selection (its shard)
+    problems: list[str] = field(default_factory=list)
+    invalid_sources: set[str] = field(default_factory=set)
+    invalid_records: list[Source] = field(default_factory=list)
+    invalid_names: dict[str, str] = field(default_factory=dict)  # str(source) -> `Record.name`
+    left_out: dict[str, int] = field(default_factory=dict)  # valid conversations not chosen, by reason
+    unreadable_dates: int = 0  # chosen conversations whose chat date is there but cannot be read
+    first_unreadable_date: str = ""  # the first of them: where, its id, the field and value
+
+    @property
+    def invalid(self) -> int:
+        return len(self.invalid_sources)
+
+
+class Selection:
+    """Which valid conversations a run judges, the same on every run and every machine.
+
+    In order: the shard (`I/N` by id hash), the sample (a `fraction` of ids by a seeded
+    hash), `min_words` (words of both sides), `only` and `exclude` (`FIELD=VALUE` on the
+    metadata; a value is compared as written in JSON, so `handoff=true` matches `true`),
+    then `limit` (the first N that pass, in input order). `left_out` counts each reason;
+    a conversation outside the shard is another machine's, not counted.
+    """
+
+    def __init__(
+        self,
+        shard: tuple[int, int] | None = None,
+        sample: float | None = None,
+        sample_seed: int = 0,
+        min_words: int | None = None,
+        only: list[str] | None = None,
+        exclude: list[str] | None = None,
+        limit: int | None = None,
+    ):
+        self.shard = shard
+        self.sample = sample
+        self.sample_seed = sample_seed
+        self.min_words = min_words
+        self.only = [item.split("=", 1) for item in only or []]
+        self.exclude = [item.split("=", 1) for item in exclude or []]
+        self.limit = limit
+        self.left_out: Counter = Counter()
+        self.last_reason: str | None = None  # why the last conversation was not chosen
+        self._taken = 0
+
+    def fresh(self) -> Selection:
+        """The same selection, with its counts and its limit reset, for another pass."""
+        again = copy.copy(self)
+        again.left_out, again.last_reason, again._taken = Counter(), None, 0
+        return again
+
+    def choose(self, case: ConversationalEvalTestCase) -> bool:
+        """True when the run judges `case`; else `last_reason` says why not."""
+        reason = self.last_reason = self._reason(case)
+        if reason is None:
+            self._taken += 1
+            return True
+        if reason != "shard":
+            self.left_out[reason] += 1
+        return False
+
+    def _reason(self, case: ConversationalEvalTestCase) -> str | None:
+        if self.shard is not None and stable_hash(case.id or "") % self.shard[1] != self.shard[0] - 1:
+            return "shard"
+        if self.sample is not None and stable_hash(f"{self.sample_seed}:{case.id}") / 16**16 >= self.sample:
+            return "sample"
+        if self.min_words is not None and word_count(case) < self.min_words:
+            return "min_words"
+        if any(_metadata_value(case, field) != value for field, value in self.only):
+            return "only"
+        if any(_metadata_value(case, field) == value for field, value in self.exclude):
+            return "exclude"
+        if self.limit is not None and self._taken >= self.limit:
+            return "limit"
+        return None
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit number from a hash of `text`: the same on every machine and every run."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16)
+
+
+def word_count(case: ConversationalEvalTestCase) -> int:
+    """Words of both sides of the conversation."""
+    return sum(len(turn.input.split()) + len((turn.actual_output or "").split()) for turn in case.turns)
+
+
+def _metadata_value(case: ConversationalEvalTestCase, field: str) -> str | None:
+    if field not in case.metadata:
+        return None
+    value = case.metadata[field]
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def scan(inputs: InputSet, selection: Selection | None = None, date_field: str | None = None) -> ScanReport:
+    """Validate every record and count those the `selection` chooses. Duplicate ids are problems too.
+    Chosen conversations whose chat date (`date_field`, as `chat_date` reads it) is there but
+    cannot be read are counted, the first named: their rows will have no chat date."""
+    report = ScanReport(files=len(inputs.files))
+    seen: dict[str, str] = {}
+    selection = selection or Selection()
+    for record in with_duplicates_marked(inputs.records(), seen):
+        if record.problems:
+            report.invalid_sources.add(str(record.source))
+            report.invalid_records.append(record.source)
+            report.invalid_names[str(record.source)] = record.name
+            report.problems.extend(record.problems)
+        else:
+            report.valid += 1
+            chosen = selection.choose(record.case)  # type: ignore[arg-type]
+            report.selected += chosen
+            report.formats[record.format] += 1
+            unreadable: list[str] = []
+            if chosen and chat_date(record.case, date_field, unreadable) is None and unreadable:  # type: ignore[arg-type]
+                report.unreadable_dates += 1
+                if not report.first_unreadable_date:
+                    report.first_unreadable_date = f"{record.source} id {record.case.id!r}: {unreadable[0]}"  # type: ignore[union-attr]
+    report.left_out = dict(selection.left_out)
+    return report
+
+
+SKIP_INVALID_HINT = "fix them, or pass --skip-invalid to judge the valid conversations only"
+
+
+def raise_for_problems(
+    report: ScanReport, hint: str | None = None, headline: str = "problem(s) in the input; no conversation was judged"
+) -> None:
+    """Raise `InputError` listing the scan's problems (at most `MAX_PROBLEMS_SHOWN`) under
+    `headline`, with `hint` after them."""
+    if report.problems:
+        shown = report.problems[:MAX_PROBLEMS_SHOWN]
+        if len(report.problems) > MAX_PROBLEMS_SHOWN:
+            shown.append(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problems")
+        raise InputError(shown, total=len(report.problems), hint=hint, headline=headline)
+
+
+def nothing_to_judge(paths: list[str]) -> InputError:
+    """The error for a run that selects no conversation: a gate never passes on nothing."""
+    named = ", ".join(paths) or "the input"
+    return InputError(
+        [f"{named}: no conversation selected to judge"],
+        headline="nothing to judge",
+        hint="pass --allow-empty if an empty input is expected",
+        counted=False,
+    )
