@@ -386,12 +386,12 @@ def test_messages_say_what_is_accepted(tmp_path, run_flowrate, cli_env):
 
 
 def test_the_continue_command_is_the_command_as_invoked(monkeypatch):
-    from flowrate import cli
+    from flowrate.cli import common as cli
 
     monkeypatch.setattr(sys, "argv", ["/opt/venv/flowrate/__main__.py", "eval", "c.jsonl"])
-    assert cli._continue_command("--resume") == f"{sys.executable} -m flowrate eval c.jsonl --resume"
+    assert cli.continue_command("--resume") == f"{sys.executable} -m flowrate eval c.jsonl --resume"
     monkeypatch.setattr(sys, "argv", ["/somewhere/not/on/path/flowrate", "eval", "c.jsonl", "--resume"])
-    assert cli._continue_command("--retry-errors") == "/somewhere/not/on/path/flowrate eval c.jsonl --retry-errors"
+    assert cli.continue_command("--retry-errors") == "/somewhere/not/on/path/flowrate eval c.jsonl --retry-errors"
 
 
 def test_row_timing_is_the_judges_not_the_schedulers(judge, run_flowrate, tmp_path):

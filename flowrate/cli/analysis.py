@@ -1,0 +1,386 @@
+"""The commands over results, labels and the history: agreement, compare, labels, history, calibrate, trends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flowrate.cli.app import app, history_app, labels_app
+from flowrate.cli.common import (
+    ApiBaseOption,
+    BackoffMaxOption,
+    BackoffOption,
+    CacheDirOption,
+    ConcurrencyOption,
+    ConfigOption,
+    HistoryOption,
+    LanguageOption,
+    MaxInputTokensOption,
+    MaxRetriesOption,
+    ModelOption,
+    NoCacheOption,
+    Paths,
+    ResultsPaths,
+    RpmOption,
+    RubricOption,
+    SamplesOption,
+    SkipInvalidOption,
+    TimeoutOption,
+    TpmOption,
+    VerboseOption,
+    WeightOption,
+    fail,
+    say,
+    settings_given,
+    stderr,
+    write_stdout,
+)
+from flowrate.exit_codes import (
+    ConfigError,
+    ExitCode,
+    FlowrateError,
+)
+
+
+@app.command("agreement")
+def agreement_command(
+    paths: Paths,
+    label: Annotated[
+        str, typer.Option("--label", help='The human label to compare with, as named in each record\'s "labels".')
+    ],
+    results: Annotated[
+        Path | None, typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            "--metric",
+            help="The metric whose rows are compared with the label: a metric, or a criterion of a suite"
+            " (coherence judges with virtual_agent). [default: conversational_flow_rate]",
+        ),
+    ] = None,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_retries: MaxRetriesOption = None,
+    timeout: TimeoutOption = None,
+    backoff: BackoffOption = None,
+    backoff_max: BackoffMaxOption = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            envvar="FLOWRATE_OUTPUT",
+            help="Where the judged rows go. [default: flowrate-agreement.jsonl]",
+        ),
+    ] = None,
+    skip_invalid: SkipInvalidOption = None,
+    verbose: VerboseOption = None,
+    rubric: RubricOption = None,
+    language: LanguageOption = None,
+    samples: SamplesOption = None,
+    max_input_tokens: MaxInputTokensOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = None,
+    rpm: RpmOption = None,
+    tpm: TpmOption = None,
+    weight: WeightOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
+    given = settings_given(locals(), ("paths", "config", "label", "results", "as_json", "metric"))
+    from flowrate.analysis.agreement import agreement_report, labels_named, pair_up
+    from flowrate.metrics.catalog import metric_making, scale_values
+    from flowrate.reports.console import print_agreement
+    from flowrate.results.files import read_rows
+
+    compared = metric or "conversational_flow_rate"
+    given["output"] = given["output"] or "flowrate-agreement.jsonl"
+    try:
+        labels = labels_named(paths, label)
+        if results is not None:
+            rows = list(read_rows(results))
+            incomplete = False
+        else:
+            given["metric"] = [metric_making(compared)]
+            rows = []
+            from flowrate.cli.evaluate import _file_run, _judge
+
+            summary = _judge(_file_run(paths, given, config), also=rows.append)
+            incomplete = summary.errors > 0 or summary.interrupted
+        pairs, unpaired = pair_up(labels, rows, label, compared)
+        report = agreement_report(pairs, label, compared, scale_values(compared, rubric))
+    except (FlowrateError, KeyboardInterrupt) as error:
+        raise fail(error) from None
+    print_agreement(stderr(), report)
+    if unpaired:
+        where = f" in {results}" if results is not None else ""
+        say(
+            f"flowrate: {unpaired} of {len(labels)} labeled conversation(s) have no usable {compared} row{where}"
+            " (missing, or an error row); they are left out of n"
+        )
+    if as_json:
+        typer.echo(report.model_dump_json())
+    raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete or unpaired else ExitCode.OK))
+
+
+@app.command("compare")
+def compare_command(
+    baseline: Annotated[Path, typer.Argument(help="The results of the last good run.")],
+    current: Annotated[Path, typer.Argument(help="The results of this run.")],
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="A metric's drop fails (exit 1) when the upper end of the 95 % interval of its mean delta is below -this.",
+        ),
+    ] = 0.0,
+    fail_on_any_regression: Annotated[
+        bool, typer.Option("--fail-on-any-regression", help="Exit 1 when any one conversation got worse.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
+    as_markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a Markdown fragment for a pull-request comment on stdout.")
+    ] = False,
+) -> None:
+    """Compare a run with a baseline: changed verdicts, regressions first, and per metric the
+    mean score delta with a seeded bootstrap 95 % interval."""
+    from flowrate.analysis.compare import compare_files
+    from flowrate.reports.console import comparison_markdown, print_comparison
+
+    try:
+        comparison = compare_files(baseline, current, tolerance)
+    except FlowrateError as error:
+        raise fail(error) from None
+    print_comparison(stderr(), comparison)
+    if as_json:
+        write_stdout(comparison.model_dump_json())
+    if as_markdown:
+        write_stdout(comparison_markdown(comparison), nl=False)
+    worse = any(change.delta < 0 for change in comparison.changes)
+    failed = comparison.regressed or (fail_on_any_regression and worse)
+    raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
+
+
+@labels_app.command("template")
+def labels_template_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The CSV to write.")] = "labels.csv",
+    sample: Annotated[
+        float | None, typer.Option("--sample", help="Keep this fraction of conversations, by a seeded id hash.")
+    ] = None,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="The seed of --sample.")] = 0,
+) -> None:
+    """Write the CSV a person fills in: id, metric, the judge's score and reason, empty label columns."""
+    from flowrate.analysis.labels import write_template
+
+    try:
+        rows = _rows_of(paths)
+        written = write_template(rows, output, sample, sample_seed)
+    except FlowrateError as error:
+        raise fail(error) from None
+    except OSError as error:
+        raise fail(ConfigError(f"--output {output}: cannot be written: {error.strerror}")) from None
+    say(f"{written} row(s) to label in {output}: fill in one of rating, verdict or score, and labeled_at")
+
+
+@labels_app.command("import")
+def labels_import_command(
+    path: Annotated[Path, typer.Argument(help="A labels file, JSONL or CSV.")],
+    history: HistoryOption = None,
+) -> None:
+    """Add labels to the history (each distinct label once)."""
+    from flowrate.analysis.history import connect, import_labels, stored_rows
+    from flowrate.analysis.labels import Scales, read_labels
+
+    try:
+        connection = connect(_need_history(history))
+        added = import_labels(connection, read_labels(path, Scales(stored_rows(connection))))
+    except FlowrateError as error:
+        raise fail(error) from None
+    say(f"{added} new label(s) in {history}")
+
+
+@history_app.command("import")
+def history_import_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
+    history: HistoryOption = None,
+) -> None:
+    """Add results files to the history; a row already there is not added again."""
+    from flowrate.analysis.history import connect, import_results
+
+    try:
+        connection = connect(_need_history(history))
+        added = [import_results(connection, path) for path in paths]
+    except FlowrateError as error:
+        raise fail(error) from None
+    say(f"{sum(added)} new row(s) in {history} from {len(paths)} file(s)")
+
+
+def _need_history(history: str | None) -> str:
+    if not history:
+        raise ConfigError("--history PATH (or FLOWRATE_HISTORY) names the history file")
+    return history
+
+
+def _rows_of(paths: list[str]) -> list:
+    from flowrate.results.files import read_rows
+
+    return [row for path in paths for row in read_rows(Path(path))]
+
+
+def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: Path | None):
+    """Rows from results files, or else from the history; labels from the file, or else the
+    history's whenever it is given. The history is opened read-only: it must exist."""
+    from flowrate.analysis.labels import Scales, read_labels
+
+    connection = None
+    if history:
+        from flowrate.analysis.history import connect, stored_rows
+
+        connection = connect(history, read_only=True)
+    if paths:
+        rows = _rows_of(paths)
+    elif connection is not None:
+        rows = stored_rows(connection)
+    else:
+        raise ConfigError("give results files, or --history PATH")
+    if labels_file is not None:
+        labels = read_labels(labels_file, Scales(rows))
+    elif connection is not None:
+        from flowrate.analysis.history import stored_labels
+
+        labels = stored_labels(connection)
+    else:
+        labels = None
+    return rows, labels
+
+
+@app.command("calibrate")
+def calibrate_command(
+    paths: ResultsPaths = None,
+    labels: Annotated[
+        Path | None, typer.Option("--labels", help="Human labels, JSONL or CSV. [default: the history's]")
+    ] = None,
+    history: HistoryOption = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="The day the window ends (YYYY-MM-DD). [default: today]")
+    ] = None,
+    window: Annotated[
+        str, typer.Option("--window", help="Labels dated in this window count: months (6mo) or days (90d).")
+    ] = "6mo",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    adjusted_output: Annotated[
+        str | None, typer.Option("--adjusted-output", help="Write the rows with adjusted_score added here.")
+    ] = None,
+) -> None:
+    """How far the judge sits from human labels, per metric, and scores adjusted by that band."""
+    from datetime import date
+
+    import orjson
+
+    from flowrate.analysis.calibration import adjusted_rows, calibrate
+    from flowrate.reports.console import print_calibration
+
+    try:
+        if adjusted_output:
+            target = Path(adjusted_output).expanduser().resolve()
+            inputs = [*(paths or []), *([labels] if labels else []), *([history] if history else [])]
+            if any(Path(name).expanduser().resolve() == target for name in inputs):
+                raise ConfigError(
+                    f"--adjusted-output {adjusted_output}: is also an input of calibrate; name another file"
+                )
+        rows, found = _rows_and_labels(paths, history, labels)
+        if found is None:
+            raise ConfigError("--labels FILE names the human labels (or --history with labels imported)")
+        try:
+            day = date.fromisoformat(as_of) if as_of else date.today()
+        except ValueError:
+            raise ConfigError(f"option as-of: {as_of!r} is not a date (YYYY-MM-DD)") from None
+        report, bands = calibrate(rows, found, day, window)
+        if adjusted_output:
+            with open(adjusted_output, "wb") as handle:
+                for item in adjusted_rows(rows, bands):
+                    handle.write(orjson.dumps(item) + b"\n")
+    except FlowrateError as error:
+        raise fail(error) from None
+    except OSError as error:
+        raise fail(ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}")) from None
+    print_calibration(stderr(), report)
+    if as_json:
+        write_stdout(orjson.dumps(report).decode())
+
+
+@app.command("trends")
+def trends_command(
+    paths: ResultsPaths = None,
+    history: HistoryOption = None,
+    by: Annotated[str, typer.Option("--by", help="day, week (ISO weeks) or month.")] = "week",
+    date_kind: Annotated[
+        str, typer.Option("--date", help="evaluated: the day a row was judged; chat: the day the chat happened.")
+    ] = "evaluated",
+    metric: Annotated[str | None, typer.Option("--metric", help="Only this metric.")] = None,
+    labels: Annotated[
+        Path | None, typer.Option("--labels", help="Human labels, JSONL or CSV. [default: the history's]")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the trend as JSON on stdout.")] = False,
+    html: Annotated[
+        str | None, typer.Option("--html", help="Write a self-contained page with a chart per metric here.")
+    ] = None,
+) -> None:
+    """Per period and metric: conversations, mean score, pass rate; with labels, the mean human
+    score, the adjusted mean and the deviation band."""
+    import orjson
+
+    from flowrate.analysis.history import (
+        connect,
+        import_labels,
+        import_results,
+        replace_labels,
+        stored_labels,
+        stored_rows,
+    )
+    from flowrate.analysis.labels import Scales, read_labels
+    from flowrate.analysis.trends import render_html, trends, undated_rows
+    from flowrate.reports.console import print_trends
+
+    try:
+        if paths:
+            connection = connect(None)
+            for path in paths:
+                import_results(connection, path)
+            if history and labels is None:  # results files, with the history's labels
+                source = connect(history, read_only=True)
+                try:
+                    import_labels(connection, stored_labels(source))
+                finally:
+                    source.close()
+        elif history:
+            connection = connect(history, read_only=True)
+        else:
+            raise ConfigError("give results files, or --history PATH")
+        if labels is not None:
+            replace_labels(connection, read_labels(labels, Scales(stored_rows(connection))))
+        with_labels = connection.execute("SELECT count(*) FROM labels").fetchone()[0] > 0
+        items = trends(connection, by, date_kind, metric, with_labels)
+        undated = undated_rows(connection, metric) if date_kind == "chat" else 0
+        if html:
+            Path(html).write_text(render_html(items), encoding="utf-8")
+    except FlowrateError as error:
+        raise fail(error) from None
+    except OSError as error:
+        raise fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+    if undated:
+        say(
+            f"flowrate: {undated} row(s) have no chat date and are left out of --date chat"
+            " (eval --date-field names the metadata field with the chat's date)"
+        )
+    print_trends(stderr(), items)
+    if html:
+        say(f"HTML trends: {html}")
+    if as_json:
+        write_stdout(orjson.dumps(items).decode())

@@ -1,0 +1,221 @@
+"""`flowrate batch status|collect|cancel|import-results`: provider batches after they were submitted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flowrate.cli.app import batch_app
+from flowrate.cli.common import (
+    ApiBaseOption,
+    CacheDirOption,
+    ConfigOption,
+    LanguageOption,
+    MaxInputTokensOption,
+    MetricOption,
+    ModelOption,
+    OutputOption,
+    Paths,
+    RubricOption,
+    SamplesOption,
+    ThresholdOption,
+    WeightOption,
+    fail,
+    say,
+    settings_given,
+    stderr,
+)
+from flowrate.exit_codes import (
+    ConfigError,
+    ExitCode,
+    FlowrateError,
+)
+
+
+def _batch_state(cache_dir: str | None):
+    from flowrate.batches import BatchState
+    from flowrate.cache import default_cache_dir
+
+    return BatchState(Path(cache_dir) if cache_dir else default_cache_dir())
+
+
+def _named_batches(state: Any, ids: list[str]) -> list[dict]:
+    """The recorded batches that `ids` name, in that order. An id never recorded is an error
+    (exit 2) that names it and the most recent recorded ones."""
+    recorded = {batch["batch_id"]: batch for batch in state.all()}
+    unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
+    if unknown:
+        known = list(reversed(recorded))  # newest first
+        listed = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        where = (
+            f"recorded: {listed} (flowrate batch status --all lists them)"
+            if known
+            else f"no batch is recorded in {state.path.parent}"
+        )
+        raise ConfigError(f"unknown batch id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; {where}")
+    return [recorded[batch_id] for batch_id in dict.fromkeys(ids)]
+
+
+@batch_app.command("status")
+def batch_status_command(
+    ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Every recorded batch, collected or not.")] = False,
+    cache_dir: CacheDirOption = None,
+) -> None:
+    """The recorded batches with their provider status and request counts."""
+    import asyncio
+
+    from flowrate.batches import Provider
+
+    state = _batch_state(cache_dir)
+    try:
+        batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
+    except FlowrateError as error:
+        raise fail(error) from None
+
+    async def show() -> None:
+        for batch in batches:
+            line = f"{batch['batch_id']}: {len(batch['custom_ids'])} requests for {batch['output']}"
+            if batch["collected"]:
+                say(f"{line}: {batch['status']}, collected")
+                continue
+            info = await Provider(batch["provider"], batch["api_base"]).retrieve(batch["batch_id"])
+            counts = info.request_counts
+            say(f"{line}: {info.status}, {counts.completed} done, {counts.failed} failed of {counts.total}")
+
+    try:
+        asyncio.run(show())
+    except FlowrateError as error:
+        raise fail(error) from None
+    if not batches:
+        say("no batches to show")
+
+
+@batch_app.command("collect")
+def batch_collect_command(
+    ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
+    cache_dir: CacheDirOption = None,
+) -> None:
+    """Collect every finished batch not yet collected into its results file, as the command that
+    submitted it would; exit 3 while some are still running."""
+    import asyncio
+
+    from flowrate.evaluation.file_run import FileRun
+    from flowrate.reports.console import print_summary
+    from flowrate.settings import EvalSettings
+
+    state = _batch_state(cache_dir)
+    try:
+        named = _named_batches(state, ids) if ids else None
+    except FlowrateError as error:
+        raise fail(error) from None
+    commands = {}
+    for batch in state.uncollected() if named is None else named:
+        if batch["collected"]:
+            say(f"flowrate: {batch['batch_id']} was collected already ({batch['status']}) into {batch['output']}")
+        else:
+            commands.setdefault(batch["output"], batch["command"])
+    if not commands:
+        say("no batches to collect")
+        raise typer.Exit(int(ExitCode.OK))
+    worst = ExitCode.OK
+    for output, command in commands.items():
+        try:
+            settings = EvalSettings.model_validate({**command["settings"], "batch_submit_only": False})
+            run = FileRun(command["paths"], settings)
+            summary = asyncio.run(run.execute_batch(submit=False, only=set(ids) if ids else None))
+        except FlowrateError as error:
+            raise fail(error) from None
+        print_summary(stderr(), summary, output)
+        code = ExitCode.INCOMPLETE if summary.still_running else summary.exit_code
+        if summary.still_running:
+            say(f"flowrate: still running: {', '.join(summary.still_running)}")
+        worst = max(worst, code)
+    raise typer.Exit(int(worst))
+
+
+@batch_app.command("cancel")
+def batch_cancel_command(
+    ids: Annotated[list[str] | None, typer.Argument(help="Batch ids.")] = None,
+    cancel_all: Annotated[bool, typer.Option("--all", help="Every batch not yet collected.")] = False,
+    cache_dir: CacheDirOption = None,
+) -> None:
+    """Cancel batches at the provider, saying for each what the provider did; a batch that has
+    finished is left as it is. `collect` then judges online what the cancelled ones left."""
+    import asyncio
+
+    from flowrate.batches import TERMINAL, Provider
+
+    state = _batch_state(cache_dir)
+    try:
+        if ids:
+            batches = _named_batches(state, ids)
+        elif cancel_all:
+            batches = state.uncollected()
+        else:
+            raise ConfigError("name the batches to cancel, or --all")
+    except FlowrateError as error:
+        raise fail(error) from None
+    if not batches:
+        say("flowrate: no batches to cancel")
+        raise typer.Exit(int(ExitCode.OK))
+
+    async def cancel() -> None:
+        for batch in batches:
+            batch_id = batch["batch_id"]
+            if batch["collected"]:
+                say(f"{batch_id}: collected already ({batch['status']}), nothing to cancel")
+                continue
+            provider = Provider(batch["provider"], batch["api_base"])
+            info = await provider.retrieve(batch_id)
+            if info.status not in TERMINAL:
+                info = await provider.cancel(batch_id)
+                say(f"{batch_id}: {info.status} (flowrate batch collect then judges online what it left)")
+            else:
+                say(f"{batch_id}: already {info.status}, nothing to cancel (flowrate batch collect collects it)")
+            state.mark(batch_id, info.status)
+
+    try:
+        asyncio.run(cancel())
+    except FlowrateError as error:
+        raise fail(error) from None
+
+
+@batch_app.command("import-results")
+def batch_import_results_command(
+    results_file: Annotated[
+        Path, typer.Argument(help="A batch output file: OpenAI's format, as vllm run-batch writes it.")
+    ],
+    paths: Paths,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    threshold: ThresholdOption = None,
+    output: OutputOption = None,
+    rubric: RubricOption = None,
+    language: LanguageOption = None,
+    samples: SamplesOption = None,
+    max_input_tokens: MaxInputTokensOption = None,
+    metric: MetricOption = None,
+    weight: WeightOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Rows from a batch output file, mapped back by custom id to the conversations in PATHS,
+    planned as the export was (give the same judge options)."""
+    given = settings_given(locals(), ("results_file", "paths", "config"))
+    import asyncio
+
+    from flowrate.evaluation.file_run import FileRun
+    from flowrate.reports.console import print_summary
+    from flowrate.settings import resolve_settings
+
+    given["no_cache"] = True
+    try:
+        settings = resolve_settings(given, config)
+        run = FileRun(paths, settings)
+        summary = asyncio.run(run.import_batch_results(str(results_file)))
+    except FlowrateError as error:
+        raise fail(error) from None
+    print_summary(stderr(), summary, settings.output)
+    raise typer.Exit(int(summary.exit_code))

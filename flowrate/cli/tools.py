@@ -1,0 +1,187 @@
+"""The small commands: metrics, merge, report, cache, validate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flowrate.cli.app import app, cache_app
+from flowrate.cli.common import (
+    AllowEmptyOption,
+    CacheDirOption,
+    ConfigOption,
+    MaxFailuresOption,
+    MinMeanScoreOption,
+    MinPassRateOption,
+    Paths,
+    WeightOption,
+    fail,
+    print_notices,
+    say,
+    settings_given,
+    stderr,
+    write_stdout,
+)
+from flowrate.exit_codes import (
+    ConfigError,
+    ExitCode,
+    FlowrateError,
+)
+
+
+@app.command("metrics")
+def metrics_command(
+    weight: WeightOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON on stdout.")] = False,
+) -> None:
+    """List every metric: its criteria, scales, weights and judge calls per conversation."""
+    from dataclasses import asdict
+
+    import orjson
+
+    from flowrate.metrics.catalog import NAMES, check_weights, describe
+
+    weights = settings_given({"weight": weight}, ()).get("weights")
+    try:
+        check_weights(weights or {})
+    except FlowrateError as error:
+        raise fail(error) from None
+    infos = [describe(name, weights) for name in NAMES]
+    if as_json:
+        typer.echo(orjson.dumps([asdict(info) for info in infos]).decode())
+    for info in infos:
+        calls = f"{info.calls_per_conversation} judge call(s) per conversation"
+        say(f"{info.name}: {info.title}; {calls}")
+        for name, scale, description in info.rows:
+            weight_note = f", weight {info.weights[name]:g}" if info.weights and name in info.weights else ""
+            say(f"  {name}: {scale}{weight_note}: {description}")
+
+
+@app.command("merge")
+def merge_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files of the shards of one run.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="The merged results file; - for stdout.")],
+    allow_empty: AllowEmptyOption = None,
+    min_pass_rate: MinPassRateOption = None,
+    min_mean_score: MinMeanScoreOption = None,
+    max_failures: MaxFailuresOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
+    from flowrate.reports.console import print_summary
+    from flowrate.results.gates import apply_gates
+    from flowrate.results.merge import merge_results
+    from flowrate.settings import resolve_settings
+
+    given = {"min_pass_rate": min_pass_rate, "min_mean_score": min_mean_score, "max_failures": max_failures}
+    try:
+        settings = resolve_settings(given, config)
+        summary = merge_results(paths, output, allow_empty=bool(allow_empty))
+        apply_gates(summary, settings.default_gates, settings.gates)
+    except FlowrateError as error:
+        raise fail(error) from None
+    print_summary(stderr(), summary, output)
+    raise typer.Exit(int(summary.exit_code))
+
+
+@app.command("report")
+def report_command(
+    paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
+    html: Annotated[str, typer.Option("--html", help="Where the HTML page goes.")],
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--inputs", help="The conversations the rows were judged from, for the transcripts; repeatable."),
+    ] = None,
+) -> None:
+    """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
+    from flowrate.inputs.files import load_transcripts
+    from flowrate.reports.html import write_html
+    from flowrate.results.book import ReportBook
+    from flowrate.results.files import read_rows
+    from flowrate.results.summary import RunSummary
+
+    book, summary = ReportBook(), RunSummary()
+    try:
+        for path in paths:
+            for order, row in enumerate(read_rows(Path(path)), start=1):
+                book.add(row)
+                summary.add(row, order)
+        ids = {case.id for cases in book.cases.values() for case in cases}
+        write_html(html, book, summary, load_transcripts(inputs or [], ids))
+    except FlowrateError as error:
+        raise fail(error) from None
+    except OSError as error:
+        raise fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+    say(f"HTML report: {html} ({sum(stats.rows for stats in summary.metrics.values())} rows)")
+
+
+def _open_cache(cache_dir: str | None):
+    from flowrate.cache import ResponseCache, default_cache_dir
+
+    return ResponseCache(Path(cache_dir) if cache_dir else default_cache_dir())
+
+
+@cache_app.command("stats")
+def cache_stats_command(
+    cache_dir: CacheDirOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON on stdout.")] = False,
+) -> None:
+    """Entries per model, size on disk and where the cache is."""
+    import orjson
+
+    from flowrate.cache import default_cache_dir, read_stats
+
+    try:  # a directory named with --cache-dir must exist; the default one may not yet
+        stats = read_stats(Path(cache_dir) if cache_dir else default_cache_dir(), must_exist=cache_dir is not None)
+    except FlowrateError as error:
+        raise fail(error) from None
+    if as_json:
+        write_stdout(orjson.dumps(stats).decode())
+    models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
+    say(f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}")
+
+
+@cache_app.command("clear")
+def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
+    """Remove every cached reply."""
+    try:
+        removed = _open_cache(cache_dir).clear()
+    except FlowrateError as error:
+        raise fail(error) from None
+    say(f"removed {removed} cached replies")
+
+
+@app.command("validate")
+def validate_command(
+    paths: Paths,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON on stdout.")] = False,
+) -> None:
+    """Check the input without calling a judge: record counts per format, and every problem."""
+    import orjson
+
+    from flowrate.inputs.files import InputSet
+    from flowrate.inputs.selection import raise_for_problems, scan
+
+    try:
+        inputs = InputSet(paths)
+        try:
+            report = scan(inputs)
+        finally:
+            inputs.close()
+        print_notices(inputs.notices)
+        counts = {
+            "files": report.files,
+            "valid": report.valid,
+            "invalid": report.invalid,
+            "formats": dict(report.formats),
+        }
+        if as_json:
+            typer.echo(orjson.dumps(counts).decode())
+        raise_for_problems(report, headline="problem(s) in the input")
+    except FlowrateError as error:
+        raise fail(error) from None
+    formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
+    say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
+    raise typer.Exit(int(ExitCode.OK))
