@@ -111,6 +111,8 @@ def rendered_messages(path: Path) -> list[list[dict]]:
 async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: Path, output: Path):
     """flowrate's own batch path, as `flowrate eval` runs it, minus the process start."""
     from flowrate.evaluation.file_run import FileRun
+    from flowrate.evaluation.online import judge_online
+    from flowrate.results.files import ResultsFile
     from flowrate.settings import EvalSettings
 
     settings = EvalSettings(
@@ -118,5 +120,9 @@ async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: P
     )
     started = time.perf_counter()
     run = FileRun([str(path)], settings)
-    summary = await run.execute()
+    results = ResultsFile(run.settings.output, append=False)
+    try:
+        summary = await judge_online(run, results)
+    finally:
+        results.close()
     return time.perf_counter() - started, summary

@@ -13,6 +13,7 @@ import hashlib
 import re
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -27,6 +28,8 @@ MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
 MAX_BYTES = 200 * 1024 * 1024  # and bytes of its input file
 MARGIN = 0.95  # stay this far under both
 STATE_FILE = "batches.sqlite3"
+# The state file's columns, in `BatchRecord`'s order (`created_at` holds `created_at_s`).
+COLUMNS = "batch_id, provider, model, api_base, input_file, output, custom_ids, status, created_at, collected, command"
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 REDACTED = "***"
@@ -140,6 +143,27 @@ def check_lines(lines: list[bytes]) -> None:
         seen.add(cid)
 
 
+@dataclass(frozen=True)
+class BatchRecord:
+    """A submitted batch as `BatchState` keeps it: the provider's `batch_id` and `input_file` id,
+    the `provider`, `model` and `api_base` (its secrets redacted) it went to, the results file
+    `output` (a resolved path) it is collected into, the `custom_ids` of its requests, the
+    `command` that collects it (its secrets redacted), the provider's last known `status`,
+    when it was recorded (`created_at_s`, seconds since the epoch) and whether it is `collected`."""
+
+    batch_id: str
+    provider: str
+    model: str
+    api_base: str | None
+    input_file: str
+    output: str
+    custom_ids: list[str]
+    status: str
+    created_at_s: float
+    collected: bool
+    command: dict[str, Any]
+
+
 class BatchState:
     """The batches a run submitted, kept in SQLite so that a later process can collect them."""
 
@@ -164,36 +188,52 @@ class BatchState:
         output: str,
         ids: list[str],
         command: dict,
-    ) -> None:
+    ) -> BatchRecord:
         """Record a submitted batch: its `batch_id`, `provider`, `model`, `api_base`, `input_file`
         id, the results file `output`, the custom `ids` of its requests, and the `command` that
         collects it. `api_base` and `command` are stored with their secrets redacted (`redacted_url`,
-        `redacted`): flowrate never writes a credential to disk."""
+        `redacted`): flowrate never writes a credential to disk. Returns the record as stored."""
+        batch = BatchRecord(
+            batch_id=batch_id,
+            provider=provider,
+            model=model,
+            api_base=redacted_url(api_base),
+            input_file=input_file,
+            output=output,
+            custom_ids=list(ids),
+            status="in_progress",
+            created_at_s=time.time(),
+            collected=False,
+            command=redacted(command),
+        )
         self._db.execute(
-            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'in_progress', ?, 0, ?)",
+            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                batch_id,
-                provider,
-                model,
-                redacted_url(api_base),
-                input_file,
-                output,
-                orjson.dumps(ids).decode(),
-                time.time(),
-                orjson.dumps(redacted(command)).decode(),
+                batch.batch_id,
+                batch.provider,
+                batch.model,
+                batch.api_base,
+                batch.input_file,
+                batch.output,
+                orjson.dumps(batch.custom_ids).decode(),
+                batch.status,
+                batch.created_at_s,
+                int(batch.collected),
+                orjson.dumps(batch.command).decode(),
             ),
         )
+        return batch
 
-    def uncollected(self, output: str | None = None) -> list[dict[str, Any]]:
-        """Batches not collected yet (for one results file, or all)."""
-        query = (
-            "SELECT * FROM batches WHERE collected = 0" + (" AND output = ?" if output else "") + " ORDER BY created_at"
-        )
-        return [self._dict(row) for row in self._db.execute(query, (output,) if output else ()).fetchall()]
+    def uncollected(self, output: str | None = None) -> list[BatchRecord]:
+        """Batches not collected yet, oldest first: those collected into the results file
+        `output` (a resolved path), or all."""
+        query = f"SELECT {COLUMNS} FROM batches WHERE collected = 0{' AND output = ?' if output else ''} ORDER BY created_at"
+        return [self._record(row) for row in self._db.execute(query, (output,) if output else ()).fetchall()]
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[BatchRecord]:
         """Every recorded batch, oldest first."""
-        return [self._dict(row) for row in self._db.execute("SELECT * FROM batches ORDER BY created_at").fetchall()]
+        query = f"SELECT {COLUMNS} FROM batches ORDER BY created_at"
+        return [self._record(row) for row in self._db.execute(query).fetchall()]
 
     def mark(self, batch_id: str, status: str, collected: bool = False) -> None:
         """Keep the provider's `status` of a batch, and whether it is `collected`."""
@@ -205,24 +245,22 @@ class BatchState:
         """Close the state file."""
         self._db.close()
 
-    def _dict(self, row: tuple) -> dict[str, Any]:
-        names = [
-            "batch_id",
-            "provider",
-            "model",
-            "api_base",
-            "input_file",
-            "output",
-            "custom_ids",
-            "status",
-            "created_at",
-            "collected",
-            "command",
-        ]
-        item = dict(zip(names, row))
-        item["custom_ids"] = orjson.loads(item["custom_ids"])
-        item["command"] = orjson.loads(item["command"])
-        return item
+    @staticmethod
+    def _record(row: tuple) -> BatchRecord:
+        batch_id, provider, model, api_base, input_file, output, ids, status, created_at, collected, command = row
+        return BatchRecord(
+            batch_id=batch_id,
+            provider=provider,
+            model=model,
+            api_base=api_base,
+            input_file=input_file,
+            output=output,
+            custom_ids=orjson.loads(ids),
+            status=status,
+            created_at_s=created_at,
+            collected=bool(collected),
+            command=orjson.loads(command),
+        )
 
 
 class Provider:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from pydantic import BaseModel
 
@@ -49,7 +50,13 @@ class AgreementReport(BaseModel):
     confusion: Confusion | None
 
 
-Pair = tuple[str, float, float]  # (the judge's verdict or rating, its score, the human label)
+class Pair(NamedTuple):
+    """One conversation judged and labeled: the judge's `value` (verdict or rating, as shown),
+    its `score`, and the human `label`."""
+
+    value: str
+    score: float
+    label: float
 
 
 def agreement_report(
@@ -58,10 +65,12 @@ def agreement_report(
     metric: str = "conversational_flow_rate",
     scale: list[tuple[str, float]] | None = None,
 ) -> AgreementReport:
-    """Agreement between one metric's judgements and human labels for the same conversations.
+    """Agreement between one metric's judgements and human labels for the same conversations:
+    `label` names the human label and `metric` the metric, as the report shows them.
 
     `scale` lists every value the metric can give, with its score, lowest first (from the
-    rubric); the confusion table then shows every value, seen or not."""
+    rubric); the confusion table then shows every value, seen or not. `pairs` are `Pair`s
+    (`pair_up`) or plain (value, score, label) tuples: they are read by position."""
     import numpy as np
     from scipy import stats
 
@@ -134,7 +143,7 @@ def pair_up(
     for row in rows:
         value = labels.get(row.id)
         if row.metric == metric and row.score is not None and value is not None and not math.isnan(value):
-            paired[row.id] = (shown_value(row), row.score, value)
+            paired[row.id] = Pair(shown_value(row), row.score, value)
     if not paired:
         raise ConfigError(f"no judged conversation of metric {metric!r} carries the label {label!r}")
     return [paired[key] for key in sorted(paired)], len(labels) - len(paired)

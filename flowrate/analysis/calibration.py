@@ -26,6 +26,8 @@ import re
 from collections import defaultdict
 from datetime import date, timedelta
 
+from pydantic import BaseModel, Field
+
 from flowrate.analysis.labels import Label
 from flowrate.exit_codes import ConfigError
 from flowrate.results.summary import EvaluationRow, mean4
@@ -56,20 +58,68 @@ def in_window(labels: list[Label], as_of: date, window: str) -> list[Label]:
     return [label for label in labels if start <= label.labeled_at <= as_of]
 
 
-def side(deltas: list[float]) -> dict | None:
-    """{"n", "deviation"} for one side, or None when it has not more than `MORE_THAN` cases."""
+class Deviation(BaseModel):
+    """One side of the judge's deviation from people: `n` cases with a delta on that side, and
+    `deviation`, the mean delta of the main 90 % of them (score units, 4 places)."""
+
+    n: int
+    deviation: float
+
+
+class MetricCalibration(BaseModel):
+    """One metric's figures (score units, 4 places): label lines in the window, the labeled
+    conversations that have a row, the upper and lower deviations (None: not more than 30
+    cases on that side), the error band (None: fewer than 30 nonzero deltas), and the mean
+    score and mean adjusted score over all the metric's rows, error rows left out."""
+
+    labels: int
+    labeled_conversations: int
+    upper: Deviation | None
+    lower: Deviation | None
+    error_band: float | None
+    mean_score: float | None
+    mean_adjusted: float | None
+
+
+class SatisfactionCalibration(BaseModel):
+    """The user_satisfaction figures (score units, 4 places): conversations with at least one
+    labeled criterion, the mean gap (human - auto) over them, its upper and lower deviations,
+    and the mean auto and mean adjusted satisfaction over every conversation the suite rated."""
+
+    labeled_conversations: int
+    mean_gap: float | None
+    upper: Deviation | None
+    lower: Deviation | None
+    mean_auto: float | None
+    mean_adjusted: float | None
+
+
+class Calibration(BaseModel):
+    """The calibration report. Its JSON (`model_dump`) is the documented shape: `as_of` (an
+    ISO date), `window`, `metrics` by name, `user_satisfaction`. `bands` (each metric's
+    unrounded error band, for `adjusted_rows`) is left out of it."""
+
+    as_of: date
+    window: str
+    metrics: dict[str, MetricCalibration]
+    user_satisfaction: SatisfactionCalibration | None
+    bands: dict[str, float] = Field(default_factory=dict, exclude=True)
+
+
+def side(deltas: list[float]) -> Deviation | None:
+    """One side's deviation, or None when it has not more than `MORE_THAN` cases."""
     if len(deltas) <= MORE_THAN:
         return None
     kept = sorted(deltas, key=abs)[: len(deltas) - math.floor(len(deltas) * OUTLIER_SHARE)]
-    return {"n": len(deltas), "deviation": round(sum(kept) / len(kept), 4)}
+    return Deviation(n=len(deltas), deviation=round(sum(kept) / len(kept), 4))
 
 
 def _clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[dict, float | None]:
-    """One metric's figures (the JSON shape), and its error band (None: no adjustment)."""
+def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[MetricCalibration, float | None]:
+    """One metric's figures from its `rows` and `labels`, and its error band (None: no adjustment)."""
     judged = {row.id: row.score for row in rows if row.score is not None}
     by_conversation: dict[str, list[float]] = defaultdict(list)
     for label in labels:
@@ -79,20 +129,23 @@ def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[di
     band = sum(nonzero) / len(nonzero) if len(nonzero) >= AT_LEAST else None
     scores = list(judged.values())
     adjusted = [_clamp(score + band) for score in scores] if band is not None else scores
-    figures = {
-        "labels": len(labels),
-        "labeled_conversations": len(deltas),
-        "upper": side([delta for delta in deltas.values() if delta > 0]),
-        "lower": side([delta for delta in deltas.values() if delta < 0]),
-        "error_band": None if band is None else round(band, 4),
-        "mean_score": mean4(scores),
-        "mean_adjusted": mean4(adjusted),
-    }
+    figures = MetricCalibration(
+        labels=len(labels),
+        labeled_conversations=len(deltas),
+        upper=side([delta for delta in deltas.values() if delta > 0]),
+        lower=side([delta for delta in deltas.values() if delta < 0]),
+        error_band=None if band is None else round(band, 4),
+        mean_score=mean4(scores),
+        mean_adjusted=mean4(adjusted),
+    )
     return figures, band
 
 
-def calibrate_satisfaction(rows: list[EvaluationRow], labels: list[Label]) -> tuple[dict | None, float | None]:
-    """The user_satisfaction figures (None when no row is a user_satisfaction row) and its band."""
+def calibrate_satisfaction(
+    rows: list[EvaluationRow], labels: list[Label]
+) -> tuple[SatisfactionCalibration | None, float | None]:
+    """The user_satisfaction figures of `rows` and `labels` (None when no row is a
+    user_satisfaction row) and its band."""
     satisfaction = [row for row in rows if row.metric == USER_SATISFACTION and row.score is not None]
     if not satisfaction:
         return None, None
@@ -119,21 +172,21 @@ def calibrate_satisfaction(rows: list[EvaluationRow], labels: list[Label]) -> tu
         gaps.append(human - auto)
     band = sum(gaps) / len(gaps) if len(gaps) >= AT_LEAST else None
     adjusted = [_clamp(auto + band) for auto in autos] if band is not None else autos
-    return {
-        "labeled_conversations": len(gaps),
-        "mean_gap": mean4(gaps),
-        "upper": side([gap for gap in gaps if gap > 0]),
-        "lower": side([gap for gap in gaps if gap < 0]),
-        "mean_auto": mean4(autos),
-        "mean_adjusted": mean4(adjusted),
-    }, band
+    figures = SatisfactionCalibration(
+        labeled_conversations=len(gaps),
+        mean_gap=mean4(gaps),
+        upper=side([gap for gap in gaps if gap > 0]),
+        lower=side([gap for gap in gaps if gap < 0]),
+        mean_auto=mean4(autos),
+        mean_adjusted=mean4(adjusted),
+    )
+    return figures, band
 
 
-def calibrate(
-    rows: list[EvaluationRow], labels: list[Label], as_of: date, window: str
-) -> tuple[dict, dict[str, float]]:
-    """The calibration report (the documented JSON shape) and each metric's error band.
-    Every row counts; the window limits labels only."""
+def calibrate(rows: list[EvaluationRow], labels: list[Label], as_of: date, window: str) -> Calibration:
+    """The calibration of the judge's `rows` against people's `labels` dated inside `window`
+    (`6mo`, `90d`) before `as_of`, with each metric's error band. Every row counts; the window
+    limits labels only."""
     kept = in_window(labels, as_of, window)
     by_metric_rows: dict[str, list[EvaluationRow]] = defaultdict(list)
     for row in rows:
@@ -152,13 +205,13 @@ def calibrate(
     satisfaction, band = calibrate_satisfaction(rows, kept)
     if band is not None:
         bands[USER_SATISFACTION] = band
-    report = {"as_of": as_of.isoformat(), "window": window, "metrics": metrics, "user_satisfaction": satisfaction}
-    return report, bands
+    return Calibration(as_of=as_of, window=window, metrics=metrics, user_satisfaction=satisfaction, bands=bands)
 
 
 def adjusted_rows(rows: list[EvaluationRow], bands: dict[str, float]) -> list[dict]:
-    """The rows with `adjusted_score` added: score + the metric's band, clamped; the score itself
-    where the metric has no band; null for error rows."""
+    """The `rows` as JSON objects with `adjusted_score` added: score + the metric's band (from
+    `bands`, by metric), clamped; the score itself where the metric has no band; null for
+    error rows."""
     out = []
     for row in rows:
         data = row.model_dump(mode="json")

@@ -31,6 +31,7 @@ from flowrate.cli.common import (
     TpmOption,
     VerboseOption,
     WeightOption,
+    command,
     fail,
     say,
     settings_given,
@@ -44,7 +45,7 @@ from flowrate.exit_codes import (
 )
 
 
-@app.command("agreement")
+@command(app, "agreement")
 def agreement_command(
     paths: Paths,
     label: Annotated[
@@ -106,11 +107,14 @@ def agreement_command(
             rows = list(read_rows(results))
             incomplete = False
         else:
-            given["metric"] = [metric_making(compared)]
-            rows = []
-            from flowrate.cli.evaluate import _file_run, _judge
+            from flowrate.cli.evaluate import run_with_progress
+            from flowrate.results.events import KeepRows
+            from flowrate.settings import resolve_settings
 
-            summary = _judge(_file_run(paths, given, config), also=rows.append)
+            given["metric"] = [metric_making(compared)]
+            kept = KeepRows()
+            summary = run_with_progress(paths, resolve_settings(given, config), [kept]).summary
+            rows = kept.rows
             incomplete = summary.errors > 0 or summary.interrupted
         pairs, unpaired = pair_up(labels, rows, label, compared)
         report = agreement_report(pairs, label, compared, scale_values(compared, rubric))
@@ -128,7 +132,7 @@ def agreement_command(
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete or unpaired else ExitCode.OK))
 
 
-@app.command("compare")
+@command(app, "compare")
 def compare_command(
     baseline: Annotated[Path, typer.Argument(help="The results of the last good run.")],
     current: Annotated[Path, typer.Argument(help="The results of this run.")],
@@ -166,7 +170,7 @@ def compare_command(
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
 
 
-@labels_app.command("template")
+@command(labels_app, "template")
 def labels_template_command(
     paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
     output: Annotated[str, typer.Option("--output", "-o", help="The CSV to write.")] = "labels.csv",
@@ -188,7 +192,7 @@ def labels_template_command(
     say(f"{written} row(s) to label in {output}: fill in one of rating, verdict or score, and labeled_at")
 
 
-@labels_app.command("import")
+@command(labels_app, "import")
 def labels_import_command(
     path: Annotated[Path, typer.Argument(help="A labels file, JSONL or CSV.")],
     history: HistoryOption = None,
@@ -205,7 +209,7 @@ def labels_import_command(
     say(f"{added} new label(s) in {history}")
 
 
-@history_app.command("import")
+@command(history_app, "import")
 def history_import_command(
     paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
     history: HistoryOption = None,
@@ -260,7 +264,7 @@ def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: 
     return rows, labels
 
 
-@app.command("calibrate")
+@command(app, "calibrate")
 def calibrate_command(
     paths: ResultsPaths = None,
     labels: Annotated[
@@ -301,10 +305,10 @@ def calibrate_command(
             day = date.fromisoformat(as_of) if as_of else date.today()
         except ValueError:
             raise ConfigError(f"option as-of: {as_of!r} is not a date (YYYY-MM-DD)") from None
-        report, bands = calibrate(rows, found, day, window)
+        report = calibrate(rows, found, day, window)
         if adjusted_output:
             with open(adjusted_output, "wb") as handle:
-                for item in adjusted_rows(rows, bands):
+                for item in adjusted_rows(rows, report.bands):
                     handle.write(orjson.dumps(item) + b"\n")
     except FlowrateError as error:
         raise fail(error) from None
@@ -312,10 +316,10 @@ def calibrate_command(
         raise fail(ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}")) from None
     print_calibration(stderr(), report)
     if as_json:
-        write_stdout(orjson.dumps(report).decode())
+        write_stdout(orjson.dumps(report.model_dump()).decode())
 
 
-@app.command("trends")
+@command(app, "trends")
 def trends_command(
     paths: ResultsPaths = None,
     history: HistoryOption = None,
@@ -340,13 +344,15 @@ def trends_command(
         connect,
         import_labels,
         import_results,
+        label_count,
         replace_labels,
         stored_labels,
         stored_rows,
     )
     from flowrate.analysis.labels import Scales, read_labels
-    from flowrate.analysis.trends import render_html, trends, undated_rows
+    from flowrate.analysis.trends import trends, undated_rows
     from flowrate.reports.console import print_trends
+    from flowrate.reports.trends_page import write_trends
 
     try:
         if paths:
@@ -365,11 +371,10 @@ def trends_command(
             raise ConfigError("give results files, or --history PATH")
         if labels is not None:
             replace_labels(connection, read_labels(labels, Scales(stored_rows(connection))))
-        with_labels = connection.execute("SELECT count(*) FROM labels").fetchone()[0] > 0
-        items = trends(connection, by, date_kind, metric, with_labels)
+        points = trends(connection, by, date_kind, metric, label_count(connection) > 0)
         undated = undated_rows(connection, metric) if date_kind == "chat" else 0
         if html:
-            Path(html).write_text(render_html(items), encoding="utf-8")
+            write_trends(html, points)
     except FlowrateError as error:
         raise fail(error) from None
     except OSError as error:
@@ -379,8 +384,8 @@ def trends_command(
             f"flowrate: {undated} row(s) have no chat date and are left out of --date chat"
             " (eval --date-field names the metadata field with the chat's date)"
         )
-    print_trends(stderr(), items)
+    print_trends(stderr(), points)
     if html:
         say(f"HTML trends: {html}")
     if as_json:
-        write_stdout(orjson.dumps(items).decode())
+        write_stdout(orjson.dumps([point.model_dump() for point in points]).decode())

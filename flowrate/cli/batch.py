@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,7 @@ from flowrate.cli.common import (
     SamplesOption,
     ThresholdOption,
     WeightOption,
+    command,
     fail,
     say,
     settings_given,
@@ -33,18 +34,21 @@ from flowrate.exit_codes import (
     FlowrateError,
 )
 
+if TYPE_CHECKING:  # for the annotations only: the commands import flowrate.batches when they run
+    from flowrate.batches import BatchRecord, BatchState
 
-def _batch_state(cache_dir: str | None):
+
+def _batch_state(cache_dir: str | None) -> BatchState:
     from flowrate.batches import BatchState
     from flowrate.cache import default_cache_dir
 
     return BatchState(Path(cache_dir) if cache_dir else default_cache_dir())
 
 
-def _named_batches(state: Any, ids: list[str]) -> list[dict]:
-    """The recorded batches that `ids` name, in that order. An id never recorded is an error
-    (exit 2) that names it and the most recent recorded ones."""
-    recorded = {batch["batch_id"]: batch for batch in state.all()}
+def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
+    """The recorded batches of `state` that `ids` name, in that order. An id never recorded is
+    an error (exit 2) that names it and the most recent recorded ones."""
+    recorded = {batch.batch_id: batch for batch in state.all()}
     unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
     if unknown:
         known = list(reversed(recorded))  # newest first
@@ -58,7 +62,7 @@ def _named_batches(state: Any, ids: list[str]) -> list[dict]:
     return [recorded[batch_id] for batch_id in dict.fromkeys(ids)]
 
 
-@batch_app.command("status")
+@command(batch_app, "status")
 def batch_status_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Every recorded batch, collected or not.")] = False,
@@ -77,11 +81,11 @@ def batch_status_command(
 
     async def show() -> None:
         for batch in batches:
-            line = f"{batch['batch_id']}: {len(batch['custom_ids'])} requests for {batch['output']}"
-            if batch["collected"]:
-                say(f"{line}: {batch['status']}, collected")
+            line = f"{batch.batch_id}: {len(batch.custom_ids)} requests for {batch.output}"
+            if batch.collected:
+                say(f"{line}: {batch.status}, collected")
                 continue
-            info = await Provider(batch["provider"], batch["api_base"]).retrieve(batch["batch_id"])
+            info = await Provider(batch.provider, batch.api_base).retrieve(batch.batch_id)
             counts = info.request_counts
             say(f"{line}: {info.status}, {counts.completed} done, {counts.failed} failed of {counts.total}")
 
@@ -93,16 +97,14 @@ def batch_status_command(
         say("no batches to show")
 
 
-@batch_app.command("collect")
+@command(batch_app, "collect")
 def batch_collect_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
     cache_dir: CacheDirOption = None,
 ) -> None:
     """Collect every finished batch not yet collected into its results file, as the command that
     submitted it would; exit 3 while some are still running."""
-    import asyncio
-
-    from flowrate.evaluation.file_run import FileRun
+    from flowrate.api import collect_batches
     from flowrate.reports.console import print_summary
     from flowrate.settings import EvalSettings
 
@@ -113,21 +115,17 @@ def batch_collect_command(
         raise fail(error) from None
     commands = {}
     for batch in state.uncollected() if named is None else named:
-        if batch["collected"]:
-            say(f"flowrate: {batch['batch_id']} was collected already ({batch['status']}) into {batch['output']}")
+        if batch.collected:
+            say(f"flowrate: {batch.batch_id} was collected already ({batch.status}) into {batch.output}")
         else:
-            commands.setdefault(batch["output"], batch["command"])
+            commands.setdefault(batch.output, batch.command)
     if not commands:
         say("no batches to collect")
         raise typer.Exit(int(ExitCode.OK))
     worst = ExitCode.OK
-    for output, command in commands.items():
-        try:
-            settings = EvalSettings.model_validate({**command["settings"], "batch_submit_only": False})
-            run = FileRun(command["paths"], settings)
-            summary = asyncio.run(run.execute_batch(submit=False, only=set(ids) if ids else None))
-        except FlowrateError as error:
-            raise fail(error) from None
+    for output, recorded in commands.items():
+        settings = EvalSettings.model_validate({**recorded["settings"], "batch_submit_only": False})
+        summary = collect_batches(recorded["paths"], settings, set(ids) if ids else None)
         print_summary(stderr(), summary, output)
         code = ExitCode.INCOMPLETE if summary.still_running else summary.exit_code
         if summary.still_running:
@@ -136,7 +134,7 @@ def batch_collect_command(
     raise typer.Exit(int(worst))
 
 
-@batch_app.command("cancel")
+@command(batch_app, "cancel")
 def batch_cancel_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Batch ids.")] = None,
     cancel_all: Annotated[bool, typer.Option("--all", help="Every batch not yet collected.")] = False,
@@ -164,11 +162,11 @@ def batch_cancel_command(
 
     async def cancel() -> None:
         for batch in batches:
-            batch_id = batch["batch_id"]
-            if batch["collected"]:
-                say(f"{batch_id}: collected already ({batch['status']}), nothing to cancel")
+            batch_id = batch.batch_id
+            if batch.collected:
+                say(f"{batch_id}: collected already ({batch.status}), nothing to cancel")
                 continue
-            provider = Provider(batch["provider"], batch["api_base"])
+            provider = Provider(batch.provider, batch.api_base)
             info = await provider.retrieve(batch_id)
             if info.status not in TERMINAL:
                 info = await provider.cancel(batch_id)
@@ -183,7 +181,7 @@ def batch_cancel_command(
         raise fail(error) from None
 
 
-@batch_app.command("import-results")
+@command(batch_app, "import-results")
 def batch_import_results_command(
     results_file: Annotated[
         Path, typer.Argument(help="A batch output file: OpenAI's format, as vllm run-batch writes it.")
@@ -204,17 +202,14 @@ def batch_import_results_command(
     """Rows from a batch output file, mapped back by custom id to the conversations in PATHS,
     planned as the export was (give the same judge options)."""
     given = settings_given(locals(), ("results_file", "paths", "config"))
-    import asyncio
-
-    from flowrate.evaluation.file_run import FileRun
+    from flowrate.api import import_batch_file
     from flowrate.reports.console import print_summary
     from flowrate.settings import resolve_settings
 
     given["no_cache"] = True
     try:
         settings = resolve_settings(given, config)
-        run = FileRun(paths, settings)
-        summary = asyncio.run(run.import_batch_results(str(results_file)))
+        summary = import_batch_file(paths, settings, results_file)
     except FlowrateError as error:
         raise fail(error) from None
     print_summary(stderr(), summary, settings.output)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +51,35 @@ def fail(error: BaseException) -> typer.Exit:
     elif isinstance(error, FlowrateError):
         say(f"flowrate: error: {error}")
     return typer.Exit(int(exit_code_for(error)))
+
+
+def command(group: typer.Typer, name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a command on `group` under `name`, running through `handled`."""
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        group.command(name)(handled(function))
+        return function
+
+    return register
+
+
+def handled(function: Callable[..., None]) -> Callable[..., None]:
+    """The one place that maps errors to exit statuses, as httpie's `core.raw_main` does: every
+    command runs through it. A user's error is a plain message and its documented code (2 for
+    usage and input, 3 incomplete, 4 an output that failed late, 130 Ctrl-C, 143 SIGTERM),
+    a closed stdout is 141, and nothing else is caught: a bug keeps its traceback."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            function(*args, **kwargs)
+        except (FlowrateError, KeyboardInterrupt) as error:
+            raise fail(error) from None
+        except BrokenPipeError:
+            silence_stdout()
+            raise typer.Exit(int(ExitCode.BROKEN_PIPE)) from None
+
+    return run
 
 
 def default_note(name: str) -> str:

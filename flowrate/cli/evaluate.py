@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,6 +44,7 @@ from flowrate.cli.common import (
     TpmOption,
     VerboseOption,
     WeightOption,
+    command,
     continue_command,
     fail,
     invoked_as,
@@ -57,44 +57,10 @@ from flowrate.cli.common import (
 )
 from flowrate.exit_codes import (
     ExitCode,
-    FlowrateError,
-    OutputError,
 )
 
 
-def _file_run(paths: list[str], given: dict, config: Path | None) -> Any:
-    """Resolve the settings and validate the input: the run, with its notices printed."""
-    from flowrate.evaluation.file_run import FileRun
-    from flowrate.settings import resolve_settings
-
-    run = FileRun(paths, resolve_settings(given, config))
-    print_notices(run.notices)
-    run.notices.clear()
-    return run
-
-
-def _judge(run: Any, also: Callable[[Any], None] = lambda row: None, command: dict | None = None) -> Any:
-    """Judge a run, online or through provider batches, with progress on stderr."""
-    import asyncio
-
-    from flowrate.reports.console import Reporter
-
-    with Reporter(stderr(), run.total_rows, verbose=run.settings.verbose) as reporter:
-
-        def on_row(row: Any) -> None:
-            reporter.row(row)
-            also(row)
-
-        if run.settings.batch:
-            job = run.execute_batch(on_row=on_row, on_stage=reporter.stage, command=command)
-        else:
-            job = run.execute(on_row=on_row, on_stage=reporter.stage)
-        summary = asyncio.run(job)
-    print_notices(run.notices)
-    return summary
-
-
-@app.command("eval")
+@command(app, "eval")
 def eval_command(
     paths: Paths,
     model: ModelOption = None,
@@ -230,37 +196,55 @@ def eval_command(
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""
     given = settings_given(locals(), ("paths", "config", "dry_run"))
-    from flowrate.limits import UNREACHABLE_AFTER
-    from flowrate.reports.console import print_dry_run, print_summary
+    from flowrate.api import estimate_files, export_requests
+    from flowrate.reports.console import print_dry_run
+    from flowrate.settings import resolve_settings
 
-    settings = None
+    settings = resolve_settings(given, config)
+    if dry_run:
+        print_dry_run(stderr(), estimate_files(paths, settings), settings.model)
+        raise typer.Exit(int(ExitCode.OK))
+    if settings.batch_export:
+        count = export_requests(paths, settings, settings.batch_export)
+        say(f"flowrate: {count} request(s) in {settings.batch_export} (OpenAI batch format); nothing was sent")
+        raise typer.Exit(int(ExitCode.OK))
+    evaluation = run_with_progress(paths, settings, batch_command=_batch_command(paths, settings))
+    tell_outcome(evaluation)
+    raise typer.Exit(int(evaluation.exit_code))
+
+
+def run_with_progress(
+    paths: list[str], settings: Any, listeners: list | None = None, batch_command: dict | None = None
+) -> Any:
+    """`api.evaluate_files` with progress and notices on stderr; a late report or history
+    failure stays on the result for `tell_outcome`."""
+    from flowrate.api import BatchesLeftRunning, evaluate_files
+    from flowrate.reports.console import Reporter
+
     try:
-        run = _file_run(paths, given, config)
-        settings = run.settings
-        if dry_run:
-            print_dry_run(stderr(), run.estimate(), settings.model)
-            raise typer.Exit(int(ExitCode.OK))
-        if settings.batch_export:
-            count = run.export_batch(settings.batch_export)
-            say(f"flowrate: {count} request(s) in {settings.batch_export} (OpenAI batch format); nothing was sent")
-            raise typer.Exit(int(ExitCode.OK))
-        summary = _judge(run, command=_batch_command(paths, settings) if settings.batch else None)
-    except KeyboardInterrupt as error:
-        if settings is not None and settings.batch:  # interrupted while polling: the batches run on
-            say(
-                "flowrate: interrupted while polling: the batches keep running at the provider (nothing was cancelled);"
+        with Reporter(stderr(), verbose=settings.verbose) as progress:
+            return evaluate_files(
+                paths, settings, [progress, *(listeners or [])], batch_command if settings.batch else None, True
             )
-            say(f"collect them with: {collect_command()}, or run this command again")
-        raise fail(error) from None
-    except FlowrateError as error:
-        raise fail(error) from None
+    except BatchesLeftRunning as error:
+        say(f"flowrate: {error};")
+        say(f"collect them with: {collect_command()}, or run this command again")
+        raise typer.Exit(int(error.exit_code)) from None
+
+
+def tell_outcome(evaluation: Any) -> None:
+    """What a person reads after `flowrate eval`: the summary, and the commands that continue."""
+    from flowrate.limits import UNREACHABLE_AFTER
+    from flowrate.reports.console import print_summary
+
+    summary, settings = evaluation.summary, evaluation.settings
     if summary.pipe_closed:
         silence_stdout()
-        raise typer.Exit(int(summary.exit_code))
+        return
     if settings.batch and settings.batch_submit_only:
         say(f"flowrate: submitted {len(summary.batches)} batch(es): {', '.join(summary.batches) or 'none'}")
         say(f"collect with: {collect_command()}, or run this command again")
-        raise typer.Exit(int(ExitCode.OK))
+        return
     print_summary(stderr(), summary, settings.output)
     if summary.output_error:
         say(
@@ -271,9 +255,11 @@ def eval_command(
         say(
             f"flowrate: {summary.batch_online} batch line(s) were judged online instead (failed, expired or unparsable)"
         )
-    _write_reports(run, summary, settings, paths)
-    if settings.history:
-        _append_history(settings, summary.wall_time_s)
+    print_notices(evaluation.reports)
+    if evaluation.history_rows_added is not None:
+        say(f"flowrate: history {settings.history}: {evaluation.history_rows_added} new row(s)")
+    if evaluation.late_error is not None:
+        raise fail(evaluation.late_error)
     if summary.unreachable:
         say(
             f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
@@ -281,7 +267,6 @@ def eval_command(
         )
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         say(f"resume with: {continue_command('--resume')}")
-    raise typer.Exit(int(summary.exit_code))
 
 
 def _batch_command(paths: list[str], settings: Any) -> dict:
@@ -296,52 +281,3 @@ def _batch_command(paths: list[str], settings: Any) -> dict:
 
 def collect_command() -> str:
     return shlex.join([*invoked_as(), "batch", "collect"])
-
-
-def _append_history(settings: Any, wall_time_s: float) -> None:
-    """Add the run's rows and the run (started when it did) to the history."""
-    from datetime import UTC, datetime, timedelta
-
-    from flowrate.analysis.history import connect, import_results
-
-    if settings.output == "-":
-        say("flowrate: --history needs --output to be a file; the history was not updated")
-        return
-    try:
-        started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
-        added = import_results(connect(settings.history), settings.output, started.replace(tzinfo=None))
-    except FlowrateError as error:
-        raise fail(error) from None
-    say(f"flowrate: history {settings.history}: {added} new row(s)")
-
-
-def _write_reports(run: Any, summary: Any, settings: Any, paths: list[str]) -> None:
-    """The reports a run asked for: JUnit, HTML (with the transcripts read again), GitHub."""
-    if run.book is None:
-        return
-    from flowrate.inputs.files import load_transcripts
-    from flowrate.reports import write_reports
-    from flowrate.settings import in_github
-
-    transcripts = None
-    if settings.html:
-        ids = {case.id for cases in run.book.cases.values() for case in cases}
-        transcripts = load_transcripts([path for path in paths if path != "-"], ids)
-    github = in_github(settings.github)
-    annotate = None
-    if github and settings.output != "-":  # annotations are workflow commands: on stdout, unless rows are there
-        annotate = typer.echo
-    try:
-        notices = write_reports(
-            run.book,
-            summary,
-            junit=settings.junit,
-            html=settings.html,
-            github=github,
-            transcripts=transcripts,
-            annotate=annotate,
-        )
-    except OSError as error:  # checked before the first call, so this is a late failure: disk full
-        where = f" {error.filename}" if error.filename else ""
-        raise fail(OutputError(f"a report could not be written{where}: {error.strerror or error}")) from None
-    print_notices(notices)

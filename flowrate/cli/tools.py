@@ -17,6 +17,7 @@ from flowrate.cli.common import (
     MinPassRateOption,
     Paths,
     WeightOption,
+    command,
     fail,
     print_notices,
     say,
@@ -31,7 +32,7 @@ from flowrate.exit_codes import (
 )
 
 
-@app.command("metrics")
+@command(app, "metrics")
 def metrics_command(
     weight: WeightOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON on stdout.")] = False,
@@ -59,7 +60,7 @@ def metrics_command(
             say(f"  {name}: {scale}{weight_note}: {description}")
 
 
-@app.command("merge")
+@command(app, "merge")
 def merge_command(
     paths: Annotated[list[str], typer.Argument(help="Results files of the shards of one run.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The merged results file; - for stdout.")],
@@ -86,7 +87,7 @@ def merge_command(
     raise typer.Exit(int(summary.exit_code))
 
 
-@app.command("report")
+@command(app, "report")
 def report_command(
     paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
     html: Annotated[str, typer.Option("--html", help="Where the HTML page goes.")],
@@ -123,7 +124,7 @@ def _open_cache(cache_dir: str | None):
     return ResponseCache(Path(cache_dir) if cache_dir else default_cache_dir())
 
 
-@cache_app.command("stats")
+@command(cache_app, "stats")
 def cache_stats_command(
     cache_dir: CacheDirOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON on stdout.")] = False,
@@ -143,7 +144,7 @@ def cache_stats_command(
     say(f"{stats['entries']} cached replies ({models}), {stats['bytes']} bytes in {stats['path']}")
 
 
-@cache_app.command("clear")
+@command(cache_app, "clear")
 def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
     """Remove every cached reply."""
     try:
@@ -153,7 +154,7 @@ def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
     say(f"removed {removed} cached replies")
 
 
-@app.command("validate")
+@command(app, "validate")
 def validate_command(
     paths: Paths,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON on stdout.")] = False,

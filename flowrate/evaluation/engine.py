@@ -1,4 +1,6 @@
-"""The engine shared by `flowrate eval` and `evaluate_conversations`: conversations stream in, at most `concurrency` are judged at once, and each row goes out as soon as it is ready."""
+"""The scheduler shared by `flowrate eval` and `evaluate_conversations`: conversations stream
+in, at most `concurrency` are judged at once, and each row goes to the run's listeners as soon
+as it is ready."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from flowrate.models import (
     MetricResult,
     Source,
 )
+from flowrate.results.events import KeepRows, OutputStopped, RunListener
 from flowrate.results.summary import RunSummary
 
 INTERRUPT_GRACE_S = 5.0
@@ -47,29 +50,29 @@ class CostBudget:
 
 
 Item = tuple[ConversationalEvalTestCase, Source | None]
+Planned = tuple[int, ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]]
 
 
 @dataclass
-class BatchRun:
-    """Judge a stream of conversations with every metric, `concurrency` at a time.
+class Scheduler:
+    """Judge a stream of conversations with every metric, `concurrency` at a time, telling
+    `listener` each row as soon as it is ready (and each row `done` already held, as resumed).
 
-    Every attempt passes one `CallGate`: calls in flight shrink on 429s and grow back,
-    under the optional requests- and tokens-per-minute ceilings. With `max_cost_usd`,
-    scheduling stops before the budget would be passed and the rest is skipped.
+    Every attempt passes one `CallGate`: calls in flight shrink on 429s and grow back, under
+    the optional requests- and tokens-per-minute ceilings. With `max_cost_usd`, scheduling
+    stops before the budget would be passed and the rest is skipped. Ctrl-C and SIGTERM stop
+    it: no new call starts, calls in flight get `INTERRUPT_GRACE_S`.
     """
 
     metrics: list[Metric]
     concurrency: int = 16
-    on_row: Callable[[EvaluationRow], None] = lambda row: None
+    listener: RunListener = field(default_factory=RunListener)
     summary: RunSummary = field(default_factory=RunSummary)
     rpm: float | None = None
     tpm: float | None = None
     max_cost_usd: float | None = None
-    # rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
+    #: rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
     done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
-    on_resumed: Callable[[EvaluationRow], None] = lambda row: None
-    # a conversation the run did not judge: (case, source, "budget" | "unreachable")
-    on_skip: Callable[[ConversationalEvalTestCase, Source | None, str], None] = lambda case, source, reason: None
     control: RunControl | None = None
     gate: CallGate | None = None
 
@@ -83,154 +86,175 @@ class BatchRun:
         return self.gate.tokens.oversized if self.gate is not None and self.gate.tokens is not None else 0
 
     async def run(self, items: Iterable[Item]) -> RunSummary:
+        """Judge every item; returns the summary (also on Ctrl-C, SIGTERM or a stopped output)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        control = self.control = RunControl()
-        gate = self.gate = CallGate(self.concurrency, self.rpm, self.tpm, control)
-        budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
-        queue: asyncio.Queue[tuple[int, ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]] | None] = (
-            asyncio.Queue(maxsize=self.concurrency * 2)
-        )
-        stop = control.stopping
-        workers: list[asyncio.Task] = []
-
-        def left_out(case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
-            """Judge calls the run stopped before: skipped when the judge is unreachable;
-            after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
-            if control.unreachable and not control.interrupted:
-                for metric in metrics:
-                    self.summary.skip_unreachable(case.id, self._missing(case, metric))
-                self.on_skip(case, source, "unreachable")
-
-        async def produce() -> None:
-            """Plan conversations a batch at a time, so the cache is asked once per batch."""
-            order = 0
-            for batch in _batches(items, PLAN_AHEAD):
-                planned = []
-                for case, source in batch:
-                    order += 1
-                    wanted = []
-                    for metric in self.metrics:
-                        missing = 0
-                        for name in metric.row_names:
-                            kept = self.done.get((case.id, name))  # type: ignore[arg-type]
-                            if kept is None:
-                                missing += 1
-                                continue
-                            self.summary.add(kept, order, resumed=True)
-                            self.on_resumed(kept)
-                        if missing:
-                            wanted.append(metric)
-                    if not wanted:
-                        continue
-                    if stop.is_set():
-                        left_out(case, source, wanted)
-                        continue
-                    if budget is not None and budget.exhausted:
-                        for metric in wanted:
-                            self.summary.skip_for_budget(case.id, self._missing(case, metric))
-                        self.on_skip(case, source, "budget")
-                        continue
-                    plans = {metric.name: metric.plan(case, lookup=False) for metric in wanted}
-                    if plans:
-                        planned.append((order, case, source, plans))
-                for metric in self.metrics:
-                    metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
-                for item in planned:
-                    if not await put(item):
-                        left_out(item[1], item[2], [metric for metric in self.metrics if metric.name in item[3]])
-            for _ in workers:
-                if not await put(None):
-                    break  # stopped: `drain` ends the workers
-
-        async def put(item) -> bool:
-            """Queue `item` unless the run stops first: once it stops, the producer only counts
-            the rows a resumed output holds, so that an interrupted summary is true."""
-            if not queue.full():
-                queue.put_nowait(item)
-                return True
-            putting = asyncio.ensure_future(queue.put(item))
-            stopping = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({putting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if putting.done() and not putting.cancelled():
-                return True
-            putting.cancel()
-            return False
-
-        def drain() -> None:
-            """After a stop: what is still queued is left out, and every worker is told to end."""
-            while not queue.empty():
-                item = queue.get_nowait()
-                if item is not None:
-                    left_out(item[1], item[2], [metric for metric in self.metrics if metric.name in item[3]])
-            for _ in workers:
-                queue.put_nowait(None)
-
-        async def judge(
-            order: int, case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]
-        ) -> None:
-            for index, metric in enumerate(self.metrics):
-                plan = plans.get(metric.name)
-                if plan is None:
-                    continue
-                estimate = 0.0
-                if budget is not None:
-                    estimate = metric.estimate(plan).cost_usd or 0.0
-                    if not budget.reserve(estimate):
-                        for rest in self.metrics[index:]:
-                            if rest.name in plans:
-                                self.summary.skip_for_budget(case.id, self._missing(case, rest))
-                        self.on_skip(case, source, "budget")
-                        return
-                try:
-                    rows = await metric.evaluate(case, source, plan=plan, gate=gate)
-                except RunStopped:
-                    if budget is not None:
-                        budget.settle(estimate, 0.0)
-                    left_out(case, source, [rest for rest in self.metrics[index:] if rest.name in plans])
-                    return
-                if budget is not None:
-                    budget.settle(estimate, rows[0].cost_usd)
-                for row in rows:
-                    if self.summary.pipe_closed:
-                        return  # nobody reads the rows any more
-                    if (row.id, row.metric) in self.done:
-                        continue  # a resumed suite: this criterion's row is in the file already
-                    self.summary.add(row, order)
-                    self.on_row(row)
-
-        async def work() -> None:
-            while (item := await queue.get()) is not None:
-                if stop.is_set():
-                    left_out(item[1], item[2], [metric for metric in self.metrics if metric.name in item[3]])
-                else:
-                    await judge(*item)
-
+        self.control = RunControl()
+        self.gate = CallGate(self.concurrency, self.rpm, self.tpm, self.control)
+        self._budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
+        self._queue: asyncio.Queue[Planned | None] = asyncio.Queue(maxsize=self.concurrency * 2)
+        self._workers: list[asyncio.Task] = []
         tasks: list[asyncio.Task] = []
 
         def interrupt(signal_number: int = signal.SIGINT) -> None:
-            if control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
+            if self.control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
                 for task in tasks:
                     task.cancel()
-            control.interrupt()
+            self.control.interrupt()
             self.summary.interrupted = True
             if signal_number == signal.SIGTERM:
                 self.summary.terminated = True
 
         handled = _add_stop_handlers(loop, interrupt)
         try:
-            workers.extend(asyncio.create_task(work()) for _ in range(self.concurrency))
-            producer = asyncio.create_task(produce())
-            tasks.extend([producer, *workers])
-            await self._wait(producer, workers, stop, drain)
+            self._workers.extend(asyncio.create_task(self._work()) for _ in range(self.concurrency))
+            producer = asyncio.create_task(self._produce(items))
+            tasks.extend([producer, *self._workers])
+            await self._wait(producer, self._workers, self.control.stopping, self._drain)
         finally:
             _remove_stop_handlers(loop, handled)
             for cache in {id(m.cache): m.cache for m in self.metrics if m.cache is not None}.values():
                 cache.flush()  # one cache may serve several metrics: each is flushed once
             self.summary.wall_time_s = round(loop.time() - started, 3)
-            self.summary.unreachable = control.unreachable
+            self.summary.unreachable = self.control.unreachable
         return self.summary
+
+    # -- what the run tells ------------------------------------------------------------
+    def _emit(self, row: EvaluationRow, order: int) -> None:
+        """Count a row and tell the listener; a listener that can take no more stops the run."""
+        if self.summary.pipe_closed or self.summary.output_error is not None:
+            return  # nobody takes the rows any more
+        self.summary.add(row, order)
+        try:
+            self.listener.row(row)
+        except OutputStopped as stopped:
+            if stopped.pipe_closed:
+                self.summary.pipe_closed = True
+            else:
+                self.summary.output_error = str(stopped)
+            if self.control is not None:
+                self.control.interrupt()
+
+    def _left_out(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
+        """Judge calls the run stopped before: skipped when the judge is unreachable; after
+        Ctrl-C or a closed pipe they stay unjudged, for --resume."""
+        control = self.control
+        if control is not None and control.unreachable and not control.interrupted:
+            for metric in metrics:
+                self.summary.skip_unreachable(case.id, self._missing(case, metric))
+            self.listener.skipped(case.id or "", source, "unreachable")
+
+    def _skip_for_budget(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
+        for metric in metrics:
+            self.summary.skip_for_budget(case.id, self._missing(case, metric))
+        self.listener.skipped(case.id or "", source, "budget")
+
+    # -- producing ----------------------------------------------------------------------------
+    def _wanted(self, case: ConversationalEvalTestCase, order: int) -> list[Metric]:
+        """The metrics with rows still missing for `case`; the rows the output holds are counted."""
+        wanted = []
+        for metric in self.metrics:
+            missing = 0
+            for name in metric.row_names:
+                kept = self.done.get((case.id, name))  # type: ignore[arg-type]
+                if kept is None:
+                    missing += 1
+                    continue
+                self.summary.add(kept, order, resumed=True)
+                self.listener.resumed(kept)
+            if missing:
+                wanted.append(metric)
+        return wanted
+
+    async def _produce(self, items: Iterable[Item]) -> None:
+        """Plan conversations `PLAN_AHEAD` at a time, so the cache is asked once per chunk.
+        Once the run stops, it only counts the rows a resumed output holds."""
+        stop = self.control.stopping  # type: ignore[union-attr]
+        order = 0
+        for chunk in _chunks(items, PLAN_AHEAD):
+            planned = []
+            for case, source in chunk:
+                order += 1
+                wanted = self._wanted(case, order)
+                if not wanted:
+                    continue
+                if stop.is_set():
+                    self._left_out(case, source, wanted)
+                elif self._budget is not None and self._budget.exhausted:
+                    self._skip_for_budget(case, source, wanted)
+                else:
+                    planned.append((order, case, source, {m.name: m.plan(case, lookup=False) for m in wanted}))
+            for metric in self.metrics:
+                metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
+            for item in planned:
+                if not await self._put(item):
+                    self._left_out(item[1], item[2], self._metrics_of(item))
+        for _ in self._workers:
+            if not await self._put(None):
+                break  # stopped: `_drain` ends the workers
+
+    def _metrics_of(self, item: Planned) -> list[Metric]:
+        return [metric for metric in self.metrics if metric.name in item[3]]
+
+    async def _put(self, item: Planned | None) -> bool:
+        """Queue `item` unless the run stops first: once it stops, the producer only counts
+        the rows a resumed output holds, so that an interrupted summary is true."""
+        queue, stop = self._queue, self.control.stopping  # type: ignore[union-attr]
+        if not queue.full():
+            queue.put_nowait(item)
+            return True
+        putting = asyncio.ensure_future(queue.put(item))
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({putting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if putting.done() and not putting.cancelled():
+            return True
+        putting.cancel()
+        return False
+
+    def _drain(self) -> None:
+        """After a stop: what is still queued is left out, and every worker is told to end."""
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None:
+                self._left_out(item[1], item[2], self._metrics_of(item))
+        for _ in self._workers:
+            self._queue.put_nowait(None)
+
+    # -- judging ----------------------------------------------------------------------------------
+    async def _work(self) -> None:
+        while (item := await self._queue.get()) is not None:
+            if self.control.stopping.is_set():  # type: ignore[union-attr]
+                self._left_out(item[1], item[2], self._metrics_of(item))
+            else:
+                await self._judge(*item)
+
+    async def _judge(
+        self, order: int, case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]
+    ) -> None:
+        budget = self._budget
+        for index, metric in enumerate(self.metrics):
+            plan = plans.get(metric.name)
+            if plan is None:
+                continue
+            estimate = 0.0
+            if budget is not None:
+                estimate = metric.estimate(plan).cost_usd or 0.0
+                if not budget.reserve(estimate):
+                    self._skip_for_budget(case, source, [m for m in self.metrics[index:] if m.name in plans])
+                    return
+            try:
+                rows = await metric.evaluate(case, source, plan=plan, gate=self.gate)
+            except RunStopped:
+                if budget is not None:
+                    budget.settle(estimate, 0.0)
+                self._left_out(case, source, [rest for rest in self.metrics[index:] if rest.name in plans])
+                return
+            if budget is not None:
+                budget.settle(estimate, rows[0].cost_usd)
+            for row in rows:
+                if (row.id, row.metric) not in self.done:  # a resumed suite: this row is in the file already
+                    self._emit(row, order)
 
     async def _wait(
         self, producer: asyncio.Task, workers: list[asyncio.Task], stop: asyncio.Event, drain: Callable[[], None]
@@ -265,7 +289,7 @@ class BatchRun:
             await asyncio.gather(stopping, *everything, return_exceptions=True)
 
 
-def _batches(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
         yield batch
@@ -337,9 +361,13 @@ async def evaluate_conversations(
     ]
     if len({case.id for case in cases}) != len(cases):
         raise ValueError("conversation ids must be unique")
+    kept = KeepRows()
+    summary = await Scheduler(metrics=metrics, concurrency=concurrency, listener=kept).run(
+        (case, None) for case in cases
+    )
     rows: dict[str, list[EvaluationRow]] = {}
-    run = BatchRun(metrics=metrics, concurrency=concurrency, on_row=lambda row: rows.setdefault(row.id, []).append(row))
-    summary = await run.run((case, None) for case in cases)
+    for row in kept.rows:
+        rows.setdefault(row.id, []).append(row)
     if summary.unreachable:
         why = f"not judged: the judge at {summary.unreachable} could not be reached"
     else:

@@ -12,9 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from flowrate.analysis.agreement import AgreementReport
+from flowrate.analysis.calibration import Calibration, Deviation
 from flowrate.analysis.compare import Comparison
+from flowrate.analysis.trends import TrendPoint
 from flowrate.models import EvaluationRow
 from flowrate.reports.escape import safe_line, terminal_text
+from flowrate.results.events import RunListener
 from flowrate.results.summary import DryRunEstimate, MetricStats, RunSummary, format_score, shown_value
 
 PLAIN_PROGRESS_EVERY_S = 10.0
@@ -39,13 +42,14 @@ def _cell(text: str) -> Text:
     return Text(shown(text))
 
 
-class Reporter:
-    """Progress on stderr: a bar on a terminal, a plain line every few seconds otherwise.
+class Reporter(RunListener):
+    """A run's progress on stderr, as its listener: a bar on a terminal, a plain line every few
+    seconds otherwise, each notice as a line, and with `verbose` every row.
 
     Its clock starts when it is entered, as the run's wall time does, and 100 % is shown
     only when every row is in."""
 
-    def __init__(self, console: Console, total: int, verbose: bool = False):
+    def __init__(self, console: Console, total: int = 0, verbose: bool = False):
         self.console = console
         self.total = total
         self.verbose = verbose
@@ -70,6 +74,17 @@ class Reporter:
             self._bar.start()
             self._task = self._bar.add_task("starting", total=self.total, errors=0)
         return self
+
+    def started(self, total_rows: int) -> None:
+        self.total = total_rows
+        if self._bar is not None:
+            self._bar.update(self._task, total=total_rows)
+
+    def notice(self, text: str) -> None:
+        self.console.print(shown(f"flowrate: {text}"), markup=False, highlight=False)
+
+    def resumed(self, row: EvaluationRow) -> None:
+        self.row(row)
 
     def stage(self, text: str) -> None:
         """What the run is doing before rows come: `loading the judge…`, then `judging`."""
@@ -306,10 +321,11 @@ def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def print_calibration(console: Console, report: dict) -> None:
-    """Per metric: labels, labeled conversations, the two deviations, the band, mean and adjusted mean."""
+def print_calibration(console: Console, report: Calibration) -> None:
+    """Per metric of `report`: labels, labeled conversations, the two deviations, the band, mean
+    and adjusted mean; then the user_satisfaction figures, if any."""
     table = Table(
-        title=f"Calibration as of {report['as_of']} (labels of the last {report['window']})", title_justify="left"
+        title=f"Calibration as of {report.as_of.isoformat()} (labels of the last {report.window})", title_justify="left"
     )
     for column in (
         "metric",
@@ -323,37 +339,43 @@ def print_calibration(console: Console, report: dict) -> None:
     ):
         table.add_column(column, justify="left" if column == "metric" else "right")
 
-    def deviation(item: dict | None) -> str:
-        return "none" if item is None else f"{item['deviation']:+.4f} ({item['n']})"
+    def deviation(side: Deviation | None) -> str:
+        return "none" if side is None else f"{side.deviation:+.4f} ({side.n})"
 
-    for name, figures in report["metrics"].items():
+    for name, figures in report.metrics.items():
         table.add_row(
             _cell(name),
-            str(figures["labels"]),
-            str(figures["labeled_conversations"]),
-            deviation(figures["upper"]),
-            deviation(figures["lower"]),
-            "none" if figures["error_band"] is None else f"{figures['error_band']:+.4f}",
-            _number(figures["mean_score"]),
-            _number(figures["mean_adjusted"]),
+            str(figures.labels),
+            str(figures.labeled_conversations),
+            deviation(figures.upper),
+            deviation(figures.lower),
+            "none" if figures.error_band is None else f"{figures.error_band:+.4f}",
+            _number(figures.mean_score),
+            _number(figures.mean_adjusted),
         )
     console.print(table)
-    satisfaction = report["user_satisfaction"]
+    satisfaction = report.user_satisfaction
     if satisfaction is not None:
-        gap = "none" if satisfaction["mean_gap"] is None else f"{satisfaction['mean_gap']:+.4f}"
+        gap = "none" if satisfaction.mean_gap is None else f"{satisfaction.mean_gap:+.4f}"
         console.print(
-            f"user_satisfaction: {satisfaction['labeled_conversations']} labeled conversation(s), mean gap {gap},"
-            f" upper {deviation(satisfaction['upper'])}, lower {deviation(satisfaction['lower'])},"
-            f" mean auto {_number(satisfaction['mean_auto'])}, mean adjusted {_number(satisfaction['mean_adjusted'])}",
+            f"user_satisfaction: {satisfaction.labeled_conversations} labeled conversation(s), mean gap {gap},"
+            f" upper {deviation(satisfaction.upper)}, lower {deviation(satisfaction.lower)},"
+            f" mean auto {_number(satisfaction.mean_auto)}, mean adjusted {_number(satisfaction.mean_adjusted)}",
             markup=False,
             highlight=False,
         )
 
 
-def print_trends(console: Console, items: list[dict]) -> None:
-    """A table per period and metric, and a sparkline of each metric's mean score."""
-    from flowrate.analysis.trends import sparkline
+SPARKS = "▁▂▃▄▅▆▇█"
 
+
+def sparkline(values: list[float | None]) -> str:
+    """Scores in [0, 1] as block characters, a space where there is none."""
+    return "".join(" " if value is None else SPARKS[min(int(value * len(SPARKS)), len(SPARKS) - 1)] for value in values)
+
+
+def print_trends(console: Console, points: list[TrendPoint]) -> None:
+    """A table of `points`, one line per period and metric, and a sparkline of each metric's mean score."""
     table = Table(title="Trends", title_justify="left")
     for column in (
         "period",
@@ -366,27 +388,25 @@ def print_trends(console: Console, items: list[dict]) -> None:
         "band",
     ):
         table.add_column(column)
-    for item in items:
+    for point in points:
         band = (
-            ""
-            if item["upper"] is None and item["lower"] is None
-            else f"{item['lower'] or 0:+.3f} / {item['upper'] or 0:+.3f}"
+            "" if point.upper is None and point.lower is None else f"{point.lower or 0:+.3f} / {point.upper or 0:+.3f}"
         )
         table.add_row(
-            _cell(item["period"]),
-            _cell(item["metric"]),
-            str(item["conversations"]),
-            _number(item["mean_score"]),
-            _share(item["pass_rate"]),
-            _number(item["mean_label"]),
-            _number(item["mean_adjusted"]),
+            _cell(point.period),
+            _cell(point.metric),
+            str(point.conversations),
+            _number(point.mean_score),
+            _share(point.pass_rate),
+            _number(point.mean_label),
+            _number(point.mean_adjusted),
             band,
         )
     console.print(table)
-    periods = sorted({item["period"] for item in items})
-    for metric in dict.fromkeys(item["metric"] for item in items):
-        points = {item["period"]: item["mean_score"] for item in items if item["metric"] == metric}
-        line = sparkline([points.get(period) for period in periods])
+    periods = sorted({point.period for point in points})
+    for metric in dict.fromkeys(point.metric for point in points):
+        means = {point.period: point.mean_score for point in points if point.metric == metric}
+        line = sparkline([means.get(period) for period in periods])
         console.print(shown(f"{metric}: {line}  ({periods[0]} to {periods[-1]})"), markup=False, highlight=False)
 
 

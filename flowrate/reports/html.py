@@ -1,8 +1,9 @@
-"""One self-contained HTML page for a run: no network, no CDN, everything inline.
+"""One self-contained HTML page for a run: no network, no CDN, everything inline; and the
+scaffolding every flowrate page shares (`page`, `data_script`), the trends page's too.
 
-It holds each metric's totals with its distribution drawn as an SVG bar chart, a sortable,
-filterable table of rows in input order, and, for each conversation, its transcript with every
-key issue shown at the turn it names. Texts are capped so a 10,000-conversation page stays a
+The run's page holds each metric's totals with its distribution drawn as an SVG bar chart, a
+sortable, filterable table of rows in input order, and, for each conversation, its transcript
+with every key issue shown at the turn it names. Texts are capped so a 10,000-conversation page stays a
 few MB. The data sits in a JSON script element (`escape.json_for_script`), and the page's
 script puts every text into the page with `textContent`, never as HTML.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 from flowrate.models import ConversationalEvalTestCase
 from flowrate.reports.escape import json_for_script
@@ -18,6 +20,30 @@ from flowrate.results.book import ReportBook
 from flowrate.results.summary import RunSummary, format_score
 
 TEXT_LIMIT = 600  # characters of one message shown; the rest is cut in the middle
+BASE_STYLE = (
+    "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
+    ".card{border:1px solid #ccc;border-radius:6px;padding:.5em 1em}svg text{font-size:10px}"
+)
+
+
+def page(title: str, style: str, body: str) -> str:
+    """A self-contained HTML page titled `title` (escaped here): flowrate's base style and then
+    `style` (CSS), and `body`, HTML whose untrusted text the caller has escaped already. The
+    parts are joined, never substituted into a template, so no text in `body` can stand in for
+    a placeholder."""
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<style>\n{BASE_STYLE}\n{style}\n</style></head><body>\n{body}</body></html>\n"
+    )
+
+
+def data_script(value: Any) -> str:
+    """`value` as a page's data: a JSON script element with id `data`, its text made safe by
+    `escape.json_for_script`; the page's script reads it back with
+    `JSON.parse(document.getElementById("data").textContent)`."""
+    return f'<script type="application/json" id="data">{json_for_script(value)}</script>'
 
 
 def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]) -> str:
@@ -39,9 +65,10 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
         for key, case in transcripts.items()
         if key in shown_ids
     }
-    data = json_for_script({"rows": rows, "transcripts": conversations})
+    data = data_script({"rows": rows, "transcripts": conversations})
     cards = "\n".join(_card(name, stats, book) for name, stats in summary.metrics.items())
-    return PAGE.replace("{{cards}}", cards).replace("{{data}}", data)
+    body = f'<h1>flowrate report</h1>\n<section class="cards" id="totals">{cards}</section>\n{TABLE}\n{data}\n'
+    return page("flowrate report", STYLE, body + SCRIPT)
 
 
 def write_html(
@@ -94,29 +121,20 @@ def _card(name: str, stats, book: ReportBook) -> str:
     )
 
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>flowrate report</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
-.cards{display:flex;flex-wrap:wrap;gap:1em}.card{border:1px solid #ccc;border-radius:6px;padding:.5em 1em}
-.bar{fill:#4a7bd0}svg text{font-size:10px}
+STYLE = """.cards{display:flex;flex-wrap:wrap;gap:1em}
+.bar{fill:#4a7bd0}
 table{border-collapse:collapse;width:100%;margin-top:.5em}th,td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left}
 th{cursor:pointer;background:#f4f4f4}tr.fail td{background:#fff3f3}tr.error td{background:#fff8e0}tr.row{cursor:pointer}
 #transcript{margin-top:1em;border-top:2px solid #888;padding-top:.5em}.turn{margin:.4em 0;padding:.3em;border-left:3px solid #ccc}
-.user{color:#333}.assistant{color:#174}.issue{color:#b00;font-weight:600}
-</style></head><body>
-<h1>flowrate report</h1>
-<section class="cards" id="totals">{{cards}}</section>
-<section id="conversations"><h2>Rows</h2>
+.user{color:#333}.assistant{color:#174}.issue{color:#b00;font-weight:600}"""
+TABLE = """<section id="conversations"><h2>Rows</h2>
 <label>filter <input id="filter" placeholder="id, metric, reason…"></label>
 <label>show <select id="status"><option value="">all</option><option value="fail">failures</option><option value="error">errors</option><option value="pass">passes</option></select></label>
 <span id="count"></span>
 <table id="results"><thead><tr><th data-key="id">conversation</th><th data-key="metric">metric</th><th data-key="value">verdict / rating</th><th data-key="score">score</th><th data-key="status">result</th><th data-key="cost_usd">cost (USD)</th><th data-key="error">error</th></tr></thead><tbody></tbody></table>
 </section>
-<section id="transcript"><p>Click a row to see its conversation.</p></section>
-<script type="application/json" id="data">{{data}}</script>
-<script>
+<section id="transcript"><p>Click a row to see its conversation.</p></section>"""
+SCRIPT = """<script>
 "use strict";
 const data = JSON.parse(document.getElementById("data").textContent);
 const rows = data.rows.map(r => Object.assign(r, {status: r.error ? "error" : (r.success ? "pass" : "fail")}));
@@ -172,5 +190,5 @@ document.querySelectorAll("#results th").forEach(th => th.addEventListener("clic
 document.getElementById("filter").addEventListener("input", draw);
 document.getElementById("status").addEventListener("change", draw);
 draw();
-</script></body></html>
+</script>
 """

@@ -72,7 +72,7 @@ def write_junit(path: str | Path, book: ReportBook, summary: RunSummary) -> None
                 f" This suite's tests, failures and errors count every row; its time counts the listed"
                 f" testcases only. The results file holds every row.",
             )
-        for skipped in book.skipped:
+        for skipped in book.skipped_cases:
             case = _element(suite, "testcase", classname=skipped.path or "flowrate", name=skipped.id)
             _where(case, skipped.path, skipped.line)
             _element(case, "skipped", message=SKIP_REASONS.get(skipped.reason, skipped.reason))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from flowrate.models import EvaluationRow
+from flowrate.models import EvaluationRow, Source
+from flowrate.results.events import RunListener
 from flowrate.results.summary import shown_value
 
 
@@ -67,16 +68,17 @@ class SkippedCase(BaseModel):
     reason: str
 
 
-class ReportBook:
+class ReportBook(RunListener):
     """What reports (JUnit, GitHub, HTML) need of a run, in bounded memory: every row of a
-    metric up to `full_limit` of them; past that, only the `worst` worst and the counts."""
+    metric up to `full_limit` of them; past that, only the `worst` worst and the counts.
+    As a run's listener it keeps every row, resumed ones included, and every skipped conversation."""
 
     def __init__(self, full_limit: int = 10_000, worst: int = 1000):
         self.full_limit = full_limit
         self.worst = worst
         self.cases: dict[str, list[CaseResult]] = {}
         self.counts: dict[str, int] = {}
-        self.skipped: list[SkippedCase] = []
+        self.skipped_cases: list[SkippedCase] = []
 
     def add(self, row: EvaluationRow) -> None:
         cases = self.cases.setdefault(row.metric, [])
@@ -86,7 +88,17 @@ class ReportBook:
             self.cases[row.metric] = self.worst_of(row.metric)
 
     def skip(self, case_id: str, path: str | None, line: int | None, reason: str) -> None:
-        self.skipped.append(SkippedCase(id=case_id, path=path, line=line, reason=reason))
+        self.skipped_cases.append(SkippedCase(id=case_id, path=path, line=line, reason=reason))
+
+    def row(self, row: EvaluationRow) -> None:
+        self.add(row)
+
+    def resumed(self, row: EvaluationRow) -> None:
+        self.add(row)
+
+    def skipped(self, conversation_id: str, source: Source | None, reason: str) -> None:
+        if reason != "shard":  # another shard's conversation is that shard's, not this run's
+            self.skip(conversation_id, source.path if source else None, source.line if source else None, reason)
 
     def truncated(self, metric: str) -> bool:
         """True when the metric has more rows than reports list one by one."""

@@ -1,4 +1,5 @@
-"""Results files: reading rows back (a killed run's partial last line passed over), repairing that line, and rewriting a file atomically for a resume."""
+"""Results files: writing rows as a run makes them, reading them back (a killed run's partial
+last line passed over), repairing that line, and rewriting a file atomically for a resume."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from flowrate.exit_codes import ConfigError, InputError
 from flowrate.models import EvaluationRow
+from flowrate.results.events import OutputStopped, RunListener
 from flowrate.settings import plain_validation_message
 
 
@@ -102,34 +104,42 @@ def check_output_path(output: str, option: str = "--output") -> None:
         path.unlink(missing_ok=True)
 
 
-def open_output(output: str, append: bool) -> BinaryIO:
-    if output == "-":
-        return sys.stdout.buffer
-    return LazyOutput(output, append)  # type: ignore[return-value]  # closed by `FileRun.execute`
+class ResultsFile(RunListener):
+    """The results file as a run's first listener: each row written and flushed as it comes.
 
+    A file is opened at its first row, so a run that writes no row (a rejected key, a model the
+    server does not know, Ctrl-C while loading) leaves an existing file exactly as it was. `-`
+    is stdout. A closed pipe or a failed write (disk full) raises `OutputStopped`; the rows
+    written before it are kept and later rows are not attempted."""
 
-class LazyOutput:
-    """A results file opened at its first row: a run that writes no row (a rejected key, a model
-    the server does not know, Ctrl-C while loading) leaves an existing file exactly as it was."""
-
-    def __init__(self, path: str, append: bool):
-        self.path = path
+    def __init__(self, output: str, append: bool):
+        self.output = output
         self.mode = "ab" if append else "wb"
-        self._handle: BinaryIO | None = None
+        self.rows_written = 0
+        self._handle: BinaryIO | None = sys.stdout.buffer if output == "-" else None
+        self._stopped: OutputStopped | None = None
 
-    def write(self, data: bytes) -> int:
-        if self._handle is None:
-            self._handle = open(self.path, self.mode)  # noqa: SIM115  (closed by `close`)
-        return self._handle.write(data)
-
-    def flush(self) -> None:
-        if self._handle is not None:
+    def row(self, row: EvaluationRow) -> None:
+        if self._stopped is not None:
+            raise self._stopped
+        try:
+            if self._handle is None:
+                self._handle = open(self.output, self.mode)  # noqa: SIM115  (closed by `close`)
+            self._handle.write(row.model_dump_json().encode() + b"\n")
             self._handle.flush()
+        except BrokenPipeError:  # `... -o - | head`: the reader is gone; stop quietly
+            self._stopped = OutputStopped("the reader of stdout went away", pipe_closed=True)
+            raise self._stopped from None
+        except OSError as error:  # disk full, a device error: stop, keep what was written
+            self._stopped = OutputStopped(f"{self.output}: {error.strerror or error}")
+            raise self._stopped from None
+        self.rows_written += 1
 
     def close(self) -> None:
-        if self._handle is not None:
+        """Close the file (never stdout); a flush that fails at close was reported already."""
+        if self._handle is not None and self._handle is not sys.stdout.buffer:
             handle, self._handle = self._handle, None
             try:
                 handle.close()
-            except OSError:  # the flush at close failed too (disk full): already reported
+            except OSError:
                 pass

@@ -251,15 +251,16 @@ def test_ctrl_c_mid_run_keeps_each_row_once_and_resume_completes_the_rest(real_j
     process = start_flowrate(tmp_path, cache, "eval", "four.jsonl", "-m", real_judge.model,
                              "--api-base", proxy.url, "-j", "1", "-o", "out.jsonl")  # fmt: skip
     output = tmp_path / "out.jsonl"
-    # a row is in the file and the next conversation's request is at the server
-    in_flight = wait_until(
-        lambda: (
+
+    def mid_run() -> bool:  # a row is in the file and the next conversation's request is at the server
+        return (
             output.exists()
             and output.read_text().count("\n") >= 1
             and any(e.status is None for e in proxy.completions())
-        ),
-        PROCESS_LIMIT_S,
-    )
+        )
+
+    wait_until(lambda: process.poll() is not None or mid_run(), PROCESS_LIMIT_S)
+    in_flight = mid_run()
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=PROCESS_LIMIT_S)
     assert in_flight, stderr

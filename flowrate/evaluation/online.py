@@ -1,0 +1,56 @@
+"""Judging a file run online: one call per conversation and metric, rows written as they come."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+from flowrate.evaluation.engine import Scheduler
+from flowrate.evaluation.file_run import FileRun
+from flowrate.results.events import RunListener
+from flowrate.results.gates import apply_gates
+from flowrate.results.summary import RunSummary
+
+
+async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
+    """Judge every selected conversation of `run`, telling `listener` each row as it is ready
+    (the results file is the listener's first part). Returns the summary with gates applied."""
+    started = time.monotonic()
+    try:
+        run.prepare(listener)
+        done = run.done_rows(listener)
+        summary = run.start(listener)
+    except BaseException:
+        run.close()
+        raise
+    listener.stage("judging")
+    # LiteLLM brings some 400,000 long-lived objects; every full collection would walk them
+    # all again. Frozen, they are left alone: a tenth of the client's CPU in a long run.
+    gc.freeze()
+    settings = run.settings
+    scheduler = Scheduler(
+        metrics=run.metrics,
+        concurrency=run.concurrency,
+        listener=listener,
+        summary=summary,
+        rpm=settings.rpm,
+        tpm=settings.tpm,
+        max_cost_usd=settings.max_cost,
+        done=done,
+    )
+    try:
+        summary = await scheduler.run(run.items(listener))
+    finally:
+        run.close()
+        gc.unfreeze()
+        run.after_run(scheduler, listener)
+    summary.resumed_elsewhere = len(done) - summary.resumed
+    if summary.resumed_elsewhere and not summary.interrupted:
+        listener.notice(
+            f"{settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
+            " kept in the file, not counted"
+        )
+    apply_gates(summary, settings.default_gates, settings.gates)
+    summary.wall_time_s = round(time.monotonic() - started, 3)  # loading the judge included, as the progress clock
+    listener.finished(summary)
+    return summary
