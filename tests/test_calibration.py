@@ -150,7 +150,7 @@ def test_user_satisfaction_calibration_at_30_and_29_labeled_conversations():
             rows.append(row(key, "user_satisfaction", 0.6, suite="va", weights={"c1": 2.0, "c2": 1.0}))
             if n < count_labeled:  # c1 labeled 0.7: human = (2 x 0.7 + 1.0) / 3 = 0.8, gap +0.2
                 labels.append(Label(key, "c1", 0.7, date(2026, 6, 1)))
-        return calibrate(rows, labels, AS_OF, "6mo")[0]["user_satisfaction"]
+        return calibrate(rows, labels, AS_OF, "6mo").user_satisfaction.model_dump()
 
     assert suite(30) == {
         "labeled_conversations": 30,
@@ -162,10 +162,7 @@ def test_user_satisfaction_calibration_at_30_and_29_labeled_conversations():
     }
     assert suite(29)["mean_adjusted"] == 0.6 and suite(29)["mean_gap"] == 0.2
     assert (
-        calibrate([row("x", "user_satisfaction", 0.5, weights={})], [], AS_OF, "6mo")[0]["user_satisfaction"][
-            "mean_gap"
-        ]
-        is None
+        calibrate([row("x", "user_satisfaction", 0.5, weights={})], [], AS_OF, "6mo").user_satisfaction.mean_gap is None
     )
 
 

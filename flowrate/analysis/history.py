@@ -5,7 +5,11 @@ Tables (documented in the README):
 - `runs(run_id, started_at, finished_at, models, rubric_versions, metrics, rows, passed, failed, errors, cost_usd, source)`;
 - `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id)`,
   one per (conversation_id, metric, model, rubric_version, evaluated_at): importing a row again adds nothing;
-- `labels(conversation_id, metric, score, labeled_at, labeler)`, each distinct label once.
+- `labels(conversation_id, metric, score, labeled_at, labeler)`, each distinct label once;
+- `_migrations(name, applied_at)`: the schema's migrations applied to the file (`migrations`).
+
+Every open applies the migrations the file lacks; a command that only reads upgrades an older
+file first, in a connection of its own, then reads it read-only (see `connect`).
 """
 
 from __future__ import annotations
@@ -16,22 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.analysis.labels import Label
+from flowrate.analysis.migrations import LABELS, migrate, pending
 from flowrate.exit_codes import ConfigError
 from flowrate.results.files import read_rows
 
-SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP,
-    models VARCHAR, rubric_versions VARCHAR, metrics VARCHAR, rows BIGINT, passed BIGINT, failed BIGINT,
-    errors BIGINT, cost_usd DOUBLE, source VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS rows (conversation_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, suite VARCHAR,
-    model VARCHAR NOT NULL, rubric_version VARCHAR NOT NULL, evaluated_at TIMESTAMP NOT NULL, chat_date DATE,
-    verdict VARCHAR, rating INTEGER, scale INTEGER, score DOUBLE, threshold DOUBLE, success BOOLEAN,
-    error_type VARCHAR, cost_usd DOUBLE, weights VARCHAR, run_id VARCHAR,
-    PRIMARY KEY (conversation_id, metric, model, rubric_version, evaluated_at))""",
-    """CREATE TABLE IF NOT EXISTS labels (conversation_id VARCHAR NOT NULL, metric VARCHAR NOT NULL,
-    score DOUBLE NOT NULL, labeled_at DATE NOT NULL, labeler VARCHAR NOT NULL,
-    PRIMARY KEY (conversation_id, metric, score, labeled_at, labeler))""",
-]
 COLUMNS = (
     "{id: 'VARCHAR', metric: 'VARCHAR', suite: 'VARCHAR', model: 'VARCHAR', rubric_version: 'VARCHAR',"
     " evaluated_at: 'VARCHAR', chat_date: 'VARCHAR', verdict: 'VARCHAR', rating: 'INTEGER', scale: 'INTEGER',"
@@ -40,30 +32,53 @@ COLUMNS = (
 
 
 def connect(path: str | Path | None, read_only: bool = False) -> Any:
-    """The history at `path`, created when missing; an in-memory one when `path` is None (for
-    plain results files). With `read_only` (commands that only read: trends, calibrate) a
-    missing file is an error and nothing is created or written; temporary tables still work."""
+    """The history at `path`, created when missing, with the migrations it lacks applied; an
+    in-memory one when `path` is None (for plain results files).
+
+    With `read_only` (commands that only read: trends, calibrate) a missing file is an error
+    and nothing is created; a file that is not a flowrate history is an error and is left as
+    it is. A flowrate history from an older flowrate is upgraded first, in a writable
+    connection of its own (the only write such a command makes), then opened read-only;
+    temporary tables still work. Where it cannot be written, the error says it needs upgrading."""
     import duckdb
 
     if read_only and path is not None:
         if not Path(path).exists():
             raise ConfigError(f"--history {path}: does not exist (a command that only reads creates no history)")
-        try:
-            connection = duckdb.connect(str(path), read_only=True)
-        except (duckdb.Error, OSError) as error:
-            raise ConfigError(f"--history {path}: cannot open the history: {error}") from None
+        connection = _open(path, read_only=True)
         tables = {name for (name,) in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         missing = [name for name in ("runs", "rows", "labels") if name not in tables]
         if missing:
+            connection.close()
             raise ConfigError(f"--history {path}: not a flowrate history (no table {', '.join(missing)})")
-        return connection
+        if not pending(connection):
+            return connection
+        connection.close()
+        try:
+            upgrade = duckdb.connect(str(path))
+        except (duckdb.Error, OSError) as error:
+            raise ConfigError(
+                f"--history {path}: written by an older flowrate, it needs upgrading, and it cannot be opened"
+                f" for writing here ({error}); a command that writes the history (eval --history, history"
+                " import, labels import) upgrades it"
+            ) from None
+        try:
+            migrate(upgrade)
+        finally:
+            upgrade.close()
+        return _open(path, read_only=True)
+    connection = _open(path)
+    migrate(connection)
+    return connection
+
+
+def _open(path: str | Path | None, read_only: bool = False) -> Any:
+    import duckdb
+
     try:
-        connection = duckdb.connect(":memory:" if path is None else str(path))
+        return duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
     except (duckdb.Error, OSError) as error:
         raise ConfigError(f"--history {path}: cannot open the history: {error}") from None
-    for statement in SCHEMA:
-        connection.execute(statement)
-    return connection
 
 
 def import_results(connection: Any, path: str | Path, started_at: datetime | None = None) -> int:
@@ -164,6 +179,11 @@ def stored_rows(connection: Any) -> list:
 
 
 def replace_labels(connection: Any, labels: list[Label]) -> None:
-    """Use these labels instead of the stored ones, for this connection only (the file is untouched)."""
-    connection.execute(SCHEMA[2].replace("CREATE TABLE IF NOT EXISTS labels", "CREATE OR REPLACE TEMP TABLE labels"))
+    """Use `labels` instead of the stored ones, for this connection only (the file is untouched)."""
+    connection.execute(LABELS.replace("CREATE TABLE IF NOT EXISTS labels", "CREATE OR REPLACE TEMP TABLE labels"))
     import_labels(connection, labels)
+
+
+def label_count(connection: Any) -> int:
+    """How many labels the history on `connection` holds (or the labels put in their place)."""
+    return connection.execute("SELECT count(*) FROM labels").fetchone()[0]

@@ -34,8 +34,8 @@ ROWS = """CREATE TABLE IF NOT EXISTS rows (conversation_id VARCHAR NOT NULL, met
     verdict VARCHAR, rating INTEGER, scale INTEGER, score DOUBLE, threshold DOUBLE, success BOOLEAN,
     error_type VARCHAR, cost_usd DOUBLE, weights VARCHAR, run_id VARCHAR,
     PRIMARY KEY (conversation_id, metric, model, rubric_version, evaluated_at))"""
-# The labels table as the migrations leave it; `history.replace_labels` makes a temporary one
-# of the same shape, so a migration that changes `labels` changes this statement's use there too.
+# `history.replace_labels` makes its temporary labels table from this statement: a later
+# migration that changes `labels` must keep that one in step.
 LABELS = """CREATE TABLE IF NOT EXISTS labels (conversation_id VARCHAR NOT NULL, metric VARCHAR NOT NULL,
     score DOUBLE NOT NULL, labeled_at DATE NOT NULL, labeler VARCHAR NOT NULL,
     PRIMARY KEY (conversation_id, metric, score, labeled_at, labeler))"""

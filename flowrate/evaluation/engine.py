@@ -54,72 +54,21 @@ Planned = tuple[int, ConversationalEvalTestCase, Source | None, dict[str, JudgeP
 
 
 @dataclass
-class Scheduler:
-    """Judge a stream of conversations with every metric, `concurrency` at a time, telling
-    `listener` each row as soon as it is ready (and each row `done` already held, as resumed).
+class _Tally:
+    """A run's counting and telling: every row into the summary, then to the listener; the
+    rows a resumed output holds (`done`), and the conversations left out."""
 
-    Every attempt passes one `CallGate`: calls in flight shrink on 429s and grow back, under
-    the optional requests- and tokens-per-minute ceilings. With `max_cost_usd`, scheduling
-    stops before the budget would be passed and the rest is skipped. Ctrl-C and SIGTERM stop
-    it: no new call starts, calls in flight get `INTERRUPT_GRACE_S`.
-    """
-
-    metrics: list[Metric]
-    concurrency: int = 16
+    metrics: list[Metric] = field(default_factory=list)
     listener: RunListener = field(default_factory=RunListener)
     summary: RunSummary = field(default_factory=RunSummary)
-    rpm: float | None = None
-    tpm: float | None = None
-    max_cost_usd: float | None = None
     #: rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
     done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
     control: RunControl | None = None
-    gate: CallGate | None = None
 
     def _missing(self, case: ConversationalEvalTestCase, metric: Metric) -> int:
         """Rows of `metric` for `case` that the output does not hold yet."""
         return sum((case.id, name) not in self.done for name in metric.row_names)
 
-    @property
-    def oversized_calls(self) -> int:
-        """Calls larger than a whole minute of the --tpm budget."""
-        return self.gate.tokens.oversized if self.gate is not None and self.gate.tokens is not None else 0
-
-    async def run(self, items: Iterable[Item]) -> RunSummary:
-        """Judge every item; returns the summary (also on Ctrl-C, SIGTERM or a stopped output)."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        self.control = RunControl()
-        self.gate = CallGate(self.concurrency, self.rpm, self.tpm, self.control)
-        self._budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
-        self._queue: asyncio.Queue[Planned | None] = asyncio.Queue(maxsize=self.concurrency * 2)
-        self._workers: list[asyncio.Task] = []
-        tasks: list[asyncio.Task] = []
-
-        def interrupt(signal_number: int = signal.SIGINT) -> None:
-            if self.control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
-                for task in tasks:
-                    task.cancel()
-            self.control.interrupt()
-            self.summary.interrupted = True
-            if signal_number == signal.SIGTERM:
-                self.summary.terminated = True
-
-        handled = _add_stop_handlers(loop, interrupt)
-        try:
-            self._workers.extend(asyncio.create_task(self._work()) for _ in range(self.concurrency))
-            producer = asyncio.create_task(self._produce(items))
-            tasks.extend([producer, *self._workers])
-            await self._wait(producer, self._workers, self.control.stopping, self._drain)
-        finally:
-            _remove_stop_handlers(loop, handled)
-            for cache in {id(m.cache): m.cache for m in self.metrics if m.cache is not None}.values():
-                cache.flush()  # one cache may serve several metrics: each is flushed once
-            self.summary.wall_time_s = round(loop.time() - started, 3)
-            self.summary.unreachable = self.control.unreachable
-        return self.summary
-
-    # -- what the run tells ------------------------------------------------------------
     def _emit(self, row: EvaluationRow, order: int) -> None:
         """Count a row and tell the listener; a listener that can take no more stops the run."""
         if self.summary.pipe_closed or self.summary.output_error is not None:
@@ -149,7 +98,6 @@ class Scheduler:
             self.summary.skip_for_budget(case.id, self._missing(case, metric))
         self.listener.skipped(case.id or "", source, "budget")
 
-    # -- producing ----------------------------------------------------------------------------
     def _wanted(self, case: ConversationalEvalTestCase, order: int) -> list[Metric]:
         """The metrics with rows still missing for `case`; the rows the output holds are counted."""
         wanted = []
@@ -166,6 +114,64 @@ class Scheduler:
                 wanted.append(metric)
         return wanted
 
+
+@dataclass
+class Scheduler(_Tally):
+    """Judge a stream of conversations with every metric, `concurrency` at a time, telling
+    `listener` each row as soon as it is ready (and each row `done` already held, as resumed).
+
+    Every attempt passes one `CallGate`: calls in flight shrink on 429s and grow back, under
+    the optional requests- and tokens-per-minute ceilings. With `max_cost_usd`, scheduling
+    stops before the budget would be passed and the rest is skipped. Ctrl-C and SIGTERM stop
+    it: no new call starts, calls in flight get `INTERRUPT_GRACE_S`.
+    """
+
+    concurrency: int = 16
+    rpm: float | None = None
+    tpm: float | None = None
+    max_cost_usd: float | None = None
+    gate: CallGate | None = None
+
+    @property
+    def oversized_calls(self) -> int:
+        """Calls larger than a whole minute of the --tpm budget."""
+        return self.gate.tokens.oversized if self.gate is not None and self.gate.tokens is not None else 0
+
+    async def run(self, items: Iterable[Item]) -> RunSummary:
+        """Judge every item; returns the summary (also on Ctrl-C, SIGTERM or a stopped output)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self.control = RunControl()
+        self.gate = CallGate(self.concurrency, self.rpm, self.tpm, self.control)
+        self._budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
+        self._queue = _StopAwareQueue(self.concurrency * 2, self.control.stopping)
+        self._workers: list[asyncio.Task] = []
+        tasks: list[asyncio.Task] = []
+
+        def interrupt(signal_number: int = signal.SIGINT) -> None:
+            if self.control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
+                for task in tasks:
+                    task.cancel()
+            self.control.interrupt()
+            self.summary.interrupted = True
+            if signal_number == signal.SIGTERM:
+                self.summary.terminated = True
+
+        handled = _add_stop_handlers(loop, interrupt)
+        try:
+            self._workers.extend(asyncio.create_task(self._work()) for _ in range(self.concurrency))
+            producer = asyncio.create_task(self._produce(items))
+            tasks.extend([producer, *self._workers])
+            await _wait(producer, self._workers, self.control, lambda: self.summary.pipe_closed, self._drain)
+        finally:
+            _remove_stop_handlers(loop, handled)
+            for cache in {id(m.cache): m.cache for m in self.metrics if m.cache is not None}.values():
+                cache.flush()  # one cache may serve several metrics: each is flushed once
+            self.summary.wall_time_s = round(loop.time() - started, 3)
+            self.summary.unreachable = self.control.unreachable
+        return self.summary
+
+    # -- producing ----------------------------------------------------------------------------
     async def _produce(self, items: Iterable[Item]) -> None:
         """Plan conversations `PLAN_AHEAD` at a time, so the cache is asked once per chunk.
         Once the run stops, it only counts the rows a resumed output holds."""
@@ -187,39 +193,19 @@ class Scheduler:
             for metric in self.metrics:
                 metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
             for item in planned:
-                if not await self._put(item):
+                if not await self._queue.put(item):
                     self._left_out(item[1], item[2], self._metrics_of(item))
         for _ in self._workers:
-            if not await self._put(None):
+            if not await self._queue.put(None):
                 break  # stopped: `_drain` ends the workers
 
     def _metrics_of(self, item: Planned) -> list[Metric]:
         return [metric for metric in self.metrics if metric.name in item[3]]
 
-    async def _put(self, item: Planned | None) -> bool:
-        """Queue `item` unless the run stops first: once it stops, the producer only counts
-        the rows a resumed output holds, so that an interrupted summary is true."""
-        queue, stop = self._queue, self.control.stopping  # type: ignore[union-attr]
-        if not queue.full():
-            queue.put_nowait(item)
-            return True
-        putting = asyncio.ensure_future(queue.put(item))
-        stopping = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({putting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if putting.done() and not putting.cancelled():
-            return True
-        putting.cancel()
-        return False
-
     def _drain(self) -> None:
         """After a stop: what is still queued is left out, and every worker is told to end."""
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            if item is not None:
-                self._left_out(item[1], item[2], self._metrics_of(item))
-        for _ in self._workers:
-            self._queue.put_nowait(None)
+        for item in self._queue.drain(len(self._workers)):
+            self._left_out(item[1], item[2], self._metrics_of(item))
 
     # -- judging ----------------------------------------------------------------------------------
     async def _work(self) -> None:
@@ -256,37 +242,79 @@ class Scheduler:
                 if (row.id, row.metric) not in self.done:  # a resumed suite: this row is in the file already
                     self._emit(row, order)
 
-    async def _wait(
-        self, producer: asyncio.Task, workers: list[asyncio.Task], stop: asyncio.Event, drain: Callable[[], None]
-    ) -> None:
-        """Run until everything is done, or the run stops: then the producer finishes counting
-        (it makes no call any more), what is queued is left out, and calls in flight get
-        `INTERRUPT_GRACE_S` after Ctrl-C or SIGTERM, none after a closed pipe, and their own
-        timeout when the judge is unreachable (their retries are cut already)."""
-        everything = [producer, *workers]
-        pending = set(everything)
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while pending:
-                done, pending = await asyncio.wait(pending | {stopping}, return_when=asyncio.FIRST_COMPLETED)
-                pending.discard(stopping)
-                _raise_failure(done, stopping)
-                if stop.is_set() and pending:
-                    if not producer.done():
-                        done, _ = await asyncio.wait({producer})
-                        _raise_failure(done, stopping)
-                    drain()
-                    control = self.control
-                    grace = None
-                    if control is not None and control.interrupted:
-                        grace = 0.0 if self.summary.pipe_closed else INTERRUPT_GRACE_S
-                    _, pending = await asyncio.wait(pending - {producer}, timeout=grace)
-                    break
-        finally:
-            stopping.cancel()
-            for task in everything:
-                task.cancel()
-            await asyncio.gather(stopping, *everything, return_exceptions=True)
+
+class _StopAwareQueue:
+    """The planned conversations between the producer and the workers, bounded, with a put that
+    gives up when the run stops (the producer then only counts resumed rows)."""
+
+    def __init__(self, size: int, stop: asyncio.Event):
+        self._queue: asyncio.Queue[Planned | None] = asyncio.Queue(maxsize=size)
+        self._stop = stop
+
+    async def get(self) -> Planned | None:
+        return await self._queue.get()
+
+    async def put(self, item: Planned | None) -> bool:
+        """Queue `item` unless the run stops first; False when it was not queued."""
+        if not self._queue.full():
+            self._queue.put_nowait(item)
+            return True
+        putting = asyncio.ensure_future(self._queue.put(item))
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({putting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if putting.done() and not putting.cancelled():
+            return True
+        putting.cancel()
+        return False
+
+    def drain(self, workers: int) -> list[Planned]:
+        """Empty the queue, then tell each of `workers` to end; returns what was still queued."""
+        left = []
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None:
+                left.append(item)
+        for _ in range(workers):
+            self._queue.put_nowait(None)
+        return left
+
+
+async def _wait(
+    producer: asyncio.Task,
+    workers: list[asyncio.Task],
+    control: RunControl,
+    pipe_closed: Callable[[], bool],
+    drain: Callable[[], None],
+) -> None:
+    """Run until everything is done, or the run stops: then the producer finishes counting
+    (it makes no call any more), what is queued is left out, and calls in flight get
+    `INTERRUPT_GRACE_S` after Ctrl-C or SIGTERM, none after a closed pipe, and their own
+    timeout when the judge is unreachable (their retries are cut already)."""
+    stop = control.stopping
+    everything = [producer, *workers]
+    pending = set(everything)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending | {stopping}, return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(stopping)
+            _raise_failure(done, stopping)
+            if stop.is_set() and pending:
+                if not producer.done():
+                    done, _ = await asyncio.wait({producer})
+                    _raise_failure(done, stopping)
+                drain()
+                grace = None
+                if control.interrupted:
+                    grace = 0.0 if pipe_closed() else INTERRUPT_GRACE_S
+                _, pending = await asyncio.wait(pending - {producer}, timeout=grace)
+                break
+    finally:
+        stopping.cancel()
+        for task in everything:
+            task.cancel()
+        await asyncio.gather(stopping, *everything, return_exceptions=True)
 
 
 def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
