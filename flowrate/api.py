@@ -94,7 +94,7 @@ async def evaluate_files_async(
 
     run = FileRun(paths, settings)
     results = ResultsFile(settings.output, append=run.resuming)
-    book = ReportBook() if settings.junit or settings.html or in_github(settings.github) else None
+    book = ReportBook() if settings.report_settings.wanted else None
     listener = Listeners([results, *([book] if book is not None else []), *(listeners or [])])
     try:
         if settings.batch:

@@ -6,6 +6,7 @@ Precedence: command line, then environment, then config file, then defaults.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,169 @@ class EvalSettings(BaseModel):
         if not 1 <= index <= count:
             raise ConfigError(f"option shard: {self.shard!r} must be I/N with 1 <= I <= N")
         return index, count
+
+    # -- the groups each layer is given --------------------------------------------------------
+    @property
+    def judge_settings(self) -> JudgeSettings:
+        return JudgeSettings(
+            self.model,
+            self.api_base,
+            tuple(self.metric),
+            self.rubric,
+            self.language,
+            self.samples,
+            self.threshold,
+            dict(self.thresholds),
+            dict(self.weights),
+            self.max_retries,
+            self.timeout,
+            self.backoff,
+            self.backoff_max,
+            self.max_input_tokens,
+            self.date_field,
+            self.cache_dir,
+            self.no_cache,
+            "metric" in self.model_fields_set,
+        )
+
+    @property
+    def selection_settings(self) -> SelectionSettings:
+        return SelectionSettings(
+            self.shard_slice,
+            self.sample,
+            self.sample_seed,
+            self.min_words,
+            tuple(self.only),
+            tuple(self.exclude),
+            self.limit,
+            self.skip_invalid,
+            self.allow_empty,
+            self.date_field,
+        )
+
+    @property
+    def limit_settings(self) -> LimitSettings:
+        return LimitSettings(self.concurrency, self.rpm, self.tpm, self.max_cost)
+
+    @property
+    def output_settings(self) -> OutputSettings:
+        return OutputSettings(self.output, self.resume, self.retry_errors, self.verbose)
+
+    @property
+    def gate_settings(self) -> GateSettings:
+        return GateSettings(self.default_gates, dict(self.gates))
+
+    @property
+    def report_settings(self) -> ReportSettings:
+        return ReportSettings(self.junit, self.html, in_github(self.github), self.history)
+
+    @property
+    def batch_settings(self) -> BatchSettings:
+        return BatchSettings(
+            self.batch,
+            self.batch_size,
+            self.poll_interval,
+            self.batch_submit_only,
+            self.batch_no_fallback,
+            self.batch_export,
+        )
+
+
+# -- the options by concern: each layer is given only its group ----------------------------
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What builds the metrics and their judge: the model and where it is served, the rubric
+    and metrics, their thresholds and weights, retries, context and the cache."""
+
+    model: str
+    api_base: str | None
+    metric: tuple[str, ...]
+    rubric: str | None
+    language: str
+    samples: int
+    threshold: float
+    thresholds: dict[str, float]
+    weights: dict[str, float]
+    max_retries: int
+    timeout: float | None
+    backoff: float
+    backoff_max: float
+    max_input_tokens: int | None
+    date_field: str | None
+    cache_dir: str | None
+    no_cache: bool
+    metric_named: bool  #: `--metric` was given (a `--rubric` alone replaces the default metric)
+
+
+@dataclass(frozen=True)
+class SelectionSettings:
+    """Which conversations a run judges, and what an invalid or empty input means."""
+
+    shard: tuple[int, int] | None
+    sample: float | None
+    sample_seed: int
+    min_words: int | None
+    only: tuple[str, ...]
+    exclude: tuple[str, ...]
+    limit: int | None
+    skip_invalid: bool
+    allow_empty: bool
+    date_field: str | None
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """How hard the judge is driven: calls in flight, rate ceilings, the budget in USD."""
+
+    concurrency: int
+    rpm: float | None
+    tpm: float | None
+    max_cost_usd: float | None
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """Where the rows go and whether the file is resumed."""
+
+    output: str
+    resume: bool
+    retry_errors: bool
+    verbose: bool
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What makes a run fail: gates for every metric (`default`) and per metric."""
+
+    default: dict[str, float]
+    per_metric: dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """The reports and the history a run writes besides its rows."""
+
+    junit: str | None
+    html: str | None
+    github: bool  #: GitHub's step summary and annotations: `--github`, or GITHUB_ACTIONS=true
+    history: str | None
+
+    @property
+    def wanted(self) -> bool:
+        """True when a report needs the run's rows kept (JUnit, HTML, GitHub)."""
+        return bool(self.junit or self.html or self.github)
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """Provider batch mode."""
+
+    batch: bool
+    batch_size: int | None
+    poll_interval_s: float
+    submit_only: bool
+    no_fallback: bool
+    export: str | None
 
 
 def load_config(path: Path | None) -> dict[str, Any]:

@@ -229,8 +229,8 @@ def test_the_batch_state_file_never_holds_a_secret(tmp_path, monkeypatch):
     for secret in secrets:
         assert secret.encode() not in stored, secret
     (batch,) = BatchState(tmp_path).all()
-    assert batch["api_base"] == "http://gw.example/v1?api-key=***&api-version=2024-06-01"
-    assert batch["command"]["settings"] == {
+    assert batch.api_base == "http://gw.example/v1?api-key=***&api-version=2024-06-01"
+    assert batch.command["settings"] == {
         "api_base": "http://gw.example/v1?api-key=***&api-version=2024-06-01",
         "api_key": "***",
         "only": ["team=***"],

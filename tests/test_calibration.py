@@ -6,9 +6,10 @@ import json
 import shutil
 from datetime import UTC, date, datetime
 
+import orjson
 import pytest
 
-from flowrate.analysis.calibration import calibrate, window_start
+from flowrate.analysis.calibration import Calibration, Deviation, MetricCalibration, calibrate, window_start
 from flowrate.analysis.labels import Label
 from flowrate.models import EvaluationRow, Source
 from tests.conftest import read_rows, turn_record, write_jsonl
@@ -138,6 +139,25 @@ def test_calibration_matches_the_worked_example_on_every_figure(run_flowrate, tm
     adjusted = {item["id"]: item for item in read_rows(tmp_path / "adjusted.jsonl")}
     assert adjusted["p0"]["adjusted_score"] == round(0.5 - 2 / 61, 4) and adjusted["b0"]["adjusted_score"] == 0.4
     assert adjusted["e0"]["adjusted_score"] is None and adjusted["a0"]["adjusted_score"] == 0.5
+
+
+def test_calibration_is_a_typed_record_and_its_json_is_byte_for_byte_the_documented_shape(run_flowrate, tmp_path):
+    rows, labels = worked_example()
+    report = calibrate(rows, [_label_of(item) for item in labels], AS_OF, "6mo")
+    assert isinstance(report, Calibration) and report.as_of == AS_OF and report.user_satisfaction is None
+    assert report.metrics["m"] == MetricCalibration(**EXPECTED_METRICS["m"])
+    assert report.metrics["m4"].lower == Deviation(n=31, deviation=-0.1) and report.metrics["m3"].upper is None
+    assert report.bands == pytest.approx({"m": -2 / 61, "m2": 0.1, "m4": -4.9 / 31})  # unrounded, for adjusting
+    assert "bands" not in report.model_dump()
+    _write(tmp_path, rows, labels)
+    result = run_flowrate("calibrate", "rows.jsonl", "--labels", "labels.jsonl", "--as-of", "2026-06-30", "--json")
+    assert result.returncode == 0, result.stderr
+    documented = {"as_of": "2026-06-30", "window": "6mo", "metrics": EXPECTED_METRICS, "user_satisfaction": None}
+    assert result.stdout == orjson.dumps(documented).decode() + "\n"
+
+
+def _label_of(item):
+    return Label(item["conversation_id"], item["metric"], item["score"], date.fromisoformat(item["labeled_at"]))
 
 
 def test_user_satisfaction_calibration_at_30_and_29_labeled_conversations():
@@ -290,6 +310,33 @@ def test_trends_with_labels_give_the_mean_label_and_the_adjusted_mean(run_flowra
     result = run_flowrate("trends", "rows.jsonl", "--labels", "labels.jsonl", "--json")
     [item] = json.loads(result.stdout)
     assert (item["mean_label"], item["upper"], item["lower"], item["mean_adjusted"]) == (0.6, 0.1, None, 0.6)
+
+
+def test_trends_are_typed_points_and_their_json_is_byte_for_byte_the_documented_shape(run_flowrate, tmp_path):
+    from flowrate.analysis.history import connect, import_labels, import_results
+    from flowrate.analysis.trends import TrendPoint, trends
+
+    rows = [row(f"w{n}", "m", 0.5, evaluated_at=datetime(2026, 3, 2, tzinfo=UTC)) for n in range(40)]
+    (tmp_path / "rows.jsonl").write_text("".join(item.model_dump_json() + "\n" for item in rows))
+    write_jsonl(tmp_path / "labels.jsonl", [label(f"w{n}", "m", 0.6) for n in range(35)])
+    connection = connect(None)
+    import_results(connection, tmp_path / "rows.jsonl")
+    import_labels(connection, [Label(f"w{n}", "m", 0.6, date(2026, 1, 15)) for n in range(35)])
+    expected = {
+        "period": "2026-W10",
+        "metric": "m",
+        "conversations": 40,
+        "mean_score": 0.5,
+        "pass_rate": 0.0,
+        "mean_label": 0.6,
+        "mean_adjusted": 0.6,
+        "upper": 0.1,
+        "lower": None,
+    }
+    assert trends(connection, labels=True) == [TrendPoint(**expected)]
+    result = run_flowrate("trends", "rows.jsonl", "--labels", "labels.jsonl", "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == orjson.dumps([expected]).decode() + "\n"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")

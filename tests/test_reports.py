@@ -72,8 +72,9 @@ def test_junit_past_the_limit_lists_gates_and_the_worst_rows(tmp_path):
         book.add(row)
         summary.add(row, n)
     from flowrate.results.gates import apply_gates
+    from flowrate.settings import GateSettings
 
-    apply_gates(summary, {"min_pass_rate": 0.9}, {})
+    apply_gates(summary, GateSettings({"min_pass_rate": 0.9}, {}))
     write_junit(tmp_path / "j.xml", book, summary)
     suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
     names = [case.get("name") for case in suite.findall("testcase")]

@@ -80,7 +80,7 @@ def merge_command(
     try:
         settings = resolve_settings(given, config)
         summary = merge_results(paths, output, allow_empty=bool(allow_empty))
-        apply_gates(summary, settings.default_gates, settings.gates)
+        apply_gates(summary, settings.gate_settings)
     except FlowrateError as error:
         raise fail(error) from None
     print_summary(stderr(), summary, output)

@@ -25,24 +25,24 @@ from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
 from flowrate.results.events import RunListener
 from flowrate.results.files import check_output_path
 from flowrate.results.summary import DryRunEstimate, RunSummary
-from flowrate.settings import EvalSettings, in_github
+from flowrate.settings import BatchSettings, EvalSettings, ReportSettings
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
 
 
-def check_report_paths(settings: EvalSettings) -> None:
+def check_report_paths(reports: ReportSettings, batches: BatchSettings) -> None:
     """Every file a run will write besides its rows, checked before the first call: reports,
     the history, GitHub's step summary and the batch export (exit 2 when one cannot be)."""
     for option, path in (
-        ("--junit", settings.junit),
-        ("--html", settings.html),
-        ("--history", settings.history),
-        ("--batch-export", settings.batch_export),
+        ("--junit", reports.junit),
+        ("--html", reports.html),
+        ("--history", reports.history),
+        ("--batch-export", batches.export),
     ):
         if path:
             check_output_path(path, option)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if in_github(settings.github) and step_summary:
+    if reports.github and step_summary:
         check_output_path(step_summary, "GITHUB_STEP_SUMMARY")
 
 
@@ -59,32 +59,32 @@ class FileRun:
         self.settings = settings
         self.paths = paths
         self.notices: list[str] = []
-        self.shard = settings.shard_slice
-        self.concurrency = settings.concurrency
+        limits, output, chosen = settings.limit_settings, settings.output_settings, settings.selection_settings
+        self.concurrency = limits.concurrency
         if self.concurrency > CONNECTION_POOL_LIMIT:
             self.notices.append(
                 f"--concurrency {self.concurrency} is above LiteLLM's pool of {CONNECTION_POOL_LIMIT} connections per host; using {CONNECTION_POOL_LIMIT}"
             )
             self.concurrency = CONNECTION_POOL_LIMIT
-        if settings.output == "-" and (settings.resume or settings.retry_errors):
+        if output.output == "-" and (output.resume or output.retry_errors):
             raise ConfigError("--resume and --retry-errors need --output to be a file")
-        check_output_path(settings.output)
-        check_report_paths(settings)
-        self.inputs = InputSet(paths, output=settings.output)
+        check_output_path(output.output)
+        check_report_paths(settings.report_settings, settings.batch_settings)
+        self.inputs = InputSet(paths, output=output.output)
         self.notices.extend(self.inputs.notices)
         self.selection = Selection(
-            self.shard,
-            settings.sample,
-            settings.sample_seed,
-            settings.min_words,
-            settings.only,
-            settings.exclude,
-            settings.limit,
+            chosen.shard,
+            chosen.sample,
+            chosen.sample_seed,
+            chosen.min_words,
+            list(chosen.only),
+            list(chosen.exclude),
+            chosen.limit,
         )
-        self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), settings.date_field)
-        if not self.settings.skip_invalid:
+        self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
+        if not chosen.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
-        if self.scan.selected == 0 and not settings.allow_empty:
+        if self.scan.selected == 0 and not chosen.allow_empty:
             self.inputs.close()
             raise nothing_to_judge(paths)
         if self.scan.unreadable_dates:
@@ -92,10 +92,11 @@ class FileRun:
                 f"{self.scan.unreadable_dates} conversation(s) have a chat date that cannot be read"
                 f" (first: {self.scan.first_unreadable_date}); their rows have chat_date null"
             )
+        judge = settings.judge_settings
         self.cache = None  # the run's: every judged metric reads and writes it
-        if not settings.no_cache:
-            self.cache = ResponseCache(Path(settings.cache_dir) if settings.cache_dir else default_cache_dir())
-        self.metrics = build_metrics(settings, self.cache)
+        if not judge.no_cache:
+            self.cache = ResponseCache(Path(judge.cache_dir) if judge.cache_dir else default_cache_dir())
+        self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
 
     @property
     def total_rows(self) -> int:

@@ -27,15 +27,15 @@ async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
     # LiteLLM brings some 400,000 long-lived objects; every full collection would walk them
     # all again. Frozen, they are left alone: a tenth of the client's CPU in a long run.
     gc.freeze()
-    settings = run.settings
+    limits = run.settings.limit_settings
     scheduler = Scheduler(
         metrics=run.metrics,
         concurrency=run.concurrency,
         listener=listener,
         summary=summary,
-        rpm=settings.rpm,
-        tpm=settings.tpm,
-        max_cost_usd=settings.max_cost,
+        rpm=limits.rpm,
+        tpm=limits.tpm,
+        max_cost_usd=limits.max_cost_usd,
         done=done,
     )
     try:
@@ -47,10 +47,10 @@ async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
     summary.resumed_elsewhere = len(done) - summary.resumed
     if summary.resumed_elsewhere and not summary.interrupted:
         listener.notice(
-            f"{settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
+            f"{run.settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
             " kept in the file, not counted"
         )
-    apply_gates(summary, settings.default_gates, settings.gates)
+    apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)  # loading the judge included, as the progress clock
     listener.finished(summary)
     return summary

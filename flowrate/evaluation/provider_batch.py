@@ -109,8 +109,9 @@ async def judge_in_batches(
     if any(m.samples > 1 and not m.backend.supports_n() for m in judged):
         raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
     backend = judged[0].backend
-    provider = Provider(backend.provider, run.settings.api_base)
-    state = BatchState(Path(run.settings.cache_dir) if run.settings.cache_dir else default_cache_dir())
+    judge = run.settings.judge_settings
+    provider = Provider(backend.provider, judge.api_base)
+    state = BatchState(Path(judge.cache_dir) if judge.cache_dir else default_cache_dir())
     done = run.done_rows(listener)
     summary = run.start(listener)
     write = _Writer(summary, listener, done)
@@ -120,7 +121,7 @@ async def judge_in_batches(
     try:
         submission = await _submit(run, listener, provider, state, backend, write, command, submit, only)
         summary.batches = [batch.batch_id for batch in submission.recorded]
-        if run.settings.batch_submit_only:
+        if run.settings.batch_settings.submit_only:
             return summary
         online = await _poll(run, listener, provider, state, submission, write, summary, submit, started)
         await _settle_online(run, online, submission.planned, write, summary, done)
@@ -128,7 +129,7 @@ async def judge_in_batches(
         run.close()
         if run.cache is not None:
             run.cache.flush()
-    apply_gates(summary, run.settings.default_gates, run.settings.gates)
+    apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)
     listener.finished(summary)
     return summary
@@ -141,7 +142,7 @@ async def _submit(run, listener, provider, state, backend, write, command, submi
     recorded = [b for b in state.uncollected(output) if only is None or b.batch_id in only]
     sent = {cid for batch in recorded for cid in batch.custom_ids}
     submission = _Submission(recorded)
-    chunker = Chunker(run.settings.batch_size)
+    chunker = Chunker(run.settings.batch_settings.batch_size)
 
     async def submit_chunk(chunk: list[bytes] | None) -> None:
         if not chunk:
@@ -197,14 +198,14 @@ async def _poll(run, listener, provider, state, submission, write, summary, subm
             if not submit:
                 summary.still_running = [b.batch_id for b in remaining]
                 break
-            await asyncio.sleep(run.settings.poll_interval * random.uniform(0.8, 1.2))
+            await asyncio.sleep(run.settings.batch_settings.poll_interval_s * random.uniform(0.8, 1.2))
     return online
 
 
 async def _settle_online(run, online, planned, write, summary, done) -> None:
     """The lines a batch did not answer usably: judged online once, or, with
     `--batch-no-fallback`, error rows."""
-    if online and not run.settings.batch_no_fallback:
+    if online and not run.settings.batch_settings.no_fallback:
         summary.batch_online = len(online)
         fallback = Scheduler(
             metrics=run.metrics, concurrency=run.concurrency, done=dict(done), listener=_Forward(write)
@@ -296,7 +297,7 @@ async def import_batch_results(run: FileRun, path: str, listener: RunListener) -
                 write(row, index)
     finally:
         run.close()
-    apply_gates(summary, run.settings.default_gates, run.settings.gates)
+    apply_gates(summary, run.settings.gate_settings)
     listener.finished(summary)
     return summary
 

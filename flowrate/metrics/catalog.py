@@ -9,7 +9,7 @@ from flowrate.cache import ResponseCache
 from flowrate.exit_codes import ConfigError
 from flowrate.judge import RetryPolicy
 from flowrate.rubric import PACKAGED, Scale, load_rubric
-from flowrate.settings import EvalSettings
+from flowrate.settings import GateSettings, JudgeSettings
 
 OFFLINE = "repetition_check"
 NAMES = [*PACKAGED, OFFLINE]
@@ -45,15 +45,16 @@ def describe(name: str, weights: dict[str, float] | None = None) -> MetricInfo:
     return MetricInfo(rubric.name, rubric.title, 1, rows, shown_weights)
 
 
-def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
-    """The metrics a run judges with: each `--metric` name, and the `--rubric` file's metric
-    (which replaces the default when no `--metric` is named). Raises `ConfigError` for an
-    unknown name, or when two metrics would write rows of the same name."""
+def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: GateSettings | None = None) -> list:
+    """The metrics a run judges with, from its judge `settings`: each `--metric` name, and the
+    `--rubric` file's metric (which replaces the default when no `--metric` is named), sharing
+    the run's response `cache`. Raises `ConfigError` for an unknown name, when two metrics would
+    write rows of the same name, or for a weight, threshold or gate (in `gates`) naming nothing."""
     from flowrate.metric import RubricMetric
     from flowrate.metrics.repetition import RepetitionCheck
 
     names = list(dict.fromkeys(settings.metric))
-    if settings.rubric and names == ["conversational_flow_rate"] and "metric" not in settings.model_fields_set:
+    if settings.rubric and names == ["conversational_flow_rate"] and not settings.metric_named:
         names = []
     sources: list[tuple[str, str | Path]] = [(name, name) for name in names]
     if settings.rubric:
@@ -91,7 +92,7 @@ def build_metrics(settings: EvalSettings, cache: ResponseCache | None) -> list:
                 raise ConfigError(f"metric name {row_name!r} is made by both {made_by[row_name]} and {shown}")
             made_by[row_name] = shown
         metrics.append(metric)
-    check_names(settings, metrics)
+    check_names(settings, gates or GateSettings({}, {}))
     return metrics
 
 
@@ -125,12 +126,12 @@ def check_weights(weights: dict[str, float], rubric_path: str | None = None) -> 
             )
 
 
-def check_names(settings: EvalSettings, metrics: list) -> None:
+def check_names(settings: JudgeSettings, gates: GateSettings) -> None:
     """Raise `ConfigError` for a weight, threshold or gate that names nothing flowrate makes:
     a typo would otherwise be ignored without a word."""
     check_weights(settings.weights, settings.rubric)
     known = known_row_names(settings.rubric)
-    for option, names in (("thresholds", settings.thresholds), ("gates", settings.gates)):
+    for option, names in (("thresholds", settings.thresholds), ("gates", gates.per_metric)):
         for name in names:
             if name not in known:
                 raise ConfigError(f"option {option}: unknown metric {name!r} (known: {', '.join(known)})")

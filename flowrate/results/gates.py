@@ -8,6 +8,7 @@ A metric with no judged row fails every gate it has: a gate never passes on noth
 from __future__ import annotations
 
 from flowrate.results.summary import GateResult, MetricStats, RunSummary
+from flowrate.settings import GateSettings
 
 GATES = ("min_pass_rate", "min_mean_score", "max_failures")
 DEFAULT_GATE = {"max_failures": 0}  # every row passes
@@ -31,7 +32,7 @@ def check_gates(
     return results
 
 
-def apply_gates(summary: RunSummary, default: dict[str, float], per_metric: dict[str, dict[str, float]]) -> None:
-    """Check every metric's gates on `summary`: `default` for all metrics, `per_metric` over it;
-    the run's exit code then follows the gates instead of every row."""
-    summary.gates = check_gates(summary.metrics, default, per_metric)
+def apply_gates(summary: RunSummary, gates: GateSettings) -> None:
+    """Check every metric's gates on `summary` (`gates.default` for all metrics, `gates.per_metric`
+    over it); the run's exit code then follows the gates instead of every row."""
+    summary.gates = check_gates(summary.metrics, gates.default, gates.per_metric)
