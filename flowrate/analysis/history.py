@@ -40,36 +40,41 @@ def connect(path: str | Path | None, read_only: bool = False) -> Any:
     it is. A flowrate history from an older flowrate is upgraded first, in a writable
     connection of its own (the only write such a command makes), then opened read-only;
     temporary tables still work. Where it cannot be written, the error says it needs upgrading."""
-    import duckdb
-
     if read_only and path is not None:
-        if not Path(path).exists():
-            raise ConfigError(f"--history {path}: does not exist (a command that only reads creates no history)")
-        connection = _open(path, read_only=True)
-        tables = {name for (name,) in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        missing = [name for name in ("runs", "rows", "labels") if name not in tables]
-        if missing:
-            connection.close()
-            raise ConfigError(f"--history {path}: not a flowrate history (no table {', '.join(missing)})")
-        if not pending(connection):
-            return connection
-        connection.close()
-        try:
-            upgrade = duckdb.connect(str(path))
-        except (duckdb.Error, OSError) as error:
-            raise ConfigError(
-                f"--history {path}: written by an older flowrate, it needs upgrading, and it cannot be opened"
-                f" for writing here ({error}); a command that writes the history (eval --history, history"
-                " import, labels import) upgrades it"
-            ) from None
-        try:
-            migrate(upgrade)
-        finally:
-            upgrade.close()
-        return _open(path, read_only=True)
+        return _open_to_read(path)
     connection = _open(path)
     migrate(connection)
     return connection
+
+
+def _open_to_read(path: str | Path) -> Any:
+    """`connect(path, read_only=True)`."""
+    import duckdb
+
+    if not Path(path).exists():
+        raise ConfigError(f"--history {path}: does not exist (a command that only reads creates no history)")
+    connection = _open(path, read_only=True)
+    tables = {name for (name,) in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    missing = [name for name in ("runs", "rows", "labels") if name not in tables]
+    if missing:
+        connection.close()
+        raise ConfigError(f"--history {path}: not a flowrate history (no table {', '.join(missing)})")
+    if not pending(connection):
+        return connection
+    connection.close()
+    try:
+        upgrade = duckdb.connect(str(path))
+    except (duckdb.Error, OSError) as error:
+        raise ConfigError(
+            f"--history {path}: written by an older flowrate, it needs upgrading, and it cannot be opened"
+            f" for writing here ({error}); a command that writes the history (eval --history, history"
+            " import, labels import) upgrades it"
+        ) from None
+    try:
+        migrate(upgrade)
+    finally:
+        upgrade.close()
+    return _open(path, read_only=True)
 
 
 def _open(path: str | Path | None, read_only: bool = False) -> Any:
