@@ -8,14 +8,38 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowrate.defaults import DEFAULTS
 from flowrate.exit_codes import ConfigError
 
 DEFAULT_CONFIG = Path("configs/flowrate.yaml")
+
+
+def _no_credentials_in_url(value: str | None) -> str | None:
+    """`--api-base` is an http(s) URL without `user:password@`: credentials there would be kept
+    in logs and state files, and LiteLLM's client would not send them."""
+    if value is None:
+        return value
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise ValueError("is not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8000/v1")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            "holds credentials (user:password@); they would be kept in logs and state files."
+            " Give the key in OPENAI_API_KEY (sent as a bearer token) and the URL without them"
+        )
+    return value
+
+
+ApiBase = Annotated[str | None, AfterValidator(_no_credentials_in_url)]
 
 
 class EvalSettings(BaseModel):
@@ -24,7 +48,7 @@ class EvalSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = DEFAULTS["model"]
-    api_base: str | None = None
+    api_base: ApiBase = None
     threshold: float = Field(DEFAULTS["threshold"], ge=0.0, le=1.0)
     concurrency: int = Field(DEFAULTS["concurrency"], ge=1)
     max_retries: int = Field(DEFAULTS["max_retries"], ge=0)
@@ -109,26 +133,6 @@ class EvalSettings(BaseModel):
                 raise ValueError(f"the weight of {name} must not be negative")
         return value
 
-    @field_validator("api_base")
-    @classmethod
-    def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        from urllib.parse import urlsplit
-
-        try:
-            parts = urlsplit(value)
-        except ValueError:
-            raise ValueError("is not a URL") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8000/v1")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError(
-                "holds credentials (user:password@); they would be kept in logs and state files."
-                " Give the key in OPENAI_API_KEY (sent as a bearer token) and the URL without them"
-            )
-        return value
-
     @field_validator("only", "exclude")
     @classmethod
     def _field_equals_value(cls, value: list[str]) -> list[str]:
@@ -150,68 +154,31 @@ class EvalSettings(BaseModel):
     # -- the groups each layer is given --------------------------------------------------------
     @property
     def judge_settings(self) -> JudgeSettings:
-        return JudgeSettings(
-            self.model,
-            self.api_base,
-            tuple(self.metric),
-            self.rubric,
-            self.language,
-            self.samples,
-            self.threshold,
-            dict(self.thresholds),
-            dict(self.weights),
-            self.max_retries,
-            self.timeout,
-            self.backoff,
-            self.backoff_max,
-            self.max_input_tokens,
-            self.date_field,
-            self.cache_dir,
-            self.no_cache,
-            "metric" in self.model_fields_set,
-        )
+        return JudgeSettings.of(self)
 
     @property
     def selection_settings(self) -> SelectionSettings:
-        return SelectionSettings(
-            self.shard_slice,
-            self.sample,
-            self.sample_seed,
-            self.min_words,
-            tuple(self.only),
-            tuple(self.exclude),
-            self.limit,
-            self.skip_invalid,
-            self.allow_empty,
-            self.date_field,
-        )
+        return SelectionSettings.of(self)
 
     @property
     def limit_settings(self) -> LimitSettings:
-        return LimitSettings(self.concurrency, self.rpm, self.tpm, self.max_cost)
+        return LimitSettings.of(self)
 
     @property
     def output_settings(self) -> OutputSettings:
-        return OutputSettings(self.output, self.resume, self.retry_errors, self.verbose)
+        return OutputSettings.of(self)
 
     @property
     def gate_settings(self) -> GateSettings:
-        return GateSettings(self.default_gates, dict(self.gates))
+        return GateSettings.of(self)
 
     @property
     def report_settings(self) -> ReportSettings:
-        return ReportSettings(self.junit, self.html, in_github(self.github), self.history)
+        return ReportSettings.of(self)
 
     @property
     def batch_settings(self) -> BatchSettings:
-        return BatchSettings(
-            self.batch,
-            self.batch_size,
-            self.poll_interval,
-            self.batch_submit_only,
-            self.batch_no_fallback,
-            self.batch_export,
-        )
+        return BatchSettings.of(self)
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
@@ -239,6 +206,30 @@ class JudgeSettings:
     no_cache: bool
     metric_named: bool  #: `--metric` was given (a `--rubric` alone replaces the default metric)
 
+    @classmethod
+    def of(cls, settings: EvalSettings) -> JudgeSettings:
+        """This group of `settings`."""
+        return cls(
+            settings.model,
+            settings.api_base,
+            tuple(settings.metric),
+            settings.rubric,
+            settings.language,
+            settings.samples,
+            settings.threshold,
+            dict(settings.thresholds),
+            dict(settings.weights),
+            settings.max_retries,
+            settings.timeout,
+            settings.backoff,
+            settings.backoff_max,
+            settings.max_input_tokens,
+            settings.date_field,
+            settings.cache_dir,
+            settings.no_cache,
+            "metric" in settings.model_fields_set,
+        )
+
 
 @dataclass(frozen=True)
 class SelectionSettings:
@@ -255,6 +246,22 @@ class SelectionSettings:
     allow_empty: bool
     date_field: str | None
 
+    @classmethod
+    def of(cls, settings: EvalSettings) -> SelectionSettings:
+        """This group of `settings`."""
+        return cls(
+            settings.shard_slice,
+            settings.sample,
+            settings.sample_seed,
+            settings.min_words,
+            tuple(settings.only),
+            tuple(settings.exclude),
+            settings.limit,
+            settings.skip_invalid,
+            settings.allow_empty,
+            settings.date_field,
+        )
+
 
 @dataclass(frozen=True)
 class LimitSettings:
@@ -264,6 +271,11 @@ class LimitSettings:
     rpm: float | None
     tpm: float | None
     max_cost_usd: float | None
+
+    @classmethod
+    def of(cls, settings: EvalSettings) -> LimitSettings:
+        """This group of `settings`."""
+        return cls(settings.concurrency, settings.rpm, settings.tpm, settings.max_cost)
 
 
 @dataclass(frozen=True)
@@ -275,6 +287,11 @@ class OutputSettings:
     retry_errors: bool
     verbose: bool
 
+    @classmethod
+    def of(cls, settings: EvalSettings) -> OutputSettings:
+        """This group of `settings`."""
+        return cls(settings.output, settings.resume, settings.retry_errors, settings.verbose)
+
 
 @dataclass(frozen=True)
 class GateSettings:
@@ -282,6 +299,11 @@ class GateSettings:
 
     default: dict[str, float]
     per_metric: dict[str, dict[str, float]]
+
+    @classmethod
+    def of(cls, settings: EvalSettings) -> GateSettings:
+        """This group of `settings`."""
+        return cls(settings.default_gates, dict(settings.gates))
 
 
 @dataclass(frozen=True)
@@ -298,6 +320,11 @@ class ReportSettings:
         """True when a report needs the run's rows kept (JUnit, HTML, GitHub)."""
         return bool(self.junit or self.html or self.github)
 
+    @classmethod
+    def of(cls, settings: EvalSettings) -> ReportSettings:
+        """This group of `settings`."""
+        return cls(settings.junit, settings.html, in_github(settings.github), settings.history)
+
 
 @dataclass(frozen=True)
 class BatchSettings:
@@ -309,6 +336,18 @@ class BatchSettings:
     submit_only: bool
     no_fallback: bool
     export: str | None
+
+    @classmethod
+    def of(cls, settings: EvalSettings) -> BatchSettings:
+        """This group of `settings`."""
+        return cls(
+            settings.batch,
+            settings.batch_size,
+            settings.poll_interval,
+            settings.batch_submit_only,
+            settings.batch_no_fallback,
+            settings.batch_export,
+        )
 
 
 def load_config(path: Path | None) -> dict[str, Any]:
