@@ -215,8 +215,6 @@ def _packaged_rubric(file_name: str) -> Rubric:
 
 
 def _parse_rubric(data: bytes, shown: str) -> Rubric:
-    from flowrate.scores import UnparsableReply, parse_reply
-
     try:
         raw = yaml.safe_load(data)
     except yaml.YAMLError as error:
@@ -235,9 +233,27 @@ def _parse_rubric(data: bytes, shown: str) -> Rubric:
         field = ".".join(str(part) for part in first["loc"])
         raise ConfigError(f"{shown}: rubric field {field}: {first['msg']}") from None
     for number, example in enumerate(rubric.examples):
-        try:
-            parse_reply(orjson.dumps(example.reply).decode(), rubric)
-        except UnparsableReply as problem:
-            raise ConfigError(f"{shown}: rubric field examples.{number}.reply: {problem}") from None
+        problem = _example_problem(example.reply, rubric)
+        if problem:
+            raise ConfigError(f"{shown}: rubric field examples.{number}.reply: {problem}")
     rubric.version = "sha256:" + hashlib.sha256(data).hexdigest()[:16]
     return rubric
+
+
+def _example_problem(reply: Any, rubric: Rubric) -> str | None:
+    """What is wrong with a worked example's reply, or None: each criterion's judgement must be
+    there and on its scale (the parser holds the judge's replies to the same rule)."""
+    if not isinstance(reply, dict):
+        return "must be a mapping, as the judge's reply is"
+    parts = reply.get("criteria") if rubric.is_suite else {rubric.criteria[0].name: reply}
+    if not isinstance(parts, dict):
+        return 'a suite\'s example reply holds a "criteria" mapping'
+    for criterion in rubric.criteria:
+        part = parts.get(criterion.name)
+        if not isinstance(part, dict):
+            return f"criterion {criterion.name!r} is missing from the reply"
+        value, scale = part.get(criterion.scale.field), criterion.scale
+        if value not in scale.values and str(value).strip().lower() not in [str(v) for v in scale.values]:
+            expected = ", ".join(str(v) for v in reversed(scale.values))
+            return f"{scale.field} {value!r} for {criterion.name} is not on its scale ({expected})"
+    return None
