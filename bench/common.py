@@ -67,9 +67,9 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
     """
     import litellm
 
-    from flowrate.judge import LiteLLMBackend
-    from flowrate.rubric import load_rubric
-    from flowrate.scores import reply_schema
+    from flowrate.judge.litellm_backend import LiteLLMBackend
+    from flowrate.rubric.model import load_rubric
+    from flowrate.scores.schema import reply_schema
 
     litellm.suppress_debug_info = True
     backend = LiteLLMBackend("gpt-4o", base_url)
@@ -98,7 +98,7 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
 def rendered_messages(path: Path) -> list[list[dict]]:
     """The exact prompts flowrate sends for the conversations in `path`."""
     from flowrate.inputs.files import InputSet, iter_cases
-    from flowrate.rubric import load_rubric
+    from flowrate.rubric.model import load_rubric
 
     rubric = load_rubric()
     inputs = InputSet([str(path)])
@@ -113,7 +113,7 @@ async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: P
     from flowrate.evaluation.file_run import FileRun
     from flowrate.evaluation.online import judge_online
     from flowrate.results.files import ResultsFile
-    from flowrate.settings import EvalSettings
+    from flowrate.settings.options import EvalSettings
 
     settings = EvalSettings(
         api_base=base_url, concurrency=concurrency, cache_dir=str(cache_dir), output=str(output), model="gpt-4o"

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from common import write_conversations
 
+from flowrate.inputs.conversation import Source
 from flowrate.inputs.files import load_transcripts
-from flowrate.models import EvaluationRow, Source
 from flowrate.reports.html import write_html
 from flowrate.results.book import ReportBook
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 
 LEVELS = [("fully", 1.0), ("mostly", 0.9), ("partial", 0.7), ("minor", 0.3), ("none", 0.0)]

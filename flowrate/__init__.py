@@ -14,24 +14,29 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _WHERE = {
-    "ConversationalEvalTestCase": "flowrate.models",
-    "ConversationalFlowRateMetric": "flowrate.metric",
-    "ConversationResult": "flowrate.models",
-    "CustomLLMClient": "flowrate.judge",
-    "EvalTestCase": "flowrate.models",
-    "EvaluationRow": "flowrate.models",
-    "ExitCode": "flowrate.exit_codes",
-    "JudgeAccessError": "flowrate.exit_codes",
-    "MetricResult": "flowrate.models",
+    "ConversationalEvalTestCase": "flowrate.inputs.conversation",
+    "ConversationalFlowRateMetric": "flowrate.metrics.rubric_metric",
+    "ConversationResult": "flowrate.results.rows",
+    "CustomLLMClient": "flowrate.judge.backend",
+    "EvalTestCase": "flowrate.inputs.conversation",
+    "EvaluationRow": "flowrate.results.rows",
+    "ExitCode": "flowrate.errors",
+    "JudgeAccessError": "flowrate.errors",
+    "MetricResult": "flowrate.results.rows",
     "RepetitionCheck": "flowrate.metrics.repetition",
-    "RepetitivePatternDetectionMetric": "flowrate.metric",
-    "RubricMetric": "flowrate.metric",
-    "VirtualAgentSuite": "flowrate.metric",
-    "RetryPolicy": "flowrate.judge",
-    "Rubric": "flowrate.rubric",
-    "Verdict": "flowrate.models",
+    "RepetitivePatternDetectionMetric": "flowrate.metrics.rubric_metric",
+    "RubricMetric": "flowrate.metrics.rubric_metric",
+    "VirtualAgentSuite": "flowrate.metrics.rubric_metric",
+    "RetryPolicy": "flowrate.judge.retry",
+    "Rubric": "flowrate.rubric.model",
+    "Verdict": "flowrate.results.rows",
     "evaluate_conversations": "flowrate.evaluation.engine",
-    "load_rubric": "flowrate.rubric",
+    "evaluate_files": "flowrate.api",
+    "evaluate_files_async": "flowrate.api",
+    "Evaluation": "flowrate.api",
+    "EvalSettings": "flowrate.settings.options",
+    "RunListener": "flowrate.results.events",
+    "load_rubric": "flowrate.rubric.model",
 }
 __all__ = [
     "ConversationalEvalTestCase",
@@ -51,29 +56,32 @@ __all__ = [
     "Rubric",
     "Verdict",
     "evaluate_conversations",
+    "evaluate_files",
+    "evaluate_files_async",
+    "Evaluation",
+    "EvalSettings",
+    "RunListener",
     "load_rubric",
 ]
 
 if TYPE_CHECKING:
+    from flowrate.api import Evaluation, evaluate_files, evaluate_files_async
+    from flowrate.errors import ExitCode, JudgeAccessError
     from flowrate.evaluation.engine import evaluate_conversations
-    from flowrate.exit_codes import ExitCode, JudgeAccessError
-    from flowrate.judge import CustomLLMClient, RetryPolicy
-    from flowrate.metric import (
+    from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+    from flowrate.judge.backend import CustomLLMClient
+    from flowrate.judge.retry import RetryPolicy
+    from flowrate.metrics.repetition import RepetitionCheck
+    from flowrate.metrics.rubric_metric import (
         ConversationalFlowRateMetric,
         RepetitivePatternDetectionMetric,
         RubricMetric,
         VirtualAgentSuite,
     )
-    from flowrate.metrics.repetition import RepetitionCheck
-    from flowrate.models import (
-        ConversationalEvalTestCase,
-        ConversationResult,
-        EvalTestCase,
-        EvaluationRow,
-        MetricResult,
-        Verdict,
-    )
-    from flowrate.rubric import Rubric, load_rubric
+    from flowrate.results.events import RunListener
+    from flowrate.results.rows import ConversationResult, EvaluationRow, MetricResult, Verdict
+    from flowrate.rubric.model import Rubric, load_rubric
+    from flowrate.settings.options import EvalSettings
 
 
 def __getattr__(name: str) -> Any:

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from flowrate.errors import ExitCode, FlowrateError, OutputError
 from flowrate.evaluation.file_run import FileRun
-from flowrate.exit_codes import ExitCode, FlowrateError, OutputError
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
 from flowrate.results.files import ResultsFile
 from flowrate.results.summary import DryRunEstimate, RunSummary
-from flowrate.settings import EvalSettings, in_github
+from flowrate.settings.options import EvalSettings, in_github
 
 
 class BatchesLeftRunning(FlowrateError):

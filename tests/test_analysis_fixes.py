@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source, chat_date
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
+from flowrate.results.rows import EvaluationRow
 from tests.conftest import FLOWRATE, read_rows, turn_record, write_jsonl
 
 CHROMIUM = shutil.which("chromium")

@@ -6,7 +6,7 @@ import time
 
 import orjson
 
-from flowrate.batches import MAX_REQUESTS, custom_id, split
+from flowrate.judge.batch_api import MAX_REQUESTS, custom_id, split
 from tests.conftest import read_rows, turn_record, write_jsonl
 
 MARK_FAIL = "MARK-BATCH-FAIL"

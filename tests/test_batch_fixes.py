@@ -11,7 +11,7 @@ import time
 
 import orjson
 
-from flowrate.batches import BatchState, redacted_url
+from flowrate.judge.batch_api import BatchState, redacted_url
 from tests.conftest import FLOWRATE, TEST_KEY, read_rows, write_jsonl
 from tests.test_batch import MARK_FAIL, batch_args, conversations
 

@@ -7,7 +7,7 @@ import time
 
 import orjson
 
-from flowrate.batches import BatchRecord, BatchState
+from flowrate.judge.batch_api import BatchRecord, BatchState
 
 
 def test_a_recorded_batch_comes_back_as_the_record_it_was_stored_as(tmp_path):

@@ -11,7 +11,7 @@ from datetime import UTC
 
 import pytest
 
-from flowrate.limits import AdaptiveConcurrency, Ceiling
+from flowrate.judge.limits import AdaptiveConcurrency, Ceiling
 from tests.conftest import FLOWRATE, read_rows, turn_record, write_jsonl
 
 
@@ -258,7 +258,7 @@ async def test_rate_ceiling_spaces_requests():
 
 
 def _open_and_write(directory, barrier, results):
-    from flowrate.cache import ResponseCache
+    from flowrate.judge.cache import ResponseCache
 
     barrier.wait()
     try:
@@ -287,7 +287,7 @@ def test_runs_opening_a_new_cache_at_the_same_moment_all_succeed(tmp_path):
 
 
 def test_a_cache_that_cannot_be_written_does_not_stop_the_run(tmp_path):
-    from flowrate.cache import ResponseCache
+    from flowrate.judge.cache import ResponseCache
 
     cache = ResponseCache(tmp_path)
     cache._db.close()  # as good as a full disk: every write fails
@@ -299,7 +299,7 @@ def test_a_cache_that_cannot_be_written_does_not_stop_the_run(tmp_path):
 def test_merge_refuses_duplicates_without_an_eval_hint(run_flowrate, tmp_path):
     from datetime import datetime
 
-    from flowrate.models import EvaluationRow
+    from flowrate.results.rows import EvaluationRow
 
     row = EvaluationRow(
         id="a",

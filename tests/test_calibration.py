@@ -11,7 +11,8 @@ import pytest
 
 from flowrate.analysis.calibration import Calibration, Deviation, MetricCalibration, calibrate, window_start
 from flowrate.analysis.labels import Label
-from flowrate.models import EvaluationRow, Source
+from flowrate.inputs.conversation import Source
+from flowrate.results.rows import EvaluationRow
 from tests.conftest import read_rows, turn_record, write_jsonl
 
 CHROMIUM = shutil.which("chromium")

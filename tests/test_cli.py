@@ -261,7 +261,7 @@ def test_readme_documents_every_option_and_exit_code(run_flowrate):
 
 
 def test_the_config_sample_lists_every_option():
-    from flowrate.settings import EvalSettings
+    from flowrate.settings.options import EvalSettings
 
     sample = (ROOT / "configs" / "flowrate.yaml").read_text()
     listed = set(re.findall(r"^# ([a-z_]+):", sample, re.MULTILINE))

@@ -38,7 +38,7 @@ def test_a_run_that_writes_rows_replaces_the_previous_results(judge, run_flowrat
 def test_every_metric_in_the_catalog_implements_the_whole_declared_protocol():
     from flowrate.metrics.catalog import NAMES, build_metrics
     from flowrate.metrics.protocol import Metric
-    from flowrate.settings import EvalSettings
+    from flowrate.settings.options import EvalSettings
 
     settings = EvalSettings(metric=NAMES, api_base="http://127.0.0.1:9/v1")
     metrics = build_metrics(settings.judge_settings, None)
@@ -230,7 +230,7 @@ def test_a_weight_on_no_criterion_or_below_zero_is_refused(run_flowrate, tmp_pat
 
 
 def test_weights_that_sum_to_zero_are_refused(run_flowrate, tmp_path, judge):
-    from flowrate.rubric import load_rubric
+    from flowrate.rubric.model import load_rubric
 
     path = write_jsonl(tmp_path / "c.jsonl", distinct(1))
     zeros = [arg for c in load_rubric("virtual_agent").criteria for arg in ("--weight", f"{c.name}=0")]

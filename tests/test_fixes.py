@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 
 from flowrate import ConversationalEvalTestCase, ConversationalFlowRateMetric, EvalTestCase, evaluate_conversations
-from flowrate.limits import Ceiling
+from flowrate.judge.limits import Ceiling
 from tests.conftest import read_rows, turn_record, wait_for_requests, write_jsonl
 from tests.test_api import NO_WAIT, ScriptedClient, verdict
 
@@ -219,7 +219,7 @@ def _row(conversation_id, value, score=None):
 
 def test_agreement_intervals_do_not_depend_on_row_order():
     from flowrate.analysis.agreement import agreement_report, pair_up
-    from flowrate.models import EvaluationRow
+    from flowrate.results.rows import EvaluationRow
 
     values = ["none", "minor", "partial", "mostly", "fully"] * 6
     rows = [EvaluationRow.model_validate(_row(f"k{n:02d}", value)) for n, value in enumerate(values)]
@@ -453,7 +453,7 @@ def test_help_and_validate_do_not_load_the_judging_engine(args, cli_env, tmp_pat
     code = (
         f"import sys, runpy; sys.argv=['flowrate', *{args!r}]\n"
         "try:\n runpy.run_module('flowrate', run_name='__main__')\nexcept SystemExit: pass\n"
-        "print(sorted(m for m in ('litellm', 'flowrate.metric', 'flowrate.judge', 'rich.progress') if m in sys.modules))"
+        "print(sorted(m for m in ('litellm', 'flowrate.metrics.rubric_metric', 'flowrate.judge.litellm_backend', 'rich.progress') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
@@ -491,6 +491,6 @@ def _plain_console():
 
 
 def _row_model():
-    from flowrate.models import EvaluationRow
+    from flowrate.results.rows import EvaluationRow
 
     return EvaluationRow.model_validate(_row("x", "fully"))

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from flowrate.exit_codes import InputError
+from flowrate.errors import InputError
 from flowrate.inputs.files import InputSet, iter_cases
 from flowrate.inputs.selection import raise_for_problems, scan
 from tests.conftest import turn_record, write_jsonl

@@ -2,16 +2,12 @@ import random
 
 import pytest
 
-from flowrate.judge import (
-    RetryPolicy,
-    litellm_model_name,
-    redact_secrets,
-    retry_after_seconds,
-)
-from flowrate.models import Verdict
-from flowrate.rubric import load_rubric
-from flowrate.scores import UnparsableReply
-from flowrate.scores import parse_reply as parse_with
+from flowrate.judge.backend import litellm_model_name
+from flowrate.judge.retry import RetryPolicy, redact_secrets, retry_after_seconds
+from flowrate.results.rows import Verdict
+from flowrate.rubric.model import load_rubric
+from flowrate.scores.reading import UnparsableReply
+from flowrate.scores.reading import parse_reply as parse_with
 
 
 def parse_reply(text):

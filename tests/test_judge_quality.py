@@ -16,8 +16,8 @@ from flowrate import (
     load_rubric,
 )
 from flowrate.analysis.agreement import agreement_report
-from flowrate.exit_codes import ConfigError
-from flowrate.models import Verdict
+from flowrate.errors import ConfigError
+from flowrate.results.rows import Verdict
 from tests.conftest import TEST_KEY, read_rows, turn_record, write_jsonl
 from tests.test_api import ScriptedClient, verdict
 

@@ -13,7 +13,7 @@ from flowrate import (
     VirtualAgentSuite,
     evaluate_conversations,
 )
-from flowrate.rubric import load_rubric
+from flowrate.rubric.model import load_rubric
 from tests.conftest import read_rows, turn_record, write_jsonl
 from tests.test_api import NO_WAIT, ScriptedClient
 

@@ -12,9 +12,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from flowrate.models import EvaluationRow, Source
+from flowrate.inputs.conversation import Source
 from flowrate.reports.escape import strip_control
 from flowrate.results.book import ReportBook
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 from tests.conftest import turn_record, write_jsonl
 from tests.test_reports import CHROMIUM
@@ -292,7 +293,7 @@ def test_past_10000_rows_the_reports_give_true_counts_and_say_what_they_leave_ou
     from flowrate.reports.github import annotations, step_summary
     from flowrate.reports.junit import write_junit
     from flowrate.results.gates import apply_gates
-    from flowrate.settings import GateSettings
+    from flowrate.settings.options import GateSettings
 
     book, summary = ReportBook(), RunSummary()
     for n in range(20_000):

@@ -12,12 +12,15 @@ import time
 import pytest
 
 from flowrate import ConversationalEvalTestCase, ConversationalFlowRateMetric, EvalTestCase, evaluate_conversations
-from flowrate.judge import HOSTED_TIMEOUT_S, SELF_HOSTED_TIMEOUT_S, LiteLLMBackend, RetryPolicy
-from flowrate.limits import REFUSED_AFTER
-from flowrate.metric import SAMPLING_TEMPERATURE, RubricMetric
-from flowrate.rubric import load_rubric
-from flowrate.scores import copied_example, parse_reply, reply_schema
-from flowrate.settings import EvalSettings
+from flowrate.judge.backend import HOSTED_TIMEOUT_S, SELF_HOSTED_TIMEOUT_S
+from flowrate.judge.limits import REFUSED_AFTER
+from flowrate.judge.litellm_backend import LiteLLMBackend
+from flowrate.judge.retry import RetryPolicy
+from flowrate.metrics.rubric_metric import SAMPLING_TEMPERATURE, RubricMetric
+from flowrate.rubric.model import load_rubric
+from flowrate.scores.reading import copied_example, parse_reply
+from flowrate.scores.schema import reply_schema
+from flowrate.settings.options import EvalSettings
 from tests.conftest import read_rows, turn_record, write_jsonl
 from tests.judge_server import Profile
 from tests.test_judge_quality import long_conversation

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flowrate.models import EvaluationRow, Source
+from flowrate.inputs.conversation import Source
 from flowrate.results.book import ReportBook
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 from tests.conftest import turn_record, write_jsonl
 
@@ -72,7 +73,7 @@ def test_junit_past_the_limit_lists_gates_and_the_worst_rows(tmp_path):
         book.add(row)
         summary.add(row, n)
     from flowrate.results.gates import apply_gates
-    from flowrate.settings import GateSettings
+    from flowrate.settings.options import GateSettings
 
     apply_gates(summary, GateSettings({"min_pass_rate": 0.9}, {}))
     write_junit(tmp_path / "j.xml", book, summary)

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flowrate.models import EvaluationRow, Source
+from flowrate.inputs.conversation import Source
+from flowrate.results.rows import EvaluationRow
 
 CHROMIUM = shutil.which("chromium")
 # Names that read as the placeholders of a page template.

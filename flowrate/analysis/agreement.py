@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
 from flowrate.inputs.files import InputSet, iter_cases
 from flowrate.inputs.selection import raise_for_problems, scan
-from flowrate.models import EvaluationRow
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import shown_value
 
 BOOTSTRAP_RESAMPLES = 1000

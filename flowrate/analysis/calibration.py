@@ -29,10 +29,10 @@ from datetime import date, timedelta
 from pydantic import BaseModel, Field
 
 from flowrate.analysis.labels import Label
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
 from flowrate.results.summary import EvaluationRow, mean4
-from flowrate.rubric import USER_SATISFACTION
-from flowrate.scores import weighted_mean
+from flowrate.rubric.model import USER_SATISFACTION
+from flowrate.scores.reading import weighted_mean
 
 MORE_THAN = 30  # cases on one side before a deviation is reported
 AT_LEAST = 30  # conversations with a nonzero delta before the band adjusts scores

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
 from flowrate.results.files import read_rows
 from flowrate.results.summary import mean4, shown_value
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from flowrate.analysis.labels import Label
 from flowrate.analysis.migrations import LABELS, migrate, pending
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
 from flowrate.results.files import read_rows
 
 COLUMNS = (

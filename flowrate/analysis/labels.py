@@ -15,10 +15,9 @@ from pathlib import Path
 
 import orjson
 
-from flowrate.exit_codes import InputError
+from flowrate.errors import InputError
 from flowrate.inputs.formats import BOM
 from flowrate.inputs.selection import stable_hash
-from flowrate.reports.escape import csv_cell, csv_uncell
 from flowrate.results.summary import EvaluationRow
 
 FIELDS = ("conversation_id", "metric", "rating", "verdict", "score", "labeled_at", "labeler")
@@ -148,7 +147,7 @@ def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | 
     reason, and empty label columns. Each conversation and metric is listed once, with the
     judgement given last (rows of several files may repeat one); `sample` keeps that fraction of
     conversations, by a hash of the id seeded with `seed`. A cell that a spreadsheet would read
-    as a formula is quoted (`escape.csv_cell`; `read_labels` undoes it). Returns the number
+    as a formula is quoted (`csv_cell`; `read_labels` undoes it). Returns the number
     of lines written."""
     latest = {(row.id, row.metric): row for row in rows if row.score is not None}
     written = 0
@@ -176,3 +175,21 @@ def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | 
             writer.writerow([csv_cell(cell) for cell in cells] + [""] * 5)
             written += 1
     return written
+
+
+# OWASP's rule for CSV injection: a cell that starts with one of these is read as a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# ... and a cell that starts with the quote is quoted too, so that `csv_uncell` gives it back exactly.
+_QUOTED_START = (*_FORMULA_START, "'")
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet shows as text: one that would start a formula (OWASP: `=`, `+`, `-`,
+    `@`, tab, carriage return), or that starts with `'`, gets a leading `'`."""
+    text = str(text)
+    return "'" + text if text.startswith(_QUOTED_START) else text
+
+
+def csv_uncell(text: str) -> str:
+    """Undo `csv_cell` on import: a leading `'` before a formula character or another `'` is removed."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(_QUOTED_START) else text

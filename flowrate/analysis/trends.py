@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from flowrate.analysis.calibration import AT_LEAST, side
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
 
 PERIODS = {"day": "%Y-%m-%d", "week": "%G-W%V", "month": "%Y-%m"}
 DATES = {"evaluated": "CAST(evaluated_at AS DATE)", "chat": "chat_date"}

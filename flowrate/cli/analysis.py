@@ -38,11 +38,7 @@ from flowrate.cli.common import (
     stderr,
     write_stdout,
 )
-from flowrate.exit_codes import (
-    ConfigError,
-    ExitCode,
-    FlowrateError,
-)
+from flowrate.errors import ConfigError, ExitCode, FlowrateError
 
 
 @command(app, "agreement")
@@ -109,7 +105,7 @@ def agreement_command(
         else:
             from flowrate.cli.evaluate import run_with_progress
             from flowrate.results.events import KeepRows
-            from flowrate.settings import resolve_settings
+            from flowrate.settings.options import resolve_settings
 
             given["metric"] = [metric_making(compared)]
             kept = KeepRows()

@@ -28,19 +28,15 @@ from flowrate.cli.common import (
     settings_given,
     stderr,
 )
-from flowrate.exit_codes import (
-    ConfigError,
-    ExitCode,
-    FlowrateError,
-)
+from flowrate.errors import ConfigError, ExitCode, FlowrateError
 
 if TYPE_CHECKING:  # for the annotations only: the commands import flowrate.batches when they run
-    from flowrate.batches import BatchRecord, BatchState
+    from flowrate.judge.batch_api import BatchRecord, BatchState
 
 
 def _batch_state(cache_dir: str | None) -> BatchState:
-    from flowrate.batches import BatchState
-    from flowrate.cache import default_cache_dir
+    from flowrate.judge.batch_api import BatchState
+    from flowrate.judge.cache import default_cache_dir
 
     return BatchState(Path(cache_dir) if cache_dir else default_cache_dir())
 
@@ -71,7 +67,7 @@ def batch_status_command(
     """The recorded batches with their provider status and request counts."""
     import asyncio
 
-    from flowrate.batches import Provider
+    from flowrate.judge.batch_api import Provider
 
     state = _batch_state(cache_dir)
     try:
@@ -106,7 +102,7 @@ def batch_collect_command(
     submitted it would; exit 3 while some are still running."""
     from flowrate.api import collect_batches
     from flowrate.reports.console import print_summary
-    from flowrate.settings import EvalSettings
+    from flowrate.settings.options import EvalSettings
 
     state = _batch_state(cache_dir)
     try:
@@ -144,7 +140,7 @@ def batch_cancel_command(
     finished is left as it is. `collect` then judges online what the cancelled ones left."""
     import asyncio
 
-    from flowrate.batches import TERMINAL, Provider
+    from flowrate.judge.batch_api import TERMINAL, Provider
 
     state = _batch_state(cache_dir)
     try:
@@ -204,7 +200,7 @@ def batch_import_results_command(
     given = settings_given(locals(), ("results_file", "paths", "config"))
     from flowrate.api import import_batch_file
     from flowrate.reports.console import print_summary
-    from flowrate.settings import resolve_settings
+    from flowrate.settings.options import resolve_settings
 
     given["no_cache"] = True
     try:

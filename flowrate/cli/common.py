@@ -14,14 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from flowrate.defaults import DEFAULTS
-from flowrate.exit_codes import (
-    ConfigError,
-    ExitCode,
-    FlowrateError,
-    InputError,
-    exit_code_for,
-)
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, exit_code_for
+from flowrate.settings.defaults import DEFAULTS
 
 
 @cache

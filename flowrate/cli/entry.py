@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowrate.cli.app import app, batch_app, cache_app, history_app, labels_app
-from flowrate.exit_codes import (
-    Terminated,
-)
+from flowrate.errors import Terminated
 
 app.add_typer(batch_app, name="batch")
 app.add_typer(labels_app, name="labels")

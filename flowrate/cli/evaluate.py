@@ -55,9 +55,7 @@ from flowrate.cli.common import (
     silence_stdout,
     stderr,
 )
-from flowrate.exit_codes import (
-    ExitCode,
-)
+from flowrate.errors import ExitCode
 
 
 @command(app, "eval")
@@ -198,7 +196,7 @@ def eval_command(
     given = settings_given(locals(), ("paths", "config", "dry_run"))
     from flowrate.api import estimate_files, export_requests
     from flowrate.reports.console import print_dry_run
-    from flowrate.settings import resolve_settings
+    from flowrate.settings.options import resolve_settings
 
     settings = resolve_settings(given, config)
     if dry_run:
@@ -234,7 +232,7 @@ def run_with_progress(
 
 def tell_outcome(evaluation: Any) -> None:
     """What a person reads after `flowrate eval`: the summary, and the commands that continue."""
-    from flowrate.limits import UNREACHABLE_AFTER
+    from flowrate.judge.limits import UNREACHABLE_AFTER
     from flowrate.reports.console import print_summary
 
     summary, settings = evaluation.summary, evaluation.settings

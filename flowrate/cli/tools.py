@@ -25,11 +25,7 @@ from flowrate.cli.common import (
     stderr,
     write_stdout,
 )
-from flowrate.exit_codes import (
-    ConfigError,
-    ExitCode,
-    FlowrateError,
-)
+from flowrate.errors import ConfigError, ExitCode, FlowrateError
 
 
 @command(app, "metrics")
@@ -74,7 +70,7 @@ def merge_command(
     from flowrate.reports.console import print_summary
     from flowrate.results.gates import apply_gates
     from flowrate.results.merge import merge_results
-    from flowrate.settings import resolve_settings
+    from flowrate.settings.options import resolve_settings
 
     given = {"min_pass_rate": min_pass_rate, "min_mean_score": min_mean_score, "max_failures": max_failures}
     try:
@@ -119,7 +115,7 @@ def report_command(
 
 
 def _open_cache(cache_dir: str | None):
-    from flowrate.cache import ResponseCache, default_cache_dir
+    from flowrate.judge.cache import ResponseCache, default_cache_dir
 
     return ResponseCache(Path(cache_dir) if cache_dir else default_cache_dir())
 
@@ -132,7 +128,7 @@ def cache_stats_command(
     """Entries per model, size on disk and where the cache is."""
     import orjson
 
-    from flowrate.cache import default_cache_dir, read_stats
+    from flowrate.judge.cache import default_cache_dir, read_stats
 
     try:  # a directory named with --cache-dir must exist; the default one may not yet
         stats = read_stats(Path(cache_dir) if cache_dir else default_cache_dir(), must_exist=cache_dir is not None)

@@ -10,18 +10,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
-from flowrate.limits import CallGate, RunControl, RunStopped
-from flowrate.metric import JudgePlan
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.limits import CallGate, RunControl, RunStopped
 from flowrate.metrics.protocol import Metric
-from flowrate.models import (
-    ConversationalEvalTestCase,
-    ConversationResult,
-    ErrorInfo,
-    EvaluationRow,
-    MetricResult,
-    Source,
-)
+from flowrate.metrics.rubric_metric import JudgePlan
 from flowrate.results.events import KeepRows, OutputStopped, RunListener
+from flowrate.results.rows import ConversationResult, ErrorInfo, EvaluationRow, MetricResult
 from flowrate.results.summary import RunSummary
 
 INTERRUPT_GRACE_S = 5.0

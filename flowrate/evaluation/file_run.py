@@ -7,10 +7,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from flowrate.cache import ResponseCache, default_cache_dir
+from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler
 from flowrate.evaluation.resume import resumed_rows
-from flowrate.exit_codes import ConfigError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.inputs.files import InputSet, iter_cases
 from flowrate.inputs.selection import (
     SKIP_INVALID_HINT,
@@ -20,12 +20,13 @@ from flowrate.inputs.selection import (
     raise_for_problems,
     scan,
 )
+from flowrate.judge.cache import ResponseCache, default_cache_dir
 from flowrate.metrics.catalog import build_metrics
-from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
 from flowrate.results.events import RunListener
 from flowrate.results.files import check_output_path
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary
-from flowrate.settings import BatchSettings, EvalSettings, ReportSettings
+from flowrate.settings.options import BatchSettings, EvalSettings, ReportSettings
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
 

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import orjson
 
-from flowrate.batches import (
+from flowrate.errors import ConfigError, InputError
+from flowrate.evaluation.engine import Scheduler, error_rows
+from flowrate.evaluation.file_run import FileRun
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.batch_api import (
     TERMINAL,
     BatchRecord,
     BatchState,
@@ -23,16 +27,13 @@ from flowrate.batches import (
     line_error,
     result_texts,
 )
-from flowrate.cache import default_cache_dir
-from flowrate.evaluation.engine import Scheduler, error_rows
-from flowrate.evaluation.file_run import FileRun
-from flowrate.exit_codes import ConfigError, InputError
+from flowrate.judge.cache import default_cache_dir
 from flowrate.metrics.protocol import Metric
-from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source
 from flowrate.results.events import RunListener
 from flowrate.results.gates import apply_gates
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
-from flowrate.scores import UnparsableReply
+from flowrate.scores.reading import UnparsableReply
 
 
 def pending(run: FileRun, done: dict[tuple[str, str], EvaluationRow], lookup: bool = True, listener=None):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from flowrate.exit_codes import ConfigError, InputError
+from flowrate.errors import ConfigError, InputError
 from flowrate.metrics.protocol import Metric
-from flowrate.models import EvaluationRow
 from flowrate.results.files import read_rows, repair_partial_tail, rewrite_rows
+from flowrate.results.rows import EvaluationRow
 
 
 def resumed_rows(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import orjson
 
-from flowrate.exit_codes import InputError
+from flowrate.errors import InputError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.inputs.formats import BOM, READERS, Record
-from flowrate.models import ConversationalEvalTestCase, Source
 
 INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 STDIN = "-"

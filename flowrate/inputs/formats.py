@@ -10,7 +10,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from flowrate.models import ConversationalEvalTestCase, EvalTestCase, Source
+from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase, Source
 
 TOOL_TEXT_LIMIT = 300
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from flowrate.exit_codes import InputError
+from flowrate.errors import InputError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
 from flowrate.inputs.files import InputSet, with_duplicates_marked
-from flowrate.models import ConversationalEvalTestCase, Source, chat_date
 
 MAX_PROBLEMS_SHOWN = 50
 

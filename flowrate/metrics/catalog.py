@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.cache import ResponseCache
-from flowrate.exit_codes import ConfigError
-from flowrate.judge import RetryPolicy
-from flowrate.rubric import PACKAGED, Scale, load_rubric
-from flowrate.settings import GateSettings, JudgeSettings
+from flowrate.errors import ConfigError
+from flowrate.judge.cache import ResponseCache
+from flowrate.judge.retry import RetryPolicy
+from flowrate.rubric.model import PACKAGED, Scale, load_rubric
+from flowrate.settings.options import GateSettings, JudgeSettings
 
 OFFLINE = "repetition_check"
 NAMES = [*PACKAGED, OFFLINE]
@@ -50,8 +50,8 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
     `--rubric` file's metric (which replaces the default when no `--metric` is named), sharing
     the run's response `cache`. Raises `ConfigError` for an unknown name, when two metrics would
     write rows of the same name, or for a weight, threshold or gate (in `gates`) naming nothing."""
-    from flowrate.metric import RubricMetric
     from flowrate.metrics.repetition import RepetitionCheck
+    from flowrate.metrics.rubric_metric import RubricMetric
 
     names = list(dict.fromkeys(settings.metric))
     if settings.rubric and names == ["conversational_flow_rate"] and not settings.metric_named:

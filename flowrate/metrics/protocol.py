@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from flowrate.cache import ResponseCache
-from flowrate.limits import CallGate
-from flowrate.metric import CallEstimate, JudgePlan
-from flowrate.models import (
-    ConversationalEvalTestCase,
-    EvaluationRow,
-    Source,
-)
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.cache import ResponseCache
+from flowrate.judge.limits import CallGate
+from flowrate.metrics.rubric_metric import CallEstimate, JudgePlan
+from flowrate.results.rows import EvaluationRow
 
 
 @runtime_checkable

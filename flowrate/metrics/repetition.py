@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from flowrate.metric import CallEstimate, JudgePlan
-from flowrate.models import ConversationalEvalTestCase, EvaluationRow, Source, chat_date
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
+from flowrate.metrics.rubric_metric import CallEstimate, JudgePlan
+from flowrate.results.rows import EvaluationRow
 
 NAME = "repetition_check"
 RULES_VERSION = "repetition-check-1"  # bump when a rule or threshold below changes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flowrate.models import ConversationalEvalTestCase
+from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.results.book import ReportBook
 from flowrate.results.summary import RunSummary
 

@@ -15,9 +15,9 @@ from flowrate.analysis.agreement import AgreementReport
 from flowrate.analysis.calibration import Calibration, Deviation
 from flowrate.analysis.compare import Comparison
 from flowrate.analysis.trends import TrendPoint
-from flowrate.models import EvaluationRow
 from flowrate.reports.escape import safe_line, terminal_text
 from flowrate.results.events import RunListener
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, MetricStats, RunSummary, format_score, shown_value
 
 PLAIN_PROGRESS_EVERY_S = 10.0

@@ -1,7 +1,7 @@
 """Untrusted text (ids, turns, metadata, the judge's reasons) made safe for each reader.
 
 Conversations and judge replies are data from outside: every place that hands them to another
-program (a browser, a CI runner, an XML parser, a spreadsheet, a Markdown renderer) escapes them
+program (a browser, a CI runner, an XML parser, a Markdown renderer) escapes them
 here, for that reader's rules.
 """
 
@@ -94,21 +94,3 @@ def markdown_text(text: str) -> str:
     flat = one_line_text(text)
     escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
     return escaped.replace("\\<", "&lt;").replace("\\>", "&gt;").replace("\\&", "&amp;")
-
-
-# OWASP's rule for CSV injection: a cell that starts with one of these is read as a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-# ... and a cell that starts with the quote is quoted too, so that `csv_uncell` gives it back exactly.
-_QUOTED_START = (*_FORMULA_START, "'")
-
-
-def csv_cell(text: str) -> str:
-    """A cell a spreadsheet shows as text: one that would start a formula (OWASP: `=`, `+`, `-`,
-    `@`, tab, carriage return), or that starts with `'`, gets a leading `'`."""
-    text = str(text)
-    return "'" + text if text.startswith(_QUOTED_START) else text
-
-
-def csv_uncell(text: str) -> str:
-    """Undo `csv_cell` on import: a leading `'` before a formula character or another `'` is removed."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(_QUOTED_START) else text

@@ -14,7 +14,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from flowrate.models import ConversationalEvalTestCase
+from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.reports.escape import json_for_script
 from flowrate.results.book import ReportBook
 from flowrate.results.summary import RunSummary, format_score

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from flowrate.models import EvaluationRow, Source
+from flowrate.inputs.conversation import Source
 from flowrate.results.events import RunListener
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import shown_value
 
 

@@ -8,7 +8,8 @@ longer take rows (a closed pipe, a full disk) raises `OutputStopped`, and the ru
 
 from __future__ import annotations
 
-from flowrate.models import EvaluationRow, Source
+from flowrate.inputs.conversation import Source
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 
 

@@ -11,10 +11,10 @@ from typing import BinaryIO
 
 from pydantic import ValidationError
 
-from flowrate.exit_codes import ConfigError, InputError
-from flowrate.models import EvaluationRow
+from flowrate.errors import ConfigError, InputError
 from flowrate.results.events import OutputStopped, RunListener
-from flowrate.settings import plain_validation_message
+from flowrate.results.rows import EvaluationRow
+from flowrate.settings.options import plain_validation_message
 
 
 def read_rows(path: Path) -> Iterator[EvaluationRow]:

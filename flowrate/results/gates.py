@@ -8,7 +8,7 @@ A metric with no judged row fails every gate it has: a gate never passes on noth
 from __future__ import annotations
 
 from flowrate.results.summary import GateResult, MetricStats, RunSummary
-from flowrate.settings import GateSettings
+from flowrate.settings.options import GateSettings
 
 GATES = ("min_pass_rate", "min_mean_score", "max_failures")
 DEFAULT_GATE = {"max_failures": 0}  # every row passes

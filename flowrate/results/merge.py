@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flowrate.exit_codes import ConfigError, InputError
+from flowrate.errors import ConfigError, InputError
 from flowrate.inputs.selection import nothing_to_judge
 from flowrate.results.files import check_output_path, read_rows
 from flowrate.results.summary import RunSummary

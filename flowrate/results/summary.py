@@ -6,8 +6,8 @@ import bisect
 
 from pydantic import BaseModel, Field
 
-from flowrate.exit_codes import ExitCode, exit_code_for_outcome
-from flowrate.models import EvaluationRow
+from flowrate.errors import ExitCode, exit_code_for_outcome
+from flowrate.results.rows import EvaluationRow
 
 FAILURES_KEPT = 50
 

@@ -3,6 +3,8 @@
 A module of its own, with no imports, so that `flowrate --help` shows the defaults without
 loading pydantic."""
 
+from __future__ import annotations
+
 DEFAULTS = {
     "model": "gpt-4o",
     "threshold": 0.7,

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flowrate.defaults import DEFAULTS
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
+from flowrate.settings.defaults import DEFAULTS
 
 DEFAULT_CONFIG = Path("configs/flowrate.yaml")
 

@@ -1,41 +1,15 @@
-"""Inputs and results as pydantic models.
-
-The class names follow eval_lib, so code written for it switches with one import.
-"""
+"""The rows a run writes, one per conversation and metric, and eval_lib's result classes built from them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-
-class EvalTestCase(BaseModel):
-    """One turn: what the user said and what the assistant answered.
-
-    `actual_output` is None only for a final user message nobody answered.
-    `tool_activity` holds the assistant's tool calls and their results, in order,
-    as short lines shown to the judge inside this turn.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    input: str
-    actual_output: str | None
-    tool_activity: list[str] = Field(default_factory=list)
-
-
-class ConversationalEvalTestCase(BaseModel):
-    """A whole conversation to grade."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    turns: list[EvalTestCase] = Field(min_length=1)
-    id: str | None = None
-    chatbot_role: str | None = None  #: the system prompt, shown to the judge as context
-    metadata: dict[str, Any] = Field(default_factory=dict)
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.backend import Usage
 
 
 class Verdict(str, Enum):
@@ -60,62 +34,6 @@ VERDICT_SCORES: dict[Verdict, float] = {
     Verdict.MINOR: 0.3,
     Verdict.NONE: 0.0,
 }
-
-
-DATE_FIELDS = ("chat_date", "started_at", "timestamp")
-
-
-def chat_date(
-    case: ConversationalEvalTestCase, field: str | None = None, problems: list[str] | None = None
-) -> str | None:
-    """When the chat happened, as YYYY-MM-DD: metadata `field`, else the first of `chat_date`,
-    `started_at` or `timestamp` that is there. The value is read as an ISO 8601 date or time
-    (its date as written), else as Unix time, a number or a numeric string: seconds, or
-    milliseconds when above 1e11. None when no field is there or its value cannot be read;
-    then, if `problems` is given, a line naming the field and its value is appended to it."""
-    milliseconds_above = 1e11  # 1e11 s is the year 5138; 1e11 ms is 1973-03-03
-    for name in (field,) if field else DATE_FIELDS:
-        value = case.metadata.get(name)
-        if value is None:
-            continue
-        try:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            if isinstance(value, int | float):
-                seconds = float(value)
-            else:
-                text = str(value).strip()
-                try:
-                    return datetime.fromisoformat(text.replace("Z", "+00:00")).date().isoformat()
-                except ValueError:
-                    seconds = float(text)
-            if abs(seconds) > milliseconds_above:
-                seconds /= 1000
-            return datetime.fromtimestamp(seconds, UTC).date().isoformat()
-        except (ValueError, OverflowError, OSError):
-            if problems is not None:
-                shown = repr(value)
-                problems.append(f"metadata.{name}: {shown if len(shown) <= 60 else shown[:59] + '…'} is not a date")
-            return None
-    return None
-
-
-class Source(BaseModel):
-    """Where a conversation came from: a JSONL line, or an index in a JSON/YAML list."""
-
-    path: str
-    line: int | None = None
-    index: int | None = None
-
-    def __str__(self) -> str:
-        if self.line is not None:
-            return f"{self.path}:{self.line}"
-        return f"{self.path}#{self.index}"
-
-
-class Usage(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class ErrorInfo(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from flowrate.rubric import Criterion, Rubric
+from flowrate.rubric.model import Criterion, Rubric
 
 REPLY_EXCERPT_CHARS = 2000  # of an unusable reply, kept on its error row: a screenful, enough to see what went wrong
 
@@ -81,79 +81,6 @@ class Reading:
     def describe(self) -> str:
         """What is wrong, in one line."""
         return self.problem or "; ".join(self.problems.values())
-
-
-# -- what is asked for -------------------------------------------------------------------
-def _criterion_schema(criterion: Criterion) -> dict[str, Any]:
-    scale = criterion.scale
-    judged = (
-        {"type": "string", "enum": list(scale.levels)}
-        if scale.levels is not None
-        else {"type": "integer", "enum": scale.values}
-    )
-    return {
-        "type": "object",
-        "properties": {
-            "reason": {"type": "string"},
-            "key_issues": {"type": "array", "items": {"type": "string"}},
-            scale.field: judged,
-        },
-        "required": ["reason", "key_issues", scale.field],
-        "additionalProperties": False,
-    }
-
-
-def reply_schema(rubric: Rubric) -> dict[str, Any]:
-    """The JSON schema of a reply, for providers' structured output."""
-    if not rubric.is_suite:
-        return _criterion_schema(rubric.criteria[0])
-    return {
-        "type": "object",
-        "properties": {
-            "criteria": {
-                "type": "object",
-                "properties": {criterion.name: _criterion_schema(criterion) for criterion in rubric.criteria},
-                "required": [criterion.name for criterion in rubric.criteria],
-                "additionalProperties": False,
-            }
-        },
-        "required": ["criteria"],
-        "additionalProperties": False,
-    }
-
-
-def reply_template(rubric: Rubric, only: list[str] | None = None) -> str:
-    """The reply's shape in one line, for the corrective re-ask; `only` names the criteria of a
-    suite to ask for (default: all)."""
-
-    def one(criterion: Criterion) -> str:
-        scale = criterion.scale
-        choices = "|".join(str(value) for value in reversed(scale.values))
-        judged = f'"{choices}"' if scale.levels is not None else f"1-{scale.points}"
-        return f'{{"reason": "...", "key_issues": ["..."], "{scale.field}": {judged}}}'
-
-    if not rubric.is_suite:
-        return one(rubric.criteria[0])
-    wanted = [c for c in rubric.criteria if only is None or c.name in only]
-    return '{"criteria": {' + ", ".join(f'"{c.name}": {one(c)}' for c in wanted) + "}}"
-
-
-def corrective_messages(
-    messages: list[dict[str, str]], reply: str, problem: str, rubric: Rubric, only: list[str] | None = None
-) -> list[dict[str, str]]:
-    """The one re-ask after an unusable reply, saying what was wrong. With `only` (some criteria
-    of a suite were unusable), it asks for just those; the others are kept."""
-    if only:
-        ask = (
-            f"Your reply could not be used for {len(only)} of the {len(rubric.criteria)} criteria: {problem}."
-            " Your other ratings are kept. Reply again with only the JSON object for these criteria:"
-            f" {reply_template(rubric, only)}."
-        )
-    else:
-        ask = (
-            f"Your reply could not be used: {problem}. Reply again with only the JSON object {reply_template(rubric)}."
-        )
-    return messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": ask}]
 
 
 # -- reading the reply --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from flowrate.exit_codes import ConfigError
+from flowrate.errors import ConfigError
 
 CACHE_FILE = "responses.sqlite3"
 WRITE_BATCH = 200

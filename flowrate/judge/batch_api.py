@@ -20,8 +20,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from flowrate.exit_codes import ConfigError, ExitCode, FlowrateError
-from flowrate.judge import SECRET_NAME, one_line, redact_secrets
+from flowrate.errors import ConfigError, ExitCode, FlowrateError
+from flowrate.judge.retry import SECRET_NAME, one_line, redact_secrets
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
@@ -286,7 +286,7 @@ class Provider:
 
     async def _call(self, what: str, name: str, **arguments: Any) -> Any:
         """LiteLLM's `name`, awaited; its errors as one plain `BatchApiError` saying `what` failed."""
-        from flowrate.judge import _litellm
+        from flowrate.judge.litellm_backend import _litellm
 
         try:
             return await getattr(_litellm(), name)(**arguments, **self._options())

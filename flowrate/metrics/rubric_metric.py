@@ -18,30 +18,18 @@ from typing import Any
 
 import orjson
 
-from flowrate.cache import ResponseCache, cache_key
-from flowrate.context_window import PER_MESSAGE_OVERHEAD, fit_turns
-from flowrate.exit_codes import ConfigError, JudgeAccessError
-from flowrate.judge import (
-    CallStats,
-    Completion,
-    RetryPolicy,
-    complete_with_retries,
-    error_message,
-    is_n_refusal,
-    make_backend,
-)
-from flowrate.limits import CallGate, RunStopped
-from flowrate.models import (
-    ConversationalEvalTestCase,
-    ErrorInfo,
-    EvalTestCase,
-    EvaluationRow,
-    Source,
-    Usage,
-    chat_date,
-)
-from flowrate.rubric import USER_SATISFACTION, Rubric, grading_request, load_rubric
-from flowrate.scores import (
+from flowrate.errors import ConfigError, JudgeAccessError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase, Source, chat_date
+from flowrate.judge.backend import Completion, Usage
+from flowrate.judge.cache import ResponseCache, cache_key
+from flowrate.judge.limits import CallGate, RunStopped
+from flowrate.judge.litellm_backend import make_backend
+from flowrate.judge.retry import CallStats, RetryPolicy, complete_with_retries, error_message, is_n_refusal
+from flowrate.results.rows import ErrorInfo, EvaluationRow
+from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
+from flowrate.rubric.model import USER_SATISFACTION, Rubric, load_rubric
+from flowrate.rubric.prompt import grading_request
+from flowrate.scores.reading import (
     REPLY_EXCERPT_CHARS,
     CopiedExample,
     Judgement,
@@ -49,14 +37,13 @@ from flowrate.scores import (
     ReplyCut,
     UnparsableReply,
     copied_example,
-    corrective_messages,
     judgement_text,
     majority,
     parse_reply,
     read_reply,
-    reply_schema,
     weighted_mean,
 )
+from flowrate.scores.schema import corrective_messages, reply_schema
 
 ERROR_MESSAGE_LIMIT = 500
 REPLY_RESERVE_TOKENS = 1024  # room for the reply in the context, where no reply limit is sent
@@ -418,7 +405,7 @@ class RubricMetric:
 
     def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
         """The plan as one line of an OpenAI batch input file."""
-        from flowrate.batches import request_line
+        from flowrate.judge.batch_api import request_line
 
         n = self.samples if self.samples > 1 and self.backend.supports_n() else 1
         model = getattr(self.backend, "batch_model", self.model)

@@ -1,0 +1,240 @@
+"""What a judge backend is: one model call, its reply texts, tokens and cost. LiteLLM's backend and a user's own client both implement it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from flowrate.settings.defaults import DEFAULTS
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+# eval_lib's `provider:model` prefixes, mapped to LiteLLM's provider names.
+PROVIDER_ALIASES = {
+    "openai": "openai",
+    "azure": "azure",
+    "anthropic": "anthropic",
+    "google": "gemini",
+    "gemini": "gemini",
+    "vertex": "vertex_ai",
+    "ollama": "ollama_chat",
+    "mistral": "mistral",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "together": "together_ai",
+    "openrouter": "openrouter",
+    "bedrock": "bedrock",
+}
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "azure": "AZURE_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GOOGLE_API_KEY",  # LiteLLM reads GOOGLE_API_KEY first, then GEMINI_API_KEY
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+ALSO_READ = {"gemini": "GEMINI_API_KEY"}  # a second variable LiteLLM accepts for the same key
+KEYLESS_PROVIDERS = {"ollama", "ollama_chat", "vertex_ai", "bedrock", "sagemaker", "hosted_vllm", "lm_studio"}
+NO_KEY_PLACEHOLDER = "no-key"  # OpenAI-compatible local servers need none, but the SDK insists on one
+SELF_HOSTED_PROVIDERS = {"ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile"}
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM's ollama_chat provider looks without --api-base
+
+# Seconds one attempt may take when --timeout is not given. A hosted API answers a judge call in
+# seconds; a self-hosted model on CPUs may not: a cold 2,700-token prompt on 2 CPU cores
+# (Qwen2.5-Coder-1.5B, llama-cpp-python) took over 60 s before its first token (issue 14).
+HOSTED_TIMEOUT_S = DEFAULTS["timeout"]
+SELF_HOSTED_TIMEOUT_S = DEFAULTS["self_hosted_timeout"]
+
+# How the rubric's reply schema is sent to a server at --api-base, tried in this order until one is
+# taken; the first a server takes is kept for the run. OpenAI's `json_schema` (vLLM, llama.cpp's
+# llama-server, LM Studio, gateways), then `{"type": "json_object", "schema": ...}`
+# (llama-cpp-python's server, whose request model allows the types "text" and "json_object"
+# only), then no schema at all (a server that takes neither).
+SCHEMA_FORMS: tuple[str | None, ...] = ("json_schema", "json_object_schema", None)
+OLLAMA_FORM = "ollama_format"  # LiteLLM's ollama_chat provider sends json_schema as Ollama's `format`
+
+
+def litellm_model_name(model: str, api_base: str | None = None) -> str:
+    """`anthropic:claude-x` -> `anthropic/claude-x`; `ollama` always goes to the chat endpoint.
+
+    With an `api_base` and no provider named, the server is taken to speak OpenAI's protocol.
+    """
+    provider, sep, name = model.partition(":")
+    if sep and "/" not in provider and provider.lower() in PROVIDER_ALIASES:
+        model = f"{PROVIDER_ALIASES[provider.lower()]}/{name}"
+    if model.startswith("ollama/"):
+        model = "ollama_chat/" + model.removeprefix("ollama/")
+    if api_base and "/" not in model:
+        model = f"openai/{model}"
+    return model
+
+
+def provider_of(litellm_model: str) -> str:
+    provider, sep, _ = litellm_model.partition("/")
+    return provider if sep else "openai"
+
+
+# -- what a backend returns ------------------------------------------------------
+@dataclass
+class Completion:
+    """The replies to one request. `finish_reasons` match `texts` ("length": cut at max_tokens);
+    `response_format` is the form the schema went in (see `SCHEMA_FORMS`); `requests` counts
+    the HTTP requests it took (more than one when the server refused a schema form first)."""
+
+    texts: list[str]
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    finish_reasons: list[str | None] = field(default_factory=list)
+    response_format: str | None = None
+    requests: int = 1
+
+    def cut(self, index: int) -> bool:
+        """Whether reply `index` stopped at its token limit."""
+        return index < len(self.finish_reasons) and self.finish_reasons[index] == "length"
+
+
+class JudgeBackend(Protocol):
+    model_name: str
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        timeout: float,
+        response_format: dict | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """`n` replies to one prompt; `n` > 1 only where `supports_n`."""
+
+    def check_access(self) -> None: ...
+
+    def ignores_n(self) -> None: ...
+
+    def default_timeout_s(self) -> float: ...
+
+    def retries_timeouts(self) -> bool: ...
+
+    def server_slot(self) -> Any: ...
+
+    def bounds_replies(self) -> bool: ...
+
+    def response_format_ids(self) -> list[str | None]: ...
+
+    def check_keys(self) -> None: ...
+
+    def check_model(self) -> None: ...
+
+    def supports_n(self) -> bool: ...
+
+    def context_window(self) -> int | None: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None: ...
+
+    def cache_identity(self) -> str: ...
+
+    def response_format_id(self) -> str | None: ...
+
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None: ...
+
+
+class CustomLLMClient(ABC):
+    """Bring your own judge, as in eval_lib.
+
+    Subclass it (or pass any object with these two methods) as `model=`.
+    `chat_complete(messages, temperature)` returns the reply text and its cost in USD
+    (None when unknown), or the text alone (cost unknown).
+    """
+
+    @abstractmethod
+    async def chat_complete(
+        self, messages: list[dict[str, str]], temperature: float
+    ) -> tuple[str, float | None] | str: ...
+
+    @abstractmethod
+    def get_model_name(self) -> str: ...
+
+
+class CustomClientBackend:
+    """A `CustomLLMClient` as a backend: one reply per call, no token counts."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.model_name = client.get_model_name()
+
+    def check_access(self) -> None:
+        return None
+
+    def check_keys(self) -> None:
+        return None
+
+    def check_model(self) -> None:
+        return None
+
+    def supports_n(self) -> bool:
+        return False
+
+    def ignores_n(self) -> None:
+        return None
+
+    def default_timeout_s(self) -> float:
+        return HOSTED_TIMEOUT_S
+
+    def retries_timeouts(self) -> bool:
+        return True
+
+    def server_slot(self) -> Any:
+        return contextlib.nullcontext()
+
+    def bounds_replies(self) -> bool:
+        return False  # `chat_complete` takes no token limit
+
+    def context_window(self) -> int | None:
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.encode()) // 3 + 1
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        return None
+
+    def cache_identity(self) -> str:
+        return f"custom:{self.model_name}"
+
+    def response_format_id(self) -> str | None:
+        return None
+
+    def response_format_ids(self) -> list[str | None]:
+        return [None]
+
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        return None
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        timeout: float,
+        response_format: dict | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        result = await asyncio.wait_for(self.client.chat_complete(messages, temperature), timeout)
+        text, cost = (result, None) if isinstance(result, str) or result is None else result
+        return Completion(texts=[text or ""], cost_usd=cost)
