@@ -16,7 +16,8 @@ from flowrate.judge.backend import HOSTED_TIMEOUT_S, SELF_HOSTED_TIMEOUT_S
 from flowrate.judge.limits import REFUSED_AFTER
 from flowrate.judge.litellm_backend import LiteLLMBackend
 from flowrate.judge.retry import RetryPolicy
-from flowrate.metrics.rubric_metric import SAMPLING_TEMPERATURE, RubricMetric
+from flowrate.metrics.planning import SAMPLING_TEMPERATURE
+from flowrate.metrics.rubric_metric import RubricMetric
 from flowrate.rubric.model import load_rubric
 from flowrate.scores.reading import copied_example, parse_reply
 from flowrate.scores.schema import reply_schema

@@ -12,8 +12,8 @@ from itertools import islice
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.limits import CallGate, RunControl, RunStopped
+from flowrate.metrics.planning import JudgePlan
 from flowrate.metrics.protocol import Metric
-from flowrate.metrics.rubric_metric import JudgePlan
 from flowrate.results.events import KeepRows, OutputStopped, RunListener
 from flowrate.results.rows import ConversationResult, ErrorInfo, EvaluationRow, MetricResult
 from flowrate.results.summary import RunSummary

@@ -286,7 +286,7 @@ class Provider:
 
     async def _call(self, what: str, name: str, **arguments: Any) -> Any:
         """LiteLLM's `name`, awaited; its errors as one plain `BatchApiError` saying `what` failed."""
-        from flowrate.judge.litellm_backend import _litellm
+        from flowrate.judge.lazy_litellm import litellm as _litellm
 
         try:
             return await getattr(_litellm(), name)(**arguments, **self._options())

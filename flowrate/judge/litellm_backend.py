@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
-from flowrate.errors import JudgeAccessError
+from flowrate.judge.access import AccessChecks
 from flowrate.judge.backend import (
-    ALSO_READ,
-    HOSTED_TIMEOUT_S,
     KEY_VARIABLES,
-    KEYLESS_PROVIDERS,
     NO_KEY_PLACEHOLDER,
-    OLLAMA_DEFAULT_BASE,
-    OLLAMA_FORM,
-    SCHEMA_FORMS,
-    SELF_HOSTED_PROVIDERS,
-    SELF_HOSTED_TIMEOUT_S,
     Completion,
     CustomClientBackend,
     JudgeBackend,
@@ -27,20 +18,12 @@ from flowrate.judge.backend import (
     litellm_model_name,
     provider_of,
 )
-from flowrate.judge.retry import is_format_refusal
-from flowrate.judge.server import ServerFacts, probe_server
+from flowrate.judge.lazy_litellm import litellm as _litellm
+from flowrate.judge.schema_forms import SchemaForms
+from flowrate.judge.self_hosting import SelfHosting
 
 
-@cache
-def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
-
-class LiteLLMBackend:
+class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
     """Any model LiteLLM reaches. LiteLLM's own retries are off: tenacity owns them all."""
 
     def __init__(self, model: str, api_base: str | None = None):
@@ -56,44 +39,6 @@ class LiteLLMBackend:
         self._loop_id: int | None = None  # the event loop the two below belong to
         self._probe_lock: asyncio.Lock | None = None  # held by the call that finds the schema form
         self._slots: asyncio.Semaphore | None = None  # a self-hosted server's slots
-
-    def check_access(self) -> None:
-        """Fail before spending anything: a missing key, or a model no provider serves."""
-        self.check_keys()
-        self.check_model()
-        if self.api_base or self.provider in KEYLESS_PROVIDERS or self.provider in KEY_VARIABLES:
-            return
-        try:
-            missing = _litellm().validate_environment(model=self.litellm_model).get("missing_keys", [])
-        except Exception:  # LiteLLM cannot tell: let the first call tell
-            return
-        if missing:
-            raise JudgeAccessError(
-                f"no API key for model {self.model_name!r}: set {' and '.join(dict.fromkeys(missing))}"
-            )
-
-    def check_keys(self) -> None:
-        """A known provider's key, checked without importing LiteLLM (its import takes seconds),
-        so that a missing key is reported at once."""
-        if self.api_base or self.provider in KEYLESS_PROVIDERS:
-            return
-        if self.provider in KEY_VARIABLES:
-            names = [self.key_variable, ALSO_READ.get(self.provider)]
-            if not any(os.environ.get(name, "").strip() for name in names if name):
-                other = f" (LiteLLM also reads {ALSO_READ[self.provider]})" if self.provider in ALSO_READ else ""
-                raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {self.key_variable}{other}")
-
-    def check_model(self) -> None:
-        """Raise `JudgeAccessError` unless LiteLLM knows which provider serves the model."""
-        if self.api_base:
-            return
-        try:
-            _litellm().get_llm_provider(self.litellm_model)
-        except Exception:
-            raise JudgeAccessError(
-                f"no provider serves model {self.model_name!r}: name one (openai:gpt-4o, anthropic:claude-3-5-sonnet-latest,"
-                " ollama:llama3, any LiteLLM provider/model) or give --api-base for an OpenAI-compatible server"
-            ) from None
 
     def supports_n(self) -> bool:
         return self._supports_n and not self._n_ignored
@@ -115,73 +60,6 @@ class LiteLLMBackend:
             return _litellm().get_model_info(model=self.litellm_model)
         except Exception:  # a model LiteLLM has no facts about
             return None
-
-    @cached_property
-    def self_hosted(self) -> bool:
-        """A model served by a server of the user's own: an Ollama, vLLM, LM Studio or llamafile
-        provider, or a model LiteLLM has no facts about at --api-base (a gateway serving a model
-        LiteLLM knows, say gpt-4o, is taken as that model's API)."""
-        if self.provider in SELF_HOSTED_PROVIDERS:
-            return True
-        return bool(self.api_base) and self._model_info is None
-
-    @cached_property
-    def server(self) -> ServerFacts:
-        """What a self-hosted server says about itself (its context window, its slots), asked
-        once with a short timeout; nothing for a hosted API."""
-        if not self.self_hosted:
-            return ServerFacts()
-        base = self.api_base or (OLLAMA_DEFAULT_BASE if self.provider.startswith("ollama") else None)
-        if base is None:
-            return ServerFacts()
-        name = self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
-        return probe_server(base, name, ollama=self.provider.startswith("ollama"))
-
-    def context_window(self) -> int | None:
-        """Input tokens the model takes: LiteLLM's facts, else what its server says (see `server`)."""
-        known = (self._model_info or {}).get("max_input_tokens")
-        return known or self.server.input_budget
-
-    def default_timeout_s(self) -> float:
-        """Seconds an attempt may take without --timeout: long enough for a self-hosted model's cold first call."""
-        return SELF_HOSTED_TIMEOUT_S if self.self_hosted else HOSTED_TIMEOUT_S
-
-    def retries_timeouts(self) -> bool:
-        """Whether a timed-out attempt is tried again. Not on a self-hosted server that works on one
-        request at a time: it keeps working on the abandoned attempt, and the retry would queue
-        behind it (issue 14: 119.8 s for one row). vLLM and llama.cpp with several slots serve the
-        retry beside it."""
-        return not self.self_hosted or self._server_slots() is None or self._server_slots() > 1
-
-    def _server_slots(self) -> int | None:
-        """Requests the server works on at once: None for no known bound (a hosted API, vLLM)."""
-        if not self.self_hosted or self.server.kind == "vllm":
-            return None
-        return self.server.slots or 1  # a server that says nothing (llama-cpp-python) serves one at a time
-
-    def server_slot(self) -> Any:
-        """Held while a request is at the server: at most as many at once as a self-hosted server
-        works on, so no request waits in the server's queue with its timeout running."""
-        if self._server_slots() is None:
-            return contextlib.nullcontext()
-        return self._loop_locks()[1]
-
-    def _loop_locks(self) -> tuple[asyncio.Lock, asyncio.Semaphore]:
-        """The schema probe's lock and the server's slots, made for the running event loop
-        (the Python API may run one metric under several)."""
-        loop = id(asyncio.get_running_loop())
-        if self._loop_id != loop or self._probe_lock is None or self._slots is None:
-            self._loop_id = loop
-            self._probe_lock = asyncio.Lock()
-            self._slots = asyncio.Semaphore(self._server_slots() or 1)
-        return self._probe_lock, self._slots
-
-    def bounds_replies(self) -> bool:
-        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
-        try:
-            return not _litellm().supports_reasoning(model=self.litellm_model)
-        except Exception:
-            return True
 
     def count_tokens(self, text: str) -> int:
         return _litellm().token_counter(model=self.litellm_model, text=text)
@@ -217,52 +95,6 @@ class LiteLLMBackend:
         """The model and where it is served: the same name at two endpoints is two judges."""
         return f"{self.litellm_model}@{self.api_base.rstrip('/')}" if self.api_base else self.litellm_model
 
-    @property
-    def _learns_form(self) -> bool:
-        """A server at --api-base serving a model LiteLLM does not know to take OpenAI's schema
-        may take any of `SCHEMA_FORMS`: its answer tells which."""
-        return bool(self.api_base) and not self.provider.startswith("ollama") and not self._structured
-
-    @property
-    def _form_settled(self) -> bool:
-        return self._form_taken or not self._learns_form
-
-    @property
-    def _form(self) -> str | None:
-        """The form the schema goes in now."""
-        if self.provider.startswith("ollama"):
-            return OLLAMA_FORM
-        if self._learns_form:
-            return SCHEMA_FORMS[self._form_index]
-        return "json_schema" if self._structured else None
-
-    def response_format_id(self) -> str | None:
-        """The form the next request sends the schema in: part of the cache key."""
-        return self._form
-
-    def response_format_ids(self) -> list[str | None]:
-        """Every form a cached reply for this judge may have been asked in: the one in use once
-        the server has taken one, before that each schema form (an earlier run learned it)."""
-        if self._form_settled:
-            return [self._form]
-        return [form for form in SCHEMA_FORMS if form is not None]
-
-    @cached_property
-    def _structured(self) -> bool:
-        try:
-            return bool(_litellm().supports_response_schema(model=self.litellm_model))
-        except Exception:
-            return False
-
-    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-        """The `response_format` asking for `schema` in OpenAI's form, where the model can take a
-        schema in some form: LiteLLM says it supports structured output, it is an Ollama model
-        (LiteLLM turns it into Ollama's `format`), or it is served at --api-base (the server's
-        answer tells which form it takes; see `SCHEMA_FORMS`)."""
-        if not (self._structured or self.api_base or self.provider.startswith("ollama")):
-            return None
-        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
-
     async def complete(
         self,
         messages: list[dict[str, str]],
@@ -282,24 +114,6 @@ class LiteLLMBackend:
             if not self._form_settled:
                 return await self._probe_form(send)
         return await send()
-
-    async def _probe_form(self, send) -> Completion:
-        """Send, stepping down `SCHEMA_FORMS` while the server refuses the form; the form the
-        server takes is kept for the run."""
-        refused = 0
-        while True:
-            try:
-                completion = await send()
-            except Exception as error:
-                if is_format_refusal(error) and self._form_index + 1 < len(SCHEMA_FORMS):
-                    self._form_index += 1
-                    refused += 1
-                    continue
-                error.flowrate_requests = refused + 1  # type: ignore[attr-defined]
-                raise
-            self._form_taken = True
-            completion.requests += refused
-            return completion
 
     async def _send(
         self,

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
-from flowrate.metrics.rubric_metric import CallEstimate, JudgePlan
+from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
 
 

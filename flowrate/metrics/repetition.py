@@ -22,7 +22,7 @@ import re
 from datetime import UTC, datetime
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
-from flowrate.metrics.rubric_metric import CallEstimate, JudgePlan
+from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
 
 NAME = "repetition_check"

@@ -100,6 +100,12 @@ def assert_schema_sent_as_the_server_takes_it(exchange: Exchange, required: set[
     assert body.get("n", 1) == 1
 
 
+def assert_ran(run: Run) -> None:
+    """The run went through: no usage error, no failed write, no traceback (its verdicts and
+    error rows are for the assertions that follow)."""
+    assert run.returncode not in (2, 4) and "Traceback" not in run.stderr, run.stderr
+
+
 def assert_each_once(rows: list[dict], ids: list[str], metrics: list[str]) -> None:
     """Every conversation ends in the file exactly once per row name, and nothing else is there."""
     counts = Counter((row["id"], row["metric"]) for row in rows)
@@ -148,10 +154,10 @@ def flow_samples(real_judge, tmp_path_factory):
 
 def test_each_sample_conversation_is_judged_once_with_its_reply_read_on_the_first_call(flow_samples):
     run, _, _ = flow_samples
-    assert run.returncode in JUDGED_OR_FAILED, run.stderr
-    assert "Traceback" not in run.stderr
+    assert_ran(run)
     assert_each_once(run.rows, sample_ids(), [FLOW])
     assert_parsed_on_the_first_call(run, sample_ids(), {"reason", "key_issues", "verdict"})
+    assert run.returncode in JUDGED_OR_FAILED, run.stderr
 
 
 def test_a_rerun_from_the_cache_sends_no_request_and_gives_the_same_rows(real_judge, flow_samples):
@@ -291,6 +297,7 @@ def test_ctrl_c_mid_run_keeps_each_row_once_and_resume_completes_the_rest(real_j
 def test_the_suite_rates_each_sample_conversation_in_one_request_read_on_the_first_call(real_judge, proxy, tmp_path):
     run = run_flowrate(proxy, tmp_path, tmp_path / "cache", "eval", SAMPLES, "-m", real_judge.model,
                        "--api-base", proxy.url, "--metric", "virtual_agent", "-j", "1")  # fmt: skip
-    assert run.returncode in JUDGED_OR_FAILED, run.stderr
+    assert_ran(run)
     assert_each_once(run.rows, sample_ids(), SUITE_ROWS)
     assert_parsed_on_the_first_call(run, sample_ids(), {"criteria"})
+    assert run.returncode in JUDGED_OR_FAILED, run.stderr

@@ -1,0 +1,86 @@
+"""Structured output in the form the server takes: OpenAI's `json_schema` (vLLM, llama-server, OpenAI),
+`{"type": "json_object", "schema": ...}` (llama-cpp-python's server), Ollama's `format`; learned from
+the server's answer once per run, one call probing while the others wait.
+
+`SchemaForms` is a part of `LiteLLMBackend`."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from flowrate.judge.backend import (
+    OLLAMA_FORM,
+    SCHEMA_FORMS,
+    Completion,
+)
+from flowrate.judge.lazy_litellm import litellm as _litellm
+from flowrate.judge.retry import is_format_refusal
+
+
+class SchemaForms:
+    """A LiteLLM backend's structured-output forms; see the module."""
+
+    @property
+    def _learns_form(self) -> bool:
+        """A server at --api-base serving a model LiteLLM does not know to take OpenAI's schema
+        may take any of `SCHEMA_FORMS`: its answer tells which."""
+        return bool(self.api_base) and not self.provider.startswith("ollama") and not self._structured
+
+    @property
+    def _form_settled(self) -> bool:
+        return self._form_taken or not self._learns_form
+
+    @property
+    def _form(self) -> str | None:
+        """The form the schema goes in now."""
+        if self.provider.startswith("ollama"):
+            return OLLAMA_FORM
+        if self._learns_form:
+            return SCHEMA_FORMS[self._form_index]
+        return "json_schema" if self._structured else None
+
+    def response_format_id(self) -> str | None:
+        """The form the next request sends the schema in: part of the cache key."""
+        return self._form
+
+    def response_format_ids(self) -> list[str | None]:
+        """Every form a cached reply for this judge may have been asked in: the one in use once
+        the server has taken one, before that each schema form (an earlier run learned it)."""
+        if self._form_settled:
+            return [self._form]
+        return [form for form in SCHEMA_FORMS if form is not None]
+
+    @cached_property
+    def _structured(self) -> bool:
+        try:
+            return bool(_litellm().supports_response_schema(model=self.litellm_model))
+        except Exception:
+            return False
+
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """The `response_format` asking for `schema` in OpenAI's form, where the model can take a
+        schema in some form: LiteLLM says it supports structured output, it is an Ollama model
+        (LiteLLM turns it into Ollama's `format`), or it is served at --api-base (the server's
+        answer tells which form it takes; see `SCHEMA_FORMS`)."""
+        if not (self._structured or self.api_base or self.provider.startswith("ollama")):
+            return None
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+    async def _probe_form(self, send) -> Completion:
+        """Send, stepping down `SCHEMA_FORMS` while the server refuses the form; the form the
+        server takes is kept for the run."""
+        refused = 0
+        while True:
+            try:
+                completion = await send()
+            except Exception as error:
+                if is_format_refusal(error) and self._form_index + 1 < len(SCHEMA_FORMS):
+                    self._form_index += 1
+                    refused += 1
+                    continue
+                error.flowrate_requests = refused + 1  # type: ignore[attr-defined]
+                raise
+            self._form_taken = True
+            completion.requests += refused
+            return completion

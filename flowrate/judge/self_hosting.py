@@ -1,0 +1,92 @@
+"""What changes when the judge is a self-hosted server (vLLM, llama.cpp, Ollama, LM Studio, or any
+model LiteLLM does not know at `--api-base`): the context window and slots the server tells, a
+timeout that lets a cold CPU-served model finish, no retry piled on a busy one-slot server.
+
+`SelfHosting` is a part of `LiteLLMBackend`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from functools import cached_property
+from typing import Any
+
+from flowrate.judge.backend import (
+    HOSTED_TIMEOUT_S,
+    OLLAMA_DEFAULT_BASE,
+    SELF_HOSTED_PROVIDERS,
+    SELF_HOSTED_TIMEOUT_S,
+)
+from flowrate.judge.lazy_litellm import litellm as _litellm
+from flowrate.judge.server import ServerFacts, probe_server
+
+
+class SelfHosting:
+    """A LiteLLM backend's self-hosted defaults; see the module."""
+
+    @cached_property
+    def self_hosted(self) -> bool:
+        """A model served by a server of the user's own: an Ollama, vLLM, LM Studio or llamafile
+        provider, or a model LiteLLM has no facts about at --api-base (a gateway serving a model
+        LiteLLM knows, say gpt-4o, is taken as that model's API)."""
+        if self.provider in SELF_HOSTED_PROVIDERS:
+            return True
+        return bool(self.api_base) and self._model_info is None
+
+    @cached_property
+    def server(self) -> ServerFacts:
+        """What a self-hosted server says about itself (its context window, its slots), asked
+        once with a short timeout; nothing for a hosted API."""
+        if not self.self_hosted:
+            return ServerFacts()
+        base = self.api_base or (OLLAMA_DEFAULT_BASE if self.provider.startswith("ollama") else None)
+        if base is None:
+            return ServerFacts()
+        name = self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
+        return probe_server(base, name, ollama=self.provider.startswith("ollama"))
+
+    def context_window(self) -> int | None:
+        """Input tokens the model takes: LiteLLM's facts, else what its server says (see `server`)."""
+        known = (self._model_info or {}).get("max_input_tokens")
+        return known or self.server.input_budget
+
+    def default_timeout_s(self) -> float:
+        """Seconds an attempt may take without --timeout: long enough for a self-hosted model's cold first call."""
+        return SELF_HOSTED_TIMEOUT_S if self.self_hosted else HOSTED_TIMEOUT_S
+
+    def retries_timeouts(self) -> bool:
+        """Whether a timed-out attempt is tried again. Not on a self-hosted server that works on one
+        request at a time: it keeps working on the abandoned attempt, and the retry would queue
+        behind it (issue 14: 119.8 s for one row). vLLM and llama.cpp with several slots serve the
+        retry beside it."""
+        return not self.self_hosted or self._server_slots() is None or self._server_slots() > 1
+
+    def _server_slots(self) -> int | None:
+        """Requests the server works on at once: None for no known bound (a hosted API, vLLM)."""
+        if not self.self_hosted or self.server.kind == "vllm":
+            return None
+        return self.server.slots or 1  # a server that says nothing (llama-cpp-python) serves one at a time
+
+    def server_slot(self) -> Any:
+        """Held while a request is at the server: at most as many at once as a self-hosted server
+        works on, so no request waits in the server's queue with its timeout running."""
+        if self._server_slots() is None:
+            return contextlib.nullcontext()
+        return self._loop_locks()[1]
+
+    def _loop_locks(self) -> tuple[asyncio.Lock, asyncio.Semaphore]:
+        """The schema probe's lock and the server's slots, made for the running event loop
+        (the Python API may run one metric under several)."""
+        loop = id(asyncio.get_running_loop())
+        if self._loop_id != loop or self._probe_lock is None or self._slots is None:
+            self._loop_id = loop
+            self._probe_lock = asyncio.Lock()
+            self._slots = asyncio.Semaphore(self._server_slots() or 1)
+        return self._probe_lock, self._slots
+
+    def bounds_replies(self) -> bool:
+        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
+        try:
+            return not _litellm().supports_reasoning(model=self.litellm_model)
+        except Exception:
+            return True

@@ -1,0 +1,142 @@
+"""The rubric metric's call: one judge request (or K, where the server cannot return several),
+each unusable reply re-asked once for just what was wrong, and the spend counted.
+
+`Asking` is a part of `RubricMetric`; it reads the metric's rubric, backend, samples and retry policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowrate.judge.backend import Completion, Usage
+from flowrate.judge.limits import CallGate
+from flowrate.judge.retry import CallStats, complete_with_retries, is_n_refusal
+from flowrate.metrics.planning import JudgePlan
+from flowrate.scores.reading import (
+    REPLY_EXCERPT_CHARS,
+    CopiedExample,
+    Judgement,
+    Reading,
+    ReplyCut,
+    UnparsableReply,
+    copied_example,
+    judgement_text,
+    read_reply,
+)
+from flowrate.scores.schema import corrective_messages
+
+
+@dataclass
+@dataclass
+class Asking:
+    """Making a conversation's judge call, with its re-asks; see the module."""
+
+    async def _judge(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> list[Judgement]:
+        """`samples` judgements: one request with n=K where the provider takes it, else K requests;
+        a server that answers n=K with fewer choices (llama-cpp-python), or refuses n (llama-server),
+        is asked for the rest one at a time, and from then on. Each unusable reply gets one re-ask saying what was wrong (see `_usable`)."""
+        tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
+
+        async def call(messages: list[dict[str, str]], n: int) -> Completion:
+            completion = await complete_with_retries(
+                self.backend,
+                messages,
+                n=n,
+                policy=self.retry,
+                rng=self._rng,
+                gate=gate,
+                estimated_tokens=tokens,
+                stats=spent.stats,
+                response_format=self._response_format,
+                temperature=self.temperature,
+                max_tokens=self._reply_limit,
+            )
+            spent.add(completion)
+            if not completion.texts:
+                raise UnparsableReply("the judge returned no reply")
+            return completion
+
+        replies: list[tuple[str, bool]] = []  # (text, cut at the token limit)
+        if self.samples > 1 and self.backend.supports_n():
+            try:
+                completion = await call(plan.messages, self.samples)
+            except Exception as error:
+                if not is_n_refusal(error):
+                    raise
+                self.backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
+            else:
+                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[: self.samples])]
+                if len(replies) < self.samples:
+                    self.backend.ignores_n()
+        while len(replies) < self.samples:
+            completion = await call(plan.messages, 1)
+            replies.append((completion.texts[0], completion.cut(0)))
+        return [await self._usable(plan, text, cut, call) for text, cut in replies]
+
+    async def _usable(self, plan: JudgePlan, text: str, cut: bool, call) -> Judgement:
+        """The judgement in one reply, re-asking once when it is unusable. The re-ask says what was
+        wrong; when only some criteria of a suite were, it asks for those alone and keeps the rest.
+        Raises `UnparsableReply`, `CopiedExample` or `ReplyCut` (with both replies) when the
+        re-ask's reply is unusable too."""
+        reading = read_reply(text, self.rubric)
+        problem = self._problem(reading, cut)
+        if problem is None:
+            return Judgement(reading.ratings, text, repaired=reading.repaired, cut=cut)
+        _, why, only = problem
+        retry = await call(corrective_messages(plan.messages, text, why, self.rubric, only), 1)
+        again = read_reply(retry.texts[0], self.rubric, only)
+        still = self._problem(again, retry.cut(0), only)
+        if still is not None:
+            kind, wrong, _ = still
+            replies = f"{excerpt(text)}\n--- the reply to the re-ask ---\n{excerpt(retry.texts[0])}"
+            said = f"{wrong} (and again after a re-ask)" if wrong == why else f"{wrong} (asked again after: {why})"
+            raise kind(said, replies)
+        if not only:
+            return Judgement(again.ratings, retry.texts[0], again.repaired, why, retry.cut(0))
+        ratings = {c.name: (again.ratings.get(c.name) or reading.ratings[c.name]) for c in self.rubric.criteria}
+        return Judgement(
+            ratings, judgement_text(ratings, self.rubric), reading.repaired or again.repaired, why, cut or retry.cut(0)
+        )
+
+    def _problem(
+        self, reading: Reading, cut: bool, only: list[str] | None = None
+    ) -> tuple[type, str, list[str] | None] | None:
+        """What makes a reply unusable: its kind, what to tell the judge, and the criteria to ask
+        again for (None: the whole reply). None for a usable reply."""
+        if reading.usable:
+            copied = copied_example(reading, self.rubric)
+            return (CopiedExample, copied, None) if copied else None
+        if cut:
+            return (
+                ReplyCut,
+                f"it stopped at its limit of {self._reply_limit} tokens before the JSON object was complete;"
+                " keep the reason to a few sentences and list only the most serious key issues",
+                None,
+            )
+        if reading.problem is None and self.rubric.is_suite and reading.ratings and only is None:
+            return UnparsableReply, reading.describe(), list(reading.problems)
+        return UnparsableReply, reading.describe(), None
+
+
+def excerpt(text: str) -> str:
+    """An unusable reply as kept on its error row: the first half of `REPLY_EXCERPT_CHARS`."""
+    limit = REPLY_EXCERPT_CHARS // 2
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Spend:
+    """Tokens, cost and attempts of all calls made for one conversation."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.cost_usd: float | None = 0.0
+        self.stats = CallStats()
+        self.calls = 0
+        self.response_format: str | None = None  # the form of the last reply's schema
+
+    def add(self, completion: Completion) -> None:
+        self.calls += 1
+        self.response_format = completion.response_format
+        self.usage.prompt_tokens += completion.usage.prompt_tokens
+        self.usage.completion_tokens += completion.usage.completion_tokens
+        if self.cost_usd is not None:
+            self.cost_usd = None if completion.cost_usd is None else self.cost_usd + completion.cost_usd

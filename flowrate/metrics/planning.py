@@ -1,0 +1,204 @@
+"""The rubric metric's planning, before any call: the prompt for a conversation with its middle
+left out where it would not fit the judge's context, the reply's token limit and the room kept for
+it, the response cache asked (in one query for many plans), cost estimates, and a batch request.
+
+`Planning` is a part of `RubricMetric`; it reads the metric's rubric, backend, samples and cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import orjson
+
+from flowrate.errors import ConfigError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+from flowrate.judge.cache import cache_key
+from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
+from flowrate.rubric.prompt import grading_request
+from flowrate.scores.schema import reply_schema
+
+ERROR_MESSAGE_LIMIT = 500
+REPLY_RESERVE_TOKENS = 1024  # room for the reply in the context, where no reply limit is sent
+BYTES_PER_TOKEN_ESTIMATE = 4  # for rate ceilings and budgets; exact counts only where they matter
+MIN_TRANSCRIPT_TOKENS = 64  # a budget must hold at least a short turn besides the rubric
+TEMPERATURE = 0.0  # one sample: the judge's most likely verdict
+# K samples at temperature 0 are K copies of one verdict: their agreement would say nothing. 0.7 is
+# the usual sampling temperature of self-consistency voting (Wang et al. 2022 used 0.5-0.7).
+SAMPLING_TEMPERATURE = 0.7
+# max_tokens of each reply: the rubric's longest example reply, in tokens, times REPLY_TOKENS_MARGIN,
+# and never below REPLY_TOKENS_FLOOR. The examples measure 59-113 tokens (flow), 172-286 (the
+# virtual-agent suite) with LiteLLM's default tokenizer; a real reply runs longer when a conversation
+# has more lapses, and a small model's tokenizer counts 10-25 % more. A runaway key-issue list from
+# a 1.5B model reached 1,352 tokens (254 s on CPU) before it stopped (issue 14).
+REPLY_TOKENS_MARGIN = 3
+REPLY_TOKENS_FLOOR = 512
+
+
+@dataclass
+class JudgePlan:
+    """What judging one conversation will send, worked out before any call."""
+
+    case: ConversationalEvalTestCase
+    messages: list[dict[str, str]]
+    truncated: bool
+    keys: list[tuple[str, str | None]]  # (cache key, response form), each form a reply may be cached under
+    cached_texts: list[str] | None  # replies already in the cache
+    estimated_prompt_tokens: int
+    cached_form: str | None = None  # the response form of the cached replies
+
+
+@dataclass
+class CallEstimate:
+    """What one conversation's judging would send and cost, before any call."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None when the model has no known price
+
+
+class Planning:
+    """Planning a conversation's judge call; see the module."""
+
+    def check_budget(self) -> None:
+        """Raise `ConfigError` when `max_input_tokens` cannot hold the rubric, its examples, room
+        for the reply and a minimal transcript: the judge would be sent no conversation."""
+        if self._max_input_tokens is None:
+            return
+        if self._max_input_tokens < self.minimum_input_tokens:
+            raise ConfigError(
+                f"option max_input_tokens: {self._max_input_tokens} cannot hold the rubric and a conversation;"
+                f" the minimum for this rubric and model is {self.minimum_input_tokens}"
+            )
+
+    @cached_property
+    def minimum_input_tokens(self) -> int:
+        """The smallest context budget that holds the rubric, the reply and `MIN_TRANSCRIPT_TOKENS`."""
+        return self._window_needs() + MIN_TRANSCRIPT_TOKENS
+
+    def _window_needs(self) -> int:
+        empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
+        wrapper = self.backend.count_tokens(grading_request(empty, self.language, self.rubric.task))
+        return self._prefix_tokens + wrapper + self._reply_reserve
+
+    @cached_property
+    def reply_token_limit(self) -> int:
+        """max_tokens of each reply: what the rubric's schema needs (see `REPLY_TOKENS_MARGIN`)."""
+        longest = max(
+            (self.backend.count_tokens(orjson.dumps(e.reply).decode()) for e in self.rubric.examples), default=0
+        )
+        return max(REPLY_TOKENS_FLOOR, REPLY_TOKENS_MARGIN * longest)
+
+    @cached_property
+    def _reply_limit(self) -> int | None:
+        """The max_tokens sent: none to a judge that cannot take it or spends it on hidden reasoning."""
+        return self.reply_token_limit if self.backend.bounds_replies() else None
+
+    @property
+    def _reply_reserve(self) -> int:
+        """Room left in the context for one reply (each of n choices has its own)."""
+        return self._reply_limit or REPLY_RESERVE_TOKENS
+
+    # -- before the call -----------------------------------------------------------
+    @cached_property
+    def _response_format(self) -> dict[str, Any] | None:
+        return self.backend.structured_output(self.name, reply_schema(self.rubric))
+
+    @cached_property
+    def _window(self) -> int | None:
+        return self._max_input_tokens or self.backend.context_window()
+
+    @cached_property
+    def _prefix_bytes(self) -> int:
+        return sum(len(m["content"].encode()) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
+
+    @cached_property
+    def _prefix_tokens(self) -> int:
+        return sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
+
+    @cached_property
+    def input_budget(self) -> int | None:
+        """Tokens the conversation may take: `max_input_tokens`, or the model's known window,
+        less the rubric, its examples and room for the reply. None when neither is known."""
+        if not self._window:
+            return None
+        return max(self._window - self._window_needs(), MIN_TRANSCRIPT_TOKENS)
+
+    @cached_property
+    def expected_completion_tokens(self) -> int:
+        """Tokens a reply takes, estimated from the rubric's own example replies, times the samples."""
+        replies = [orjson.dumps(example.reply) for example in self.rubric.examples] or [b"{}" * 100]
+        size = sum(len(reply) for reply in replies) / len(replies)
+        return self.samples * round(size / BYTES_PER_TOKEN_ESTIMATE)
+
+    def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
+        """The messages for a conversation (its middle left out if too long) and any cached reply;
+        with `lookup` False the cache is left for `fill_from_cache` to ask in one go.
+
+        Bytes bound tokens from above, so the tokenizer runs only for a conversation that may
+        not fit; nearly every conversation is settled by a byte count.
+        """
+        messages = self.rubric.build_messages(case, self.language)
+        size = self._prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
+        fitted = case
+        if self._window is not None and size > self._window - self._reply_reserve:
+            fitted, elided = fit_turns(case, self.input_budget or 0, self.backend.count_tokens)
+            if fitted is not case:
+                messages = self.rubric.build_messages(fitted, self.language, elided)
+        keys = []
+        if self.cache is not None:
+            keys = [(self._cache_key(messages, form), form) for form in self.backend.response_format_ids()]
+        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, size // BYTES_PER_TOKEN_ESTIMATE)
+        if lookup and self.cache is not None:
+            self._take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
+        return plan
+
+    def _cache_key(self, messages: list[dict[str, str]], form: str | None) -> str:
+        """What makes a reply: the judge, the rubric, the messages, the temperature, the samples
+        and the form the reply schema was sent in."""
+        return cache_key(
+            self.backend.cache_identity(), self.rubric.version, messages, self.temperature, self.samples, form
+        )
+
+    def fill_from_cache(self, plans: list[JudgePlan]) -> None:
+        """Look up many plans' replies with one query."""
+        if self.cache is None or not plans:
+            return
+        found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
+        for plan in plans:
+            self._take_cached(plan, found)
+
+    @staticmethod
+    def _take_cached(plan: JudgePlan, found: dict[str, list[str]]) -> None:
+        """The plan's cached replies, under the first of its forms that has them."""
+        plan.cached_texts = None
+        for key, form in plan.keys:
+            if key in found:
+                plan.cached_texts, plan.cached_form = found[key], form
+                return
+
+    def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
+        """What the plan would send and cost by the price list: the one estimator that both the
+        budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
+        Nothing for a cached plan; `cost_usd` None when the price is unknown."""
+        if plan.cached_texts is not None:
+            return CallEstimate()
+        calls = self.calls_per_conversation
+        prompt = plan.estimated_prompt_tokens
+        if exact:
+            prompt = (
+                self._prefix_tokens + self.backend.count_tokens(plan.messages[-1]["content"]) + PER_MESSAGE_OVERHEAD
+            )
+        prompt *= calls
+        completion = self.expected_completion_tokens
+        return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
+
+    def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
+        """The plan as one line of an OpenAI batch input file."""
+        from flowrate.judge.batch_api import request_line
+
+        n = self.samples if self.samples > 1 and self.backend.supports_n() else 1
+        model = getattr(self.backend, "batch_model", self.model)
+        return request_line(cid, model, plan.messages, n, self._response_format)
