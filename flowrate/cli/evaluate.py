@@ -263,6 +263,11 @@ def tell_outcome(evaluation: Any) -> None:
             f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
             f" {UNREACHABLE_AFTER} connections in a row); continue with: {continue_command('--retry-errors')}"
         )
+    elif summary.refused:
+        say(
+            f"flowrate: stopped: the judge refused every call the same way: {summary.refused};"
+            f" fix the request (see the message), then continue with: {continue_command('--retry-errors')}"
+        )
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         say(f"resume with: {continue_command('--resume')}")
 

@@ -79,13 +79,17 @@ class _Tally:
                 self.control.interrupt()
 
     def _left_out(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
-        """Judge calls the run stopped before: skipped when the judge is unreachable; after
-        Ctrl-C or a closed pipe they stay unjudged, for --resume."""
+        """Judge calls the run stopped before: skipped when the judge is unreachable or refuses
+        every call the same way; after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
         control = self.control
         if control is not None and control.unreachable and not control.interrupted:
             for metric in metrics:
                 self.summary.skip_unreachable(case.id, self._missing(case, metric))
             self.listener.skipped(case.id or "", source, "unreachable")
+        elif control is not None and control.refused and not control.interrupted:
+            for metric in metrics:
+                self.summary.skip_refused(case.id, self._missing(case, metric))
+            self.listener.skipped(case.id or "", source, "refused")
 
     def _skip_for_budget(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
         for metric in metrics:
@@ -163,6 +167,7 @@ class Scheduler(_Tally):
                 cache.flush()  # one cache may serve several metrics: each is flushed once
             self.summary.wall_time_s = round(loop.time() - started, 3)
             self.summary.unreachable = self.control.unreachable
+            self.summary.refused = self.control.refused
         return self.summary
 
     # -- producing ----------------------------------------------------------------------------

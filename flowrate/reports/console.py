@@ -214,11 +214,25 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
             f"unreachable: {summary.unreachable_skipped} conversation(s) not judged, the judge could not be reached",
             markup=False,
         )
+    if summary.refused_skipped:
+        console.print(
+            f"refused: {summary.refused_skipped} conversation(s) not judged, the judge refused every call the same way",
+            markup=False,
+        )
     if summary.truncated:
         console.print(
             f"truncated: {summary.truncated} conversation(s) had their middle left out to fit the judge's context",
             markup=False,
         )
+    replies = [
+        (summary.repaired, "repaired (nearly valid JSON)"),
+        (summary.reasked, "re-asked"),
+        (summary.cut, "cut at their token limit"),
+        (summary.copied, "copied a rubric example (unusable)"),
+    ]
+    if any(count for count, _ in replies):
+        shown_counts = ", ".join(f"{count} {what}" for count, what in replies if count)
+        console.print(f"judge replies: {shown_counts}", markup=False, highlight=False)
     if summary.cached or summary.resumed:
         console.print(
             f"cached {summary.cached}  resumed from the output file {summary.resumed}", markup=False, highlight=False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from flowrate.errors import ExitCode, exit_code_for_outcome
 from flowrate.results.rows import EvaluationRow
@@ -112,10 +112,18 @@ class RunSummary(Totals):
     budget_skipped: int = 0
     unreachable_skipped: int = 0  #: not judged: the run stopped because the judge could not be reached
     unreachable: str | None = None  #: the endpoint that could not be reached
+    refused_skipped: int = 0  #: not judged: the judge refused every call as invalid, the same way
+    refused: str | None = None  #: that refusal: the error's type and message
     expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
     pipe_closed: bool = False  #: the reader of stdout went away (`... -o - | head`)
     unstable: int = 0
     truncated: int = 0
+    #: judge calls (a conversation's, per metric) whose reply was repaired, re-asked, cut at its
+    #: token limit, or copied from the rubric's example (counted once per call, not per row)
+    repaired: int = 0
+    reasked: int = 0
+    cut: int = 0
+    copied: int = 0
     cached: int = 0
     resumed: int = 0
     resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
@@ -144,6 +152,8 @@ class RunSummary(Totals):
     skipped_notes: list[str] = Field(default_factory=list)
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
+    _flagged_calls: set[tuple[str, str]] = PrivateAttr(default_factory=set)
+
     def add(self, row: EvaluationRow, order: int = 0, resumed: bool = False) -> None:
         """Count one row; `order` is its conversation's place in the input, `resumed` says it
         was in the output file already (its tokens and cost were spent by an earlier run)."""
@@ -163,6 +173,7 @@ class RunSummary(Totals):
             self.rows_without_cost += 1
         else:
             self.cost_usd += row.cost_usd
+        self._count_reply(row)
         if row.error is not None:
             detail = f"{row.error.type}: {row.error.message}"
             _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
@@ -203,6 +214,28 @@ class RunSummary(Totals):
         self.budget_skipped += rows
         _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
 
+    def _count_reply(self, row: EvaluationRow) -> None:
+        """Count a call's repaired, re-asked, cut or copied reply once: its flags are on every row
+        the call made (each criterion of a suite)."""
+        copied = row.error is not None and row.error.type == "CopiedExample"
+        cut = row.cut or (row.error is not None and row.error.type == "ReplyCut")
+        if not (row.repaired or row.reasked or cut or copied):
+            return
+        call = (row.id, row.suite or row.metric)
+        if call in self._flagged_calls:
+            return
+        self._flagged_calls.add(call)
+        self.repaired += row.repaired
+        self.reasked += row.reasked is not None
+        self.cut += cut
+        self.copied += copied
+
+    def skip_refused(self, conversation_id: str | None, rows: int = 1) -> None:
+        """A judge call not made because the judge refused every call so far the same way."""
+        self.skipped += rows
+        self.refused_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge refused every call the same way")
+
     def skip_unreachable(self, conversation_id: str | None, rows: int = 1) -> None:
         """A judge call not made because the judge could not be reached; `rows` it would have made."""
         self.skipped += rows
@@ -218,7 +251,10 @@ class RunSummary(Totals):
         """Rows still missing: conversations an interruption left unjudged."""
         if self.expected_rows is None:
             return 0
-        return max(self.expected_rows - self.rows_written - self.budget_skipped - self.unreachable_skipped, 0)
+        return max(
+            self.expected_rows - self.rows_written - self.budget_skipped - self.unreachable_skipped - self.refused_skipped,
+            0,
+        )
 
     def skip_invalid(self, records: int, problems: list[str]) -> None:
         """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
@@ -237,7 +273,7 @@ class RunSummary(Totals):
             failed=self.gates_failed if self.gates else self.failed,
             interrupted=self.interrupted,
             terminated=self.terminated,
-            incomplete=self.budget_skipped + self.unreachable_skipped > 0,
+            incomplete=self.budget_skipped + self.unreachable_skipped + self.refused_skipped > 0,
             pipe_closed=self.pipe_closed,
             output_failed=self.output_error is not None,
         )
