@@ -56,7 +56,7 @@ class Scales:
             number = float(str(rating))
             if not number.is_integer() or not 1 <= number <= points:
                 raise ValueError(f"rating {rating!r} is not on {metric}'s scale 1..{points}")
-            return round(number / points, 4)
+            return number / points  # exact, as row scores are: rounded only on screen
         levels = dict((scale.levels if scale is not None else None) or {}) | self.levels.get(metric, {})
         name = str(verdict).strip().lower()
         if name not in levels:

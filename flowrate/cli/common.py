@@ -135,7 +135,11 @@ MaxRetriesOption = Annotated[
 ]
 TimeoutOption = Annotated[
     float | None,
-    option("--timeout", env="FLOWRATE_TIMEOUT", default_of="timeout", help="Seconds one attempt may take."),
+    option(
+        "--timeout",
+        env="FLOWRATE_TIMEOUT",
+        help="Seconds one attempt may take. [default: 60; 600 for a self-hosted model, so a cold CPU server finishes]",
+    ),
 ]
 BackoffOption = Annotated[
     float | None,

@@ -87,13 +87,25 @@ def custom_id(metric: str, conversation_id: str) -> str:
     return f"{metric[:24]}-{hashlib.sha256(conversation_id.encode()).hexdigest()[:32]}"
 
 
-def request_line(cid: str, model: str, messages: list[dict[str, str]], n: int, response_format: dict | None) -> bytes:
-    """One line of an OpenAI batch input file."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0}
+def request_line(
+    cid: str,
+    model: str,
+    messages: list[dict[str, str]],
+    n: int,
+    response_format: dict | None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+) -> bytes:
+    """One line of an OpenAI batch input file: request `cid` of `model` with `messages`, asking
+    for `n` replies in `response_format` at `temperature`, each bounded by `max_tokens` (None:
+    unbounded), as the same request online would."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
     if n > 1:
         body["n"] = n
     if response_format:
         body["response_format"] = response_format
+    if max_tokens:
+        body["max_tokens"] = max_tokens
     return orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}) + b"\n"
 
 

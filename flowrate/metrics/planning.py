@@ -201,4 +201,4 @@ class Planning:
 
         n = self.samples if self.samples > 1 and self.backend.supports_n() else 1
         model = getattr(self.backend, "batch_model", self.model)
-        return request_line(cid, model, plan.messages, n, self._response_format)
+        return request_line(cid, model, plan.messages, n, self._response_format, self.temperature, self._reply_limit)

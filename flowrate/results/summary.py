@@ -252,7 +252,11 @@ class RunSummary(Totals):
         if self.expected_rows is None:
             return 0
         return max(
-            self.expected_rows - self.rows_written - self.budget_skipped - self.unreachable_skipped - self.refused_skipped,
+            self.expected_rows
+            - self.rows_written
+            - self.budget_skipped
+            - self.unreachable_skipped
+            - self.refused_skipped,
             0,
         )
 

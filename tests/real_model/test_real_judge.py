@@ -116,12 +116,13 @@ def assert_parsed_on_the_first_call(run: Run, ids: list[str], required: set[str]
     """One request per conversation, each reply read as it came (no re-ask, no repair, no cut,
     no error), the schema sent in the form the server took; the only extra request a run may
     make is the one the server refused for the schema's form."""
-    problems = [
-        (row["id"], row["metric"], row["error"], row["reasked"], row["repaired"], row["cut"])
+    problems = {
+        row["id"]: f"{row['id']}: error {row['error']}, reasked {row['reasked']!r}, repaired {row['repaired']},"
+        f" cut {row['cut']}, attempts {row['attempts']}"
         for row in run.rows
-        if row["error"] or row["reasked"] or row["repaired"] or row["cut"]
-    ]
-    assert not problems, problems
+        if row["attempts"] and (row["error"] or row["reasked"] or row["repaired"] or row["cut"])
+    }
+    assert not problems, "replies not read on the first call:\n" + "\n".join(problems.values())
     assert {row["response_format"] for row in run.rows} == {"json_object_schema"}
     refused = form_refusals(run.completions)
     accepted = [e for e in run.completions if e.status == 200]
