@@ -19,7 +19,7 @@ from flowrate.judge.backend import (
     provider_of,
 )
 from flowrate.judge.lazy_litellm import litellm as _litellm
-from flowrate.judge.schema_forms import SchemaForms
+from flowrate.judge.schema_forms import SchemaForms, bounded_schema
 from flowrate.judge.self_hosting import SelfHosting
 
 
@@ -136,7 +136,8 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
                 options["api_key"] = NO_KEY_PLACEHOLDER
         form = self._form if response_format else None
         if form == "json_object_schema":
-            options["response_format"] = {"type": "json_object", "schema": response_format["json_schema"]["schema"]}  # type: ignore[index]
+            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)  # type: ignore[index]
+            options["response_format"] = {"type": "json_object", "schema": schema}
         elif form is not None:
             options["response_format"] = response_format
         response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)

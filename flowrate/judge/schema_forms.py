@@ -84,3 +84,40 @@ class SchemaForms:
             self._form_taken = True
             completion.requests += refused
             return completion
+
+
+# A grammar-constrained server (llama-cpp-python's json_object form) can bound the reply itself:
+# without bounds a small model's key-issue list ran past its max_tokens (en-tangent: 858 tokens,
+# cut, re-asked, 105 s on 2 cores). The characters the limits allow add up to what `max_tokens`
+# holds at CHARS_PER_TOKEN_FLOOR (SmolLM2 and Qwen2.5 measured 3.4-4.1 characters a token on the
+# samples), less a JSON_SHARE of them for the keys, quotes and verdicts.
+CHARS_PER_TOKEN_FLOOR = 3
+JSON_SHARE = 0.4
+KEY_ISSUES_MAX = 4
+REASON_SHARE = 0.4  #: of a criterion's characters, for its reason; the rest for its key issues
+
+
+def bounded_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+    """`schema` with a `maxLength` on each reason and key issue and a `maxItems` on each key-issue
+    list, so that a reply that keeps to them fits `max_tokens` (unchanged when it is None). For
+    servers that turn the schema into a grammar; OpenAI's strict mode is not sent these."""
+    if not max_tokens:
+        return schema
+    criteria = schema["properties"]["criteria"]["properties"] if "criteria" in schema["properties"] else None
+    parts = list(criteria.values()) if criteria is not None else [schema]
+    share = int(max_tokens * CHARS_PER_TOKEN_FLOOR * (1 - JSON_SHARE) / len(parts))
+    reason = max(40, int(share * REASON_SHARE))
+    issue = max(20, int(share * (1 - REASON_SHARE) / KEY_ISSUES_MAX))
+
+    def bound(part: dict[str, Any]) -> dict[str, Any]:
+        properties = dict(part["properties"])
+        properties["reason"] = {**properties["reason"], "maxLength": reason}
+        items = {**properties["key_issues"]["items"], "maxLength": issue}
+        properties["key_issues"] = {**properties["key_issues"], "items": items, "maxItems": KEY_ISSUES_MAX}
+        return {**part, "properties": properties}
+
+    if criteria is None:
+        return bound(schema)
+    bounded = {name: bound(part) for name, part in criteria.items()}
+    inner = {**schema["properties"]["criteria"], "properties": bounded}
+    return {**schema, "properties": {**schema["properties"], "criteria": inner}}

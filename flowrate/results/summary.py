@@ -105,8 +105,37 @@ class GateResult(BaseModel):
         )
 
 
-class RunSummary(Totals):
-    """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
+class Spend(BaseModel):
+    """Tokens and USD of a run's rows, and of them what resumed rows had spent in earlier runs."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    rows_without_cost: int = 0
+    #: of the totals above, what rows resumed from the output file had spent in earlier runs
+    resumed_prompt_tokens: int = 0
+    resumed_completion_tokens: int = 0
+    resumed_cost_usd: float = 0.0
+
+    @property
+    def run_prompt_tokens(self) -> int:
+        """Prompt tokens this run spent (resumed rows left out)."""
+        return self.prompt_tokens - self.resumed_prompt_tokens
+
+    @property
+    def run_completion_tokens(self) -> int:
+        """Completion tokens this run spent (resumed rows left out)."""
+        return self.completion_tokens - self.resumed_completion_tokens
+
+    @property
+    def run_cost_usd(self) -> float:
+        """USD this run spent by the price list (resumed rows left out)."""
+        return self.cost_usd - self.resumed_cost_usd
+
+
+class Skips(BaseModel):
+    """Conversations a run did not judge, by why: the --max-cost budget, an unreachable judge,
+    one that refuses every call the same way; a note for each (the first `FAILURES_KEPT`)."""
 
     skipped: int = 0
     budget_skipped: int = 0
@@ -114,6 +143,30 @@ class RunSummary(Totals):
     unreachable: str | None = None  #: the endpoint that could not be reached
     refused_skipped: int = 0  #: not judged: the judge refused every call as invalid, the same way
     refused: str | None = None  #: that refusal: the error's type and message
+    skipped_notes: list[str] = Field(default_factory=list)
+
+    def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
+        """A judge call not made because the --max-cost budget is spent; `rows` it would have made."""
+        self.skipped += rows
+        self.budget_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
+
+    def skip_refused(self, conversation_id: str | None, rows: int = 1) -> None:
+        """A judge call not made because the judge refused every call so far the same way."""
+        self.skipped += rows
+        self.refused_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge refused every call the same way")
+
+    def skip_unreachable(self, conversation_id: str | None, rows: int = 1) -> None:
+        """A judge call not made because the judge could not be reached; `rows` it would have made."""
+        self.skipped += rows
+        self.unreachable_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
+
+
+class RunSummary(Totals, Spend, Skips):
+    """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
+
     expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
     pipe_closed: bool = False  #: the reader of stdout went away (`... -o - | head`)
     unstable: int = 0
@@ -135,21 +188,12 @@ class RunSummary(Totals):
     gates: list[GateResult] = Field(
         default_factory=list
     )  #: set by `results.gates.apply_gates`; empty: none checked yet
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    rows_without_cost: int = 0
-    #: of the totals above, what rows resumed from the output file had spent in earlier runs
-    resumed_prompt_tokens: int = 0
-    resumed_completion_tokens: int = 0
-    resumed_cost_usd: float = 0.0
     wall_time_s: float = 0.0
     interrupted: bool = False
     terminated: bool = False  #: the interruption was SIGTERM (a CI runner's or Kubernetes' stop), not Ctrl-C
     output_error: str | None = None  #: a write of the results file failed part-way (disk full): what the system said
     failures: list[FailureNote] = Field(default_factory=list)
     error_notes: list[FailureNote] = Field(default_factory=list)
-    skipped_notes: list[str] = Field(default_factory=list)
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
     _flagged_calls: set[tuple[str, str]] = PrivateAttr(default_factory=set)
@@ -193,27 +237,6 @@ class RunSummary(Totals):
             detail = f"{shown_value(row)}: {first}"
             _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
 
-    @property
-    def run_prompt_tokens(self) -> int:
-        """Prompt tokens this run spent (resumed rows left out)."""
-        return self.prompt_tokens - self.resumed_prompt_tokens
-
-    @property
-    def run_completion_tokens(self) -> int:
-        """Completion tokens this run spent (resumed rows left out)."""
-        return self.completion_tokens - self.resumed_completion_tokens
-
-    @property
-    def run_cost_usd(self) -> float:
-        """USD this run spent by the price list (resumed rows left out)."""
-        return self.cost_usd - self.resumed_cost_usd
-
-    def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
-        """A judge call not made because the --max-cost budget is spent; `rows` it would have made."""
-        self.skipped += rows
-        self.budget_skipped += rows
-        _keep(self.skipped_notes, f"{conversation_id}: not judged, the --max-cost budget is spent")
-
     def _count_reply(self, row: EvaluationRow) -> None:
         """Count a call's repaired, re-asked, cut or copied reply once: its flags are on every row
         the call made (each criterion of a suite)."""
@@ -229,18 +252,6 @@ class RunSummary(Totals):
         self.reasked += row.reasked is not None
         self.cut += cut
         self.copied += copied
-
-    def skip_refused(self, conversation_id: str | None, rows: int = 1) -> None:
-        """A judge call not made because the judge refused every call so far the same way."""
-        self.skipped += rows
-        self.refused_skipped += rows
-        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge refused every call the same way")
-
-    def skip_unreachable(self, conversation_id: str | None, rows: int = 1) -> None:
-        """A judge call not made because the judge could not be reached; `rows` it would have made."""
-        self.skipped += rows
-        self.unreachable_skipped += rows
-        _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
 
     @property
     def rows_written(self) -> int:
