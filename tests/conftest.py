@@ -1,19 +1,17 @@
-import json
+"""Fixtures: the scripted judge and the batch fake on 127.0.0.1, `flowrate` in process and as a real
+process, and the inputs several stages' tests share. Plain helpers are in `tests/helpers.py`."""
+
 import os
-import shutil
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import FLOWRATE, TEST_KEY, judge_mixed, mixed, write_jsonl
 from tests.judge_server import JudgeServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-TEST_KEY = "sk-test-0123456789abcdef"
-FLOWRATE = shutil.which("flowrate", path=str(Path(sys.executable).parent)) or "flowrate"
 
 
 @pytest.fixture(scope="session")
@@ -128,23 +126,27 @@ def start_process(tmp_path, cli_env):
     return start
 
 
-def wait_for_requests(judge, count, timeout_s=60):
-    """Wait until the scripted judge has seen `count` requests."""
-    deadline = time.monotonic() + timeout_s
-    while judge.requests < count and time.monotonic() < deadline:
-        time.sleep(0.05)
+@pytest.fixture
+def api_key(monkeypatch):
+    """The test key in OPENAI_API_KEY, for the Python API's calls to the scripted judge."""
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
 
 
-def turn_record(conversation_id, *texts, **extra):
-    """A turn-format record; texts alternate user, assistant."""
-    pairs = [{"input": texts[i], "actual_output": texts[i + 1]} for i in range(0, len(texts), 2)]
-    return {"id": conversation_id, "turns": pairs, **extra}
+@pytest.fixture
+def conversations(tmp_path):
+    """Write the records given to a JSONL file in the scratch directory (c.jsonl unless `name`)
+    and return its path."""
+
+    def make(*records, name="c.jsonl"):
+        return write_jsonl(tmp_path / name, records)
+
+    return make
 
 
-def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records), encoding="utf-8")
-    return path
-
-
-def read_rows(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+@pytest.fixture
+def report_page(judge, run_flowrate, tmp_path):
+    """The HTML report of a run over the mixed conversations (see `tests.helpers.mixed`)."""
+    path = mixed(tmp_path, judge)
+    result = judge_mixed(run_flowrate, judge, path, "--html", "report.html")
+    assert "HTML report: report.html" in result.stderr, result.stderr
+    return tmp_path / "report.html"

@@ -1,0 +1,193 @@
+"""Provider batch mode, against a local fake of the Files and Batches endpoints
+(tests/batch_server.py): failed and expired lines judged online, the batch price, submit and
+collect, a killed or interrupted run, and real `flowrate` processes where signals are tested."""
+
+import os
+import signal
+import subprocess
+import time
+
+from tests.helpers import FLOWRATE, MARK_FAIL, TEST_KEY, batch_args, read_rows, turn_record, write_jsonl
+from tests.helpers import batch_conversations as conversations
+
+
+def submitted_and_polling(batch_server):
+    """Wait until a real process has created its batch and gone on to poll it."""
+    deadline = time.monotonic() + 60
+    while batch_server.created < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+def test_failed_lines_go_online_and_every_conversation_gets_one_row(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(20, fail_every=10))
+    batch_server.fail_marker = MARK_FAIL
+    batch_server.polls_to_finish = 2
+    result = run_flowrate(*batch_args(batch_server))
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert sorted(row["id"] for row in rows) == sorted(f"c{n}" for n in range(20))
+    assert batch_server.created == 1 and judge.requests == 2  # only the two failed lines went online
+    online = {row["id"] for row in rows if not row["batch"]}
+    assert online == {"c0", "c10"} and all(row["batch_id"] for row in rows if row["batch"])
+    assert "2 batch line(s) were judged online instead" in result.stderr
+
+
+def test_cost_is_the_batch_price(batch_server, judge, run_flowrate, tmp_path):
+    import litellm
+
+    write_jsonl(tmp_path / "c.jsonl", conversations(2))
+    assert run_flowrate(*batch_args(batch_server)).returncode == 0
+    info = litellm.model_cost["gpt-4o"]
+    for row in read_rows(tmp_path / "out.jsonl"):
+        usage = row["usage"]
+        expected = (
+            usage["prompt_tokens"] * info["input_cost_per_token_batches"]
+            + usage["completion_tokens"] * info["output_cost_per_token_batches"]
+        )
+        assert row["cost_usd"] == expected and row["cost_usd"] < usage["prompt_tokens"] * info["input_cost_per_token"]
+
+
+def test_an_expired_batch_sends_its_unfinished_lines_online(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(8))
+    batch_server.expire_after = 3
+    result = run_flowrate(*batch_args(batch_server))
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert result.returncode == 0 and len(rows) == 8 and len({row["id"] for row in rows}) == 8
+    assert sum(row["batch"] for row in rows) == 3 and judge.requests == 5
+
+
+def test_no_fallback_leaves_error_rows(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(10, fail_every=5))
+    batch_server.fail_marker = MARK_FAIL
+    result = run_flowrate(*batch_args(batch_server, "--batch-no-fallback"))
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert result.returncode == 3 and judge.requests == 0 and len(rows) == 10
+    assert rows["c0"]["error"]["type"] == "BatchLineFailed"
+
+
+def test_a_failed_batch_line_keeps_the_provider_error_on_one_line_without_secrets(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(4, fail_every=4))
+    batch_server.fail_marker = MARK_FAIL
+    batch_server.fail_error = {"code": "invalid_prompt", "message": f"the prompt\nwas refused\tfor key {TEST_KEY}"}
+    result = run_flowrate(*batch_args(batch_server, "--batch-no-fallback"))
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert result.returncode == 3 and rows["c0"]["error"]["type"] == "BatchLineFailed"
+    assert rows["c0"]["error"]["message"] == "failed in the batch: invalid_prompt: the prompt was refused for key ***"
+    assert TEST_KEY not in (tmp_path / "out.jsonl").read_text()
+
+
+def test_submit_only_then_collect_gives_the_rows_of_a_blocking_run(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(6))
+    submitted = run_flowrate(*batch_args(batch_server, "--batch-submit-only", "--no-cache"))
+    assert (
+        submitted.returncode == 0
+        and "submitted 1 batch(es)" in submitted.stderr
+        and "batch collect" in submitted.stderr
+    )
+    assert not (tmp_path / "out.jsonl").exists()  # a results file is made at its first row
+    collected = run_flowrate("batch", "collect")
+    assert collected.returncode == 0, collected.stderr
+    after = {row["id"]: row["verdict"] for row in read_rows(tmp_path / "out.jsonl")}
+    blocking = run_flowrate(*batch_args(batch_server, "--no-cache", output="blocking.jsonl"))
+    assert blocking.returncode == 0
+    assert after == {row["id"]: row["verdict"] for row in read_rows(tmp_path / "blocking.jsonl")}
+    assert run_flowrate("batch", "collect").stderr.strip() == "no batches to collect"
+
+
+def test_a_killed_run_is_collected_on_rerun_without_a_new_batch(
+    batch_server, judge, tmp_path, start_process, run_flowrate
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(5))
+    batch_server.polls_to_finish = 10_000  # stays in progress while the first process lives
+    process = start_process(
+        "eval", "c.jsonl", "--batch", "--api-base", batch_server.base_url, "--poll-interval", "30", "-o", "out.jsonl"
+    )
+    submitted_and_polling(batch_server)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    batch_server.polls_to_finish = 1
+    result = run_flowrate(*batch_args(batch_server))
+    assert result.returncode == 0, result.stderr
+    assert batch_server.created == 1 and batch_server.uploads == 1
+    assert sorted(row["id"] for row in read_rows(tmp_path / "out.jsonl")) == [f"c{n}" for n in range(5)]
+
+
+def test_ctrl_c_while_polling_leaves_the_batches_running(batch_server, judge, tmp_path, start_process):
+    write_jsonl(tmp_path / "c.jsonl", conversations(3))
+    batch_server.polls_to_finish = 10_000
+    process = start_process(
+        "eval", "c.jsonl", "--batch", "--api-base", batch_server.base_url, "--poll-interval", "30", "-o", "out.jsonl"
+    )
+    submitted_and_polling(batch_server)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "keep running at the provider" in stderr and "batch collect" in stderr and batch_server.cancelled == 0
+
+
+def test_sigint_stops_polling_in_a_process_started_with_sigint_ignored(
+    batch_server, judge, run_flowrate, tmp_path, cli_env
+):
+    """As `flowrate eval ... &` from a script: the shell starts it with SIGINT ignored."""
+    write_jsonl(tmp_path / "c.jsonl", conversations(3))
+    batch_server.polls_to_finish = 10_000
+    process = subprocess.Popen(
+        [
+            FLOWRATE,
+            "eval",
+            "c.jsonl",
+            "--batch",
+            "--api-base",
+            batch_server.base_url,
+            "--poll-interval",
+            "30",
+            "-o",
+            "out.jsonl",
+        ],
+        cwd=tmp_path,
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(batch_server.polls.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # submitted, polled once, and now waiting for the next poll
+        time.sleep(0.3)
+        os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "keep running at the provider" in stderr and "batch collect" in stderr and batch_server.cancelled == 0
+    batch_server.polls_to_finish = 1
+    collected = run_flowrate("batch", "collect")
+    assert collected.returncode == 0 and len(read_rows(tmp_path / "out.jsonl")) == 3 and judge.requests == 0
+
+
+def test_batch_mode_from_the_config_file_with_chat_dates_and_skipped_conversations_counted_once(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    records = [{**record, "metadata": {"started_at": "2026-03-02T10:00:00Z"}} for record in conversations(3)]
+    records.append({**turn_record("hr", "q", "a"), "metadata": {"topic": "HR"}})
+    write_jsonl(tmp_path / "c.jsonl", records)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "flowrate.yaml").write_text(
+        f"batch: true\npoll_interval: 0\napi_base: {batch_server.base_url}\n"
+    )
+    result = run_flowrate("eval", "c.jsonl", "--exclude", "topic=HR", "--junit", "junit.xml", "-o", "out.jsonl")
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert batch_server.created == 1 and judge.requests == 0 and all(row["batch"] for row in rows)
+    assert {row["chat_date"] for row in rows} == {"2026-03-02"}
+    suite = (
+        __import__("xml.etree.ElementTree").etree.ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    )
+    assert (suite.get("tests"), suite.get("skipped")) == ("4", "1")

@@ -1,0 +1,77 @@
+"""The results file: never an input, its path checked before the first call, the previous results
+kept until a row is written, and a full disk stopping the run."""
+
+from tests.helpers import distinct, read_rows, two_metric_rows, write_jsonl, write_rows
+from tests.helpers import march_label as label
+
+
+def test_an_output_that_is_an_input_is_refused_before_anything_is_opened(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "same.jsonl", distinct(3))
+    before = path.read_bytes()
+    result = run_flowrate("eval", path, "-o", path, "--api-base", judge.base_url)
+    assert result.returncode == 2 and path.read_bytes() == before and judge.requests == 0
+    assert "is both an input and the --output file" in result.stderr
+    data = tmp_path / "data"
+    data.mkdir()
+    inside = write_jsonl(data / "chats.jsonl", distinct(2))
+    result = run_flowrate("eval", data, "-o", inside, "--api-base", judge.base_url)
+    assert result.returncode == 2 and inside.read_bytes() and judge.requests == 0
+    merged = run_flowrate("merge", "same.jsonl", "-o", "same.jsonl")
+    assert merged.returncode == 2 and "is also an input of the merge" in merged.stderr
+    assert path.read_bytes() == before
+
+
+def test_calibrate_refuses_an_adjusted_output_that_is_one_of_its_inputs(run_flowrate, tmp_path):
+    rows = write_rows(tmp_path / "rows.jsonl", two_metric_rows())
+    labels = write_jsonl(tmp_path / "labels.jsonl", [label("c1", "a", 0.2)])
+    assert run_flowrate("history", "import", "rows.jsonl", "--history", "h.duckdb").returncode == 0
+    before = {path: path.read_bytes() for path in (rows, labels, tmp_path / "h.duckdb")}
+    for given, target in (
+        (["rows.jsonl", "--labels", "labels.jsonl"], "./rows.jsonl"),
+        (["rows.jsonl", "--labels", "labels.jsonl"], "labels.jsonl"),
+        (["--history", "h.duckdb"], str(tmp_path / "h.duckdb")),
+    ):
+        result = run_flowrate("calibrate", *given, "--adjusted-output", target)
+        assert result.returncode == 2, result.stderr
+        assert f"--adjusted-output {target}: is also an input" in result.stderr
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_output_path_problems_are_plain_exit_2_before_any_call(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(1))
+    (tmp_path / "somedir").mkdir()
+    for output, message in (("nodir/out.jsonl", "the directory nodir does not exist"), ("somedir", "is a directory")):
+        result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", output)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    merged = run_flowrate("merge", "c.jsonl", "-o", "nodir/x")
+    assert merged.returncode == 2 and "the directory nodir does not exist" in merged.stderr
+    assert judge.requests == 0
+
+
+def test_a_rejected_key_leaves_the_previous_results_file_untouched(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(3))
+    previous = tmp_path / "prev.jsonl"
+    previous.write_text('{"kept": "from yesterday"}\n')
+    judge.script("question", {"status": 401})
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", previous)
+    assert result.returncode == 2, result.stderr
+    assert "rejected the API key" in result.stderr
+    assert previous.read_text() == '{"kept": "from yesterday"}\n'
+
+
+def test_a_run_that_writes_rows_replaces_the_previous_results(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(2))
+    previous = tmp_path / "prev.jsonl"
+    previous.write_text('{"kept": "from yesterday"}\n')
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", previous)
+    assert result.returncode == 0, result.stderr
+    assert sorted(row["id"] for row in read_rows(previous)) == ["c0", "c1"]
+
+
+def test_a_results_file_on_a_full_disk_stops_the_run_with_exit_4_and_a_resume_command(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(40))
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "/dev/full", "-j", "1")
+    assert result.returncode == 4, result.stderr
+    assert "writing the results stopped: /dev/full: No space left on device" in result.stderr
+    assert "--resume" in result.stderr and "Traceback" not in result.stderr
+    assert judge.requests < 40  # it stopped scheduling
