@@ -16,7 +16,7 @@ class Metric(Protocol):
     """The whole of what the engine, the file run, resume and provider batches use of a metric.
 
     `RubricMetric` (a judge call per conversation) and `RepetitionCheck` (no judge) both
-    implement all of it; `tests/test_metric_protocol.py` checks every metric in the catalog.
+    implement all of it; `tests/metrics/test_protocol.py` checks every metric in the catalog.
     A metric with `calls_per_conversation` above 0 is judged, and provider batches also use
     its `batch_request` and `rows_from_replies`.
     """

@@ -4,6 +4,7 @@ json_object with a schema, Ollama's format), learned once per run and kept in th
 import asyncio
 
 from flowrate import ConversationalEvalTestCase, ConversationalFlowRateMetric, EvalTestCase, evaluate_conversations
+from flowrate.judge.schema_forms import CHARS_PER_TOKEN_FLOOR, KEY_ISSUES_MAX, bounded_schema
 from flowrate.rubric.model import load_rubric
 from flowrate.scores.schema import reply_schema
 from tests.helpers import (
@@ -30,7 +31,8 @@ def test_a_server_refusing_json_schema_gets_the_schema_as_json_object_learned_on
     assert result.returncode == 0, result.stderr
     assert len(chat_bodies(judge, "json_schema")) == 1  # one call found the form; the others waited for it
     taken = chat_bodies(judge, "json_object")
-    assert len(taken) == 4 and all(body["response_format"]["schema"] == reply_schema(FLOW) for body in taken)
+    bounded = [bounded_schema(reply_schema(FLOW), body["max_tokens"]) for body in taken]
+    assert len(taken) == 4 and all(body["response_format"]["schema"] == b for body, b in zip(taken, bounded))
     rows = read_rows(tmp_path / "out.jsonl")
     assert len(rows) == 4 and all(row["error"] is None for row in rows)
     assert {row["response_format"] for row in rows} == {"json_object_schema"}
@@ -96,3 +98,19 @@ def test_the_flow_metric_as_a_python_api_judge_uses_the_learned_form_too(judge, 
     results = asyncio.run(evaluate_conversations(cases, [metric]))
     assert all(result.metrics_data[0].score == 1.0 for result in results)
     assert len(chat_bodies(judge, "json_schema")) == 1 and len(chat_bodies(judge, "json_object")) == 3
+
+
+def _bounds(part):
+    issues = part["properties"]["key_issues"]
+    return part["properties"]["reason"]["maxLength"] + issues["maxItems"] * issues["items"]["maxLength"]
+
+
+def test_a_grammar_server_gets_reply_lengths_that_fit_the_replys_token_limit():
+    suite = load_rubric("virtual_agent")
+    for rubric, max_tokens in ((FLOW, 512), (suite, 858)):
+        schema = bounded_schema(reply_schema(rubric), max_tokens)
+        parts = list(schema["properties"]["criteria"]["properties"].values()) if rubric.is_suite else [schema]
+        assert len(parts) == len(rubric.criteria)
+        assert all(part["properties"]["key_issues"]["maxItems"] == KEY_ISSUES_MAX for part in parts)
+        assert sum(_bounds(part) for part in parts) <= max_tokens * CHARS_PER_TOKEN_FLOOR
+        assert bounded_schema(reply_schema(rubric), None) == reply_schema(rubric)  # no limit sent, no bounds

@@ -1,0 +1,20 @@
+"""Options grouped by concern: each layer is given only its group, built from the same options."""
+
+from flowrate.settings.options import EvalSettings
+
+
+def test_each_group_holds_its_options_as_given():
+    settings = EvalSettings(
+        model="m", api_base="http://127.0.0.1:9/v1", shard="2/4", only=["a=1"], rpm=60, max_cost=5, output="o.jsonl",
+        resume=True, min_pass_rate=0.9, gates={"coherence": {"max_failures": 2}}, junit="j.xml", batch=True,
+        poll_interval=5, metric=["virtual_agent"],
+    )  # fmt: skip
+    assert (settings.judge_settings.model, settings.judge_settings.metric_named) == ("m", True)
+    assert settings.selection_settings.shard == (2, 4) and settings.selection_settings.only == ("a=1",)
+    assert (settings.limit_settings.rpm, settings.limit_settings.max_cost_usd) == (60, 5)
+    assert settings.output_settings.resume and settings.output_settings.output == "o.jsonl"
+    assert settings.gate_settings.default == {"min_pass_rate": 0.9}
+    assert settings.gate_settings.per_metric == {"coherence": {"max_failures": 2}}
+    assert settings.report_settings.junit == "j.xml" and settings.report_settings.wanted
+    assert settings.batch_settings.batch and settings.batch_settings.poll_interval_s == 5
+    assert not EvalSettings().judge_settings.metric_named
