@@ -35,10 +35,12 @@ if TYPE_CHECKING:  # for the annotations only: the commands import flowrate.batc
 
 
 def _batch_state(cache_dir: str | None) -> BatchState:
+    """The batch state the commands read, created by none of them: no state yet (no directory,
+    no file) reads as no batch recorded."""
     from flowrate.judge.batch_api import BatchState
     from flowrate.judge.cache import default_cache_dir
 
-    return BatchState(Path(cache_dir) if cache_dir else default_cache_dir())
+    return BatchState(Path(cache_dir) if cache_dir else default_cache_dir(), create=False)
 
 
 def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:

@@ -179,11 +179,15 @@ class BatchRecord:
 class BatchState:
     """The batches a run submitted, kept in SQLite so that a later process can collect them."""
 
-    def __init__(self, directory: Path):
-        """Open (or create) `batches.sqlite3` in `directory`."""
+    def __init__(self, directory: Path, create: bool = True):
+        """Open `batches.sqlite3` in `directory`, creating it unless `create` is False: then a
+        state never written reads as empty and nothing is made on disk (the batch commands
+        that only look)."""
         self.path = Path(directory).expanduser() / STATE_FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        where = str(self.path) if create or self.path.exists() else ":memory:"
+        self._db = sqlite3.connect(where, timeout=30, isolation_level=None)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT,"
             " input_file TEXT, output TEXT, custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0,"

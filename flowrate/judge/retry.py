@@ -128,11 +128,26 @@ CONTEXT_SIZE_IN_MESSAGE = re.compile(
 )
 
 
+# LiteLLM wraps a provider's message in its own class names, sometimes twice:
+# "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error."
+_WRAPPER = re.compile(r"^(?:litellm\.)?\w+(?:Error|Exception)(?::| -)\s*")
+
+
+def without_wrappers(message: str) -> str:
+    """A provider's message without LiteLLM's class-name prefixes ("Connection error.")."""
+    previous = None
+    while previous != message:
+        previous, message = message, _WRAPPER.sub("", message, count=1)
+    return message or previous
+
+
 def error_message(error: BaseException, limit: int = 500) -> str:
     """An error as its row shows it: one line, no secret. A prompt too long for the model's
     context says which option makes long conversations fit, with the window where the server
     said it."""
-    message = one_line(redact_secrets(str(error)), limit)
+    message = one_line(without_wrappers(redact_secrets(str(error))), limit)
+    if is_connection_failure(error):
+        return one_line(f"could not connect to the judge ({message})", limit)
     if not is_context_overflow(error):
         return message
     found = CONTEXT_SIZE_IN_MESSAGE.search(str(error))
