@@ -259,9 +259,13 @@ def verdict_record(conversation_id, value, score=None):
     }
 
 
-def march_row(conversation_id, metric, score, **extra):
+MONDAY_2_MARCH = datetime(2026, 3, 2, 9, tzinfo=UTC)  # ISO week 10
+FIRST_OF_JUNE = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def dated_row(conversation_id, metric, score, evaluated_at=MONDAY_2_MARCH, **extra):
     """A row of `metric` passing at 0.7 (an error row's `score` is None), by gpt-4o unless `model`
-    is given, evaluated on Monday 2 March 2026 (ISO week 10) unless `evaluated_at` is."""
+    is given, evaluated at `evaluated_at` (Monday 2 March 2026, ISO week 10, unless given)."""
     return EvaluationRow(
         id=conversation_id,
         source=Source(path="c.jsonl", line=1),
@@ -271,26 +275,19 @@ def march_row(conversation_id, metric, score, **extra):
         success=None if score is None else score >= 0.7,
         model=extra.pop("model", "gpt-4o"),
         rubric_version="sha256:x",
-        evaluated_at=extra.pop("evaluated_at", datetime(2026, 3, 2, 9, tzinfo=UTC)),
+        evaluated_at=evaluated_at,
         **extra,
     )
+
+
+def march_row(conversation_id, metric, score, **extra):
+    """`dated_row`, evaluated on Monday 2 March 2026 unless `evaluated_at` is given."""
+    return dated_row(conversation_id, metric, score, **extra)
 
 
 def june_row(conversation_id, metric, score, **extra):
-    """A row of `metric` by gpt-4o passing at 0.7 (an error row's `score` is None), evaluated on
-    1 June 2026 unless `evaluated_at` is given."""
-    return EvaluationRow(
-        id=conversation_id,
-        source=Source(path="c.jsonl", line=1),
-        metric=metric,
-        score=score,
-        threshold=0.7,
-        success=None if score is None else score >= 0.7,
-        model="gpt-4o",
-        rubric_version="sha256:x",
-        evaluated_at=extra.pop("evaluated_at", datetime(2026, 6, 1, tzinfo=UTC)),
-        **extra,
-    )
+    """`dated_row`, evaluated on 1 June 2026 unless `evaluated_at` is given."""
+    return dated_row(conversation_id, metric, score, **{"evaluated_at": FIRST_OF_JUNE, **extra})
 
 
 def write_rows(path, rows):

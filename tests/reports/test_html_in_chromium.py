@@ -8,9 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flowrate.inputs.conversation import Source
-from flowrate.results.rows import EvaluationRow
-from tests.helpers import CHROMIUM, turn_record, write_jsonl
+from tests.helpers import CHROMIUM, dated_row, turn_record, write_jsonl
 
 HOSTILE = [
     "<!--<script>",
@@ -59,18 +57,8 @@ PLACEHOLDER_METRICS = ["{{data}}", "{{cards}}", "{{charts}}"]
 
 
 def row(conversation_id, metric, score, day):
-    return EvaluationRow(
-        id=conversation_id,
-        source=Source(path="c.jsonl", line=1),
-        metric=metric,
-        score=score,
-        threshold=0.7,
-        success=score >= 0.7,
-        model="gpt-4o",
-        rubric_version="sha256:x",
-        evaluated_at=datetime(2026, 3, day, 9, tzinfo=UTC),
-        verdict="mostly" if score >= 0.7 else "minor",
-    )
+    verdict = "mostly" if score >= 0.7 else "minor"
+    return dated_row(conversation_id, metric, score, datetime(2026, 3, day, 9, tzinfo=UTC), verdict=verdict)
 
 
 def write_placeholder_rows(path):
