@@ -62,18 +62,20 @@ def write_conversations(path: Path, count: int) -> Path:
 async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_url: str, concurrency: int) -> float:
     """One `acompletion` per conversation under a semaphore: the floor flowrate is compared with.
 
-    Same judge, same settings: the model string, response format, temperature, timeout and
-    retries flowrate sends for `--model gpt-4o --api-base URL`.
+    Same judge, same settings: the model string, response format, temperature, reply limit
+    (max_tokens), timeout and retries flowrate sends for `--model gpt-4o --api-base URL`.
     """
     import litellm
 
     from flowrate.judge.litellm_backend import LiteLLMBackend
+    from flowrate.metrics.rubric_metric import RubricMetric
     from flowrate.rubric.model import load_rubric
     from flowrate.scores.schema import reply_schema
 
     litellm.suppress_debug_info = True
     backend = LiteLLMBackend("gpt-4o", base_url)
     response_format = backend.structured_output("conversational_flow_rate", reply_schema(load_rubric()))
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(messages):
@@ -87,6 +89,7 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
                 max_retries=0,
                 timeout=60,
                 response_format=response_format,
+                max_tokens=max_tokens,
             )
             return response.choices[0].message.content
 

@@ -50,18 +50,26 @@ def read_stats(directory: Path, must_exist: bool = True) -> dict[str, Any]:
         cache.close()
 
 
+def messages_digest(messages: list[dict[str, str]]) -> str:
+    """The messages of a request, hashed once: a plan's keys for each response form share it."""
+    return hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 def cache_key(
     model: str,
     rubric_version: str,
-    messages: list[dict[str, str]],
+    messages: list[dict[str, str]] | str,
     temperature: float,
     samples: int,
     response_format: str | None,
 ) -> str:
+    """The key of a reply: the judge (`model` and where it is served), the rubric's version,
+    the `messages` (or their `messages_digest`), temperature, samples and the response form."""
+    digest = messages if isinstance(messages, str) else messages_digest(messages)
     payload = {
         "model": model,
         "rubric_version": rubric_version,
-        "messages": messages,
+        "messages": digest,
         "temperature": temperature,
         "samples": samples,
         "response_format": response_format,

@@ -14,7 +14,7 @@ import orjson
 
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
-from flowrate.judge.cache import cache_key
+from flowrate.judge.cache import cache_key, messages_digest
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.rubric.prompt import grading_request
 from flowrate.scores.schema import reply_schema
@@ -149,13 +149,14 @@ class Planning:
                 messages = self.rubric.build_messages(fitted, self.language, elided)
         keys = []
         if self.cache is not None:
-            keys = [(self._cache_key(messages, form), form) for form in self.backend.response_format_ids()]
+            digest = messages_digest(messages)
+            keys = [(self._cache_key(digest, form), form) for form in self.backend.response_format_ids()]
         plan = JudgePlan(fitted, messages, fitted is not case, keys, None, size // BYTES_PER_TOKEN_ESTIMATE)
         if lookup and self.cache is not None:
             self._take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
         return plan
 
-    def _cache_key(self, messages: list[dict[str, str]], form: str | None) -> str:
+    def _cache_key(self, messages: list[dict[str, str]] | str, form: str | None) -> str:
         """What makes a reply: the judge, the rubric, the messages, the temperature, the samples
         and the form the reply schema was sent in."""
         return cache_key(

@@ -54,7 +54,8 @@ class RowMaking:
     def _remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
         """Put a judge's usable replies in the cache, under the form the schema was sent in."""
         if self.cache is not None:
-            self.cache.put(self._cache_key(plan.messages, form), self.model, self.rubric.version, texts)
+            key = next((key for key, planned in plan.keys if planned == form), None)
+            self.cache.put(key or self._cache_key(plan.messages, form), self.model, self.rubric.version, texts)
 
     def rows_from_replies(
         self,

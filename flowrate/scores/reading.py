@@ -227,6 +227,29 @@ def _normal(text: str) -> str:
     return " ".join(str(text).split()).casefold()
 
 
+_EXAMPLE_TEXTS: dict[int, tuple[Rubric, list[dict[str, tuple[str, set[str]]]]]] = {}
+
+
+def _example_texts(rubric: Rubric) -> list[dict[str, tuple[str, set[str]]]]:
+    """Each worked example's reason and key issues per criterion, normalised once per rubric
+    (every reply is checked against them: 18 normalisations a reply before)."""
+    kept = _EXAMPLE_TEXTS.get(id(rubric))
+    if kept is not None and kept[0] is rubric:
+        return kept[1]
+    texts = []
+    for example in rubric.examples:
+        parts = example.reply.get("criteria", {}) if rubric.is_suite else {rubric.criteria[0].name: example.reply}
+        texts.append(
+            {
+                name: (_normal(part.get("reason") or ""), {_normal(issue) for issue in part.get("key_issues") or []})
+                for name, part in parts.items()
+                if isinstance(part, dict)
+            }
+        )
+    _EXAMPLE_TEXTS[id(rubric)] = (rubric, texts)
+    return texts
+
+
 def copied_example(judgement: Judgement | Reading, rubric: Rubric) -> str | None:
     """Which worked example the reply repeats, if it does: a criterion copies an example when its
     reason is the example's reason for that criterion, or one of its key issues is one of the
@@ -235,14 +258,12 @@ def copied_example(judgement: Judgement | Reading, rubric: Rubric) -> str | None
     ratings = judgement.ratings
     if not ratings:
         return None
-    for number, example in enumerate(rubric.examples, start=1):
-        parts = example.reply.get("criteria", {}) if rubric.is_suite else {rubric.criteria[0].name: example.reply}
+    given = {name: (_normal(r.reason), {_normal(issue) for issue in r.key_issues}) for name, r in ratings.items()}
+    for number, (example, normalised) in enumerate(zip(rubric.examples, _example_texts(rubric)), start=1):
         copied = []
-        for name, rating in ratings.items():
-            part = parts.get(name) or {}
-            reason = _normal(part.get("reason") or "")
-            issues = {_normal(issue) for issue in part.get("key_issues") or []}
-            if (reason and _normal(rating.reason) == reason) or issues & {_normal(i) for i in rating.key_issues}:
+        for name, (reason, issues) in given.items():
+            example_reason, example_issues = normalised.get(name, ("", set()))
+            if (example_reason and reason == example_reason) or issues & example_issues:
                 copied.append(name)
         if copied and len(copied) * 2 >= len(ratings):
             title = f" ({example.title})" if example.title else ""
