@@ -33,6 +33,9 @@ SAMPLING_TEMPERATURE = 0.7
 # has more lapses, and a small model's tokenizer counts 10-25 % more. A runaway key-issue list from
 # a 1.5B model reached 1,352 tokens (254 s on CPU) before it stopped (issue 14).
 REPLY_TOKENS_MARGIN = 3
+# An example reply's tokens, from its bytes: the examples' JSON runs 3.4-4.1 bytes a token with
+# the tokenizers measured (tiktoken's, SmolLM2's, Qwen2.5's); REPLY_TOKENS_MARGIN covers the rest.
+REPLY_BYTES_PER_TOKEN = 4
 REPLY_TOKENS_FLOOR = 512
 
 
@@ -85,11 +88,11 @@ class Planning:
 
     @cached_property
     def reply_token_limit(self) -> int:
-        """max_tokens of each reply: what the rubric's schema needs (see `REPLY_TOKENS_MARGIN`)."""
-        longest = max(
-            (self.backend.count_tokens(orjson.dumps(e.reply).decode()) for e in self.rubric.examples), default=0
-        )
-        return max(REPLY_TOKENS_FLOOR, REPLY_TOKENS_MARGIN * longest)
+        """max_tokens of each reply: what the rubric's schema needs (see `REPLY_TOKENS_MARGIN`),
+        sized from the examples' bytes: counting them with the model's tokenizer loaded it at
+        start-up, 1.1 s of every `flowrate eval` (bench/startup.py)."""
+        longest = max((len(orjson.dumps(e.reply)) for e in self.rubric.examples), default=0)
+        return max(REPLY_TOKENS_FLOOR, REPLY_TOKENS_MARGIN * -(-longest // REPLY_BYTES_PER_TOKEN))
 
     @cached_property
     def _reply_limit(self) -> int | None:
