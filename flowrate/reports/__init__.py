@@ -4,10 +4,12 @@ a self-contained HTML page. They read results (a `ReportBook` and a `RunSummary`
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.results.book import ReportBook
-from flowrate.results.summary import RunSummary
+if TYPE_CHECKING:  # annotations only: `validate` imports `reports.escape`, and this package with it
+    from flowrate.inputs.conversation import ConversationalEvalTestCase
+    from flowrate.results.book import ReportBook
+    from flowrate.results.summary import RunSummary
 
 
 def write_reports(
