@@ -8,17 +8,22 @@ Heavy pieces (LiteLLM, DuckDB, rich) are imported by the stages that need them, 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowrate.errors import ExitCode, FlowrateError, OutputError
 from flowrate.evaluation.file_run import FileRun
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
-from flowrate.results.files import ResultsFile
+from flowrate.results.files import ResultsFile, read_rows
 from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.options import EvalSettings, in_github
+
+if TYPE_CHECKING:
+    from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
 
 
 class BatchesLeftRunning(FlowrateError):
@@ -201,3 +206,133 @@ def import_batch_file(paths: list[str], settings: EvalSettings, results_file: Pa
         return asyncio.run(import_batch_results(run, str(results_file), Listeners([results])))
     finally:
         results.close()
+
+
+@dataclass(frozen=True)
+class Judge:
+    """A candidate judge of `bench_judges`: a model, and the server it is at (None: its provider)."""
+
+    model: str
+    api_base: str | None = None
+
+
+def bench_judges(
+    judges: list[Judge],
+    sets: list[BenchSet],
+    settings: EvalSettings,
+    data_dir: str | None = None,
+    work_dir: str = "flowrate-bench",
+    stability_conversations: int = 0,
+    evaluate: Callable[[list[str], EvalSettings], Evaluation] | None = None,
+    estimated: Callable[[BenchEstimate], None] | None = None,
+) -> BenchReport:
+    """`flowrate judge-bench`: each of `judges` judges each of `sets` (`BenchSet`s, read from
+    `data_dir` or, for the user's own labels, from their path) as `flowrate eval` would under
+    `settings` (its limit, concurrency, retries, cache and budget), and is scored against the
+    set's human label with the agreement statistics and their intervals.
+
+    The rows of each judge and set go to `work_dir/JUDGE/SET.jsonl`. The whole benchmark is
+    estimated first (calls the cache does not answer, and their cost) and `estimated` is told
+    before any call; `settings.max_cost` then bounds the spend of all runs together. With
+    `stability_conversations` N, the first N conversations of each set are judged twice more
+    without the cache, and the share given the same verdict every time is reported.
+    `evaluate` runs one evaluation (default `evaluate_files`; the CLI's shows progress).
+    Stops after a run Ctrl-C interrupted, with `interrupted` set on the report."""
+    from importlib.metadata import version
+
+    from flowrate.analysis.agreement import labels_named
+    from flowrate.analysis.judge_bench import (
+        STABILITY_RUNS,
+        BenchEstimate,
+        BenchReport,
+        bench_score,
+        set_file,
+        slug,
+        stability,
+    )
+
+    def this_runs_rows(run: Evaluation, output: str) -> list:
+        """The rows a run wrote: none when it judged nothing (an earlier benchmark's file is then
+        left as it was, and is not this run's)."""
+        return list(read_rows(Path(output))) if run.summary.rows_written else []
+
+    evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
+    given = settings.model_dump(exclude_unset=True)
+    files = {bench.name: str(set_file(bench, data_dir)) for bench in sets}
+    labels = {bench.name: labels_named([files[bench.name]], bench.label) for bench in sets}
+
+    def settings_for(judge: Judge, bench: BenchSet, output: str, **update) -> EvalSettings:
+        run = {"model": judge.model, "api_base": judge.api_base, "metric": [bench.metric], "cut_logs": bench.cut_logs}
+        limits = [count for count in (settings.limit, bench.limit, update.pop("limit", None)) if count]
+        fixed = {"output": output, "skip_invalid": True, "limit": min(limits) if limits else None}
+        return EvalSettings(**(given | run | fixed | update))
+
+    folders: dict[Judge, str] = {}
+    for judge in judges:  # two judges whose names make one file name get one folder each
+        name = slug(judge.model)
+        folders[judge] = name if name not in folders.values() else f"{name}-{len(folders) + 1}"
+    outputs = {
+        (judge, bench.name): str(Path(work_dir) / folders[judge] / f"{bench.name}.jsonl")
+        for judge in judges
+        for bench in sets
+    }
+    estimate = BenchEstimate()
+    estimated_runs: dict[tuple, int] = {}  # a set with another's file and metric is answered by the cache
+    selected: dict[tuple[Judge, str], int] = {}
+    for (judge, name), output in outputs.items():
+        bench = next(bench for bench in sets if bench.name == name)
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        same = (judge, files[name], bench.metric, bench.cut_logs)
+        if same in estimated_runs and not settings.no_cache:
+            selected[judge, name] = estimated_runs[same]
+            estimate.conversations += estimated_runs[same]
+            estimate.cached += estimated_runs[same]
+            continue
+        guess = estimate_files([files[name]], settings_for(judge, bench, output, max_cost=None))
+        estimated_runs[same] = selected[judge, name] = guess.conversations
+        estimate.conversations += guess.conversations
+        estimate.cached += guess.cached
+        estimate.calls += guess.calls
+        if estimate.cost_usd is not None:
+            estimate.cost_usd = None if guess.cost_usd is None else estimate.cost_usd + guess.cost_usd
+    if estimated is not None:
+        estimated(estimate)
+    report = BenchReport(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        flowrate_version=version("flowrate"),
+        judges=[judge.model for judge in judges],
+        estimate=estimate,
+    )
+    spent_usd = 0.0
+    for (judge, name), output in outputs.items():
+        bench = next(bench for bench in sets if bench.name == name)
+        budget = None if settings.max_cost is None else max(settings.max_cost - spent_usd, 0.0)
+        run = evaluate([files[name]], settings_for(judge, bench, output, max_cost=budget))
+        spent_usd += run.summary.run_cost_usd
+        rows = this_runs_rows(run, output)
+        score = bench_score(judge.model, bench, rows, labels[name], run.summary, output, selected[judge, name])
+        if run.summary.interrupted:
+            report.scores.append(score)
+            report.interrupted = True
+            return report
+        if stability_conversations:
+            reruns = [rows]
+            for number in range(1, STABILITY_RUNS):
+                again = output.removesuffix(".jsonl") + f".rerun{number}.jsonl"
+                budget = None if settings.max_cost is None else max(settings.max_cost - spent_usd, 0.0)
+                rerun = evaluate(
+                    [files[name]],
+                    settings_for(judge, bench, again, max_cost=budget, limit=stability_conversations, no_cache=True),
+                )
+                spent_usd += rerun.summary.run_cost_usd
+                reruns.append(this_runs_rows(rerun, again))
+                if rerun.summary.interrupted:
+                    report.interrupted = True
+                    break
+            first = {row.id for row in reruns[1] if row.metric == bench.row}
+            reruns[0] = [row for row in rows if row.id in first]
+            score.stability = stability(reruns, bench.row)
+        report.scores.append(score)
+        if report.interrupted:
+            return report
+    return report

@@ -62,6 +62,7 @@ class Profile:
     props: bool = False  # llama.cpp's llama-server: /props
     ollama: bool = False  # /api/chat and /api/show
     keeps_abandoned_work: bool = False  # a request whose client left still runs to its end
+    tokenize: str | None = None  # its /tokenize: "vllm" ({"prompt"} -> count) or "llama-server" ({"content"} -> tokens)
 
 
 PROFILES = {
@@ -78,9 +79,11 @@ PROFILES = {
         context_error="llama-cpp-python",
         keeps_abandoned_work=True,
     ),
-    "vllm": Profile(name="vllm", models_max_len=True, context_error="vllm"),
+    "vllm": Profile(name="vllm", models_max_len=True, context_error="vllm", tokenize="vllm"),
     # llama.cpp's llama-server: takes json_schema, tells n_ctx and its slots at /props, refuses n != 1
-    "llama-server": Profile(name="llama-server", props=True, context_error="llama-server", refuses_n=True),
+    "llama-server": Profile(
+        name="llama-server", props=True, context_error="llama-server", refuses_n=True, tokenize="llama-server"
+    ),
     "ollama": Profile(name="ollama", ollama=True, context_error="none"),
 }
 
@@ -102,6 +105,7 @@ class JudgeServer:
         self.max_in_flight = 0
         self.bodies: list[dict[str, Any]] = []
         self.arrivals: list[tuple[float, int]] = []  # (time, calls in flight including this one)
+        self.statuses: list[int] = []  # the status of each chat request answered, in order
         self.behave_as("openai")
         self._random = random.Random(self.fault_seed)
         self._lock = threading.Lock()
@@ -149,6 +153,7 @@ class JudgeServer:
             self.max_in_flight = 0
             self.bodies.clear()
             self.arrivals.clear()
+            self.statuses.clear()
         self.behave_as("openai")
 
     @property
@@ -167,6 +172,7 @@ class JudgeServer:
             app.router.add_post("/chat/completions", self._handle)
             app.router.add_get("/v1/models", self._models)
             app.router.add_get("/props", self._props)
+            app.router.add_post("/tokenize", self._tokenize)
             app.router.add_post("/api/show", self._show)
             app.router.add_post("/api/chat", self._ollama_chat)
             self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
@@ -253,7 +259,10 @@ class JudgeServer:
                 self._served += 1
                 first = self._served == 1
             try:
-                return await self._answer(request, body, prompt, reply, first)
+                answer = await self._answer(request, body, prompt, reply, first)
+                with self._lock:
+                    self.statuses.append(answer.status)
+                return answer
             finally:
                 with self._lock:
                     self.working -= 1
@@ -363,6 +372,17 @@ class JudgeServer:
         return web.json_response(
             {"default_generation_settings": {"n_ctx": self.n_ctx, "temperature": 0.8}, "total_slots": self.total_slots}
         )
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """Its tokenizer: a token per 4 characters, as its chat route counts a prompt."""
+        self.probes.append("/tokenize")
+        body = await request.json()
+        if self.profile.tokenize == "vllm":
+            count = len(body["prompt"]) // 4
+            return web.json_response({"count": count, "max_model_len": self.n_ctx, "tokens": list(range(count))})
+        if self.profile.tokenize == "llama-server":
+            return web.json_response({"tokens": list(range(len(body["content"]) // 4))})
+        return web.json_response({"detail": "Not Found"}, status=404)
 
     async def _show(self, request: web.Request) -> web.Response:
         self.probes.append("/api/show")

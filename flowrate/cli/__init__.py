@@ -10,6 +10,7 @@ from flowrate.cli import evaluate  # noqa: F401, I001
 from flowrate.cli import tools  # noqa: F401
 from flowrate.cli import analysis  # noqa: F401
 from flowrate.cli import batch  # noqa: F401
+from flowrate.cli import bench  # noqa: F401
 from flowrate.cli.app import app
 from flowrate.cli.entry import main
 

@@ -196,6 +196,15 @@ LanguageOption = Annotated[
     str | None,
     option("--language", env="FLOWRATE_LANGUAGE", default_of="language", help="Language of reasons and key issues."),
 ]
+CutLogsOption = Annotated[
+    bool | None,
+    option(
+        "--cut-logs",
+        env="FLOWRATE_CUT_LOGS",
+        help="The logs were cut after their last message: a final user message nobody answered is left out,"
+        ' not judged as a user left hanging (a record\'s "log_cut" says so for itself).',
+    ),
+]
 SamplesOption = Annotated[
     int | None,
     option(
@@ -223,6 +232,14 @@ CacheDirOption = Annotated[
 ]
 NoCacheOption = Annotated[
     bool | None, option("--no-cache", env="FLOWRATE_NO_CACHE", help="Neither read nor write the response cache.")
+]
+MaxCostOption = Annotated[
+    float | None,
+    option(
+        "--max-cost",
+        env="FLOWRATE_MAX_COST",
+        help="Budget in USD: stop scheduling calls before it would be passed; the rest is skipped.",
+    ),
 ]
 RpmOption = Annotated[float | None, option("--rpm", env="FLOWRATE_RPM", help="Requests per minute at most.")]
 TpmOption = Annotated[

@@ -24,7 +24,12 @@ class EvalTestCase(BaseModel):
 
 
 class ConversationalEvalTestCase(BaseModel):
-    """A whole conversation to grade."""
+    """A whole conversation to grade.
+
+    `log_cut` says the log was cut after its last message, so a final user message nobody
+    answered was never due a reply here (a research set rated at that point, an export cut at a
+    time): the rubric metrics leave it out instead of judging a user left hanging. None: as the
+    run says (`cut_logs`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -32,6 +37,15 @@ class ConversationalEvalTestCase(BaseModel):
     id: str | None = None
     chatbot_role: str | None = None  #: the system prompt, shown to the judge as context
     metadata: dict[str, Any] = Field(default_factory=dict)
+    log_cut: bool | None = None
+
+    def judged_turns(self, cut_logs: bool = False) -> ConversationalEvalTestCase:
+        """The conversation as the judge sees it: without its final unanswered user message
+        when the log was cut there (`log_cut`, else the run's `cut_logs`); itself otherwise."""
+        cut = self.log_cut if self.log_cut is not None else cut_logs
+        if not cut or len(self.turns) < 2 or self.turns[-1].actual_output is not None:
+            return self
+        return self.model_copy(update={"turns": self.turns[:-1]})
 
 
 DATE_FIELDS = ("chat_date", "started_at", "timestamp")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase, Source
 
@@ -22,6 +22,7 @@ class _Record(BaseModel):
     id: StrictStr | StrictInt | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     labels: dict[str, StrictFloat | StrictInt | None] = Field(default_factory=dict)
+    log_cut: StrictBool | None = None
 
 
 class _Turn(BaseModel):
@@ -285,7 +286,9 @@ def parse_record(raw: Any, source: Source, default_id: str) -> Record:
                 problems=[f"{where}: messages: has no user or assistant message"],
                 given_id=_given_id(raw),
             )
-    case = ConversationalEvalTestCase(id=identity, turns=turns, chatbot_role=system, metadata=parsed.metadata)
+    case = ConversationalEvalTestCase(
+        id=identity, turns=turns, chatbot_role=system, metadata=parsed.metadata, log_cut=parsed.log_cut
+    )
     return Record(source=source, format=fmt, case=case, labels=dict(parsed.labels))
 
 

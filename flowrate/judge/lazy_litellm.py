@@ -17,7 +17,8 @@ def litellm() -> Any:
     modules, never reach the user's terminal."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"litellm(\.|$)")
-    warnings.filterwarnings("ignore", message=r"Item '.*' on TypedDict class '.*' is using the `ReadOnly`")
+    # pydantic's words for one item, and (since typing_extensions 4.16 marks several) for several
+    warnings.filterwarnings("ignore", message=r"Items? '.*' on TypedDict class '.*' (is|are) using the `ReadOnly`")
     import litellm as module
 
     module.suppress_debug_info = True

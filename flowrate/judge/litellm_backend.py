@@ -61,7 +61,8 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
         except Exception:  # a model LiteLLM has no facts about
             return None
 
-    def count_tokens(self, text: str) -> int:
+    def _estimated_tokens(self, text: str) -> int:
+        """LiteLLM's count: the model's tokenizer where LiteLLM has it, else its default."""
         return _litellm().token_counter(model=self.litellm_model, text=text)
 
     def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -159,6 +160,12 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
 
 
 def make_backend(model: str | Any, api_base: str | None = None) -> JudgeBackend:
+    """The backend for `model`: `gguf:PATH` a model file run in this process, any other name
+    LiteLLM's (at `api_base` when given), an object with `chat_complete` the user's own client."""
+    if isinstance(model, str) and model.startswith("gguf:"):
+        from flowrate.judge.local_model import LocalModel
+
+        return LocalModel(model)
     if isinstance(model, str):
         return LiteLLMBackend(model, api_base)
     if hasattr(model, "chat_complete") and hasattr(model, "get_model_name"):

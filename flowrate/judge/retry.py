@@ -141,6 +141,15 @@ def without_wrappers(message: str) -> str:
     return message or previous
 
 
+def told_window(error: BaseException) -> int | None:
+    """The context window a prompt-too-long refusal names, in the server's tokens (OpenAI's and
+    vLLM's "maximum context length is N", llama-cpp-python's "n_ctx": N); None if it names none."""
+    if not is_context_overflow(error):
+        return None
+    found = CONTEXT_SIZE_IN_MESSAGE.search(str(error))
+    return next((int(size) for size in found.groups() if size), None) if found else None
+
+
 def error_message(error: BaseException, limit: int = 500) -> str:
     """An error as its row shows it: one line, no secret. A prompt too long for the model's
     context says which option makes long conversations fit, with the window where the server
@@ -150,8 +159,7 @@ def error_message(error: BaseException, limit: int = 500) -> str:
         return one_line(f"could not connect to the judge ({message})", limit)
     if not is_context_overflow(error):
         return message
-    found = CONTEXT_SIZE_IN_MESSAGE.search(str(error))
-    window = next((int(size) for size in found.groups() if size), None) if found else None
+    window = told_window(error)
     if window:
         advice = (
             f"the conversation does not fit the judge's context window ({window} tokens): pass --max-input-tokens"

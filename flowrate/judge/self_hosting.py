@@ -42,8 +42,17 @@ class SelfHosting:
         base = self.api_base or (OLLAMA_DEFAULT_BASE if self.provider.startswith("ollama") else None)
         if base is None:
             return ServerFacts()
-        name = self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
-        return probe_server(base, name, ollama=self.provider.startswith("ollama"))
+        return probe_server(base, self._served_name, ollama=self.provider.startswith("ollama"))
+
+    def count_tokens(self, text: str) -> int:
+        """Exact, through the server's /tokenize where it has one (vLLM, llama-server); LiteLLM's
+        count otherwise. Only a conversation that may not fit is counted (see `Planning.plan`)."""
+        exact = self.server.count_tokens(text, self._served_name) if self.server.tokenize_url else None
+        return exact if exact is not None else self._estimated_tokens(text)
+
+    @property
+    def _served_name(self) -> str:
+        return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
 
     def context_window(self) -> int | None:
         """Input tokens the model takes: LiteLLM's facts, else what its server says (see `server`)."""

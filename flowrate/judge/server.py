@@ -1,4 +1,4 @@
-"""What a self-hosted server says about itself: its context window and how many requests it serves at once (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/show), asked once per run with a short timeout and without LiteLLM."""
+"""What a self-hosted server says about itself: its context window and how many requests it serves at once (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/show), and its tokenizer's counts (/tokenize), asked with a short timeout and without LiteLLM."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # -- what a self-hosted server says about its window ------------------------------------------
@@ -17,6 +17,10 @@ PROBE_TIMEOUT_S = 2.0  # each question to the server; it answers these at once, 
 # the rubrics and sample conversations: 1.12-1.14 times as many for the rubrics, 1.13-1.27 for the
 # English conversations, 1.24-1.33 Portuguese, 1.47-1.54 Russian. 0.65 covers 1.54.
 SERVER_WINDOW_SHARE = 0.65
+# Of a window counted with the served model's own tokenizer (the server's /tokenize), the share
+# flowrate fills: the chat template's tokens are counted per message (PER_MESSAGE_OVERHEAD), so
+# only a small margin is kept.
+EXACT_WINDOW_SHARE = 0.97
 OLLAMA_DEFAULT_NUM_CTX = 4096  # Ollama's window when the model sets no num_ctx (OLLAMA_CONTEXT_LENGTH)
 NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.MULTILINE)
 
@@ -29,11 +33,33 @@ class ServerFacts:
     kind: str | None = None
     context_window: int | None = None
     slots: int | None = None
+    tokenize_url: str | None = None  #: where the server counts tokens with the model's own tokenizer
 
     @property
     def input_budget(self) -> int | None:
-        """The window flowrate fills, with room for the tokenizer it does not have."""
-        return int(self.context_window * SERVER_WINDOW_SHARE) if self.context_window else None
+        """The window flowrate fills: nearly all of it when the server counts the tokens, else
+        with room for the tokenizer flowrate counts with instead."""
+        if not self.context_window:
+            return None
+        share = EXACT_WINDOW_SHARE if self.tokenize_url else SERVER_WINDOW_SHARE
+        return int(self.context_window * share)
+
+    def count_tokens(self, text: str, model: str) -> int | None:
+        """`text`'s tokens in the served model's tokenizer, through the server's /tokenize (vLLM:
+        `{"model", "prompt"}` -> `count`; llama-server: `{"content"}` -> `tokens`); None when it
+        does not answer."""
+        if self.tokenize_url is None:
+            return None
+        body = (
+            {"model": model, "prompt": text, "add_special_tokens": False} if self.kind == "vllm" else {"content": text}
+        )
+        answer = _ask(self.tokenize_url, body)
+        if not isinstance(answer, dict):
+            return None
+        if _positive(answer.get("count")) or answer.get("count") == 0:
+            return int(answer["count"])
+        tokens = answer.get("tokens")
+        return len(tokens) if isinstance(tokens, list) else None
 
 
 def probe_server(api_base: str, model: str, ollama: bool = False) -> ServerFacts:
@@ -62,18 +88,27 @@ def probe_server(api_base: str, model: str, ollama: bool = False) -> ServerFacts
         mine = [entry for entry in models if isinstance(entry, dict) and entry.get("id") == model] or models
         length = next((entry.get("max_model_len") for entry in mine if isinstance(entry, dict)), None)
         if _positive(length):
-            return ServerFacts("vllm", int(length), None)
+            return _with_tokenizer(ServerFacts("vllm", int(length), None), f"{root}/tokenize", model)
     props = _ask(f"{root}/props")
     if isinstance(props, dict):
         settings = props.get("default_generation_settings") or {}
         window = settings.get("n_ctx") if isinstance(settings, dict) else None
         slots = props.get("total_slots")
         if _positive(window):
-            return ServerFacts("llama.cpp", int(window), int(slots) if _positive(slots) else None)
+            facts = ServerFacts("llama.cpp", int(window), int(slots) if _positive(slots) else None)
+            return _with_tokenizer(facts, f"{root}/tokenize", model)
     return ServerFacts()
 
 
 _UNREACHABLE = object()
+
+
+def _with_tokenizer(facts: ServerFacts, url: str, model: str) -> ServerFacts:
+    """`facts` with the server's /tokenize, if it counts a word there. llama-cpp-python's
+    /extras/tokenize is not used: it waits for the model while a completion runs, which would
+    hold every conversation's planning behind the judge call before it."""
+    told = replace(facts, tokenize_url=url)
+    return told if told.count_tokens("flowrate", model) else facts
 
 
 def _ask(url: str, body: dict[str, Any] | None = None) -> Any:

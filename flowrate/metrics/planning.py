@@ -1,6 +1,6 @@
 """The rubric metric's planning, before any call: the prompt for a conversation with its middle
-left out where it would not fit the judge's context, the reply's token limit and the room kept for
-it, the response cache asked (in one query for many plans), cost estimates, and a batch request.
+left out where it would not fit the judge's context (its budget in `context_budget`), the
+response cache asked (in one query for many plans), cost estimates, and a batch request.
 
 `Planning` is a part of `RubricMetric`; it reads the metric's rubric, backend, samples and cache."""
 
@@ -12,31 +12,18 @@ from typing import Any
 
 import orjson
 
-from flowrate.errors import ConfigError
-from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.cache import cache_key, messages_digest
+from flowrate.metrics.context_budget import ContextBudget
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
-from flowrate.rubric.prompt import grading_request
 from flowrate.scores.schema import reply_schema
 
 ERROR_MESSAGE_LIMIT = 500
-REPLY_RESERVE_TOKENS = 1024  # room for the reply in the context, where no reply limit is sent
 BYTES_PER_TOKEN_ESTIMATE = 4  # for rate ceilings and budgets; exact counts only where they matter
-MIN_TRANSCRIPT_TOKENS = 64  # a budget must hold at least a short turn besides the rubric
 TEMPERATURE = 0.0  # one sample: the judge's most likely verdict
 # K samples at temperature 0 are K copies of one verdict: their agreement would say nothing. 0.7 is
 # the usual sampling temperature of self-consistency voting (Wang et al. 2022 used 0.5-0.7).
 SAMPLING_TEMPERATURE = 0.7
-# max_tokens of each reply: the rubric's longest example reply, in tokens, times REPLY_TOKENS_MARGIN,
-# and never below REPLY_TOKENS_FLOOR. The examples measure 59-113 tokens (flow), 172-286 (the
-# virtual-agent suite) with LiteLLM's default tokenizer; a real reply runs longer when a conversation
-# has more lapses, and a small model's tokenizer counts 10-25 % more. A runaway key-issue list from
-# a 1.5B model reached 1,352 tokens (254 s on CPU) before it stopped (issue 14).
-REPLY_TOKENS_MARGIN = 3
-# An example reply's tokens, from its bytes: the examples' JSON runs 3.4-4.1 bytes a token with
-# the tokenizers measured (tiktoken's, SmolLM2's, Qwen2.5's); REPLY_TOKENS_MARGIN covers the rest.
-REPLY_BYTES_PER_TOKEN = 4
-REPLY_TOKENS_FLOOR = 512
 
 
 @dataclass
@@ -50,6 +37,7 @@ class JudgePlan:
     cached_texts: list[str] | None  # replies already in the cache
     estimated_prompt_tokens: int
     cached_form: str | None = None  # the response form of the cached replies
+    window: int | None = None  # the context window it was fitted to (tokens; None: none known)
 
 
 @dataclass
@@ -62,47 +50,8 @@ class CallEstimate:
     cost_usd: float | None = 0.0  # None when the model has no known price
 
 
-class Planning:
+class Planning(ContextBudget):
     """Planning a conversation's judge call; see the module."""
-
-    def check_budget(self) -> None:
-        """Raise `ConfigError` when `max_input_tokens` cannot hold the rubric, its examples, room
-        for the reply and a minimal transcript: the judge would be sent no conversation."""
-        if self._max_input_tokens is None:
-            return
-        if self._max_input_tokens < self.minimum_input_tokens:
-            raise ConfigError(
-                f"option max_input_tokens: {self._max_input_tokens} cannot hold the rubric and a conversation;"
-                f" the minimum for this rubric and model is {self.minimum_input_tokens}"
-            )
-
-    @cached_property
-    def minimum_input_tokens(self) -> int:
-        """The smallest context budget that holds the rubric, the reply and `MIN_TRANSCRIPT_TOKENS`."""
-        return self._window_needs() + MIN_TRANSCRIPT_TOKENS
-
-    def _window_needs(self) -> int:
-        empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
-        wrapper = self.backend.count_tokens(grading_request(empty, self.language, self.rubric.task))
-        return self._prefix_tokens + wrapper + self._reply_reserve
-
-    @cached_property
-    def reply_token_limit(self) -> int:
-        """max_tokens of each reply: what the rubric's schema needs (see `REPLY_TOKENS_MARGIN`),
-        sized from the examples' bytes: counting them with the model's tokenizer loaded it at
-        start-up, 1.1 s of every `flowrate eval` (bench/startup.py)."""
-        longest = max((len(orjson.dumps(e.reply)) for e in self.rubric.examples), default=0)
-        return max(REPLY_TOKENS_FLOOR, REPLY_TOKENS_MARGIN * -(-longest // REPLY_BYTES_PER_TOKEN))
-
-    @cached_property
-    def _reply_limit(self) -> int | None:
-        """The max_tokens sent: none to a judge that cannot take it or spends it on hidden reasoning."""
-        return self.reply_token_limit if self.backend.bounds_replies() else None
-
-    @property
-    def _reply_reserve(self) -> int:
-        """Room left in the context for one reply (each of n choices has its own)."""
-        return self._reply_limit or REPLY_RESERVE_TOKENS
 
     # -- before the call -----------------------------------------------------------
     @cached_property
@@ -110,24 +59,8 @@ class Planning:
         return self.backend.structured_output(self.name, reply_schema(self.rubric))
 
     @cached_property
-    def _window(self) -> int | None:
-        return self._max_input_tokens or self.backend.context_window()
-
-    @cached_property
     def _prefix_bytes(self) -> int:
         return sum(len(m["content"].encode()) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
-
-    @cached_property
-    def _prefix_tokens(self) -> int:
-        return sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
-
-    @cached_property
-    def input_budget(self) -> int | None:
-        """Tokens the conversation may take: `max_input_tokens`, or the model's known window,
-        less the rubric, its examples and room for the reply. None when neither is known."""
-        if not self._window:
-            return None
-        return max(self._window - self._window_needs(), MIN_TRANSCRIPT_TOKENS)
 
     @cached_property
     def expected_completion_tokens(self) -> int:
@@ -143,6 +76,7 @@ class Planning:
         Bytes bound tokens from above, so the tokenizer runs only for a conversation that may
         not fit; nearly every conversation is settled by a byte count.
         """
+        case = case.judged_turns(self.cut_logs)
         messages = self.rubric.build_messages(case, self.language)
         size = self._prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
         fitted = case
@@ -154,7 +88,8 @@ class Planning:
         if self.cache is not None:
             digest = messages_digest(messages)
             keys = [(self._cache_key(digest, form), form) for form in self.backend.response_format_ids()]
-        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, size // BYTES_PER_TOKEN_ESTIMATE)
+        estimated = size // BYTES_PER_TOKEN_ESTIMATE
+        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self._window)
         if lookup and self.cache is not None:
             self._take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
         return plan

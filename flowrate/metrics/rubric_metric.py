@@ -20,7 +20,7 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate, RunStopped
 from flowrate.judge.litellm_backend import make_backend
-from flowrate.judge.retry import RetryPolicy, error_message
+from flowrate.judge.retry import RetryPolicy, error_message, told_window
 from flowrate.metrics.asking import Asking, Spend
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, SAMPLING_TEMPERATURE, TEMPERATURE, JudgePlan, Planning
 from flowrate.metrics.rows import RowMaking, charge
@@ -42,7 +42,9 @@ class RubricMetric(RowMaking, Planning, Asking):
     threshold: `thresholds[name]`, else `threshold`. `weights` (criterion name to weight, 1 when
     not named) make a suite's `user_satisfaction`. `date_field` names the metadata field with the
     chat's date (default: `chat_date`, `started_at` or `timestamp`). `samples` asks for K judgements and keeps the
-    majority; `max_input_tokens` caps the prompt; `cache` is the run's response cache.
+    majority; `max_input_tokens` caps the prompt; `cache` is the run's response cache. `cut_logs`
+    says every log was cut after its last message, so a final user message nobody answered is
+    left out rather than judged as a user left hanging (a record's `log_cut` says so for itself).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class RubricMetric(RowMaking, Planning, Asking):
         thresholds: dict[str, float] | None = None,
         weights: dict[str, float] | None = None,
         date_field: str | None = None,
+        cut_logs: bool = False,
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be between 0 and 1")
@@ -81,6 +84,7 @@ class RubricMetric(RowMaking, Planning, Asking):
         self.temperature = SAMPLING_TEMPERATURE if samples > 1 else TEMPERATURE
         self.cache = cache
         self.date_field = date_field
+        self.cut_logs = cut_logs
         self._max_input_tokens = max_input_tokens
         self._rng = random.Random()
 
@@ -125,6 +129,8 @@ class RubricMetric(RowMaking, Planning, Asking):
         The call's tokens, cost, attempts and timings are on the first row; the suite's other
         rows carry none of them (cost 0, or null when the price is unknown), so totals add up."""
         plan = plan or self.plan(case)
+        if plan.cached_texts is None and plan.window != self._window:  # planned before the server named its window
+            plan = self.plan(case)
         rows = self._new_rows(case, source, plan)
         spent = Spend()
         cached = plan.cached_texts is not None
@@ -135,7 +141,19 @@ class RubricMetric(RowMaking, Planning, Asking):
                     judgement.repaired = False  # no reply was read this run
                 spent.response_format = plan.cached_form
             else:
-                judgements = await self._judge(plan, spent, gate)
+                try:
+                    judgements = await self._judge(plan, spent, gate)
+                except Exception as error:
+                    told = told_window(error)
+                    if told is None:
+                        raise
+                    self.learn_window(told)
+                    refitted = self.plan(case, lookup=False)
+                    if refitted.messages == plan.messages:
+                        raise
+                    plan = refitted  # once: planned for the window the server named
+                    rows = self._new_rows(case, source, plan)
+                    judgements = await self._judge(plan, spent, gate)
                 if not any(judgement.cut for judgement in judgements):  # a cut judgement may be missing issues
                     self._remember(plan, [judgement.text for judgement in judgements], spent.response_format)
         except (JudgeAccessError, RunStopped):

@@ -37,7 +37,7 @@ def shown(text: str) -> str:
     return safe_line(terminal_text(text))
 
 
-def _cell(text: str) -> Text:
+def table_text(text: str) -> Text:
     """Untrusted text for a table's title, header or cell: one line, and never rich markup."""
     return Text(shown(text))
 
@@ -147,10 +147,10 @@ def _metric_table(name: str, stats: MetricStats) -> Table:
     title = f"{title_of(name)}: {stats.rows} rows, pass rate {pass_rate}, mean {mean}"
     if stats.errors:
         title += f", {stats.errors} errors"
-    table = Table(title=_cell(title), title_justify="left", show_header=True)
+    table = Table(title=table_text(title), title_justify="left", show_header=True)
     values = sorted(stats.distribution, key=lambda value: stats.value_scores[value], reverse=True)
     for value in values:
-        table.add_column(_cell(value), justify="right")
+        table.add_column(table_text(value), justify="right")
     if values:
         table.add_row(*(str(stats.distribution[value]) for value in values))
     return table
@@ -281,7 +281,7 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
         confusion = Table(title=f"human label (rows) by {report.metric} (columns)", title_justify="left")
         confusion.add_column("label")
         for verdict in report.confusion.verdicts:
-            confusion.add_column(_cell(verdict), justify="right")
+            confusion.add_column(table_text(verdict), justify="right")
         for level, counts in zip(report.confusion.labels, report.confusion.counts):
             confusion.add_row(str(level), *map(str, counts))
         console.print(confusion)
@@ -358,7 +358,7 @@ def print_calibration(console: Console, report: Calibration) -> None:
 
     for name, figures in report.metrics.items():
         table.add_row(
-            _cell(name),
+            table_text(name),
             str(figures.labels),
             str(figures.labeled_conversations),
             deviation(figures.upper),
@@ -407,8 +407,8 @@ def print_trends(console: Console, points: list[TrendPoint]) -> None:
             "" if point.upper is None and point.lower is None else f"{point.lower or 0:+.3f} / {point.upper or 0:+.3f}"
         )
         table.add_row(
-            _cell(point.period),
-            _cell(point.metric),
+            table_text(point.period),
+            table_text(point.metric),
             str(point.conversations),
             _number(point.mean_score),
             _share(point.pass_rate),

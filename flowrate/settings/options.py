@@ -61,6 +61,7 @@ class EvalSettings(BaseModel):
     verbose: bool = False
     rubric: str | None = None
     language: str = DEFAULTS["language"]
+    cut_logs: bool = False
     samples: int = Field(DEFAULTS["samples"], ge=1, le=20)
     max_input_tokens: int | None = Field(None, ge=256)
     cache_dir: str | None = None
@@ -192,6 +193,7 @@ class JudgeSettings:
     metric: tuple[str, ...]
     rubric: str | None
     language: str
+    cut_logs: bool
     samples: int
     threshold: float
     thresholds: dict[str, float]
@@ -215,6 +217,7 @@ class JudgeSettings:
             tuple(settings.metric),
             settings.rubric,
             settings.language,
+            settings.cut_logs,
             settings.samples,
             settings.threshold,
             dict(settings.thresholds),

@@ -68,16 +68,47 @@ def test_the_window_a_server_tells_is_learned_once_and_long_conversations_fit_it
     assert judge.probes.count(endpoint) == 1
 
 
-def test_a_window_the_server_does_not_tell_is_named_with_the_option_that_fits_it(judge, run_flowrate, tmp_path):
+def test_a_window_the_server_names_only_in_its_refusal_is_learned_there_and_the_conversation_refitted(
+    judge, run_flowrate, tmp_path
+):
     judge.behave_as("llama-cpp-python", n_ctx=6000)
-    path = write_jsonl(tmp_path / "c.jsonl", [long_conversation(), *distinct(2)])
+    longer = long_conversation(70) | {"id": "longer"}
+    path = write_jsonl(tmp_path / "c.jsonl", [long_conversation(), *distinct(2), longer])
     result = run_flowrate(*local_eval(judge, path, "-j", "1", "--max-retries", "5"))
-    assert result.returncode == 3
+    assert result.returncode == 0, result.stderr
     rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
-    error = rows["long"]["error"]
-    assert error["type"] == "ContextWindowExceededError"
-    assert "context window (6000 tokens): pass --max-input-tokens 3900" in error["message"]
-    assert rows["long"]["attempts"] <= 2  # the form's probe at most, and no retry
+    assert all(row["error"] is None for row in rows.values())
+    assert rows["long"]["truncated"] is True and rows["longer"]["truncated"] is True
+    refused = [status for status in judge.statuses if status == 400]
+    assert len(refused) == 1  # the first long one; the next was planned for the window at once
+    schema_bodies = chat_bodies(judge, "json_object")
+    assert len(schema_bodies) == 5  # the refused prompt, its refit, two short ones and the longer one
+    assert rows["long"]["attempts"] == 3  # the schema form refused (500), the window refused (400), the refit
+
+
+def test_a_refusal_that_names_no_window_says_which_option_makes_long_conversations_fit(judge, run_flowrate, tmp_path):
+    judge.behave_as("llama-cpp-python")
+    judge.script("MARK-TURN-1 ", {"status": 400, "message": "the prompt is too long for this model"})
+    path = write_jsonl(tmp_path / "c.jsonl", [long_conversation(), *distinct(1)])
+    result = run_flowrate(*local_eval(judge, path, "-j", "1"))
+    assert result.returncode == 3, result.stderr
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert (
+        "pass --max-input-tokens (max_input_tokens in Python) with the model's window"
+        in rows["long"]["error"]["message"]
+    )
     assert rows["c0"]["error"] is None
-    fitted = run_flowrate(*local_eval(judge, path, "--max-input-tokens", "3900"))
-    assert fitted.returncode == 0, fitted.stderr
+
+
+@pytest.mark.parametrize("profile", ["vllm", "llama-server"])
+def test_a_server_that_counts_tokens_gets_its_window_filled_by_its_own_counts(judge, run_flowrate, tmp_path, profile):
+    judge.behave_as(profile, n_ctx=6000)
+    path = write_jsonl(tmp_path / "c.jsonl", [long_conversation(200)])
+    result = run_flowrate(*local_eval(judge, path))
+    assert result.returncode == 0, result.stderr
+    [row] = read_rows(tmp_path / "out.jsonl")
+    assert row["truncated"] is True and row["error"] is None
+    [body] = [body for body in chat_bodies(judge) if body.get("response_format")]
+    prompt_tokens = sum(len(message["content"]) for message in body["messages"]) // 4  # as the server counts
+    assert 0.8 * 6000 < prompt_tokens + body["max_tokens"] <= 6000  # past the 65 % kept for an estimate
+    assert "/tokenize" in judge.probes

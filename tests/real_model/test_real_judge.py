@@ -211,34 +211,22 @@ def long_conversation(path: Path, n_ctx: int) -> list[dict]:
     return turns
 
 
-def test_a_conversation_past_the_servers_window_is_cut_to_fit_it_with_max_input_tokens(real_judge, proxy, tmp_path):
+def test_a_conversation_past_the_servers_window_is_cut_to_the_window_its_refusal_names(real_judge, proxy, tmp_path):
     assert real_judge.n_ctx > 0, "FLOWRATE_REAL_JUDGE_CTX must give the server's n_ctx"
     turns = long_conversation(tmp_path / "long.jsonl", real_judge.n_ctx)
-    common = ["eval", "long.jsonl", "-m", real_judge.model, "--api-base", proxy.url, "-j", "1"]
+    run = run_flowrate(proxy, tmp_path, tmp_path / "cache", "eval", "long.jsonl", "-m", real_judge.model,
+                       "--api-base", proxy.url, "-j", "1")  # fmt: skip
 
-    # Without a budget: llama-cpp-python tells its window nowhere but in its refusal. The
-    # refusal is not retried, and the error row names the option and a budget that fits.
-    told = run_flowrate(proxy, tmp_path, tmp_path / "cache", *common, output="told.jsonl")
-    refusals = [e for e in told.completions if e.status == 400]
-    assert len(refusals) == 1 and len(told.completions) == 1 + len(form_refusals(told.completions)), [
-        (e.status, e.answer) for e in told.completions
-    ]
-    assert "context" in json.dumps(refusals[0].answer).lower()
-    (row,) = told.rows
-    assert told.returncode == 3 and row["error"] is not None, told.stderr
-    advised = re.search(r"--max-input-tokens (\d+)", row["error"]["message"])
-    assert advised and f"({real_judge.n_ctx} tokens)" in row["error"]["message"], row["error"]
-    budget = int(advised.group(1))
-    assert 0 < budget < real_judge.n_ctx
-
-    # With that budget: cut to the window, the opening and the end kept, judged on the first call.
-    fitted = run_flowrate(proxy, tmp_path, tmp_path / "cache", *common, "--max-input-tokens", budget,
-                          output="fitted.jsonl")  # fmt: skip
-    (row,) = fitted.rows
-    assert fitted.returncode in JUDGED_OR_FAILED, fitted.stderr
+    # llama-cpp-python tells its window nowhere but in its refusal: one 400, not retried as it
+    # was; the conversation is cut to the window it names, and judged on the next call.
+    refusals = [e for e in run.completions if e.status == 400]
+    accepted = [e for e in run.completions if e.status == 200]
+    assert len(refusals) == 1 and len(accepted) == 1, [(e.status, e.answer) for e in run.completions]
+    assert len(run.completions) == 2 + len(form_refusals(run.completions))
+    assert f"{real_judge.n_ctx}" in json.dumps(refusals[0].answer)
+    (row,) = run.rows
+    assert run.returncode in JUDGED_OR_FAILED, run.stderr
     assert row["truncated"] is True and row["error"] is None and row["reasked"] is None, row
-    accepted = [e for e in fitted.completions if e.status == 200]
-    assert len(accepted) == 1 and len(fitted.completions) == 1 + len(form_refusals(fitted.completions))
     sent = accepted[0].body
     prompt = json.dumps(sent["messages"], ensure_ascii=False)
     assert turns[0]["input"][:40] in prompt and "FINAL-QUESTION" in prompt and "FINAL-ANSWER" in prompt

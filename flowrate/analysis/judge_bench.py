@@ -1,0 +1,302 @@
+"""Which judge agrees with people: the human-rated sets `flowrate judge-bench` knows, the published
+figures beside them, and what one judge scored on one set (agreement, parsing, errors, spend,
+verdict stability). Data only: `flowrate.api.bench_judges` runs the judges.
+
+A set is a JSONL file in flowrate's turns format whose records carry human ratings in `labels`
+(the line format of the public dialogue-ratings collection; see the README's "Judge benchmark").
+Each set declares the label it is compared with, that label's scale, the metric that judges it,
+and how its dialogues are presented: `cut_logs` for a set rated at a point where the user's last
+message was never meant to be answered (FED).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from flowrate.analysis.agreement import Statistic, agreement_report, pair_up
+from flowrate.errors import ConfigError
+from flowrate.results.rows import EvaluationRow
+from flowrate.results.summary import RunSummary, shown_value
+
+STABILITY_RUNS = 3  # the first judgement and two reruns without the cache
+
+
+class Anchor(BaseModel):
+    """A published figure to read a judge's agreement against: Spearman on the same set and
+    label (`value`; `shown` when it is a range), and where it comes from."""
+
+    name: str
+    value: float | None
+    shown: str
+    source: str
+
+
+@dataclass(frozen=True)
+class BenchSet:
+    """One human-rated set: its `file` (in the data directory, or a path of the user's own), the
+    human `label` and its `scale` (lowest, highest), the `metric` run and the `row` metric its
+    verdicts are read from, whether its logs end cut (`cut_logs`), the published `anchors`, and
+    how many of its conversations to judge (`limit`, None: all)."""
+
+    name: str
+    file: str
+    label: str
+    scale: tuple[float, float]
+    metric: str = "conversational_flow_rate"
+    row: str = "conversational_flow_rate"
+    cut_logs: bool = False
+    about: str = ""
+    anchors: tuple[Anchor, ...] = ()
+    limit: int | None = None  #: judge only the first N conversations of the set (`--sets NAME:N`)
+
+
+_FED = "Mehri & Eskenazi 2020 (SIGDIAL), FED dialog level"
+_RATERS = "one rater against the mean of the others, from the set's raw ratings (dialogue-ratings README)"
+_GPT4 = "GPT-4 prompted on FED, one run: computed from the outputs released with Zhang et al. (AAAI 2024)"
+
+SETS: dict[str, BenchSet] = {
+    bench.name: bench
+    for bench in (
+        BenchSet(
+            "fed",
+            "fed_dialog_level.jsonl",
+            "Coherent",
+            (0, 2),
+            cut_logs=True,
+            about="FED: 125 open-domain chats, rated after the user's last message, so it is left out",
+            anchors=(
+                Anchor(name="FED metric", value=0.251, shown="0.251", source=_FED),
+                Anchor(name="one human", value=0.45, shown="0.45", source=_RATERS),
+                Anchor(name="GPT-4", value=0.60, shown="0.60", source=_GPT4),
+            ),
+        ),
+        BenchSet(
+            "fed-overall",
+            "fed_dialog_level.jsonl",
+            "Overall",
+            (0, 4),
+            cut_logs=True,
+            about="FED, its Overall rating: the same prompts as fed, so the cache answers a second pass",
+            anchors=(
+                Anchor(name="FED metric", value=0.443, shown="0.443", source=_FED),
+                Anchor(name="one human", value=0.47, shown="0.47", source=_RATERS),
+            ),
+        ),
+        BenchSet(
+            "ieval",
+            "ieval_dialog_level.jsonl",
+            "making_sense",
+            (1, 5),
+            about="iEval: 1,920 short empathetic chats, rated by the person who chatted",
+        ),
+        BenchSet(
+            "uss-sgd",
+            "uss_sgd.jsonl",
+            "overall_satisfaction",
+            (1, 5),
+            metric="virtual_agent",
+            row="user_satisfaction",
+            about="USS on Schema-Guided Dialogue: 1,000 task-oriented sessions, judged with the suite",
+            anchors=(Anchor(name="one human", value=None, shown="0.26-0.36", source=_RATERS + ", USS"),),
+        ),
+        BenchSet(
+            "uss-mwoz",
+            "uss_mwoz.jsonl",
+            "overall_satisfaction",
+            (1, 5),
+            metric="virtual_agent",
+            row="user_satisfaction",
+            about="USS on MultiWOZ 2.1: 1,000 sessions ending with the user's goodbye, judged with the suite",
+            anchors=(Anchor(name="one human", value=None, shown="0.26-0.36", source=_RATERS + ", USS"),),
+        ),
+        BenchSet(
+            "ab-redial",
+            "ab_redial_dialog_level.jsonl",
+            "dialogue-overall",
+            (1, 5),
+            about="AB-ReDial: 195 movie-recommendation chats",
+        ),
+        BenchSet(
+            "stc3",
+            "stc3_en_dialog_quality.jsonl",
+            "customer_satisfaction",
+            (-2, 2),
+            metric="virtual_agent",
+            row="user_satisfaction",
+            about="NTCIR-14 STC-3: 1,672 helpdesk exchanges, judged with the suite",
+            anchors=(Anchor(name="one human", value=None, shown="0.40-0.49", source=_RATERS + ", STC-3"),),
+        ),
+    )
+}
+OWN_LABELS = "labels"  # the set name of --labels FILE
+
+
+def sets_named(names: Iterable[str]) -> list[BenchSet]:
+    """The known sets by name, in the order given, each `NAME` or `NAME:N` (its first N
+    conversations); `ConfigError` naming an unknown set or a bad N."""
+    chosen: list[BenchSet] = []
+    for given in names:
+        name, _, count = given.partition(":")
+        if name not in SETS:
+            raise ConfigError(f"option sets: unknown set {name!r} (known: {', '.join(SETS)})")
+        if count and not (count.isdigit() and int(count) > 0):
+            raise ConfigError(f"option sets: {given!r}: the part after ':' must be a number of conversations")
+        if any(bench.name == name for bench in chosen):
+            raise ConfigError(f"option sets: {name!r} is named twice")
+        chosen.append(replace(SETS[name], limit=int(count) if count else None))
+    return chosen
+
+
+def own_labels(path: str, label: str, metric: str, row: str, cut_logs: bool) -> BenchSet:
+    """A set of the user's own: conversations in `path` whose records carry `label` in `labels`."""
+    return BenchSet(OWN_LABELS, path, label, (math.nan, math.nan), metric, row, cut_logs, f"your labels in {path}")
+
+
+def set_file(bench: BenchSet, data_dir: str | None) -> Path:
+    """Where a set's file is: under `data_dir` for a known set, as given for the user's own."""
+    if bench.name == OWN_LABELS:
+        path = Path(bench.file)
+    elif data_dir is None:
+        raise ConfigError(f"set {bench.name!r} is read from --data-dir, which was not given")
+    else:
+        path = Path(data_dir) / bench.file
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (set {bench.name!r})")
+    return path
+
+
+def slug(text: str) -> str:
+    """A judge's name as a file name: letters, digits, dots and dashes."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-.") or "judge"
+
+
+class Stability(BaseModel):
+    """The same verdict on reruns without the cache: of `conversations` judged `runs` times,
+    `same_verdict` got one verdict every time (an error on any run counts as a change)."""
+
+    conversations: int
+    runs: int
+    same_verdict: int
+    share: float | None
+
+
+class BenchScore(BaseModel):
+    """One judge on one set: agreement with people, how its replies read, and what it spent."""
+
+    judge: str
+    set: str
+    label: str
+    metric: str
+    cut_logs: bool
+    n: int  #: conversations judged and labeled: the pairs the statistics are over
+    spearman: Statistic
+    kendall: Statistic
+    conversations: int  #: selected from the set
+    not_judged: int  #: selected, but given no row: the budget was spent, or the run was interrupted
+    parsed_first_call: int  #: replies read without a repair or a re-ask
+    repaired: int
+    reasked: int
+    errors: int
+    calls: int
+    cached: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None  #: None: no price is known for this judge
+    latency_s: float
+    verdicts: dict[str, int] = Field(default_factory=dict)
+    stability: Stability | None = None
+    results_file: str
+    anchors: list[Anchor] = Field(default_factory=list)
+
+
+class BenchEstimate(BaseModel):
+    """What the benchmark would send before any call: calls not answered by the cache, and their
+    cost by the price list (None when a judge has no price)."""
+
+    conversations: int = 0
+    cached: int = 0
+    calls: int = 0
+    cost_usd: float | None = 0.0
+
+
+class BenchReport(BaseModel):
+    """What `flowrate judge-bench` measured: one score per judge and set."""
+
+    created_at: str
+    flowrate_version: str
+    judges: list[str]
+    estimate: BenchEstimate
+    scores: list[BenchScore] = Field(default_factory=list)
+    interrupted: bool = False
+
+
+def bench_score(
+    judge: str,
+    bench: BenchSet,
+    rows: list[EvaluationRow],
+    labels: dict[str, float],
+    summary: RunSummary,
+    path: str,
+    selected: int,
+) -> BenchScore:
+    """Score one judge's rows (`rows`, from the results file `path`, with the run's `summary`)
+    of one set against the set's `labels` by conversation id; `selected` conversations were to
+    be judged, so those without a row (a spent budget, an interruption) count as not judged."""
+    mine = [row for row in rows if row.metric == bench.row]
+    usable = [row for row in mine if row.error is None]
+    try:
+        pairs, _ = pair_up(labels, mine, bench.label, bench.row)
+        report = agreement_report(pairs, bench.label, bench.row)
+        spearman, kendall = report.spearman, report.kendall
+    except ConfigError:  # nothing judged: no statistic
+        pairs, spearman, kendall = [], Statistic(value=None), Statistic(value=None)
+    return BenchScore(
+        judge=judge,
+        set=bench.name,
+        label=bench.label,
+        metric=bench.row,
+        cut_logs=bench.cut_logs,
+        n=len(pairs),
+        spearman=spearman,
+        kendall=kendall,
+        conversations=selected,
+        not_judged=max(selected - len({row.id for row in mine}), 0),
+        parsed_first_call=sum(1 for row in usable if not row.repaired and row.reasked is None),
+        repaired=sum(1 for row in usable if row.repaired),
+        reasked=sum(1 for row in usable if row.reasked is not None),
+        errors=sum(1 for row in mine if row.error is not None),
+        calls=sum(row.attempts for row in rows),  # a call's attempts are on its first row
+        cached=sum(1 for row in mine if row.cached),
+        prompt_tokens=summary.run_prompt_tokens,
+        completion_tokens=summary.run_completion_tokens,
+        cost_usd=None if summary.rows_without_cost else round(summary.run_cost_usd, 6),
+        latency_s=round(sum(row.latency_s for row in rows), 3),
+        verdicts=dict(Counter(shown_value(row) for row in usable).most_common()),
+        results_file=path,
+        anchors=list(bench.anchors),
+    )
+
+
+def stability(runs: list[list[EvaluationRow]], row_metric: str) -> Stability:
+    """Of the conversations in the first run, how many got the same verdict in every run."""
+    verdicts = [
+        {row.id: (shown_value(row) if row.error is None else None) for row in run if row.metric == row_metric}
+        for run in runs
+    ]
+    ids = list(verdicts[0]) if verdicts else []
+    same = sum(
+        1
+        for conversation in ids
+        if verdicts[0][conversation] is not None
+        and all(run.get(conversation) == verdicts[0][conversation] for run in verdicts[1:])
+    )
+    return Stability(
+        conversations=len(ids), runs=len(runs), same_verdict=same, share=round(same / len(ids), 4) if ids else None
+    )

@@ -1,0 +1,137 @@
+"""`flowrate judge-bench`'s report: a table on stderr with the published figures beside each
+judge's, their sources as numbered notes, and the same as a standalone HTML page."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from flowrate.analysis.agreement import Statistic
+from flowrate.analysis.judge_bench import Anchor, BenchReport, BenchScore
+from flowrate.reports.console import table_text
+
+
+def _statistic(statistic: Statistic) -> str:
+    if statistic.value is None:
+        return "n/a"
+    interval = f" [{statistic.ci95[0]:.3f}, {statistic.ci95[1]:.3f}]" if statistic.ci95 else ""
+    return f"{statistic.value:.3f}{interval}"
+
+
+def _replies(score: BenchScore) -> str:
+    """How the replies read: first-call parses, re-asks and errors, of the conversations."""
+    return (
+        f"{score.parsed_first_call}/{score.conversations} first call, {score.reasked} re-asked, {score.errors} errors"
+    )
+
+
+def _cost(score: BenchScore) -> str:
+    return "unknown" if score.cost_usd is None else f"${score.cost_usd:.4f}"
+
+
+def _stability(score: BenchScore) -> str:
+    found = score.stability
+    if found is None or found.share is None:
+        return ""
+    return f"{found.same_verdict}/{found.conversations} ({found.share:.0%}) over {found.runs} runs"
+
+
+def _sources(report: BenchReport) -> list[Anchor]:
+    """Every anchor once, in the order the table shows them: their note numbers."""
+    seen: list[Anchor] = []
+    for score in report.scores:
+        for anchor in score.anchors:
+            if anchor not in seen:
+                seen.append(anchor)
+    return seen
+
+
+def print_bench(console: Console, report: BenchReport) -> None:
+    """Per judge, a table of its Spearman on each set with the published figures beside it;
+    then per judge and set Kendall, how the replies read, the verdicts, calls, cost and
+    stability; then the sources of the published figures, numbered."""
+    sources = _sources(report)
+    for judge in report.judges:
+        table = Table(title=table_text(f"{judge}: agreement with people"), title_justify="left")
+        table.add_column("set")
+        table.add_column("n", justify="right")
+        table.add_column("spearman [95% CI]")
+        table.add_column("published spearman")
+        for score in (score for score in report.scores if score.judge == judge):
+            published = "\n".join(f"{a.name} {a.shown} [{sources.index(a) + 1}]" for a in score.anchors)
+            table.add_row(table_text(score.set), str(score.n), _statistic(score.spearman), published or "none")
+        console.print(table)
+    for score in report.scores:
+        shown = "left out" if score.cut_logs else "judged as unanswered"
+        verdicts = ", ".join(f"{value} {count}" for value, count in score.verdicts.items()) or "none"
+        lines = [
+            f"{score.judge} on {score.set} ({score.label} by {score.metric}; a final user message {shown}):",
+            f"  kendall tau-b {_statistic(score.kendall)}; n {score.n} of {score.conversations} conversations",
+            f"  replies: {_replies(score)}, {score.repaired} repaired",
+            f"  verdicts: {verdicts}",
+            f"  {score.calls} call(s), {score.cached} cached, {score.latency_s:.0f} s in calls, cost {_cost(score)}",
+        ]
+        if _stability(score):
+            lines.append(f"  same verdict on reruns without the cache: {_stability(score)}")
+        lines.append(f"  rows: {score.results_file}")
+        for line in lines:
+            console.print(table_text(line))
+    for number, anchor in enumerate(sources, start=1):
+        console.print(table_text(f"[{number}] {anchor.name}: {anchor.source}"))
+
+
+def write_bench_html(report: BenchReport, path: str | Path) -> None:
+    """The report as one HTML page with no script, every text escaped."""
+    sources = _sources(report)
+
+    def cell(text: object) -> str:
+        return f"<td>{html.escape(str(text))}</td>"
+
+    rows = []
+    for score in report.scores:
+        published = "; ".join(
+            f'{html.escape(a.name)} {html.escape(a.shown)} <a href="#source-{sources.index(a) + 1}">'
+            f"[{sources.index(a) + 1}]</a>"
+            for a in score.anchors
+        )
+        rows.append(
+            "<tr>"
+            + cell(score.judge)
+            + cell(score.set + (" (cut logs)" if score.cut_logs else ""))
+            + cell(score.label)
+            + cell(score.n)
+            + cell(_statistic(score.spearman))
+            + cell(_statistic(score.kendall))
+            + f"<td>{published or 'none'}</td>"
+            + cell(_replies(score))
+            + cell(score.calls)
+            + cell(_cost(score))
+            + cell(_stability(score))
+            + "</tr>"
+        )
+    notes = "".join(
+        f'<li id="source-{number}">{html.escape(anchor.name)}: {html.escape(anchor.source)}</li>'
+        for number, anchor in enumerate(sources, start=1)
+    )
+    headers = ("judge", "set", "label", "n", "spearman", "kendall", "published (spearman)", "replies", "calls", "cost")
+    head = "".join(f"<th>{name}</th>" for name in (*headers, "same verdict on reruns"))
+    estimate = report.estimate
+    cost = "unknown" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>flowrate judge-bench</title>
+<style>body{{font:14px system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}</style></head>
+<body><h1>Which judge agrees with people</h1>
+<p>{html.escape(report.created_at)}, flowrate {html.escape(report.flowrate_version)}.
+Estimated before the run: {estimate.calls} call(s) the cache did not answer, cost {cost}.
+{"<strong>Interrupted: the figures cover the runs finished before it.</strong>" if report.interrupted else ""}</p>
+<table id="scores"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>
+<h2>Sources of the published figures</h2><ol id="sources">{notes}</ol>
+</body></html>
+"""
+    Path(path).write_text(page, encoding="utf-8")

@@ -1,0 +1,250 @@
+"""`flowrate judge-bench` through the real CLI against the scripted judge's HTTP: agreement with
+a set's human labels and the published figures beside it, replies that misbehave, several judges,
+the cache, the budget, verdict stability, bad options, and the HTML page in Chromium."""
+
+import json
+
+import pytest
+from scipy import stats
+
+from tests.helpers import CHROMIUM, chat_bodies, write_jsonl
+
+LEVELS = ["none", "minor", "partial", "mostly", "fully"]
+SCORES = {"none": 0.0, "minor": 0.3, "partial": 0.7, "mostly": 0.9, "fully": 1.0}
+# the judge's verdict and the human Coherent label (0-2) of each dialogue: agreeing, with two swaps
+PLAN = [("none", 0.2), ("minor", 0.6), ("partial", 1.0), ("mostly", 1.6), ("fully", 1.8),
+        ("fully", 0.4), ("none", 1.4), ("partial", 1.2), ("mostly", 2.0), ("minor", 0.0)]  # fmt: skip
+TRAIL = "MARK-TRAILING never meant to be answered"
+
+
+def _fed(tmp_path, judge, plan=PLAN, steps=None):
+    """A FED-like set in the data directory: dialogue d{i} carries MARK-FED-{i}- and is judged as
+    `plan` says, or answered with `steps[i]` in turn; each ends with a trailing user message, as
+    FED's do."""
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    records = []
+    for i, (verdict, coherent) in enumerate(plan):
+        judge.script(f"MARK-FED-{i}-", *(steps or {}).get(i, [{"verdict": verdict, "reason": "r", "key_issues": []}]))
+        records.append(
+            {
+                "id": f"d{i}",
+                "turns": [{"input": f"MARK-FED-{i}- hi", "actual_output": "hello"}],
+                "trailing_user_utterance": TRAIL,
+                "labels": {"Coherent": coherent, "Overall": coherent * 2},
+            }
+        )
+    write_jsonl(data / "fed_dialog_level.jsonl", records)
+    return data
+
+
+def _bench(run_flowrate, judge, *extra, model="smol"):
+    return run_flowrate(
+        "judge-bench", "--model", model, "--api-base", judge.base_url, "--data-dir", "data", "--json", "bench.json",
+        *extra,
+    )  # fmt: skip
+
+
+def _scores(tmp_path):
+    return json.loads((tmp_path / "bench.json").read_text())["scores"]
+
+
+def test_a_judge_is_scored_on_fed_with_spearman_kendall_intervals_and_the_published_figures(
+    judge, run_flowrate, tmp_path
+):
+    _fed(tmp_path, judge)
+    result = _bench(run_flowrate, judge)
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    judged = [SCORES[verdict] for verdict, _ in PLAN]
+    humans = [coherent for _, coherent in PLAN]
+    assert (score["set"], score["label"], score["n"], score["conversations"]) == ("fed", "Coherent", 10, 10)
+    assert score["spearman"]["value"] == pytest.approx(stats.spearmanr(judged, humans).statistic, abs=1e-4)
+    assert score["kendall"]["value"] == pytest.approx(stats.kendalltau(judged, humans).statistic, abs=1e-4)
+    low, high = score["spearman"]["ci95"]
+    assert low < score["spearman"]["value"] < high
+    assert (score["parsed_first_call"], score["errors"], score["calls"]) == (10, 0, 10)
+    assert {a["name"]: a["value"] for a in score["anchors"]} == {"FED metric": 0.251, "one human": 0.45, "GPT-4": 0.60}
+    assert "FED metric 0.251 [1]" in result.stderr and "[1] FED metric: Mehri & Eskenazi 2020" in result.stderr
+    assert len(chat_bodies(judge)) == 10
+
+
+def test_fed_is_judged_without_its_trailing_user_message(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    assert _bench(run_flowrate, judge).returncode == 0
+    prompts = [body["messages"][-1]["content"] for body in chat_bodies(judge)]
+    assert prompts and not any(TRAIL in prompt for prompt in prompts)
+    assert _scores(tmp_path)[0]["cut_logs"] is True
+
+
+def test_a_reply_read_only_after_a_re_ask_and_one_never_read_are_counted_and_the_run_is_incomplete(
+    judge, run_flowrate, tmp_path
+):
+    mostly = {"verdict": "mostly", "reason": "r", "key_issues": []}
+    _fed(tmp_path, judge, steps={3: [{"content": "{not json"}, mostly], 4: [{"content": "{no"}, {"content": "nope"}]})
+    result = _bench(run_flowrate, judge)
+    assert result.returncode == 3, result.stderr
+    [score] = _scores(tmp_path)
+    assert (score["parsed_first_call"], score["reasked"], score["errors"], score["n"]) == (8, 1, 1, 9)
+    assert score["calls"] == 12
+
+
+def test_each_judge_gets_its_own_score_and_rows(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    result = run_flowrate(
+        "judge-bench", "--model", "smol", "--model", "other", "--api-base", judge.base_url,
+        "--data-dir", "data", "--json", "bench.json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    scores = _scores(tmp_path)
+    assert [score["judge"] for score in scores] == ["smol", "other"]
+    assert {body["model"] for body in chat_bodies(judge)} == {"smol", "other"}
+    for score in scores:
+        rows = (tmp_path / score["results_file"]).read_text().splitlines()
+        assert sorted(json.loads(line)["id"] for line in rows) == [f"d{i}" for i in range(10)]
+
+
+def test_a_second_benchmark_is_answered_by_the_cache_and_gives_the_same_figures(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    assert _bench(run_flowrate, judge).returncode == 0
+    first = _scores(tmp_path)[0]
+    sent = len(chat_bodies(judge))
+    again = _bench(run_flowrate, judge)
+    assert again.returncode == 0, again.stderr
+    second = _scores(tmp_path)[0]
+    assert len(chat_bodies(judge)) == sent
+    assert "10 cached, 0 call(s)" in again.stderr
+    assert (second["spearman"], second["kendall"], second["cached"]) == (first["spearman"], first["kendall"], 10)
+
+
+def test_a_set_sharing_another_sets_prompts_is_estimated_as_cached(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    result = _bench(run_flowrate, judge, "--sets", "fed,fed-overall")
+    assert result.returncode == 0, result.stderr
+    assert "20 conversation(s), 10 cached, 10 call(s)" in result.stderr
+    assert len(chat_bodies(judge)) == 10
+    assert [score["label"] for score in _scores(tmp_path)] == ["Coherent", "Overall"]
+
+
+def test_the_budget_holds_across_the_benchmark(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    result = _bench(run_flowrate, judge, "--max-cost", "0.02", model="gpt-4o")
+    assert result.returncode == 3, result.stderr
+    [score] = _scores(tmp_path)
+    assert 0 < len(chat_bodies(judge)) < 10
+    assert score["cost_usd"] <= 0.02
+    assert score["n"] == 10 - score["not_judged"] < 10
+
+
+def test_a_run_that_judges_nothing_is_scored_on_nothing_not_on_an_earlier_benchmarks_rows(
+    judge, run_flowrate, tmp_path
+):
+    _fed(tmp_path, judge)
+    assert _bench(run_flowrate, judge, model="gpt-4o").returncode == 0
+    spent = _bench(run_flowrate, judge, "--no-cache", "--max-cost", "0", model="gpt-4o")
+    assert spent.returncode == 3, spent.stderr
+    [score] = _scores(tmp_path)
+    assert (score["n"], score["not_judged"], score["spearman"]["value"]) == (0, 10, None)
+    assert len(chat_bodies(judge)) == 10  # the first benchmark's calls only
+
+
+def test_a_budget_for_a_judge_without_a_price_is_refused_before_any_call(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    result = _bench(run_flowrate, judge, "--max-cost", "1")
+    assert result.returncode == 2
+    assert "no price is known for model 'smol'" in result.stderr
+    assert chat_bodies(judge) == []
+
+
+def test_stability_is_the_share_of_conversations_given_the_same_verdict_on_reruns_without_the_cache(
+    judge, run_flowrate, tmp_path
+):
+    step = {"verdict": "mostly", "reason": "r", "key_issues": []}
+    _fed(tmp_path, judge, steps={1: [step, step, {**step, "verdict": "none"}]})  # changes on the second rerun
+    result = _bench(run_flowrate, judge, "--stability", "3")
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    assert score["stability"] == {"conversations": 3, "runs": 3, "same_verdict": 2, "share": pytest.approx(0.6667)}
+    assert len(chat_bodies(judge)) == 10 + 2 * 3
+    assert "same verdict on reruns without the cache: 2/3 (67%) over 3 runs" in result.stderr
+
+
+def test_your_own_labels_are_a_set_judged_with_the_metric_you_name(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    own = [json.loads(line) for line in (tmp_path / "data" / "fed_dialog_level.jsonl").read_text().splitlines()]
+    write_jsonl(tmp_path / "mine.jsonl", [record | {"labels": {"ok": i % 3}} for i, record in enumerate(own)])
+    result = run_flowrate(
+        "judge-bench", "--model", "smol", "--api-base", judge.base_url, "--labels", "mine.jsonl", "--label", "ok",
+        "--json", "bench.json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    assert (score["set"], score["label"], score["n"], score["cut_logs"]) == ("labels", "ok", 10, False)
+    assert any(TRAIL in body["messages"][-1]["content"] for body in chat_bodies(judge))
+
+
+def test_a_set_named_with_a_count_is_judged_on_its_first_conversations_only(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    result = _bench(run_flowrate, judge, "--sets", "fed:4")
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    assert (score["conversations"], score["n"], score["calls"]) == (4, 4, 4)
+    assert len(chat_bodies(judge)) == 4
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--sets", "fed,nope"), "option sets: unknown set 'nope' (known: fed, fed-overall"),
+        (("--sets", "ieval"), "ieval_dialog_level.jsonl: no such file (set 'ieval')"),
+        (("--sets", "fed:0"), "option sets: 'fed:0': the part after ':' must be a number of conversations"),
+        (("--sets", "fed,fed:3"), "option sets: 'fed' is named twice"),
+        (("--html", "nowhere/x.html"), "--html nowhere/x.html: the directory nowhere does not exist"),
+        (("--labels", "mine.jsonl"), "options labels and label go together"),
+        (("--api-base", "http://127.0.0.1:9/v1"), "give one for all judges or one per --model (1), not 2"),
+    ],
+)
+def test_bad_options_are_refused_plainly_before_any_call(judge, run_flowrate, tmp_path, extra, message):
+    _fed(tmp_path, judge)
+    result = _bench(run_flowrate, judge, *extra)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert chat_bodies(judge) == []
+
+
+def test_a_label_no_record_carries_is_refused_naming_the_labels_found(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    write_jsonl(tmp_path / "mine.jsonl", [{"id": "a", "turns": [{"input": "x", "actual_output": "y"}]}])
+    result = _bench(run_flowrate, judge, "--labels", "mine.jsonl", "--label", "ok")
+    assert result.returncode == 2
+    assert "no record carries the label 'ok'" in result.stderr
+    assert chat_bodies(judge) == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+def test_the_html_page_in_chromium_draws_a_hostile_label_as_text(judge, run_flowrate, tmp_path):
+    from playwright import sync_api
+
+    hostile = "<img src=x onerror=\"document.title='owned'\"></td><script>document.title='owned'</script>"
+    _fed(tmp_path, judge)
+    own = [json.loads(line) for line in (tmp_path / "data" / "fed_dialog_level.jsonl").read_text().splitlines()]
+    write_jsonl(tmp_path / "mine.jsonl", [record | {"labels": {hostile: i % 3}} for i, record in enumerate(own)])
+    result = _bench(
+        run_flowrate, judge, "--sets", "fed", "--labels", "mine.jsonl", "--label", hostile, "--html", "bench.html"
+    )
+    assert result.returncode == 0, result.stderr
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_context(offline=True).new_page()
+        page.goto((tmp_path / "bench.html").as_uri())
+        cells = page.locator("#scores tbody tr").all()
+        texts = [row.locator("td").all_inner_texts() for row in cells]
+        title = page.title()
+        sources = page.locator("#sources li").all_inner_texts()
+        browser.close()
+    assert title == "flowrate judge-bench"
+    assert [row[1] for row in texts] == ["fed (cut logs)", "labels"]
+    assert texts[1][2] == hostile
+    assert texts[0][6].startswith("FED metric 0.251 [1]")
+    assert sources[0] == "FED metric: Mehri & Eskenazi 2020 (SIGDIAL), FED dialog level"

@@ -1,0 +1,84 @@
+"""`--model gguf:PATH` end to end with a real model file (issue 16): SmolLM2-135M-Instruct run in
+the `flowrate` process through llama-cpp-python, no server. `bash .ci/real_model` installs the
+extra and names the file in FLOWRATE_REAL_GGUF; without it these tests are skipped.
+
+They assert the pipeline, never the verdicts: every reply read on its first call through the
+schema's grammar, each conversation once, the model's own window respected by the cut, and the
+cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FLOWRATE
+from tests.real_model.conftest import PROCESS_LIMIT_S, flowrate_env, read_rows
+from tests.real_model.test_real_judge import (
+    FLOW,
+    JUDGED_OR_FAILED,
+    SAMPLES,
+    assert_each_once,
+    copied_example,
+    long_conversation,
+    sample_ids,
+)
+
+pytestmark = pytest.mark.real_model
+LIMIT = 4  # sample conversations judged: each call is seconds of CPU on 2 cores
+
+
+@pytest.fixture(scope="module")
+def model_file() -> str:
+    path = os.environ.get("FLOWRATE_REAL_GGUF")
+    if not path:
+        pytest.skip("no model file: FLOWRATE_REAL_GGUF is unset (bash .ci/real_model sets it)")
+    pytest.importorskip("llama_cpp", reason="the flowrate[local] extra is not installed")
+    return path
+
+
+def run_gguf(workdir: Path, *args, env: dict[str, str] | None = None) -> tuple[int, str, list[dict]]:
+    process = subprocess.run(
+        [FLOWRATE, *map(str, args), "-o", "out.jsonl"],
+        cwd=workdir,
+        env={**flowrate_env(workdir / "cache"), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_LIMIT_S,
+    )
+    return process.returncode, process.stderr, read_rows(workdir / "out.jsonl")
+
+
+def test_a_model_file_judges_in_process_each_reply_read_on_its_first_call_then_from_the_cache(model_file, tmp_path):
+    status, stderr, rows = run_gguf(tmp_path, "eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", LIMIT)
+    assert status in JUDGED_OR_FAILED and "Traceback" not in stderr, stderr
+    ids = sample_ids()[:LIMIT]
+    assert_each_once(rows, ids, [FLOW])
+    unread = [row for row in rows if not copied_example(row) and (row["error"] or row["reasked"] or row["repaired"])]
+    assert unread == [], unread
+    assert {row["response_format"] for row in rows} == {"gguf_grammar"}
+    assert all(row["model"] == f"gguf:{Path(model_file).name}" and row["cost_usd"] is None for row in rows)
+    assert all(row["usage"]["prompt_tokens"] > 1000 and row["usage"]["completion_tokens"] > 0 for row in rows)
+
+    again_status, again_stderr, again = run_gguf(
+        tmp_path, "eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", LIMIT
+    )
+    assert again_status == status, again_stderr
+    assert all(row["cached"] and row["attempts"] == 0 for row in again)
+    assert {r["id"]: r["verdict"] for r in again} == {r["id"]: r["verdict"] for r in rows}
+
+
+def test_a_conversation_past_the_loaded_window_is_cut_to_it_by_the_models_own_token_counts(model_file, tmp_path):
+    window = 4096  # the flow rubric alone is about 2,950 of SmolLM2's tokens
+    turns = long_conversation(tmp_path / "long.jsonl", window)
+    status, stderr, rows = run_gguf(
+        tmp_path, "eval", "long.jsonl", "--model", f"gguf:{model_file}", env={"FLOWRATE_GGUF_N_CTX": str(window)}
+    )
+    assert status in JUDGED_OR_FAILED, stderr
+    (row,) = rows
+    assert row["truncated"] is True and row["error"] is None and row["attempts"] == 1, row
+    assert row["usage"]["prompt_tokens"] + 512 <= window, row["usage"]
+    assert len(json.dumps(turns)) > 4 * window
