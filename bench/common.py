@@ -98,6 +98,40 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
     return time.perf_counter() - started
 
 
+async def raw_aiohttp_loop(messages_per_conversation: list[list[dict]], base_url: str, concurrency: int) -> float:
+    """One POST per conversation over one aiohttp session under a semaphore: the floor the direct
+    transport is compared with. The same body flowrate sends for `--model gpt-4o --api-base URL`
+    (schema, temperature, reply limit); the reply is parsed as JSON and its text taken, nothing more."""
+    import aiohttp
+    import orjson
+
+    from flowrate.judge.litellm_backend import LiteLLMBackend
+    from flowrate.metrics.rubric_metric import RubricMetric
+    from flowrate.rubric.model import load_rubric
+    from flowrate.scores.schema import reply_schema
+
+    response_format = LiteLLMBackend("gpt-4o", base_url).structured_output(
+        "conversational_flow_rate", reply_schema(load_rubric())
+    )
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
+    semaphore = asyncio.Semaphore(concurrency)
+    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}", "Content-Type": "application/json"}
+
+    async def one(client, messages):
+        body = {"model": "gpt-4o", "messages": messages, "temperature": 0, "max_tokens": max_tokens,
+                "response_format": response_format}  # fmt: skip
+        async with (
+            semaphore,
+            client.post(f"{base_url}/chat/completions", data=orjson.dumps(body), headers=headers) as answer,
+        ):
+            return orjson.loads(await answer.read())["choices"][0]["message"]["content"]
+
+    started = time.perf_counter()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
+        await asyncio.gather(*(one(client, messages) for messages in messages_per_conversation))
+    return time.perf_counter() - started
+
+
 def rendered_messages(path: Path) -> list[list[dict]]:
     """The exact prompts flowrate sends for the conversations in `path`."""
     from flowrate.inputs.files import InputSet, iter_cases
@@ -111,15 +145,23 @@ def rendered_messages(path: Path) -> list[list[dict]]:
         inputs.close()
 
 
-async def flowrate_run(path: Path, base_url: str, concurrency: int, cache_dir: Path, output: Path):
-    """flowrate's own batch path, as `flowrate eval` runs it, minus the process start."""
+async def flowrate_run(
+    path: Path, base_url: str, concurrency: int, cache_dir: Path, output: Path, transport: str = "litellm"
+):
+    """flowrate's online path, as `flowrate eval` runs it, minus the process start, through
+    `transport` ("litellm", the figures before the direct transport; "auto": the direct one)."""
     from flowrate.evaluation.file_run import FileRun
     from flowrate.evaluation.online import judge_online
     from flowrate.results.files import ResultsFile
     from flowrate.settings.options import EvalSettings
 
     settings = EvalSettings(
-        api_base=base_url, concurrency=concurrency, cache_dir=str(cache_dir), output=str(output), model="gpt-4o"
+        api_base=base_url,
+        concurrency=concurrency,
+        cache_dir=str(cache_dir),
+        output=str(output),
+        model="gpt-4o",
+        transport=transport,
     )
     started = time.perf_counter()
     run = FileRun([str(path)], settings)

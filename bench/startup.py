@@ -1,5 +1,7 @@
 """Benchmark 4: start-up. `flowrate --help` and `flowrate validate` must not import LiteLLM
-(3-4 s here). Targets, against a minimal two-command Typer app in the same venv: `--help`
+(3-4 s here), nor must `flowrate eval` on the direct transport: its time from process start to
+the first judge request, validation of 2,000 conversations included, is measured for both
+transports (target: at most 1.0 s on the direct one). Targets, against a minimal two-command Typer app in the same venv: `--help`
 within 1.5x, `validate` of a one-line file within 1.8x. `flowrate eval` must not wait on the network at start-up:
 LiteLLM's price list is read locally (LITELLM_LOCAL_MODEL_COST_MAP), so the time to the
 first judge request is the imports alone.
@@ -46,6 +48,30 @@ app()
 """
 
 
+def first_request_s(path: Path, transport: str, scratch: Path) -> float:
+    """Seconds from starting `flowrate eval PATH` to its first request at the scripted judge (in
+    this process, its clock shared); the run is stopped there."""
+    from tests.judge_server import JudgeServer
+
+    judge = JudgeServer(keep_bodies=False).start()
+    try:
+        env = dict(os.environ, FLOWRATE_CACHE_DIR=str(scratch / f"cache-{transport}-{time.time()}"))
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [FLOWRATE, "eval", str(path), "--api-base", judge.base_url, "--transport", transport,
+             "-o", str(scratch / "first.jsonl")],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        while not judge.arrivals and process.poll() is None:
+            time.sleep(0.002)
+        first = judge.arrivals[0][0] - started if judge.arrivals else float("nan")
+        process.kill()
+        process.wait()
+        return first
+    finally:
+        judge.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
@@ -71,18 +97,49 @@ def main() -> None:
         }  # flowrate must set it itself
         env["FLOWRATE_CACHE_DIR"] = str(Path(scratch) / "cache")
         seconds = best_of(
-            options.repeat, [FLOWRATE, "eval", str(path), "--api-base", base_url, "-o", str(Path(scratch) / "o.jsonl")]
+            options.repeat,
+            [
+                FLOWRATE,
+                "eval",
+                str(path),
+                "--api-base",
+                base_url,
+                "--transport",
+                "litellm",
+                "-o",
+                str(Path(scratch) / "o.jsonl"),
+            ],
         )
         importing = best_of(
             options.repeat,
             [PYTHON, "-c", "import os; os.environ['LITELLM_LOCAL_MODEL_COST_MAP']='True'; import litellm"],
         )
     print(
-        f"flowrate eval of one conversation, whole process: {seconds:.2f} s; `import litellm` alone: {importing:.2f} s"
+        f"flowrate eval of one conversation through LiteLLM, whole process: {seconds:.2f} s; `import litellm` alone:"
+        f" {importing:.2f} s"
     )
     print(
         f"eval start-up beyond LiteLLM's import: {seconds - importing:.2f} s (no network wait: the price list is local)"
     )
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        path = write_conversations(scratch / "c2000.jsonl", 2000)
+        for transport in ("auto", "litellm"):
+            first = min(first_request_s(path, transport, scratch) for _ in range(options.repeat))
+            arguments = [
+                "eval",
+                str(path),
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+                "--transport",
+                transport,
+                "--dry-run",
+            ]
+            name = "direct" if transport == "auto" else transport
+            print(
+                f"flowrate eval of 2,000 conversations, {name} transport: first request {first:.3f} s after start"
+                f"{' (target <= 1.0 s)' if transport == 'auto' else ''}, imports litellm: {imports_litellm(arguments)}"
+            )
 
 
 if __name__ == "__main__":

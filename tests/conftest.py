@@ -21,9 +21,18 @@ def judge_server():
     server.stop()
 
 
+@pytest.fixture(params=["auto", "litellm"])
+def transport(request, monkeypatch):
+    """Each test with the scripted judge runs through both transports: "auto" (flowrate's own
+    HTTP client for the OpenAI protocol) and "litellm". The CLI reads FLOWRATE_TRANSPORT; the
+    Python API tests pass `helpers.transport()`."""
+    monkeypatch.setenv("FLOWRATE_TRANSPORT", request.param)
+    return request.param
+
+
 @pytest.fixture
-def judge(judge_server):
-    """The scripted judge, reset for each test."""
+def judge(judge_server, transport):
+    """The scripted judge, reset for each test (run once per transport)."""
     judge_server.reset()
     judge_server.latency_s = 0.0
     judge_server.fault_rates = {}
@@ -57,6 +66,7 @@ def cli_env(tmp_path):
         FLOWRATE_BACKOFF="0",
         FLOWRATE_BACKOFF_MAX="0",
         FLOWRATE_CACHE_DIR=str(tmp_path / "cache"),
+        FLOWRATE_TRANSPORT=os.environ.get("FLOWRATE_TRANSPORT", "auto"),
         LITELLM_LOCAL_MODEL_COST_MAP="True",
     )
     return env

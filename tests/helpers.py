@@ -8,6 +8,7 @@ builder here is named for its defaults (`march_row`, `june_row`, `march_label`, 
 (`from tests.helpers import june_row as row`)."""
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -99,10 +100,15 @@ def conversation(*texts, id=None):
     )
 
 
+def transport():
+    """The transport this test runs through (the `transport` fixture sets FLOWRATE_TRANSPORT)."""
+    return os.environ.get("FLOWRATE_TRANSPORT", "auto")
+
+
 def http_metric(judge, **kwargs):
     """The flow metric judged by gpt-4o at the scripted judge, retried as `NO_WAIT` unless `retry` is given."""
     return ConversationalFlowRateMetric(
-        model="gpt-4o", api_base=judge.base_url, retry=kwargs.pop("retry", NO_WAIT), **kwargs
+        model="gpt-4o", api_base=judge.base_url, retry=kwargs.pop("retry", NO_WAIT), transport=transport(), **kwargs
     )
 
 

@@ -21,6 +21,7 @@ from flowrate.cli.common import (
     NoCacheOption,
     SamplesOption,
     TimeoutOption,
+    TransportOption,
     command,
     option,
     say,
@@ -45,6 +46,7 @@ def judge_bench_command(
             help="The server of the judges: one for all, or one per --model in the same order.",
         ),
     ] = None,
+    transport: TransportOption = None,
     data_dir: Annotated[
         str | None,
         option(
@@ -122,6 +124,7 @@ def judge_bench_command(
         "max_input_tokens": max_input_tokens,
         "cache_dir": cache_dir,
         "no_cache": no_cache,
+        "transport": transport,
     }
     settings = resolve_settings(given, None)
 

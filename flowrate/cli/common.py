@@ -105,6 +105,16 @@ ApiBaseOption = Annotated[
         help="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway).",
     ),
 ]
+TransportOption = Annotated[
+    str | None,
+    option(
+        "--transport",
+        env="FLOWRATE_TRANSPORT",
+        help="How a judge speaking OpenAI's protocol (OpenAI, Azure, any --api-base) is called: auto and direct"
+        " over flowrate's own HTTP client, litellm through LiteLLM; other providers always go through LiteLLM."
+        " [default: auto]",
+    ),
+]
 ThresholdOption = Annotated[
     float | None,
     option(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowrate.cli.app import app, batch_app, cache_app, history_app, labels_app
-from flowrate.errors import Terminated
+from flowrate.errors import Terminated, exit_code_for
 
 app.add_typer(batch_app, name="batch")
 app.add_typer(labels_app, name="labels")
@@ -29,4 +29,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, terminate)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    app()
+    try:
+        app()
+    except KeyboardInterrupt as stopped:  # before a command runs (Typer reading its options): no traceback
+        raise SystemExit(int(exit_code_for(stopped))) from None

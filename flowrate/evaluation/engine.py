@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -168,6 +169,8 @@ class Scheduler(_Tally):
             self.summary.wall_time_s = round(loop.time() - started, 3)
             self.summary.unreachable = self.control.unreachable
             self.summary.refused = self.control.refused
+            if "flowrate.judge.direct" in sys.modules:  # the direct transport's pool, closed with its run
+                await sys.modules["flowrate.judge.direct"].close_sessions()
         return self.summary
 
     # -- producing ----------------------------------------------------------------------------

@@ -1,18 +1,28 @@
 """Judging a file run through the provider's Batch API: plan exactly as online, submit what was
 never sent, poll, and map the replies back to the same rows; failed, expired and unparsable
-lines go the online way. Also the request file export and the import of `vllm run-batch` output."""
+lines go the online way. Also the request file export and the import of `vllm run-batch` output.
+
+Memory does not depend on the batch size and barely on the run's: request lines go to a file on
+disk as they are planned and are uploaded from there, results come back to disk in chunks and are
+found by custom id, and a run keeps of each conversation only the custom id it waits for. The
+conversations are read again from the input when their results arrive (one pass for the batches
+that finish together) and planned again, as `batch collect` in a later process does. Measured
+(bench/batch_memory.py, realistic dialogues): a peak of 214 MB at 2,000 conversations and 230 MB
+at 20,000, at the default --batch-size and at 5000 alike, where holding the files and every
+planned conversation took 1,121 MB (719 MB at --batch-size 5000).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
-from flowrate.errors import ConfigError, InputError
+from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows
 from flowrate.evaluation.file_run import FileRun
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
@@ -22,7 +32,8 @@ from flowrate.judge.batch_api import (
     BatchState,
     Chunker,
     Provider,
-    check_lines,
+    RequestFile,
+    ResultFile,
     custom_id,
     line_error,
     result_texts,
@@ -37,32 +48,40 @@ from flowrate.scores.reading import UnparsableReply
 
 
 def pending(run: FileRun, done: dict[tuple[str, str], EvaluationRow], lookup: bool = True, listener=None):
-    """In one pass over the input, for every selected conversation and metric with rows missing:
-    the conversation, its source, the metric, and for a judged metric its plan (made exactly as
-    online) and custom id; for an offline metric, None for both."""
-    for case, source in run.items(listener):
+    """In one pass over the input, for every selected conversation and metric with rows missing
+    from `done`: the conversation's place in the selection, the conversation, its source, the
+    metric, and for a judged metric its plan (made exactly as online, the cache asked unless
+    `lookup` is False) and custom id; for an offline metric, None for both. `listener` hears the
+    conversations left out."""
+    for order, (case, source) in enumerate(run.items(listener)):
         for metric in run.metrics:
             if all((case.id, name) in done for name in metric.row_names):
                 continue
             if not metric.calls_per_conversation:
-                yield case, source, metric, None, None
+                yield order, case, source, metric, None, None
             else:
-                yield case, source, metric, metric.plan(case, lookup=lookup), custom_id(metric.name, case.id or "")
+                cid = custom_id(metric.name, case.id or "")
+                yield order, case, source, metric, metric.plan(case, lookup=lookup), cid
+
+
+def _selected(run: FileRun) -> Iterator[tuple[int, ConversationalEvalTestCase, Source]]:
+    """The selected conversations again, each with its place in the selection (as `pending`
+    numbers them); the conversations left out were told of in the first pass."""
+    for order, (case, source) in enumerate(run.items()):
+        yield order, case, source
 
 
 @dataclass
 class _Writer:
-    """Rows of a batch run: counted in the summary and in `done`, then told to the listener;
-    `order_of` gives a conversation's place in the input."""
+    """Rows of a batch run: counted in the summary, then told to the listener (the results
+    file), each at its conversation's place `order`. No row is kept, as online: what a run
+    holds does not grow with the rows it writes."""
 
     summary: RunSummary
     listener: RunListener
-    done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
-    order_of: dict[str, int] = field(default_factory=dict)
 
-    def __call__(self, row: EvaluationRow, order: int | None = None) -> None:
-        self.done[(row.id, row.metric)] = row
-        self.summary.add(row, self.order_of.get(row.id, 0) if order is None else order)
+    def __call__(self, row: EvaluationRow, order: int = 0) -> None:
+        self.summary.add(row, order)
         self.listener.row(row)
 
 
@@ -73,7 +92,7 @@ def export_batch(run: FileRun, path: str) -> int:
     count = 0
     try:
         with open(path, "wb") as handle:
-            for _, _, metric, plan, cid in pending(run, {}):
+            for _, _, _, metric, plan, cid in pending(run, {}):
                 if plan is not None and plan.cached_texts is None:
                     handle.write(metric.batch_request(cid, plan))
                     count += 1
@@ -83,11 +102,16 @@ def export_batch(run: FileRun, path: str) -> int:
 
 
 @dataclass
-class _Submission:
-    """What one batch run planned and what it has recorded with the provider."""
+class _Batches:
+    """What one batch run has with the provider: the `recorded` batches it collects, the custom
+    ids it `waits` for (planned in this run and not cached: their rows come from a batch), and
+    the lines that go `online` instead (custom id -> (metric name, why)). `scratch` is the
+    directory of the temporary request and result files."""
 
     recorded: list[BatchRecord]
-    planned: dict[str, tuple] = field(default_factory=dict)
+    scratch: Path
+    waits: set[str] = field(default_factory=set)
+    online: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 async def judge_in_batches(
@@ -100,8 +124,9 @@ async def judge_in_batches(
     """Judge `run` through the provider's Batch API: collect what earlier runs submitted, submit
     what was never sent (unless `submit` is False: `batch collect`), then, unless
     `batch_submit_only`, poll and collect. `command` is recorded with each batch so that
-    `batch collect` can finish it; `only` restricts collecting to those batch ids. Cached
-    conversations, offline metrics, failed and expired lines and unparsable replies go online."""
+    `batch collect` can finish it; `only` restricts collecting to those batch ids. Rows go to
+    `listener`. Cached conversations, offline metrics, failed and expired lines and unparsable
+    replies go online."""
     started = time.monotonic()
     run.prepare(listener)
     judged = [m for m in run.metrics if m.calls_per_conversation]
@@ -111,21 +136,21 @@ async def judge_in_batches(
         raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
     backend = judged[0].backend
     judge = run.settings.judge_settings
-    provider = Provider(backend.provider, judge.api_base)
+    provider = Provider(backend.provider, judge.api_base, judge.transport)
     state = BatchState(Path(judge.cache_dir) if judge.cache_dir else default_cache_dir())
     done = run.done_rows(listener)
     summary = run.start(listener)
-    write = _Writer(summary, listener, done)
+    write = _Writer(summary, listener)
     for row in list(done.values()):
         summary.add(row, resumed=True)
         listener.resumed(row)
     try:
-        submission = await _submit(run, listener, provider, state, backend, write, command, submit, only)
-        summary.batches = [batch.batch_id for batch in submission.recorded]
+        batches = await _submit(run, listener, provider, state, backend, write, done, command, submit, only)
+        summary.batches = [batch.batch_id for batch in batches.recorded]
         if run.settings.batch_settings.submit_only:
             return summary
-        online = await _poll(run, listener, provider, state, submission, write, summary, submit, started)
-        await _settle_online(run, online, submission.planned, write, summary, done)
+        await _poll(run, listener, provider, state, batches, write, summary, submit, started)
+        await _settle_online(run, batches, write, summary, done)
     finally:
         run.close()
         if run.cache is not None:
@@ -136,48 +161,64 @@ async def judge_in_batches(
     return summary
 
 
-async def _submit(run, listener, provider, state, backend, write, command, submit, only) -> _Submission:
+async def _submit(run, listener, provider, state, backend, write, done, command, submit, only) -> _Batches:
     """Plan every pending conversation; judge cached and offline ones at once, and submit the
-    rest in files cut by the provider's limits (those already sent are not sent again)."""
+    rest in files cut by the provider's limits (those already sent are not sent again). Each
+    request line goes to a file on disk as it is planned; a full file is uploaded from there."""
     output = str(Path(run.settings.output).resolve())
     recorded = [b for b in state.uncollected(output) if only is None or b.batch_id in only]
     sent = {cid for batch in recorded for cid in batch.custom_ids}
-    submission = _Submission(recorded)
+    batches = _Batches(recorded, state.path.parent)
     chunker = Chunker(run.settings.batch_settings.batch_size)
+    requests: RequestFile | None = None
 
-    async def submit_chunk(chunk: list[bytes] | None) -> None:
-        if not chunk:
-            return
-        check_lines(chunk)
-        file_id, batch_id = await provider.submit(chunk)
-        ids = [orjson.loads(line)["custom_id"] for line in chunk]
+    async def send(full: RequestFile) -> None:
+        file_id, batch_id = await provider.submit(full)
         batch = state.record(
-            batch_id, backend.provider, backend.model_name, run.settings.api_base, file_id, output, ids, command or {}
+            batch_id,
+            backend.provider,
+            backend.model_name,
+            run.settings.api_base,
+            file_id,
+            output,
+            full.ids,
+            command or {},
         )
         recorded.append(batch)
-        listener.stage(f"submitted batch {batch_id}: {len(ids)} requests")
+        listener.stage(f"submitted batch {batch_id}: {len(full.ids)} requests")
 
-    for case, source, metric, plan, cid in pending(run, write.done, listener=listener):
-        write.order_of.setdefault(case.id or "", len(write.order_of))
-        if plan is None or plan.cached_texts is not None:  # offline, or cached: no batch needed
-            for row in await metric.evaluate(case, source, plan=plan):
-                write(row)
-            continue
-        submission.planned[cid] = (case, source, metric, plan)
-        if cid not in sent and submit:
-            await submit_chunk(chunker.add(metric.batch_request(cid, plan)))
-        plan.messages = []  # not needed again: collecting maps the replies back by custom id
-    await submit_chunk(chunker.rest())
-    return submission
+    try:
+        for order, case, source, metric, plan, cid in pending(run, done, listener=listener):
+            if plan is None or plan.cached_texts is not None:  # offline, or cached: no batch needed
+                for row in await metric.evaluate(case, source, plan=plan):
+                    write(row, order)
+                continue
+            batches.waits.add(cid)
+            if cid in sent or not submit:
+                continue
+            line = metric.batch_request(cid, plan)
+            if chunker.starts_batch(len(line)) and requests is not None:
+                await send(requests)
+                requests.close()
+                requests = None
+            if requests is None:
+                requests = RequestFile(batches.scratch)
+            requests.add(line)
+        if requests is not None:
+            await send(requests)
+    finally:
+        if requests is not None:
+            requests.close()
+    return batches
 
 
-async def _poll(run, listener, provider, state, submission, write, summary, submit, started) -> list[tuple]:
-    """Poll the recorded batches until each is finished, collecting each as it finishes; with
-    `submit` False (`batch collect`), one round only. Returns the lines that go online."""
-    recorded, online = submission.recorded, []
+async def _poll(run, listener, provider, state, batches, write, summary, submit, started) -> None:
+    """Poll the recorded batches until each is finished, collecting together those that finish
+    in one round; with `submit` False (`batch collect`), one round only."""
+    recorded = batches.recorded
     remaining = list(recorded)
     while remaining:
-        still = []
+        still, finished = [], []
         done_requests = failed_requests = total_requests = 0
         for batch in remaining:
             info = await provider.retrieve(batch.batch_id)
@@ -185,12 +226,12 @@ async def _poll(run, listener, provider, state, submission, write, summary, subm
             done_requests += getattr(counts, "completed", 0) or 0
             failed_requests += getattr(counts, "failed", 0) or 0
             total_requests += getattr(counts, "total", 0) or len(batch.custom_ids)
-            if info.status not in TERMINAL:
-                still.append(batch)
-                continue
-            online += await _collect(provider, info, batch, submission.planned, write)
-            state.mark(batch.batch_id, info.status, collected=True)
-        remaining = still
+            (finished if info.status in TERMINAL else still).append((batch, info))
+        if finished:
+            await _collect(run, provider, finished, batches, write)
+            for batch, info in finished:
+                state.mark(batch.batch_id, info.status, collected=True)
+        remaining = [batch for batch, _ in still]
         if remaining:
             listener.stage(
                 f"batches: {len(recorded) - len(remaining)} of {len(recorded)} done; requests {done_requests} done,"
@@ -200,111 +241,159 @@ async def _poll(run, listener, provider, state, submission, write, summary, subm
                 summary.still_running = [b.batch_id for b in remaining]
                 break
             await asyncio.sleep(run.settings.batch_settings.poll_interval_s * random.uniform(0.8, 1.2))
-    return online
 
 
-async def _settle_online(run, online, planned, write, summary, done) -> None:
-    """The lines a batch did not answer usably: judged online once, or, with
-    `--batch-no-fallback`, error rows."""
-    if online and not run.settings.batch_settings.no_fallback:
-        summary.batch_online = len(online)
+async def _settle_online(run, batches: _Batches, write: _Writer, summary, done) -> None:
+    """The lines a batch did not answer usably: judged online once (a pass over the input for
+    each metric that has some), or, with `--batch-no-fallback`, error rows."""
+    online = batches.online
+    if not online:
+        return
+    judged = [m for m in run.metrics if m.calls_per_conversation]
+    if run.settings.batch_settings.no_fallback:
+        for order, case, source in _selected(run):
+            for metric in judged:
+                entry = online.get(custom_id(metric.name, case.id or ""))
+                if entry is None:
+                    continue
+                missing = [name for name in metric.row_names if (case.id, name) not in done]
+                for row in error_rows(metric, case, source, "BatchLineFailed", entry[1], missing):
+                    row.batch = True
+                    write(row, order)
+        return
+    summary.batch_online = len(online)
+    names = {name for name, _ in online.values()}
+    for metric in [m for m in judged if m.name in names]:
+        orders: dict[str, int] = {}
         fallback = Scheduler(
-            metrics=run.metrics, concurrency=run.concurrency, done=dict(done), listener=_Forward(write)
+            metrics=[metric], concurrency=run.concurrency, done=dict(done), listener=_Forward(write, orders)
         )
-        await fallback.run(list({case.id: (case, source) for case, source, _, _ in online}.values()))
-    elif online:
-        for case, source, cid, why in online:
-            metric = planned[cid][2]
-            missing = [name for name in metric.row_names if (case.id, name) not in done]
-            for row in error_rows(metric, case, source, "BatchLineFailed", why, missing):
-                row.batch = True
-                write(row)
+        await fallback.run(_going_online(run, metric, online, orders))
+
+
+def _going_online(run: FileRun, metric: Metric, online: dict, orders: dict[str, int]):
+    """The conversations whose line of `metric` goes online, read again from the input; `orders`
+    learns each one's place in the selection."""
+    for order, case, source in _selected(run):
+        if custom_id(metric.name, case.id or "") in online:
+            orders[case.id or ""] = order
+            yield case, source
 
 
 class _Forward(RunListener):
-    """The online fallback's rows, into the batch run's writer (which counts them once)."""
+    """The online fallback's rows, into the batch run's writer (which counts them once), each at
+    its conversation's place in `orders`."""
 
-    def __init__(self, write: _Writer):
+    def __init__(self, write: _Writer, orders: dict[str, int]):
         self.write = write
+        self.orders = orders
 
     def row(self, row: EvaluationRow) -> None:
-        self.write(row)
+        self.write(row, self.orders.get(row.id, 0))
 
 
-async def _collect(provider: Provider, info, batch: BatchRecord, planned: dict, write) -> list[tuple]:
-    """Rows from a finished batch; returns (case, source, custom id, why) for the lines that
-    must go online instead: failed, not answered, or unparsable."""
-    results = {line["custom_id"]: line for line in await provider.content(getattr(info, "output_file_id", None))}
-    failed = {line["custom_id"]: line for line in await provider.content(getattr(info, "error_file_id", None))}
-    online = []
-    for cid in batch.custom_ids:
-        if cid not in planned:
-            continue  # a conversation no longer in this run's input
-        case, source, metric, plan = planned[cid]
-        found = results.get(cid)
-        replies = result_texts(found) if found is not None else None
-        if replies is None:
-            if cid in failed or found is not None:
-                why = f"failed in the batch: {line_error(failed.get(cid, found))}"
-            else:
-                why = f"not answered (batch {info.status})"
-            online.append((case, source, cid, why))
-            continue
-        try:
-            rows = metric.rows_from_replies(case, source, plan, replies[0], replies[1], batch.batch_id)
-        except UnparsableReply:
-            online.append((case, source, cid, "unparsable reply in the batch"))
-            continue
-        for row in rows:
-            write(row)
-    return online
+async def _collect(run: FileRun, provider: Provider, finished: list[tuple], batches: _Batches, write) -> None:
+    """Rows from the batches that finished in one poll round (`finished`: (record, provider's
+    record) pairs). Their results and errors files are streamed to disk and indexed by custom id;
+    one pass over the input then maps each line back to its conversation, planned again. The
+    lines that must go online instead (failed, not answered, or unparsable) go to `batches.online`."""
+    owner = {
+        cid: index for index, (batch, _) in enumerate(finished) for cid in batch.custom_ids if cid in batches.waits
+    }
+    if not owner:
+        return  # every line was answered already (cached, resumed) or left this run's input
+    judged = [m for m in run.metrics if m.calls_per_conversation]
+    with tempfile.TemporaryFile(dir=batches.scratch) as out, tempfile.TemporaryFile(dir=batches.scratch) as err:
+        results, failed = ResultFile(out), ResultFile(err)
+        for _, info in finished:
+            for lines, kind in ((results, "output_file_id"), (failed, "error_file_id")):
+                file_id = getattr(info, kind, None)
+                start = lines.handle.seek(0, 2)
+                await provider.download(file_id, lines.handle)
+                lines.index(start, f"batch file {file_id}")
+        for order, case, source in _selected(run):
+            for metric in judged:
+                cid = custom_id(metric.name, case.id or "")
+                index = owner.pop(cid, None)
+                if index is None:
+                    continue
+                batches.waits.discard(cid)
+                why = _rows_from_line(metric, case, source, cid, finished[index], (results, failed), write, order)
+                if why is not None:
+                    batches.online[cid] = (metric.name, why)
+            if not owner:
+                break  # every line of these batches is mapped back: the rest of the input is not read
 
 
-def _read_batch_results(path: str) -> dict[str, dict]:
-    """An OpenAI-format batch output file, by custom id; a bad line is an input error naming it."""
-    results = {}
+def _rows_from_line(
+    metric: Metric, case, source, cid: str, finished: tuple, lines: tuple[ResultFile, ResultFile], write, order: int
+) -> str | None:
+    """Write the rows of `case` (at `order`) for `metric` from its line (custom id `cid`) in the
+    results or errors file (`lines`) of the batch `finished` ((record, provider's record));
+    returns None, or why the conversation goes online instead."""
+    (batch, info), (results, failed) = finished, lines
+    found = results.get(cid)
+    replies = result_texts(found) if found is not None else None
+    if replies is None:
+        error = failed.get(cid)
+        if error is None and found is None:
+            return f"not answered (batch {info.status})"
+        return f"failed in the batch: {line_error(error if error is not None else found)}"
+    plan = metric.plan(case, lookup=False)  # planned again, as when it was sent
     try:
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    try:
-                        item = orjson.loads(line)
-                        results[item["custom_id"]] = item
-                    except (orjson.JSONDecodeError, KeyError, TypeError):
-                        raise InputError(
-                            [f"{path}:{number}: not a batch result line (custom_id)"],
-                            headline="problem(s) in the batch results",
-                        ) from None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read batch results: {error.strerror}") from None
-    return results
+        rows = metric.rows_from_replies(case, source, plan, replies[0], replies[1], batch.batch_id)
+    except UnparsableReply:
+        return "unparsable reply in the batch"
+    for row in rows:
+        write(row, order)
+    return None
 
 
 async def import_batch_results(run: FileRun, path: str, listener: RunListener) -> RunSummary:
     """Rows from an OpenAI-format batch output file at `path` (as `vllm run-batch` writes:
     successes and errors in one file), mapped back by custom id to `run`'s conversations and
-    told to `listener`. A failed or missing line is an error row; nothing is sent online."""
+    told to `listener`. A failed or missing line is an error row; nothing is sent online. The
+    file is indexed by custom id and each line read back when its conversation comes by."""
     run.prepare()
     try:
-        results = _read_batch_results(path)
+        results = _open_batch_results(path)
     except BaseException:
         run.close()
         raise
     summary = RunSummary(expected_rows=run.total_rows)
     write = _Writer(summary, listener)
     try:
-        for index, (case, source, metric, plan, cid) in enumerate(pending(run, {}, lookup=False)):
+        for order, case, source, metric, plan, cid in pending(run, {}, lookup=False):
             for row in await _imported_rows(case, source, metric, plan, cid, results, path):
-                write(row, index)
+                write(row, order)
     finally:
+        results.handle.close()
         run.close()
     apply_gates(summary, run.settings.gate_settings)
     listener.finished(summary)
     return summary
 
 
+def _open_batch_results(path: str) -> ResultFile:
+    """An OpenAI-format batch output file, indexed by custom id; a bad line is an input error
+    naming it, an unreadable file a configuration error."""
+    try:
+        results = ResultFile(open(path, "rb"))  # closed by the caller, after its last line is read
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read batch results: {error.strerror}") from None
+    try:
+        results.index(0, path)
+    except OSError as error:
+        results.handle.close()
+        raise ConfigError(f"{path}: cannot read batch results: {error.strerror}") from None
+    except BaseException:
+        results.handle.close()
+        raise
+    return results
+
+
 async def _imported_rows(
-    case: ConversationalEvalTestCase, source: Source | None, metric: Metric, plan, cid, results: dict, path: str
+    case: ConversationalEvalTestCase, source: Source | None, metric: Metric, plan, cid, results: ResultFile, path: str
 ) -> list[EvaluationRow]:
     if plan is None:  # an offline metric
         return await metric.evaluate(case, source)

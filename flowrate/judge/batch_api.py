@@ -9,24 +9,35 @@ gone. Batches are recorded in SQLite next to the response cache, never with a se
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
 import re
 import sqlite3
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from flowrate.errors import ConfigError, ExitCode, FlowrateError
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
+from flowrate.judge.direct import openai_endpoint, server_message
 from flowrate.judge.retry import SECRET_NAME, one_line, redact_secrets
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
 MAX_BYTES = 200 * 1024 * 1024  # and bytes of its input file
 MARGIN = 0.95  # stay this far under both
+RETRIES = 2  # tries after the first, as the OpenAI SDK makes
+RETRIED_STATUSES = {408, 409, 429}  # and every 5xx
+RETRY_WAIT_S = 0.5  # before the first retry, doubled before each next
+CONNECT_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 600.0  # LiteLLM's default for its files calls
+DOWNLOAD_CHUNK_BYTES = 1024 * 1024  # a results file is read in pieces of this size, written to disk as they come
 STATE_FILE = "batches.sqlite3"
 # The state file's columns, in `BatchRecord`'s order (`created_at` holds `created_at_s`).
 COLUMNS = "batch_id, provider, model, api_base, input_file, output, custom_ids, status, created_at, collected, command"
@@ -110,49 +121,114 @@ def request_line(
 
 
 class Chunker:
-    """Cuts request lines into batches within the provider's request and byte limits (with a
-    margin) and `batch_size`, as they come: a run holds one batch's lines at a time."""
+    """Where request lines are cut into batches: within the provider's request and byte limits
+    (with a margin) and `batch_size`, as they come. It counts sizes only; the lines themselves
+    go to disk (`RequestFile`)."""
 
     def __init__(self, batch_size: int | None = None, max_bytes: int = MAX_BYTES):
+        """Cut at `batch_size` requests (None: the provider's limit) and `max_bytes` (with the margin)."""
         self.most = min(batch_size or MAX_REQUESTS, int(MAX_REQUESTS * MARGIN))
         self.room = int(max_bytes * MARGIN)
-        self.current: list[bytes] = []
+        self.count = 0
         self.size = 0
 
-    def add(self, line: bytes) -> list[bytes] | None:
-        """Take a line; returns a full batch when this line starts the next one."""
-        full = None
-        if self.current and (len(self.current) >= self.most or self.size + len(line) > self.room):
-            full, self.current, self.size = self.current, [], 0
-        self.current.append(line)
-        self.size += len(line)
-        return full
-
-    def rest(self) -> list[bytes] | None:
-        full, self.current, self.size = self.current or None, [], 0
+    def starts_batch(self, line_bytes: int) -> bool:
+        """Count a line of `line_bytes` bytes; True when it must start the next batch (the current
+        one, not empty, is full)."""
+        full = self.count > 0 and (self.count >= self.most or self.size + line_bytes > self.room)
+        if full:
+            self.count = self.size = 0
+        self.count += 1
+        self.size += line_bytes
         return full
 
 
 def split(lines: list[bytes], batch_size: int | None = None, max_bytes: int = MAX_BYTES) -> list[list[bytes]]:
-    """All the batches `Chunker` cuts `lines` into."""
+    """The batches `Chunker` cuts `lines` into, in order."""
     chunker = Chunker(batch_size, max_bytes)
-    batches = [full for line in lines if (full := chunker.add(line))]
-    return batches + ([rest] if (rest := chunker.rest()) else [])
+    batches: list[list[bytes]] = []
+    for line in lines:
+        if chunker.starts_batch(len(line)) or not batches:
+            batches.append([])
+        batches[-1].append(line)
+    return batches
 
 
-def check_lines(lines: list[bytes]) -> None:
-    """Validate a batch file locally before upload: each line an OpenAI batch request, ids unique."""
-    seen: set[str] = set()
-    for number, line in enumerate(lines, start=1):
-        try:
-            item = orjson.loads(line)
-            cid, body = item["custom_id"], item["body"]
-            assert CUSTOM_ID.match(cid) and cid not in seen, "custom_id"
-            assert item["method"] == "POST" and item["url"] == ENDPOINT, "method or url"
-            assert body["model"] and body["messages"], "body"
-        except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError) as error:
-            raise ConfigError(f"batch request line {number} is not a valid OpenAI batch request ({error})") from None
-        seen.add(cid)
+def check_line(line: bytes, number: int) -> str:
+    """Validate request line `number` of a batch file locally before upload: an OpenAI batch
+    request with a valid custom id, which it returns."""
+    try:
+        item = orjson.loads(line)
+        cid, body = item["custom_id"], item["body"]
+        assert isinstance(cid, str) and CUSTOM_ID.match(cid), "custom_id"
+        assert item["method"] == "POST" and item["url"] == ENDPOINT, "method or url"
+        assert body["model"] and body["messages"], "body"
+    except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError) as error:
+        raise ConfigError(f"batch request line {number} is not a valid OpenAI batch request ({error})") from None
+    return cid
+
+
+class RequestFile:
+    """One batch's request file, written to a temporary file in `directory` line by line as the
+    requests are planned, and uploaded from there: a run holds none of its lines in memory (a
+    line of the rated dialogues in bench/batch_memory.py is 13 KB, the rubric included: 20,000
+    conversations make 271 MB of requests)."""
+
+    def __init__(self, directory: Path):
+        """A new empty file in `directory` (on disk, next to the cache: /tmp may be in memory);
+        it is unlinked at once, so nothing is left behind by a killed run."""
+        self.handle: BinaryIO = tempfile.TemporaryFile(dir=directory, prefix="flowrate-batch-")
+        self.ids: list[str] = []
+        self._seen: set[str] = set()
+
+    def add(self, line: bytes) -> None:
+        """Check request `line` (`check_line`, its custom id unique in the file) and append it."""
+        cid = check_line(line, len(self.ids) + 1)
+        if cid in self._seen:
+            raise ConfigError(f"batch request line {len(self.ids) + 1} is not a valid OpenAI batch request (custom_id)")
+        self._seen.add(cid)
+        self.ids.append(cid)
+        self.handle.write(line)
+
+    def close(self) -> None:
+        """Close (and so delete) the file."""
+        self.handle.close()
+
+
+class ResultFile:
+    """Result lines of batches (OpenAI's format: successes, or errors) in a file on disk, found
+    again by custom id. Only each line's offset is held in memory, never the lines: a line is
+    read back from disk when its conversation comes by."""
+
+    def __init__(self, handle: BinaryIO):
+        """The lines in the open binary file `handle`, once `index` has read them."""
+        self.handle = handle
+        self.offsets: dict[str, int] = {}
+
+    def index(self, start_offset: int, name: str) -> None:
+        """Read the file from `start_offset` to its end, line by line, keeping each custom id's
+        offset (the last line of an id counts). A line that is not a result line is an input
+        error naming it as line N of `name`."""
+        self.handle.seek(start_offset)
+        offset = start_offset
+        for number, line in enumerate(iter(self.handle.readline, b""), start=1):
+            if line.strip():
+                try:
+                    self.offsets[orjson.loads(line)["custom_id"]] = offset
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    raise InputError(
+                        [f"{name}:{number}: not a batch result line (custom_id)"],
+                        headline="problem(s) in the batch results",
+                    ) from None
+            offset += len(line)
+
+    def get(self, cid: str) -> dict[str, Any] | None:
+        """The result line of custom id `cid`, read back from disk; None when there is none."""
+        offset = self.offsets.get(cid)
+        if offset is None:
+            return None
+        self.handle.seek(offset)
+        return orjson.loads(self.handle.readline())
 
 
 @dataclass(frozen=True)
@@ -279,20 +355,113 @@ class BatchState:
         )
 
 
-class Provider:
-    """Files and batches through LiteLLM, for the providers it supports there."""
+class _HttpError(Exception):
+    """An error answer of the Files or Batches endpoints: its `status_code` and the server's message."""
 
-    def __init__(self, provider: str, api_base: str | None):
+    def __init__(self, message: str, status_code: int):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def _namespace(value: Any) -> Any:
+    """A JSON answer with attribute access (`info.request_counts.completed`), as the SDK's objects have."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{key: _namespace(item) for key, item in value.items()})
+    return value
+
+
+def _tried_again(error: Exception) -> bool:
+    """Whether a call that failed with `error` is worth another try: a lost connection, a timeout,
+    or a 408, 409, 429 or 5xx answer, as the OpenAI SDK retries."""
+    status = getattr(error, "status_code", None)
+    return status is None or status >= 500 or status in RETRIED_STATUSES
+
+
+class OpenAIFiles:
+    """OpenAI's Files and Batches endpoints (`/files`, `/batches`) over aiohttp, for OpenAI and any
+    `--api-base`: LiteLLM is not imported for them. Its import is most of a batch run's memory:
+    online, 93 MB of peak RSS through flowrate's own client against 226 MB through LiteLLM
+    (bench/batch_memory.py, 2,000 conversations). Uploads stream from the open file and
+    downloads are written to disk as they come; a failed call is tried again `RETRIES` times."""
+
+    def __init__(self, api_base: str | None):
+        """The endpoints under `api_base` (else OPENAI_BASE_URL, else OpenAI's), with the key in OPENAI_API_KEY."""
+        self.base, self.headers = openai_endpoint(api_base)
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: dict[str, Any] | None = None,
+        upload: BinaryIO | None = None,
+        into: BinaryIO | None = None,
+    ) -> Any:
+        """`method` on `path` under the base URL, sending the `json` body, or the file `upload`
+        (streamed from disk as a batch file, in a multipart form); returns the answer with
+        attribute access, or, with `into`, appends the answer's bytes to `into` in chunks of
+        `DOWNLOAD_CHUNK_BYTES` as they come (None). Raises `_HttpError` for an error answer,
+        aiohttp's or the OS's errors for a lost connection, once the retries are spent."""
+        import aiohttp
+
+        start = into.tell() if into is not None else 0
+        for attempt in range(RETRIES):
+            try:
+                return await self._once(method, path, json, upload, into)
+            except (_HttpError, aiohttp.ClientError, TimeoutError, OSError) as error:
+                if not _tried_again(error):
+                    raise
+            if into is not None:  # what a lost download wrote is written again
+                into.seek(start)
+                into.truncate()
+            await asyncio.sleep(RETRY_WAIT_S * 2**attempt)
+        return await self._once(method, path, json, upload, into)
+
+    async def _once(self, method, path, json, upload, into) -> Any:
+        import aiohttp
+
+        data = sent = None
+        if upload is not None:
+            # aiohttp closes the file it has sent: each try sends a copy of the descriptor, read from the start
+            sent = os.fdopen(os.dup(upload.fileno()), "rb")
+            sent.seek(0)
+            data = aiohttp.FormData()
+            data.add_field("purpose", "batch")
+            data.add_field("file", sent, filename="requests.jsonl", content_type="application/jsonl")
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S)
+        try:
+            async with (
+                aiohttp.ClientSession(trust_env=True, timeout=timeout, headers=self.headers) as client,
+                client.request(method, f"{self.base}{path}", json=json, data=data) as answer,
+            ):
+                if answer.status >= 400:
+                    raise _HttpError(server_message(await answer.read()), answer.status)
+                if into is None:
+                    return _namespace(orjson.loads(await answer.read()))
+                async for chunk in answer.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
+                    into.write(chunk)
+                return None
+        finally:
+            if sent is not None:
+                sent.close()
+
+
+class Provider:
+    """Files and batches: over flowrate's own client (`OpenAIFiles`) for the OpenAI protocol, else
+    through LiteLLM, for the providers it supports there."""
+
+    def __init__(self, provider: str, api_base: str | None, transport: str = "auto"):
+        """The batch API of `provider` at `api_base` (None: the provider's own); `transport`
+        "litellm" sends OpenAI's through LiteLLM too (`batch status` and `batch cancel`: auto)."""
         if provider == "anthropic":
             raise ConfigError(
                 "LiteLLM cannot create Anthropic message batches: use the online path, or --batch-export and a runner of your own"
             )
         self.provider = provider
         self.api_base = api_base
+        self._files = OpenAIFiles(api_base) if provider == "openai" and transport != "litellm" else None
 
     def _options(self) -> dict[str, Any]:
-        import os
-
         options: dict[str, Any] = {"custom_llm_provider": self.provider}
         if self.api_base:
             options["api_base"] = self.api_base
@@ -307,18 +476,38 @@ class Provider:
         try:
             return await getattr(_litellm(), name)(**arguments, **self._options())
         except Exception as error:  # LiteLLM's mapped errors, the OpenAI SDK's and the transport's
-            status = getattr(error, "status_code", None)
-            status = status if isinstance(status, int) else None
-            where = redacted_url(self.api_base) or f"the {self.provider} API"
-            verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
-            raise BatchApiError(
-                f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status
-            ) from None
+            raise self._error(what, error) from None
 
-    async def submit(self, lines: list[bytes]) -> tuple[str, str]:
-        """Upload a batch file and create the batch; returns (input file id, batch id)."""
+    async def _direct(self, what: str, method: str, path: str, **arguments: Any) -> Any:
+        """`OpenAIFiles.call`; its errors as one plain `BatchApiError` saying `what` failed."""
+        import aiohttp
+
+        try:
+            return await self._files.call(method, path, **arguments)  # type: ignore[union-attr]
+        except (_HttpError, aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise self._error(what, error) from None
+
+    def _error(self, what: str, error: Exception) -> BatchApiError:
+        """`error` as one plain `BatchApiError` saying `what` failed, with no secret in it."""
+        status = getattr(error, "status_code", None)
+        status = status if isinstance(status, int) else None
+        where = redacted_url(self.api_base) or f"the {self.provider} API"
+        verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
+        return BatchApiError(f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status)
+
+    async def submit(self, requests: RequestFile) -> tuple[str, str]:
+        """Upload a batch's `requests` file from disk and create the batch; returns (input file
+        id, batch id). The file is streamed from disk either way: aiohttp reads the open file as it
+        sends it, and through LiteLLM the OpenAI SDK gets the open file, which httpx reads 64 KB at a
+        time (given bytes or a path, the SDK holds the whole file in memory, the form a copy)."""
+        if self._files is not None:
+            uploaded = await self._direct("upload a batch file", "POST", "/files", upload=requests.handle)
+            body = {"input_file_id": uploaded.id, "endpoint": ENDPOINT, "completion_window": "24h"}
+            batch = await self._direct("create a batch", "POST", "/batches", json=body)
+            return uploaded.id, batch.id
+        requests.handle.seek(0)
         uploaded = await self._call(
-            "upload a batch file", "acreate_file", file=("requests.jsonl", b"".join(lines)), purpose="batch"
+            "upload a batch file", "acreate_file", file=("requests.jsonl", requests.handle), purpose="batch"
         )
         batch = await self._call(
             "create a batch", "acreate_batch", completion_window="24h", endpoint=ENDPOINT, input_file_id=uploaded.id
@@ -326,7 +515,9 @@ class Provider:
         return uploaded.id, batch.id
 
     async def retrieve(self, batch_id: str) -> Any:
-        """The provider's record of a batch: its status, request counts and files."""
+        """The provider's record of batch `batch_id`: its status, request counts and files."""
+        if self._files is not None:
+            return await self._direct(f"retrieve batch {batch_id}", "GET", f"/batches/{batch_id}")
         # Asked for a finished batch, LiteLLM's success logging would fetch the whole output file
         # again to price it, and leaves that call's coroutine unawaited ("coroutine
         # 'OpenAIFilesAPI.afile_content' was never awaited" on the user's terminal, from a
@@ -338,15 +529,37 @@ class Provider:
             litellm_metadata={"batch_ignore_default_logging": True},
         )
 
-    async def content(self, file_id: str | None) -> list[dict[str, Any]]:
-        """The lines of a results (or errors) file; none when there is no file."""
+    async def download(self, file_id: str | None, into: BinaryIO) -> None:
+        """Append the content of the results (or errors) file `file_id` to `into` (nothing when
+        there is no file), in chunks of `DOWNLOAD_CHUNK_BYTES` as they arrive. LiteLLM streams a
+        file's content for the OpenAI protocol too; for the other providers it gives only the
+        whole file, written at once."""
         if not file_id:
-            return []
-        response = await self._call(f"read file {file_id}", "afile_content", file_id=file_id)
-        return [orjson.loads(line) for line in response.content.splitlines() if line.strip()]
+            return
+        what = f"read file {file_id}"
+        if self._files is not None:
+            await self._direct(what, "GET", f"/files/{file_id}/content", into=into)
+        else:
+            response = await self._call(
+                what, "afile_content", file_id=file_id, stream=True, chunk_size=DOWNLOAD_CHUNK_BYTES
+            )
+            chunks = getattr(response, "stream_iterator", None)
+            if chunks is None:
+                into.write(response.content)
+            else:
+                try:
+                    async for chunk in chunks:
+                        into.write(chunk)
+                except Exception as error:  # the connection lost part-way, as in `_call`
+                    raise self._error(what, error) from None
+                finally:
+                    await chunks.aclose()
+        into.write(b"\n")  # a last line without its newline stays a line of its own
 
     async def cancel(self, batch_id: str) -> Any:
-        """Ask the provider to cancel a batch; returns its record, whose status says what it did."""
+        """Ask the provider to cancel batch `batch_id`; returns its record, whose status says what it did."""
+        if self._files is not None:
+            return await self._direct(f"cancel batch {batch_id}", "POST", f"/batches/{batch_id}/cancel")
         return await self._call(f"cancel batch {batch_id}", "acancel_batch", batch_id=batch_id)
 
 

@@ -12,14 +12,13 @@ from flowrate.judge.backend import (
     KEY_VARIABLES,
     NO_KEY_PLACEHOLDER,
     Completion,
-    CustomClientBackend,
-    JudgeBackend,
     Usage,
     litellm_model_name,
     provider_of,
 )
 from flowrate.judge.lazy_litellm import litellm as _litellm
-from flowrate.judge.schema_forms import SchemaForms, bounded_schema
+from flowrate.judge.model_map import model_facts
+from flowrate.judge.schema_forms import SchemaForms
 from flowrate.judge.self_hosting import SelfHosting
 
 
@@ -76,16 +75,12 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
         return float(prompt_cost + completion_cost)
 
     def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD at the model's batch price where LiteLLM knows one; None otherwise, never a guess."""
-        info = (
-            _litellm().model_cost.get(self.litellm_model)
-            or _litellm().model_cost.get(self.litellm_model.split("/")[-1])
-            or {}
-        )
-        prompt, completion = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
+        """USD at the model's batch price where LiteLLM's map knows one; None otherwise, never a guess."""
+        facts = model_facts(self.litellm_model) or {}
+        prompt, completion = facts.get("input_cost_per_token_batches"), facts.get("output_cost_per_token_batches")
         if prompt is None or completion is None:
             return None
-        return prompt * prompt_tokens + completion * completion_tokens
+        return float(prompt * prompt_tokens + completion * completion_tokens)
 
     @property
     def batch_model(self) -> str:
@@ -135,12 +130,9 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
             options["api_base"] = self.api_base
             if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
                 options["api_key"] = NO_KEY_PLACEHOLDER
-        form = self._form if response_format else None
-        if form == "json_object_schema":
-            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)  # type: ignore[index]
-            options["response_format"] = {"type": "json_object", "schema": schema}
-        elif form is not None:
-            options["response_format"] = response_format
+        form, sent_format = self.request_format(response_format, max_tokens)
+        if sent_format is not None:
+            options["response_format"] = sent_format
         response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
         texts = [choice.message.content or "" for choice in response.choices]
         usage = getattr(response, "usage", None)
@@ -157,17 +149,3 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
             response_format=form,
         )
-
-
-def make_backend(model: str | Any, api_base: str | None = None) -> JudgeBackend:
-    """The backend for `model`: `gguf:PATH` a model file run in this process, any other name
-    LiteLLM's (at `api_base` when given), an object with `chat_complete` the user's own client."""
-    if isinstance(model, str) and model.startswith("gguf:"):
-        from flowrate.judge.local_model import LocalModel
-
-        return LocalModel(model)
-    if isinstance(model, str):
-        return LiteLLMBackend(model, api_base)
-    if hasattr(model, "chat_complete") and hasattr(model, "get_model_name"):
-        return CustomClientBackend(model)
-    raise TypeError("model must be a model name or an object with chat_complete() and get_model_name()")

@@ -67,6 +67,17 @@ class SchemaForms:
             return None
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
+    def request_format(
+        self, response_format: dict[str, Any] | None, max_tokens: int | None
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """The form the schema goes in now, and `response_format` as that form sends it: OpenAI's
+        as given, llama-cpp-python's with its bounds (`bounded_schema`), none without a form."""
+        form = self._form if response_format else None
+        if form == "json_object_schema":
+            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)  # type: ignore[index]
+            return form, {"type": "json_object", "schema": schema}
+        return form, response_format if form is not None else None
+
     async def _probe_form(self, send) -> Completion:
         """Send, stepping down `SCHEMA_FORMS` while the server refuses the form; the form the
         server takes is kept for the run."""

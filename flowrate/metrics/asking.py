@@ -5,8 +5,6 @@ each unusable reply re-asked once for just what was wrong, and the spend counted
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from flowrate.judge.backend import Completion, Usage
 from flowrate.judge.limits import CallGate
 from flowrate.judge.retry import CallStats, complete_with_retries, is_n_refusal
@@ -25,8 +23,6 @@ from flowrate.scores.reading import (
 from flowrate.scores.schema import corrective_messages
 
 
-@dataclass
-@dataclass
 class Asking:
     """Making a conversation's judge call, with its re-asks; see the module."""
 

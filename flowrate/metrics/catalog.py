@@ -87,6 +87,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
                 weights=settings.weights,
                 date_field=settings.date_field,
                 cut_logs=settings.cut_logs,
+                transport=settings.transport,
             )
         for row_name in metric.row_names:
             if row_name in made_by:

@@ -10,7 +10,6 @@ counts the spend, and turns the judgement into one row per criterion of the rubr
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,8 @@ from flowrate.errors import JudgeAccessError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate, RunStopped
-from flowrate.judge.litellm_backend import make_backend
 from flowrate.judge.retry import RetryPolicy, error_message, told_window
+from flowrate.judge.transports import make_backend
 from flowrate.metrics.asking import Asking, Spend
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, SAMPLING_TEMPERATURE, TEMPERATURE, JudgePlan, Planning
 from flowrate.metrics.rows import RowMaking, charge
@@ -31,8 +30,6 @@ from flowrate.scores.reading import (
 )
 
 
-@dataclass
-@dataclass
 class RubricMetric(RowMaking, Planning, Asking):
     """One judge call per conversation that rates every criterion of `rubric`.
 
@@ -45,6 +42,8 @@ class RubricMetric(RowMaking, Planning, Asking):
     majority; `max_input_tokens` caps the prompt; `cache` is the run's response cache. `cut_logs`
     says every log was cut after its last message, so a final user message nobody answered is
     left out rather than judged as a user left hanging (a record's `log_cut` says so for itself).
+    `transport` is how a model speaking OpenAI's protocol is called: "auto" and "direct" over
+    flowrate's own HTTP client, "litellm" through LiteLLM (other providers always are).
     """
 
     def __init__(
@@ -64,6 +63,7 @@ class RubricMetric(RowMaking, Planning, Asking):
         weights: dict[str, float] | None = None,
         date_field: str | None = None,
         cut_logs: bool = False,
+        transport: str = "auto",
     ):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be between 0 and 1")
@@ -72,7 +72,7 @@ class RubricMetric(RowMaking, Planning, Asking):
         self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
         self.name = self.rubric.name
         self.row_names = self.rubric.row_names
-        self.backend = make_backend(model, api_base)
+        self.backend = make_backend(model, api_base, transport)
         self.model = self.backend.model_name
         self.threshold = threshold
         self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}

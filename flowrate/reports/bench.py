@@ -65,10 +65,10 @@ def print_bench(console: Console, report: BenchReport) -> None:
             table.add_row(table_text(score.set), str(score.n), _statistic(score.spearman), published or "none")
         console.print(table)
     for score in report.scores:
-        shown = "left out" if score.cut_logs else "judged as unanswered"
+        shown = "; logs cut: a final unanswered user message left out" if score.cut_logs else ""
         verdicts = ", ".join(f"{value} {count}" for value, count in score.verdicts.items()) or "none"
         lines = [
-            f"{score.judge} on {score.set} ({score.label} by {score.metric}; a final user message {shown}):",
+            f"{score.judge} on {score.set} ({score.label} by {score.metric}{shown}):",
             f"  kendall tau-b {_statistic(score.kendall)}; n {score.n} of {score.conversations} conversations",
             f"  replies: {_replies(score)}, {score.repaired} repaired",
             f"  verdicts: {verdicts}",

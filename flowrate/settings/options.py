@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -49,6 +49,7 @@ class EvalSettings(BaseModel):
 
     model: str = DEFAULTS["model"]
     api_base: ApiBase = None
+    transport: Literal["auto", "direct", "litellm"] = "auto"
     threshold: float = Field(DEFAULTS["threshold"], ge=0.0, le=1.0)
     concurrency: int = Field(DEFAULTS["concurrency"], ge=1)
     max_retries: int = Field(DEFAULTS["max_retries"], ge=0)
@@ -190,6 +191,7 @@ class JudgeSettings:
 
     model: str
     api_base: str | None
+    transport: str
     metric: tuple[str, ...]
     rubric: str | None
     language: str
@@ -214,6 +216,7 @@ class JudgeSettings:
         return cls(
             settings.model,
             settings.api_base,
+            settings.transport,
             tuple(settings.metric),
             settings.rubric,
             settings.language,

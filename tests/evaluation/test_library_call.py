@@ -5,7 +5,7 @@ import pytest
 
 from flowrate import EvalSettings, Evaluation, RunListener, evaluate_files
 from flowrate.errors import InputError, OutputError
-from tests.helpers import distinct, read_rows, write_jsonl
+from tests.helpers import distinct, read_rows, transport, write_jsonl
 
 
 class Seen(RunListener):
@@ -28,7 +28,7 @@ class Seen(RunListener):
 def settings(judge, tmp_path, **options):
     return EvalSettings(
         api_base=judge.base_url, output=str(tmp_path / "out.jsonl"), cache_dir=str(tmp_path / "cache"), backoff=0,
-        backoff_max=0, **options,
+        backoff_max=0, transport=transport(), **options,
     )  # fmt: skip
 
 

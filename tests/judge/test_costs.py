@@ -2,11 +2,13 @@
 client gives none."""
 
 from flowrate import ConversationalEvalTestCase, ConversationalFlowRateMetric, EvalTestCase, evaluate_conversations
-from tests.helpers import NO_WAIT, ScriptedClient, conversation, verdict
+from tests.helpers import NO_WAIT, ScriptedClient, conversation, transport, verdict
 
 
 async def test_unknown_price_is_null_not_zero(judge, api_key):
-    metric = ConversationalFlowRateMetric(model="my-local-model", api_base=judge.base_url, retry=NO_WAIT)
+    metric = ConversationalFlowRateMetric(
+        model="my-local-model", api_base=judge.base_url, retry=NO_WAIT, transport=transport()
+    )
     [result] = await evaluate_conversations([conversation("a", "b")], [metric])
     assert result.metrics_data[0].score == 1.0 and result.metrics_data[0].evaluation_cost is None
 

@@ -14,6 +14,7 @@ from tests.helpers import (
     local_eval,
     long_conversation,
     read_rows,
+    transport,
     turn_record,
     write_jsonl,
 )
@@ -91,7 +92,7 @@ def test_an_ollama_model_gets_the_schema_as_ollamas_format_and_its_window_from_a
 
 def test_the_flow_metric_as_a_python_api_judge_uses_the_learned_form_too(judge, monkeypatch):
     judge.behave_as("llama-cpp-python")
-    metric = ConversationalFlowRateMetric(model="smol", api_base=judge.base_url, retry=NO_WAIT)
+    metric = ConversationalFlowRateMetric(model="smol", api_base=judge.base_url, retry=NO_WAIT, transport=transport())
     cases = [
         ConversationalEvalTestCase(id=f"c{n}", turns=[EvalTestCase(input=f"q{n}", actual_output="a")]) for n in range(3)
     ]

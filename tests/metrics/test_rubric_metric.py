@@ -23,6 +23,7 @@ from tests.helpers import (
     distinct,
     read_rows,
     suite_reply,
+    transport,
     write_jsonl,
 )
 
@@ -78,7 +79,9 @@ def test_the_suite_makes_one_call_and_nine_rows_per_conversation(judge, run_flow
 async def test_scores_are_stored_exact_and_the_weighted_mean_is_built_from_exact_parts(judge, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     judge.script(SUITE_MARK, {"content": suite_reply({"slot_filling": 2, "truthfulness": 2, "conciseness": 2})})
-    metric = RubricMetric("virtual_agent", model="gpt-4o", api_base=judge.base_url, retry=NO_WAIT)
+    metric = RubricMetric(
+        "virtual_agent", model="gpt-4o", api_base=judge.base_url, retry=NO_WAIT, transport=transport()
+    )
     case = ConversationalEvalTestCase(turns=[EvalTestCase(input="a", actual_output="b")])
     [result] = await evaluate_conversations([case], [metric])
     scores = {data.name: data.score for data in result.metrics_data}

@@ -1,0 +1,261 @@
+"""The direct transport: OpenAI's chat-completions protocol spoken over one pooled aiohttp client,
+for every judge that speaks it (OpenAI, Azure OpenAI, and any `--api-base`: vLLM, llama.cpp,
+Ollama's /v1, LM Studio, TGI, gateways). LiteLLM stays for every other provider.
+
+Measured on 2 cores against the scripted judge (bench/client_cpu.py): a call costs LiteLLM 4.5 ms
+of CPU and aiohttp 0.24 ms, and importing LiteLLM takes 3-4 s before the first request. Prices
+and windows come from LiteLLM's model map read as data (`model_map`), so neither transport
+prices or sizes a model differently. Errors are raised under LiteLLM's names and with the status,
+message and headers the retry policy reads, so rows and retries are the same on both."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from functools import cached_property
+from typing import Any
+
+import orjson
+
+from flowrate.judge.backend import Completion, Usage, litellm_model_name, provider_of
+from flowrate.judge.litellm_backend import LiteLLMBackend
+from flowrate.judge.model_map import count_tokens, model_facts, price_usd
+from flowrate.judge.retry import CONTEXT_TEXT
+
+DIRECT_PROVIDERS = ("openai", "azure")
+OPENAI_BASE = "https://api.openai.com/v1"
+AZURE_API_VERSION = "2024-10-21"  # when AZURE_API_VERSION is not set: the GA version with json_schema
+ERROR_BODY_LIMIT = 100_000  # bytes of an error answer read for its message
+
+
+# -- errors, under LiteLLM's names ----------------------------------------------------------
+class _Headers:
+    """An answer's headers, where `retry_after_seconds` looks for Retry-After."""
+
+    def __init__(self, headers: Any):
+        self.headers = headers
+
+
+class APIError(Exception):
+    """The server answered with an error status; `status_code` and `response.headers` as LiteLLM's errors have them."""
+
+    def __init__(self, message: str, status_code: int, headers: Any = None):
+        super().__init__(message)
+        self.status_code = status_code
+        self.response = _Headers(headers or {})
+
+
+class BadRequestError(APIError): ...
+
+
+class ContextWindowExceededError(BadRequestError): ...
+
+
+class AuthenticationError(APIError): ...
+
+
+class PermissionDeniedError(APIError): ...
+
+
+class NotFoundError(APIError): ...
+
+
+class UnprocessableEntityError(APIError): ...
+
+
+class RateLimitError(APIError): ...
+
+
+class InternalServerError(APIError): ...
+
+
+class ServiceUnavailableError(APIError): ...
+
+
+class Timeout(TimeoutError):
+    """An attempt took longer than its timeout."""
+
+
+class APIConnectionError(ConnectionError):
+    """The server could not be reached, or dropped the connection."""
+
+
+_BY_STATUS = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    422: UnprocessableEntityError,
+    429: RateLimitError,
+    500: InternalServerError,
+    503: ServiceUnavailableError,
+}
+
+
+def server_message(body: bytes) -> str:
+    """What an error answer says: OpenAI's `error.message`, FastAPI's `detail`, else its text."""
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        decoded = None
+    if isinstance(decoded, dict):
+        error = decoded.get("error", decoded.get("detail", decoded))
+        return str(error.get("message", error) if isinstance(error, dict) else error)
+    return body[:ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
+
+
+def openai_endpoint(api_base: str | None) -> tuple[str, dict[str, str]]:
+    """The OpenAI API's base URL (`api_base`, else OPENAI_BASE_URL, else OpenAI's) and the headers
+    every request sends: the key in OPENAI_API_KEY, the organization in OPENAI_ORGANIZATION."""
+    base = (api_base or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE).rstrip("/")
+    key = os.environ.get("OPENAI_API_KEY", "").strip()
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if os.environ.get("OPENAI_ORGANIZATION"):
+        headers["OpenAI-Organization"] = os.environ["OPENAI_ORGANIZATION"]
+    return base, headers
+
+
+def error_for(status: int, body: bytes, headers: Any) -> APIError:
+    """The error for an answer with `status`: the server's own message (`server_message`),
+    classed by status, a too-long prompt as such."""
+    message = server_message(body)
+    kind = _BY_STATUS.get(status, APIError if status < 500 else InternalServerError)
+    if status == 400 and CONTEXT_TEXT.search(message):
+        kind = ContextWindowExceededError
+    return kind(message or f"HTTP {status}", status, headers)
+
+
+# -- the pooled client --------------------------------------------------------------------------
+_SESSIONS: dict[int, Any] = {}  # event loop id -> its aiohttp session
+
+
+def session() -> Any:
+    """The running event loop's HTTP client: one connection pool for every call of the run.
+    Proxies (HTTPS_PROXY, NO_PROXY) come from the environment, and certificates from the system's
+    store or SSL_CERT_FILE, as with the SDKs."""
+    import aiohttp
+
+    loop = id(asyncio.get_running_loop())
+    client = _SESSIONS.get(loop)
+    if client is None or client.closed:
+        connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)  # the call gate bounds concurrency
+        client = aiohttp.ClientSession(connector=connector, trust_env=True, json_serialize=_dumps)
+        _SESSIONS[loop] = client
+    return client
+
+
+async def close_sessions() -> None:
+    """Close the running loop's client, once its run is over."""
+    client = _SESSIONS.pop(id(asyncio.get_running_loop()), None)
+    if client is not None and not client.closed:
+        await client.close()
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def direct_applies(model: str, api_base: str | None) -> bool:
+    """Whether `model` speaks OpenAI's chat-completions protocol: any model at `--api-base` with
+    no other provider named, a model the map gives to OpenAI or Azure, or one named `openai/`
+    or `azure/`."""
+    litellm_model = litellm_model_name(model, api_base)
+    provider = provider_of(litellm_model)
+    if provider not in DIRECT_PROVIDERS:
+        return False
+    if provider == "azure" and not (api_base or os.environ.get("AZURE_API_BASE")):
+        return False
+    return bool(api_base) or "/" in litellm_model or model_facts(litellm_model) is not None
+
+
+class DirectBackend(LiteLLMBackend):
+    """A LiteLLM backend's judge (the same checks, schema forms, self-hosted defaults) with its
+    calls made over aiohttp and its facts read from LiteLLM's model map: LiteLLM is never imported."""
+
+    @cached_property
+    def _model_info(self) -> dict[str, Any] | None:
+        return model_facts(self.litellm_model)
+
+    @cached_property
+    def _supports_n(self) -> bool:
+        return True  # OpenAI's protocol takes n; a server that ignores or refuses it is learned
+
+    @cached_property
+    def _structured(self) -> bool:
+        return bool((self._model_info or {}).get("supports_response_schema"))
+
+    def bounds_replies(self) -> bool:
+        return not (self._model_info or {}).get("supports_reasoning")
+
+    def check_model(self) -> None:
+        """Nothing to check: `direct_applies` chose this transport for a model OpenAI's protocol serves."""
+
+    def _estimated_tokens(self, text: str) -> int:
+        return count_tokens(text)
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        return price_usd(self._model_info, prompt_tokens, completion_tokens)
+
+    @cached_property
+    def _endpoint(self) -> tuple[str, dict[str, str]]:
+        """The chat-completions URL and the headers every call sends (the key among them)."""
+        name = self.batch_model
+        if self.provider == "azure":
+            base = (self.api_base or os.environ.get("AZURE_API_BASE", "")).rstrip("/")
+            version = os.environ.get("AZURE_API_VERSION", AZURE_API_VERSION)
+            url = f"{base}/openai/deployments/{name}/chat/completions?api-version={version}"
+            return url, {"api-key": os.environ.get("AZURE_API_KEY", "")}
+        base, headers = openai_endpoint(self.api_base)
+        return f"{base}/chat/completions", headers
+
+    async def _send(
+        self,
+        messages: list[dict[str, str]],
+        n: int,
+        timeout: float,
+        response_format: dict[str, Any] | None,
+        temperature: float,
+        max_tokens: int | None,
+    ) -> Completion:
+        import aiohttp
+
+        body: dict[str, Any] = {"model": self.batch_model, "messages": messages, "temperature": temperature}
+        if n > 1:
+            body["n"] = n
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        form, sent_format = self.request_format(response_format, max_tokens)
+        if sent_format is not None:
+            body["response_format"] = sent_format
+        url, headers = self._endpoint
+        try:
+            async with session().post(
+                url, data=orjson.dumps(body), headers={**headers, "Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as answer:  # fmt: skip
+                payload = await answer.read()
+                if answer.status >= 400:
+                    raise error_for(answer.status, payload[:ERROR_BODY_LIMIT], answer.headers)
+        except TimeoutError:
+            raise Timeout(f"Request timed out after {timeout:g} seconds.") from None
+        except aiohttp.ClientConnectionError as error:  # the words LiteLLM's rows use, the cause kept
+            raise APIConnectionError("Connection error.") from error
+        return _completion(payload, form, self._model_info)
+
+
+def _completion(payload: bytes, form: str | None, facts: dict[str, Any] | None) -> Completion:
+    """A chat-completions answer as a `Completion`, priced by the model map."""
+    try:
+        answer = orjson.loads(payload)
+        choices = answer["choices"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise InternalServerError(f"the judge's answer is not a chat completion: {payload[:200]!r}", 500) from None
+    usage = answer.get("usage") or {}
+    tokens = Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0)
+    return Completion(
+        texts=[((choice.get("message") or {}).get("content") or "") for choice in choices],
+        usage=tokens,
+        cost_usd=price_usd(facts, tokens.prompt_tokens, tokens.completion_tokens),
+        finish_reasons=[choice.get("finish_reason") for choice in choices],
+        response_format=form,
+    )
