@@ -247,44 +247,66 @@ async def complete_with_retries(
     control = gate.control if gate is not None else None
     timeout = policy.timeout if policy.timeout is not None else backend.default_timeout_s()
     retries_timeouts = backend.retries_timeouts()
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_retries + 1),
-        retry=retry_if_exception(lambda error: is_retryable(error) and (retries_timeouts or not is_timeout(error))),
-        wait=lambda state: policy.wait_seconds(
-            state.attempt_number, state.outcome.exception() if state.outcome else None, rng.random()
-        ),
-        sleep=control.sleep if control is not None else asyncio.sleep,
-        reraise=True,
-    )
+    sleep = control.sleep if control is not None else asyncio.sleep
     last_error: BaseException | None = None
+
+    def worth_retrying(error: BaseException) -> bool:
+        return is_retryable(error) and (retries_timeouts or not is_timeout(error))
+
+    def call() -> Any:
+        return backend.complete(
+            messages,
+            n=n,
+            timeout=timeout,
+            response_format=response_format,
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+
+    async def attempt() -> Completion:
+        nonlocal last_error
+        stats.attempts += 1
+        try:
+            completion = await _attempt(call, gate, estimated_tokens, stats, backend)
+        except RunStopped:
+            stats.attempts -= 1  # the wait was cut: no request went out
+            raise
+        except Exception as error:
+            last_error = error
+            stats.attempts += getattr(error, "flowrate_requests", 1) - 1
+            if control is not None and is_connection_failure(error):
+                control.connection_failed(endpoint_of(backend))
+            elif control is not None and is_invalid_request(error) and not is_n_refusal(error):
+                control.call_refused(refusal_of(error))
+            raise
+        stats.attempts += completion.requests - 1
+        if control is not None:
+            control.connection_ok()
+        return completion
+
     try:
-        async for attempt in retrying:
-            with attempt:
-                stats.attempts += 1
-                try:
-                    call = lambda: backend.complete(  # noqa: E731
-                        messages,
-                        n=n,
-                        timeout=timeout,
-                        response_format=response_format,
-                        temperature=temperature,
-                        max_tokens=max_tokens,
-                    )
-                    completion = await _attempt(call, gate, estimated_tokens, stats, backend)
-                except RunStopped:
-                    stats.attempts -= 1  # the wait was cut: no request went out
-                    raise
-                except Exception as error:
-                    last_error = error
-                    stats.attempts += getattr(error, "flowrate_requests", 1) - 1
-                    if control is not None and is_connection_failure(error):
-                        control.connection_failed(endpoint_of(backend))
-                    elif control is not None and is_invalid_request(error) and not is_n_refusal(error):
-                        control.call_refused(refusal_of(error))
-                    raise
-                stats.attempts += completion.requests - 1
-                if control is not None:
-                    control.connection_ok()
+        try:
+            # Most calls succeed at once, so the first goes without tenacity, whose machinery cost
+            # 0.27 ms a call (cProfile on bench/direct.py: inspecting its callbacks per attempt).
+            return await attempt()
+        except RunStopped:
+            raise
+        except Exception as error:
+            if policy.max_retries == 0 or not worth_retrying(error):
+                raise
+            await sleep(policy.wait_seconds(1, error, rng.random()))
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.max_retries),
+            retry=retry_if_exception(worth_retrying),
+            wait=lambda state: policy.wait_seconds(
+                state.attempt_number + 1, state.outcome.exception() if state.outcome else None, rng.random()
+            ),
+            sleep=sleep,
+            reraise=True,
+        )
+        async for retry in retrying:
+            with retry:
+                completion = await attempt()
     except RunStopped:
         if control is not None and not control.interrupted and last_error is not None:
             _raise_attempt_error(last_error, backend, stats)
