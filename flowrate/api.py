@@ -258,6 +258,7 @@ def bench_judges(
 
     evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
     given = settings.model_dump(exclude_unset=True)
+    named = {bench.name: bench for bench in sets}
     files = {bench.name: str(set_file(bench, data_dir)) for bench in sets}
     labels = {bench.name: labels_named([files[bench.name]], bench.label) for bench in sets}
 
@@ -280,7 +281,7 @@ def bench_judges(
     estimated_runs: dict[tuple, int] = {}  # a set with another's file and metric is answered by the cache
     selected: dict[tuple[Judge, str], int] = {}
     for (judge, name), output in outputs.items():
-        bench = next(bench for bench in sets if bench.name == name)
+        bench = named[name]
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         same = (judge, files[name], bench.metric, bench.cut_logs)
         if same in estimated_runs and not settings.no_cache:
@@ -304,10 +305,14 @@ def bench_judges(
         estimate=estimate,
     )
     spent_usd = 0.0
+
+    def budget_left() -> float | None:
+        """What `settings.max_cost` leaves for the next run (None: no budget)."""
+        return None if settings.max_cost is None else max(settings.max_cost - spent_usd, 0.0)
+
     for (judge, name), output in outputs.items():
-        bench = next(bench for bench in sets if bench.name == name)
-        budget = None if settings.max_cost is None else max(settings.max_cost - spent_usd, 0.0)
-        run = evaluate([files[name]], settings_for(judge, bench, output, max_cost=budget))
+        bench = named[name]
+        run = evaluate([files[name]], settings_for(judge, bench, output, max_cost=budget_left()))
         spent_usd += run.summary.run_cost_usd
         rows = this_runs_rows(run, output)
         score = bench_score(judge.model, bench, rows, labels[name], run.summary, output, selected[judge, name])
@@ -319,10 +324,11 @@ def bench_judges(
             reruns = [rows]
             for number in range(1, STABILITY_RUNS):
                 again = output.removesuffix(".jsonl") + f".rerun{number}.jsonl"
-                budget = None if settings.max_cost is None else max(settings.max_cost - spent_usd, 0.0)
                 rerun = evaluate(
                     [files[name]],
-                    settings_for(judge, bench, again, max_cost=budget, limit=stability_conversations, no_cache=True),
+                    settings_for(
+                        judge, bench, again, max_cost=budget_left(), limit=stability_conversations, no_cache=True
+                    ),
                 )
                 spent_usd += rerun.summary.run_cost_usd
                 reruns.append(this_runs_rows(rerun, again))

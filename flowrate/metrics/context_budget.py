@@ -47,7 +47,7 @@ class ContextBudget:
     @cached_property
     def minimum_input_tokens(self) -> int:
         """The smallest context budget that holds the rubric, the reply and `MIN_TRANSCRIPT_TOKENS`."""
-        return self._window_needs() + MIN_TRANSCRIPT_TOKENS
+        return self._needs + MIN_TRANSCRIPT_TOKENS
 
     def _window_needs(self) -> int:
         empty = ConversationalEvalTestCase(turns=[EvalTestCase(input="", actual_output="")])
@@ -72,9 +72,17 @@ class ContextBudget:
         """Room left in the context for one reply (each of n choices has its own)."""
         return self._reply_limit or REPLY_RESERVE_TOKENS
 
-    @cached_property
+    _learned_window: int | None = None  #: the window a server named in a refusal, as `learn_window` keeps it
+
+    @property
     def _window(self) -> int | None:
-        return self._max_input_tokens or self.backend.context_window()
+        """The context window planned for: --max-input-tokens, else one a server named in a
+        refusal, else the model's known window."""
+        return self._max_input_tokens or self._learned_window or self._known_window
+
+    @cached_property
+    def _known_window(self) -> int | None:
+        return self.backend.context_window()
 
     def learn_window(self, told: int) -> None:
         """The server refused a prompt as too long and named its window, `told` tokens of its
@@ -82,19 +90,21 @@ class ContextBudget:
         on to fit it, with room for the tokenizer flowrate counts with (`SERVER_WINDOW_SHARE`).
         A --max-input-tokens given is kept: the user chose it."""
         window = int(told * SERVER_WINDOW_SHARE)
-        if self._max_input_tokens or (self._window is not None and self._window <= window):
-            return
-        self.__dict__["_window"] = window
-        self.__dict__.pop("input_budget", None)
+        if self._window is None or window < self._window:
+            self._learned_window = window
 
     @cached_property
     def _prefix_tokens(self) -> int:
         return sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
 
-    @cached_property
+    @property
     def input_budget(self) -> int | None:
-        """Tokens the conversation may take: `max_input_tokens`, or the model's known window,
-        less the rubric, its examples and room for the reply. None when neither is known."""
+        """Tokens the conversation may take: the window (`_window`) less the rubric, its examples
+        and room for the reply. None when no window is known."""
         if not self._window:
             return None
-        return max(self._window - self._window_needs(), MIN_TRANSCRIPT_TOKENS)
+        return max(self._window - self._needs, MIN_TRANSCRIPT_TOKENS)
+
+    @cached_property
+    def _needs(self) -> int:
+        return self._window_needs()

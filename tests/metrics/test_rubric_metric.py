@@ -157,3 +157,10 @@ def test_a_rubric_of_your_own_declares_its_criteria_and_scales(judge, run_flowra
     assert (rows["resolution"]["verdict"], rows["resolution"]["score"]) == ("partly", 0.5)
     assert (rows["politeness"]["rating"], rows["politeness"]["score"]) == (3, 1.0)
     assert rows["user_satisfaction"]["score"] == 0.75 and result.returncode == 1
+
+
+def test_two_metrics_are_two_objects_each_usable_as_a_key():
+    first = RubricMetric("virtual_agent", model="gpt-4o")
+    second = RubricMetric("virtual_agent", model="gpt-4o")
+    assert first != second and first == first  # a metric is its own: it carries its run's learned state
+    assert len({first, second}) == 2
