@@ -6,6 +6,8 @@ Tables (documented in the README):
 - `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id)`,
   one per (conversation_id, metric, model, rubric_version, evaluated_at): importing a row again adds nothing;
 - `labels(conversation_id, metric, score, labeled_at, labeler)`, each distinct label once;
+- `reviews(review_id, conversation_id, metric, reviewer, value, score, comment, answered_at, run_id, judge_shown)`,
+  every answer given in `flowrate review`, never updated (`flowrate.analysis.reviews`);
 - `_migrations(name, applied_at)`: the schema's migrations applied to the file (`migrations`).
 
 Every open applies the migrations the file lacks; a command that only reads upgrades an older
@@ -125,10 +127,14 @@ def import_labels(connection: Any, labels: list[Label]) -> int:
 
 
 def stored_labels(connection: Any) -> list[Label]:
-    return [
+    """The imported labels, then each reviewer's current answer from `flowrate review` as a label."""
+    from flowrate.analysis.reviews import current_reviews
+
+    imported = [
         Label(key, metric, score, labeled_at, labeler or None)
         for key, metric, score, labeled_at, labeler in connection.execute("SELECT * FROM labels").fetchall()
     ]
+    return imported + [review.label() for review in current_reviews(connection)]
 
 
 def stored_rows(connection: Any) -> list:

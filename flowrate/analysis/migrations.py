@@ -87,3 +87,16 @@ def migrate(connection: Any, migrations: list[Migration] = MIGRATIONS) -> list[s
         connection.execute("COMMIT")
         names.append(function.__name__)
     return names
+
+
+REVIEWS = """CREATE TABLE IF NOT EXISTS reviews (review_id VARCHAR PRIMARY KEY, conversation_id VARCHAR NOT NULL,
+    metric VARCHAR NOT NULL, reviewer VARCHAR NOT NULL, value VARCHAR NOT NULL, score DOUBLE NOT NULL,
+    comment VARCHAR, answered_at TIMESTAMP NOT NULL, run_id VARCHAR, judge_shown BOOLEAN NOT NULL)"""
+
+
+@migration
+def m002_reviews(connection: Any) -> None:
+    """`reviews`: the answers people give in `flowrate review`, one line per answer and never
+    updated, so a label changed later keeps its earlier value; a reviewer's current label for a
+    conversation and metric is their latest answer (`flowrate.analysis.reviews`)."""
+    connection.execute(REVIEWS)
