@@ -83,12 +83,14 @@ def agreement_report(
     }
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     resamples = rng.integers(0, len(pairs), size=(BOOTSTRAP_RESAMPLES, len(pairs))) if len(pairs) > 2 else None
-    results = {name: _with_interval(measure, scores, labels, resamples) for name, measure in measures.items()}
+    results = {name: with_interval(measure, scores, labels, resamples) for name, measure in measures.items()}
     kappa, confusion = _ordinal_agreement(pairs, labels, scale)
     return AgreementReport(label=label, metric=metric, n=len(pairs), kappa=kappa, confusion=confusion, **results)
 
 
-def _with_interval(measure, scores, labels, resamples) -> Statistic:
+def with_interval(measure, scores, labels, resamples) -> Statistic:
+    """`measure(scores, labels)` and its 95 % interval over `resamples` (rows of indices; None:
+    too few pairs); no value where either side has no spread or there are fewer than 3 pairs."""
     import warnings
 
     import numpy as np

@@ -1,7 +1,8 @@
 """Calibration: how far the judge sits from people, per metric, and scores adjusted by it.
 
 For each metric, over the labeled conversations (labels dated inside the window), with
-a = the judge's score and h = the mean label, both row scores in [0, 1], delta = h - a:
+a = the judge's score and h = the mean label (every label of the conversation, whoever gave
+it), both row scores in [0, 1], delta = h - a:
 
 - upper deviation: when MORE than 30 conversations have delta > 0, drop the floor(10 %) with
   the largest |delta| and take the mean delta of the rest ("the main 90 %"); else none;
@@ -28,6 +29,7 @@ from datetime import date, timedelta
 
 from pydantic import BaseModel, Field
 
+from flowrate.analysis.interrater import several_reviewers
 from flowrate.analysis.labels import Label
 from flowrate.errors import ConfigError
 from flowrate.results.summary import EvaluationRow, mean4
@@ -70,10 +72,13 @@ class MetricCalibration(BaseModel):
     """One metric's figures (score units, 4 places): label lines in the window, the labeled
     conversations that have a row, the upper and lower deviations (None: not more than 30
     cases on that side), the error band (None: fewer than 30 nonzero deltas), and the mean
-    score and mean adjusted score over all the metric's rows, error rows left out."""
+    score and mean adjusted score over all the metric's rows, error rows left out.
+    `several_reviewers` counts the labeled conversations with labels of more than one named
+    labeler (their mean is h, as for any conversation with several labels)."""
 
     labels: int
     labeled_conversations: int
+    several_reviewers: int
     upper: Deviation | None
     lower: Deviation | None
     error_band: float | None
@@ -125,6 +130,7 @@ def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[Me
     for label in labels:
         by_conversation[label.conversation_id].append(label.score)
     deltas = {key: sum(scores) / len(scores) - judged[key] for key, scores in by_conversation.items() if key in judged}
+    several = several_reviewers([label for label in labels if label.conversation_id in judged])
     nonzero = [delta for delta in deltas.values() if delta != 0]
     band = sum(nonzero) / len(nonzero) if len(nonzero) >= AT_LEAST else None
     scores = list(judged.values())
@@ -132,6 +138,7 @@ def calibrate_metric(rows: list[EvaluationRow], labels: list[Label]) -> tuple[Me
     figures = MetricCalibration(
         labels=len(labels),
         labeled_conversations=len(deltas),
+        several_reviewers=several,
         upper=side([delta for delta in deltas.values() if delta > 0]),
         lower=side([delta for delta in deltas.values() if delta < 0]),
         error_band=None if band is None else round(band, 4),

@@ -22,7 +22,6 @@ from flowrate.cli.common import (
     MaxRetriesOption,
     ModelOption,
     NoCacheOption,
-    Paths,
     ResultsPaths,
     RpmOption,
     RubricOption,
@@ -45,12 +44,29 @@ from flowrate.errors import ConfigError, ExitCode, FlowrateError
 
 @command(app, "agreement")
 def agreement_command(
-    paths: Paths,
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Labelled conversation files (with --label); with --history or --labels, the conversations"
+            " whose metadata gives each one's language."
+        ),
+    ] = None,
     label: Annotated[
-        str, typer.Option("--label", help='The human label to compare with, as named in each record\'s "labels".')
-    ],
+        str | None,
+        typer.Option("--label", help='The human label to compare with, as named in each record\'s "labels".'),
+    ] = None,
     results: Annotated[
         Path | None, typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            help="With --results: people's labels from this history (imported labels and each reviewer's answers).",
+        ),
+    ] = None,
+    labels_file: Annotated[
+        Path | None, typer.Option("--labels", help="With --results: people's labels from this JSONL or CSV file.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
     metric: Annotated[
@@ -92,8 +108,18 @@ def agreement_command(
     weight: WeightOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa."""
-    given = settings_given(locals(), ("paths", "config", "label", "results", "as_json", "metric"))
+    """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa;
+    with --results and --history or --labels, the judge report on people's labels."""
+    if history is not None or labels_file is not None:
+        _judge_report_form(paths or [], label, results, history, labels_file, metric, rubric, as_json)
+        return
+    if label is None or not paths:
+        raise fail(
+            ConfigError("give labelled conversation files and --label NAME, or --results with --history or --labels")
+        )
+    given = settings_given(
+        locals(), ("paths", "config", "label", "results", "history", "labels_file", "as_json", "metric")
+    )
     from flowrate.analysis.agreement import agreement_report, labels_named, pair_up
     from flowrate.metrics.catalog import metric_making, scale_values
     from flowrate.reports.console import print_agreement
@@ -130,6 +156,43 @@ def agreement_command(
     if as_json:
         typer.echo(report.model_dump_json())
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete or unpaired else ExitCode.OK))
+
+
+def _judge_report_form(
+    paths: list[str],
+    label: str | None,
+    results: Path | None,
+    history: str | None,
+    labels_file: Path | None,
+    metric: str | None,
+    rubric: str | None,
+    as_json: bool,
+) -> None:
+    """`agreement --results RESULTS (--history FILE | --labels FILE)`: the judge report."""
+    import orjson
+
+    from flowrate.analysis.judge_report import report_of
+    from flowrate.reports.agreement import print_judge_report
+
+    if label is not None:
+        raise ConfigError("--label reads labels on the conversation records; with --history or --labels leave it out")
+    if results is None:
+        raise ConfigError("--history and --labels compare people's labels with the rows of --results RESULTS")
+    if history is not None and labels_file is not None:
+        raise ConfigError("give --history or --labels, not both")
+    rows, found = _rows_and_labels([str(results)], history, labels_file)
+    if metric is not None:
+        found = [item for item in found or [] if item.metric == metric]
+    report = report_of(rows, found or [], paths or None, rubric)
+    if not report.metrics:
+        where = f"--history {history}" if history is not None else f"--labels {labels_file}"
+        raise ConfigError(
+            f"no labelled conversation in {where} has a usable row in {results}"
+            + (f" of metric {metric!r}" if metric else "")
+        )
+    print_judge_report(stderr(), report)
+    if as_json:
+        write_stdout(orjson.dumps(report.model_dump(mode="json")).decode())
 
 
 @command(app, "compare")

@@ -3,6 +3,12 @@
 The key covers exactly what changes a verdict: the model, the rubric version, the
 rendered messages, the temperature, the number of samples and the response format.
 Only usable replies are stored; errors and unparsable replies never are.
+
+Beside each reply the cache keeps the request it answered: the exact messages sent (cut logs and
+a truncated middle as sent) and the conversation's id, so `flowrate review` can show a row's
+prompt and raw reply. Each distinct message is stored once (table `messages`, by its SHA-256),
+an entry naming its messages by digest: the rubric's instructions and worked examples, the same
+in every request, take no room per entry.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import hashlib
 import random
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,7 @@ WRITE_BATCH = 200
 WRITE_INTERVAL_S = 2.0
 LOOKUP_BATCH = 500  # below SQLite's limit on bound parameters
 OPEN_TIMEOUT_S = 30.0
+KNOWN_MESSAGES = 256  # messages remembered as written: a rubric's few, and room for a run's several rubrics
 
 
 def default_cache_dir() -> Path:
@@ -77,12 +85,113 @@ def cache_key(
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+@dataclass(frozen=True)
+class CacheRecord:
+    """One cache entry as `flowrate review` shows it: the judge's raw replies (`texts`, one per
+    sample) to exactly the `messages` sent, written at `created_at` (seconds since the epoch);
+    `messages` is None for an entry written before the cache kept requests."""
+
+    key: str
+    model: str
+    rubric_version: str
+    texts: list[str]
+    created_at: float
+    messages: list[dict[str, str]] | None
+
+
+def read_records(db: sqlite3.Connection, conversation_id: str, model: str | None = None) -> list[CacheRecord]:
+    """`ResponseCache.records_for`, read from the cache's connection `db`."""
+    query = "SELECT key, model, rubric_version, texts, created_at, request FROM responses WHERE conversation_id = ?"
+    parameters = [conversation_id]
+    if model is not None:
+        query += " AND model = ?"
+        parameters.append(model)
+    found = db.execute(query + " ORDER BY created_at DESC", parameters).fetchall()
+    wanted = sorted({name for *_, request in found if request for name in orjson.loads(request)})
+    bodies = {}
+    for start in range(0, len(wanted), LOOKUP_BATCH):
+        chunk = wanted[start : start + LOOKUP_BATCH]
+        marks = ",".join("?" * len(chunk))
+        for name, blob in db.execute(f"SELECT digest, message FROM messages WHERE digest IN ({marks})", chunk):
+            bodies[name] = orjson.loads(blob)
+    records = []
+    for key, judge, version, texts, created_at, request in found:
+        names = orjson.loads(request) if request else None
+        messages = [bodies[name] for name in names] if names and all(n in bodies for n in names) else None
+        records.append(CacheRecord(key, judge, version, orjson.loads(texts), created_at, messages))
+    return records
+
+
+class MessageNames:
+    """Each message of a request named by its SHA-256 (128 bits of it, in hex) for the
+    `messages` table, and the messages not yet written (`pending`)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, bytes] = {}
+        self._known: dict[tuple[str, str], str] = {}
+        self._last_prefix: tuple[list[dict[str, str]], list[str]] = ([], [])
+
+    def of(self, messages: list[dict[str, str]]) -> list[str]:
+        """The names of `messages`, queueing those not written yet."""
+        return [*self._prefix_names(messages[:-1]), *map(self._message_name, messages[-1:])]
+
+    def forget(self) -> None:
+        """Forget what was written (the file was cleared, or a write failed)."""
+        self.pending.clear()
+        self._known.clear()
+        self._last_prefix = ([], [])
+
+    def _prefix_names(self, prefix: list[dict[str, str]]) -> list[str]:
+        """The names of a request's messages before the conversation: the rubric's, the very
+        same objects in each request of a run, so named once (bench/review.py, on a loaded
+        machine: keeping requests cost 62 us an entry when each message was hashed, 34 to 52 us
+        with this)."""
+        last, names = self._last_prefix
+        if len(last) == len(prefix) and all(a is b for a, b in zip(last, prefix)):
+            return names
+        names = [self._message_name(message) for message in prefix]
+        self._last_prefix = (prefix, names)
+        return names
+
+    def _message_name(self, message: dict[str, str]) -> str:
+        """A message's name in the `messages` table (its SHA-256, 128 bits of it in hex), queued
+        for writing unless this cache wrote it already; the rubric's messages, the same in
+        every request, are hashed once (`_known`, reset past `KNOWN_MESSAGES`)."""
+        memo = (message.get("role", ""), message.get("content", ""))
+        name = self._known.get(memo)
+        if name is None:
+            blob = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+            name = hashlib.sha256(blob).hexdigest()[:32]
+            self.pending[name] = blob
+            if len(self._known) >= KNOWN_MESSAGES:
+                self._known.clear()
+            self._known[memo] = name
+        return name
+
+
+def _add_request_columns(db: sqlite3.Connection) -> None:
+    """A cache from before requests were kept gets their columns and table; its old entries
+    keep their replies, with no request (two runs may race here: a column another just added
+    is no error)."""
+    db.execute("CREATE TABLE IF NOT EXISTS messages (digest TEXT PRIMARY KEY, message BLOB NOT NULL)")
+    columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
+    for name, kind in (("request", "BLOB"), ("conversation_id", "TEXT")):
+        if name not in columns:
+            try:
+                db.execute(f"ALTER TABLE responses ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as error:
+                if "duplicate column" not in str(error):
+                    raise
+    db.execute("CREATE INDEX IF NOT EXISTS responses_by_conversation ON responses (conversation_id)")
+
+
 class ResponseCache:
     """Judge replies by key. WAL mode and a busy timeout let two runs write at once."""
 
     def __init__(self, directory: Path):
         self.path = Path(directory).expanduser() / CACHE_FILE
         self._pending: dict[str, tuple] = {}
+        self._names = MessageNames()
         self._last_flush = time.monotonic()
         self.lost_writes = 0
         self.last_error = ""
@@ -104,8 +213,10 @@ class ResponseCache:
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.execute(
                     "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
-                    " rubric_version TEXT NOT NULL, texts BLOB NOT NULL, created_at REAL NOT NULL)"
+                    " rubric_version TEXT NOT NULL, texts BLOB NOT NULL, created_at REAL NOT NULL,"
+                    " request BLOB, conversation_id TEXT)"
                 )
+                _add_request_columns(db)
                 return db
             except sqlite3.OperationalError as error:
                 db.close()
@@ -131,10 +242,21 @@ class ResponseCache:
             found.update((key, orjson.loads(texts)) for key, texts in rows)
         return found
 
-    def put(self, key: str, model: str, rubric_version: str, texts: list[str]) -> None:
-        """Kept in memory and written in one transaction per batch: a commit per reply would
-        cost more than the rest of flowrate's own work on it."""
-        self._pending[key] = (key, model, rubric_version, orjson.dumps(texts), time.time())
+    def put(
+        self,
+        key: str,
+        model: str,
+        rubric_version: str,
+        texts: list[str],
+        messages: list[dict[str, str]] | None = None,
+        conversation_id: str | None = None,
+    ) -> None:
+        """Keep `texts`, the replies under `key` of `model` judging by `rubric_version`, with the
+        request they answer: the `messages` sent and the `conversation_id` (for `records_for`).
+        Kept in memory and written in one transaction per batch: a commit per reply would cost
+        more than the rest of flowrate's own work on it."""
+        digests = orjson.dumps(self._names.of(messages)) if messages is not None else None
+        self._pending[key] = (key, model, rubric_version, orjson.dumps(texts), time.time(), digests, conversation_id)
         if len(self._pending) >= WRITE_BATCH or time.monotonic() - self._last_flush > WRITE_INTERVAL_S:
             self.flush()
 
@@ -146,12 +268,19 @@ class ResponseCache:
                 with self._db:
                     self._db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
                     self._db.executemany(
-                        "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", list(self._pending.values())
+                        "INSERT OR IGNORE INTO messages VALUES (?, ?)", list(self._names.pending.items())
+                    )
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO responses (key, model, rubric_version, texts, created_at, request,"
+                        " conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        list(self._pending.values()),
                     )
             except sqlite3.Error as error:
                 self.lost_writes += len(self._pending)
                 self.last_error = str(error)
+                self._names.forget()  # its messages may not be in the file
             self._pending.clear()
+            self._names.pending.clear()
         self._last_flush = time.monotonic()
 
     def stats(self) -> dict[str, Any]:
@@ -160,8 +289,16 @@ class ResponseCache:
         size = sum(p.stat().st_size for p in self.path.parent.glob(CACHE_FILE + "*"))
         return {"path": str(self.path), "entries": sum(n for _, n in rows), "bytes": size, "models": dict(rows)}
 
+    def records_for(self, conversation_id: str, model: str | None = None) -> list[CacheRecord]:
+        """Every entry kept for `conversation_id` (of `model` only, when given), newest first:
+        the request's messages as sent and the judge's raw replies."""
+        self.flush()
+        return read_records(self._db, conversation_id, model)
+
     def clear(self) -> int:
         self._pending.clear()
+        self._names.forget()
+        self._db.execute("DELETE FROM messages")
         removed = self._db.execute("DELETE FROM responses").rowcount
         self._db.execute("VACUUM")
         return removed

@@ -26,11 +26,11 @@ def worked_example():
     for n in range(30):
         rows.append(row(f"q{n}", "m", 0.8))
         labels.append(label(f"q{n}", "m", 0.6))
-    # 5 labeled with no delta (z0 twice: the mean counts), 4 unlabeled, 1 error row
+    # 5 labeled with no delta (z0 twice, by two reviewers: the mean counts), 4 unlabeled, 1 error row
     for n in range(5):
         rows.append(row(f"z{n}", "m", 0.7))
-        labels.append(label(f"z{n}", "m", 0.7))
-    labels.append(label("z0", "m", 0.7, day="2025-12-30"))  # the window's first day: inside
+        labels.append({**label(f"z{n}", "m", 0.7), "labeler": "ann"})
+    labels.append({**label("z0", "m", 0.7, day="2025-12-30"), "labeler": "bob"})  # the window's first day: inside
     for n in range(4):
         rows.append(row(f"u{n}", "m", 1.0))
     labels.append(label("u0", "m", 0.0, day="2025-12-29"))  # one day before the window: left out
@@ -54,6 +54,7 @@ EXPECTED_METRICS = {
     "m": {
         "labels": 67,  # 31 + 30 + 5 + z0's second label; u0's is outside the window
         "labeled_conversations": 66,
+        "several_reviewers": 1,  # z0, labeled by ann and bob
         "upper": {"n": 31, "deviation": 0.1},
         "lower": None,
         "error_band": -0.0328,  # (28 x 0.1 + 3 x 0.4 - 30 x 0.2) / 61 = -2 / 61
@@ -63,6 +64,7 @@ EXPECTED_METRICS = {
     "m2": {
         "labels": 30,
         "labeled_conversations": 30,
+        "several_reviewers": 0,
         "upper": None,
         "lower": None,
         "error_band": 0.1,
@@ -72,6 +74,7 @@ EXPECTED_METRICS = {
     "m3": {
         "labels": 29,
         "labeled_conversations": 29,
+        "several_reviewers": 0,
         "upper": None,
         "lower": None,
         "error_band": None,
@@ -81,6 +84,7 @@ EXPECTED_METRICS = {
     "m4": {
         "labels": 31,
         "labeled_conversations": 31,
+        "several_reviewers": 0,
         "upper": None,
         "lower": {"n": 31, "deviation": -0.1},
         "error_band": -0.1581,  # (28 x -0.1 + 3 x -0.7) / 31 = -4.9 / 31
@@ -96,7 +100,13 @@ def _write(tmp_path, rows, labels):
 
 
 def _label_of(item):
-    return Label(item["conversation_id"], item["metric"], item["score"], date.fromisoformat(item["labeled_at"]))
+    return Label(
+        item["conversation_id"],
+        item["metric"],
+        item["score"],
+        date.fromisoformat(item["labeled_at"]),
+        item.get("labeler"),
+    )
 
 
 def test_calibration_matches_the_worked_example_on_every_figure(run_flowrate, tmp_path):

@@ -1,0 +1,194 @@
+"""`flowrate align`: a new rubric whose worked examples are people's corrections of the judge,
+checked on held-out labels with the old rubric and the new side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flowrate.cli.app import app
+from flowrate.cli.common import (
+    ApiBaseOption,
+    BackoffMaxOption,
+    BackoffOption,
+    CacheDirOption,
+    ConcurrencyOption,
+    ConfigOption,
+    LanguageOption,
+    MaxCostOption,
+    MaxInputTokensOption,
+    MaxRetriesOption,
+    ModelOption,
+    NoCacheOption,
+    Paths,
+    RpmOption,
+    SamplesOption,
+    TimeoutOption,
+    TpmOption,
+    TransportOption,
+    command,
+    say,
+    settings_given,
+    stderr,
+    write_stdout,
+)
+from flowrate.errors import ConfigError, ExitCode
+
+
+@command(app, "align")
+def align_command(
+    paths: Paths,
+    results: Annotated[
+        Path | None,
+        typer.Option("--results", help="The judge's rows (flowrate eval -o FILE). [default: the history's rows]"),
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history", help="People's labels and comments from this history (and its rows, without --results)."
+        ),
+    ] = None,
+    labels_file: Annotated[
+        Path | None, typer.Option("--labels", help="People's labels from this JSONL or CSV file.")
+    ] = None,
+    metric: Annotated[
+        str,
+        typer.Option("--metric", help="The metric (a criterion of a suite included) whose labels correct the judge."),
+    ] = "conversational_flow_rate",
+    rubric: Annotated[
+        str | None,
+        typer.Option("--rubric", help="The rubric to start from. [default: the packaged one rating --metric]"),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Where the new rubric file goes.")
+    ] = "rubric.aligned.yaml",
+    holdout: Annotated[
+        float | None,
+        typer.Option(
+            "--holdout",
+            min=0.0,
+            max=0.9,
+            help="Hold out this fraction of the labelled conversations (by a seeded id hash), never learnt from;"
+            " judge them with the old and the new rubric and compare.",
+        ),
+    ] = None,
+    holdout_seed: Annotated[int, typer.Option("--holdout-seed", help="The seed of --holdout's hash.")] = 0,
+    example_tokens: Annotated[
+        int, typer.Option("--example-tokens", min=1, help="Tokens the corrected examples may add to every prompt.")
+    ] = 3000,
+    max_examples: Annotated[int, typer.Option("--max-examples", min=1, help="Corrected examples at most.")] = 6,
+    work_dir: Annotated[
+        str, typer.Option("--work-dir", help="Where the held-out conversations and both runs' rows go.")
+    ] = "flowrate-align",
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON on stdout.")] = False,
+    model: ModelOption = None,
+    api_base: ApiBaseOption = None,
+    transport: TransportOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_retries: MaxRetriesOption = None,
+    timeout: TimeoutOption = None,
+    backoff: BackoffOption = None,
+    backoff_max: BackoffMaxOption = None,
+    language: LanguageOption = None,
+    samples: SamplesOption = None,
+    max_input_tokens: MaxInputTokensOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = None,
+    max_cost: MaxCostOption = None,
+    rpm: RpmOption = None,
+    tpm: TpmOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Write a rubric whose worked examples are people's corrections of the judge; with
+    --holdout, judge held-out conversations with the old and the new rubric, side by side."""
+    given = settings_given(
+        locals(),
+        ("paths", "results", "history", "labels_file", "metric", "rubric", "output", "holdout", "holdout_seed",
+         "example_tokens", "max_examples", "work_dir", "as_json", "config"),
+    )  # fmt: skip
+    import orjson
+
+    from flowrate.api import align_rubric
+    from flowrate.cli.analysis import _rows_and_labels
+    from flowrate.cli.evaluate import run_with_progress
+    from flowrate.reports.agreement import print_side_by_side
+    from flowrate.settings.options import resolve_settings
+
+    if history is not None and labels_file is not None:
+        raise ConfigError("give --history or --labels, not both")
+    if history is None and labels_file is None:
+        raise ConfigError("--history FILE or --labels FILE gives people's labels")
+    if results is None and history is None:
+        raise ConfigError("--results RESULTS gives the judge's rows (or --history, with its rows)")
+    rows, labels = _rows_and_labels([str(results)] if results else None, history, labels_file)
+    comments = _comments(history, metric) if history is not None else {}
+    if rubric and Path(output).expanduser().resolve() == Path(rubric).expanduser().resolve():
+        raise ConfigError(f"--output {output}: is the rubric to start from; name another file")
+    alignment = align_rubric(
+        paths,
+        rows,
+        labels or [],
+        metric,
+        output,
+        resolve_settings(given, config),
+        rubric_path=rubric,
+        comments=comments,
+        holdout=holdout or None,
+        seed=holdout_seed,
+        budget_tokens=example_tokens,
+        max_examples=max_examples,
+        work_dir=work_dir,
+        evaluate=lambda run_paths, run_settings: run_with_progress(run_paths, run_settings),
+    )
+    say(
+        f"flowrate: {output}: {len(alignment.examples)} corrected example(s) of {metric} from"
+        f" {alignment.corrections} disagreement(s) among {len(alignment.training)} labelled conversation(s);"
+        f" {len(alignment.held_out)} held out"
+    )
+    if alignment.held_out:
+        print_side_by_side(stderr(), metric, alignment.before, alignment.after)
+        for name, run in zip(("old", "new"), alignment.runs):
+            summary = run.summary
+            if summary.budget_skipped or summary.errors or summary.interrupted:
+                say(
+                    f"flowrate: the {name} rubric's run left conversations unjudged ({summary.budget_skipped} over"
+                    f" --max-cost, {summary.errors} error(s){', interrupted' if summary.interrupted else ''})"
+                )
+    if as_json:
+        write_stdout(
+            orjson.dumps(
+                {
+                    "rubric": output,
+                    "metric": metric,
+                    "training": len(alignment.training),
+                    "held_out": alignment.held_out,
+                    "corrections": alignment.corrections,
+                    "examples": [correction.conversation_id for correction in alignment.examples],
+                    "before": alignment.before.model_dump(mode="json") if alignment.before else None,
+                    "after": alignment.after.model_dump(mode="json") if alignment.after else None,
+                    "cost_usd": round(sum(run.summary.run_cost_usd for run in alignment.runs), 6),
+                }
+            ).decode()
+        )
+    if any(run.summary.interrupted for run in alignment.runs):
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    unjudged = any(run.summary.budget_skipped or run.summary.errors for run in alignment.runs)
+    raise typer.Exit(int(ExitCode.INCOMPLETE if unjudged else ExitCode.OK))
+
+
+def _comments(history: str, metric: str) -> dict[str, list[str]]:
+    """Each conversation's current review comments for `metric`, oldest first."""
+    from flowrate.analysis.history import connect
+    from flowrate.analysis.reviews import current_reviews
+
+    connection = connect(history, read_only=True)
+    try:
+        found: dict[str, list[str]] = {}
+        for review in current_reviews(connection, metric):
+            if review.comment:
+                found.setdefault(review.conversation_id, []).append(review.comment)
+        return found
+    finally:
+        connection.close()

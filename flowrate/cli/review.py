@@ -1,0 +1,90 @@
+"""`flowrate review`: the local web app for browsing runs and labelling conversations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flowrate.cli.app import app
+from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, command, fail, say
+from flowrate.errors import ConfigError, FlowrateError
+
+DEFAULT_HISTORY = "flowrate-history.duckdb"
+
+
+@command(app, "review")
+def review_command(
+    paths: ResultsPaths = None,
+    history: HistoryOption = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option("--reviewer", help="Label as this reviewer. [default: each browser asks its reviewer's name]"),
+    ] = None,
+    port: Annotated[
+        int, typer.Option("--port", help="The port to listen on. [default: a free one]", show_default=False)
+    ] = 0,
+    host: Annotated[
+        str, typer.Option("--host", help="The address to listen on; another than loopback needs --allow-remote.")
+    ] = "127.0.0.1",
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="Allow a --host other than 127.0.0.1, localhost or ::1.")
+    ] = False,
+    show_judge: Annotated[
+        bool, typer.Option("--show-judge", help="Show the judge's verdict and reason before the reviewer answers.")
+    ] = False,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--inputs", help="The conversations the rows were judged from, for the transcripts; repeatable."),
+    ] = None,
+    cache_dir: CacheDirOption = None,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="Queue this metric only; repeatable. [default: every one]")
+    ] = None,
+    sample_passing: Annotated[
+        float, typer.Option("--sample-passing", help="The share of passing conversations a queue takes.")
+    ] = 0.2,
+    seed: Annotated[int, typer.Option("--seed", help="The seed of --sample-passing, --recent and the order.")] = 0,
+    recent: Annotated[
+        int | None,
+        typer.Option(
+            "--recent", help="Queue instead N random conversations nobody has labelled, from the last --days."
+        ),
+    ] = None,
+    days: Annotated[int, typer.Option("--days", help="The days --recent looks back over.")] = 10,
+) -> None:
+    """Browse runs and label conversations in a local web app; answers go to the history."""
+    from flowrate.review.queue import QueueRule
+    from flowrate.review.server import ReviewOptions, serve
+
+    try:
+        if not 0 <= sample_passing <= 1:
+            raise ConfigError(f"--sample-passing {sample_passing}: a share between 0 and 1")
+        if recent is not None and recent < 1 or days < 0:
+            raise ConfigError("--recent takes a count of 1 or more, --days a number of days of 0 or more")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"--port {port}: not a port (0 to 65535)")
+        if reviewer is not None and not reviewer.strip():
+            raise ConfigError("--reviewer: an empty name")
+        missing = [name for name in paths or [] if not Path(name).is_file()]
+        if missing:
+            raise ConfigError(f"{missing[0]}: no such results file")
+        rule = QueueRule(sample_passing, seed, recent, days, tuple(metric or ()))
+        options = ReviewOptions(
+            results=[Path(name) for name in paths or []],
+            history=Path(history or DEFAULT_HISTORY),
+            reviewer=reviewer.strip() if reviewer else None,
+            port=port,
+            host=host,
+            allow_remote=allow_remote,
+            show_judge=show_judge,
+            inputs=list(inputs or []),
+            cache_dir=cache_dir,
+            rule=rule,
+        )
+        serve(options, say)
+    except FlowrateError as error:
+        raise fail(error) from None
+    except KeyboardInterrupt:
+        say("flowrate review: stopped")

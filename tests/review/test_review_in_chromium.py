@@ -1,0 +1,364 @@
+"""The review app in headless Chromium (Debian's, through playwright), over rows a real `flowrate
+eval` made against the scripted judge: labelling by keyboard in blind mode, answers in the
+history the moment they are given, two reviewers blind to each other, a row's exact prompt and
+reply, and hostile conversation text drawn as text."""
+
+import json
+import re
+
+import pytest
+
+from tests.helpers import CHROMIUM, long_conversation, turn_record, write_jsonl
+from tests.review.conftest import FAILING, HOSTILE, history_reviews
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)"
+)
+FLOW = "conversational_flow_rate"
+
+
+@pytest.fixture
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        yield launched
+        launched.close()
+
+
+def open_context(browser, review, errors):
+    """A browser context of its own (its own cookies), offline but for the review server."""
+    context = browser.new_context()
+    context.route(
+        "**/*", lambda route: route.continue_() if route.request.url.startswith(review.base) else route.abort()
+    )
+    page = context.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page.goto(review.url)  # the token once; a cookie from then on
+    return context, page
+
+
+def test_five_conversations_labelled_by_keyboard_in_blind_mode_are_in_the_history(
+    judged, start_review, browser, tmp_path
+):
+    results, _ = judged
+    history = tmp_path / "h.duckdb"
+    review = start_review(results, "--history", history, "--reviewer", "ann", "--sample-passing", "0")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    page.goto(review.base + f"/label/{FLOW}")
+    given = []
+    for n in range(FAILING):
+        assert page.locator("#position").inner_text().startswith(f"{n + 1} of {FAILING}")
+        assert page.locator("#verdict").count() == 0  # blind: nothing of the judge on the page
+        assert "reason" not in page.locator("main").inner_text() and page.locator(".issue").count() == 0
+        assert page.get_by_role("button", name="fully", exact=True).count() == 1
+        assert page.get_by_role("button", name="none", exact=True).count() == 1
+        key = str(n % 5 + 1)  # 1 fully, 2 mostly, ... as each button's shortcut shows
+        value = page.locator(f'#answers button[data-key="{key}"]').inner_text()
+        page.keyboard.press(key)
+        page.locator("#saved").filter(has_text=f"saved: {value}").wait_for()
+        given.append((page.locator("#conversation").inner_text(), value))
+        assert page.locator("#verdict").inner_text() == "minor"  # shown once answered
+        assert page.locator(".turn[data-turn='2'] .issue").count() == 1
+        if n < FAILING - 1:
+            with page.expect_navigation():
+                page.keyboard.press("j")
+    stored = history_reviews(history)  # in the file already, while the server runs
+    assert [(key, value) for key, _, _, value, _ in stored] == given
+    assert {(metric, reviewer, shown) for _, metric, reviewer, _, shown in stored} == {(FLOW, "ann", False)}
+    page.reload()
+    assert page.locator("#yours").inner_text() == f"your answer: {given[-1][1]}"
+    with page.expect_navigation():
+        page.keyboard.press("k")
+    assert page.locator("#position").inner_text().startswith(f"{FAILING - 1} of")
+    assert page.locator("#yours").inner_text() == f"your answer: {given[-2][1]}"
+    assert page.locator("#verdict").inner_text() == "minor"
+    assert page.locator("#answers button[aria-pressed='true']").inner_text() == given[-2][1]
+    page.keyboard.press("c")
+    page.keyboard.type("changed my mind")
+    page.keyboard.press("Escape")
+    page.keyboard.press("5")
+    page.locator("#saved").filter(has_text="saved: none").wait_for()
+    review.process.kill()  # nothing is kept in memory only
+    review.process.wait()
+    trail = history_reviews(history)
+    assert len(trail) == FAILING + 1 and trail[-1] == (given[-2][0], FLOW, "ann", "none", True)
+    import duckdb
+
+    with duckdb.connect(str(history), read_only=True) as connection:
+        comments = connection.execute("SELECT comment FROM reviews ORDER BY answered_at").fetchall()
+    assert comments == [(None,)] * FAILING + [("changed my mind",)]  # the earlier answer kept as it was
+    assert errors == []
+
+
+def test_two_reviewers_label_one_conversation_each_without_seeing_the_other(judged, start_review, browser, tmp_path):
+    results, _ = judged
+    history = tmp_path / "h.duckdb"
+    review = start_review(results, "--history", history, "--sample-passing", "0")
+    errors = []
+    pages = {}
+    for name, key, comment in (("Annika Q", "3", "a private note of Annika"), ("Bob Z", "5", "")):
+        _, page = open_context(browser, review, errors)
+        page.goto(review.base + f"/label/{FLOW}")
+        page.locator("#name").fill(name)
+        with page.expect_navigation():
+            page.locator("#name-form button").click()
+        assert page.locator("#reviewer").inner_text() == name
+        conversation = page.locator("#conversation").inner_text()
+        assert page.locator("#yours").inner_text() == ""  # the other's answer is nowhere
+        assert page.locator("#answers button[aria-pressed='true']").count() == 0
+        assert page.locator("#verdict").count() == 0  # nor the judge's, in blind mode
+        pages[name] = [page.content()]
+        page.locator("#comment").fill(comment)
+        page.locator("#comment").press("Escape")
+        page.keyboard.press(key)
+        page.locator("#saved").filter(has_text="saved:").wait_for()
+        page.reload()
+        assert page.locator("#answers button[aria-pressed='true']").inner_text() == {"3": "partial", "5": "none"}[key]
+        pages[name].append(page.content())
+        page.goto(review.base + f"/row?id={conversation}&metric={FLOW}")
+        pages[name].append(page.content())
+        page.goto(review.base + "/queues")
+        pages[name].append(page.content())
+    for content in pages["Bob Z"]:
+        assert "a private note of Annika" not in content and "Annika" not in content
+        assert "your answer: partial" not in content
+    assert "your answer: none" in pages["Bob Z"][1] and "your answer: partial" in pages["Annika Q"][1]
+    stored = history_reviews(history)
+    assert stored == [(conversation, FLOW, "Annika Q", "partial", False), (conversation, FLOW, "Bob Z", "none", False)]
+    assert errors == []
+
+
+@pytest.fixture
+def long_judged(scripted, run_flowrate, tmp_path):
+    """A long conversation whose middle is left out to fit --max-input-tokens, and a short one,
+    judged by `flowrate eval` (before the browser starts: both want the thread's event loop);
+    the request bodies the scripted judge received, by conversation."""
+    step = {"verdict": "partial", "reason": "loses the thread", "key_issues": ["turn 60: forgets the parcel"]}
+    scripted.script("MARK-TURN-60 ", step)
+    path = write_jsonl(tmp_path / "long.jsonl", [long_conversation(), turn_record("short", "hi", "hello")])
+    result = run_flowrate("eval", path, "--api-base", scripted.base_url, "--max-input-tokens", "4500", "-o", "r.jsonl")
+    assert result.returncode == 0, result.stderr  # partial (0.7) meets the threshold
+    return {
+        ("long" if "MARK-TURN-60 " in body["messages"][-1]["content"] else "short"): body for body in scripted.bodies
+    }
+
+
+def test_a_rows_detail_shows_the_exact_messages_sent_and_the_judges_raw_reply(
+    long_judged, start_review, browser, tmp_path
+):
+    """Each row's page shows the messages the scripted judge received, byte for byte (the long
+    one's middle left out, as sent), and the reply it sent."""
+    sent = long_judged
+    review = start_review(tmp_path / "r.jsonl", "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    for key in ("long", "short"):
+        page.goto(review.base + f"/row?id={key}&metric={FLOW}")
+        messages = page.locator("#request pre.message")
+        expected = sent[key]["messages"]
+        assert messages.count() == len(expected) > 1
+        for n, message in enumerate(expected):
+            assert messages.nth(n).evaluate("e => e.textContent") == message["content"]
+        reply = json.loads(page.locator("#replies pre.reply").first.evaluate("e => e.textContent"))
+        if key == "long":
+            assert "MARK-TURN-30 " not in expected[-1]["content"]  # the middle as sent: left out
+            assert reply["verdict"] == "partial" and reply["reason"] == "loses the thread"
+            assert page.locator(".turn[data-turn='60'] .issue").inner_text() == "turn 60: forgets the parcel"
+            assert page.locator(".turn").count() == 60  # the transcript is whole; the request shows what was sent
+        else:
+            assert reply["verdict"] == "fully"
+        assert page.locator("#verdict").inner_text() == reply["verdict"]
+        assert page.locator("#reason").inner_text() == reply["reason"]
+    assert errors == []
+
+
+def test_hostile_text_in_turns_reasons_and_issues_is_drawn_as_text(judged, start_review, browser, tmp_path):
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--show-judge")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    for address in (f"/row?id=c1&metric={FLOW}", f"/label/{FLOW}?at={_position_of(page, review, 'c1')}"):
+        page.goto(review.base + address)
+        assert page.title() in ("c1", f"label {FLOW}")
+        turn = page.locator(".turn[data-turn='1']")
+        assert turn.locator(".user").inner_text() == f"user: MARK-REVIEW-1 where is my parcel? {HOSTILE}"
+        assert turn.locator(".assistant").inner_text() == f"assistant: It left today. {HOSTILE}"
+        assert page.locator("#reason").inner_text() == f"reason 1: {HOSTILE}"
+        assert page.locator(".turn[data-turn='2'] .issue").inner_text() == f"turn 2: asks again 1 {HOSTILE}"
+        assert page.locator("main script").count() == 0 and page.locator("main a[href^='javascript']").count() == 0
+        assert page.locator("body > script").count() <= 2  # the page's own state and code only
+    assert errors == []
+
+
+def _position_of(page, review, conversation_id):
+    """Where a conversation sits in the flow metric's queue (the order is a seeded shuffle)."""
+    for n in range(1, 9):
+        page.goto(review.base + f"/label/{FLOW}?at={n}")
+        if page.locator("#conversation").inner_text() == conversation_id:
+            return n
+    raise AssertionError(f"{conversation_id} is not in the queue")
+
+
+def test_a_form_posted_from_another_origin_in_the_browser_stores_nothing(judged, start_review, browser, tmp_path):
+    """A page on another port of 127.0.0.1 (same site, so the browser sends the token's cookie)
+    posts a form whose text/plain body reads as the app's JSON: the guard refuses it."""
+    import http.server
+    import threading
+
+    results, _ = judged
+    history = tmp_path / "h.duckdb"
+    review = start_review(results, "--history", history, "--reviewer", "ann", "--sample-passing", "0")
+    name = '{"metric": "conversational_flow_rate", "id": "c0", "value": "none", "x": "'
+    attack = (
+        f'<form id="f" method="post" enctype="text/plain" action="{review.base}/api/answer">'
+        f"<input name='{name}' value='\"}}'></form><script>document.getElementById('f').submit()</script>"
+    ).encode()
+
+    class Hostile(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(attack)
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(review.url)  # the victim holds the cookie
+        with page.expect_response(f"{review.base}/api/answer") as posted:
+            page.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        assert posted.value.status == 403
+        assert "cross-site" in posted.value.text()
+    finally:
+        other.shutdown()
+    assert history_reviews(history) == []
+
+
+def test_the_top_issues_page_lists_the_failure_modes_each_example_linking_to_its_row(
+    judged, start_review, browser, tmp_path
+):
+    pytest.importorskip("sklearn", reason="top issues cluster with scikit-learn")
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    page.goto(review.base + "/top-issues")
+    modes = page.locator("section.mode")
+    assert modes.count() >= 2
+    assert re.search(r"\d+ conversations \(\d+%\)", modes.first.inner_text())
+    example = modes.first.locator("li").first
+    conversation, issue = example.inner_text().split(" ", 1)
+    with page.expect_navigation():
+        example.locator("a").click()
+    assert page.locator("h1").inner_text() == conversation
+    assert page.locator(".turn[data-turn='2'] .issue").inner_text() == issue  # pinned to its turn in the row
+    assert errors == []
+
+
+@pytest.fixture
+def two_runs(judged, scripted, run_flowrate, tmp_path):
+    """The eight conversations judged again (no cache): c6 now fails, c2 now passes."""
+    results, conversations = judged
+    scripted.reset()
+    for n in range(8):
+        verdict = "minor" if (n < 5 and n != 2) or n == 6 else "mostly"
+        scripted.script(f"MARK-REVIEW-{n}", {"verdict": verdict, "reason": f"again {n}", "key_issues": []})
+    again = run_flowrate(
+        "eval", conversations, "--api-base", scripted.base_url, "--no-cache", "-o", tmp_path / "again.jsonl"
+    )
+    assert again.returncode == 1, again.stderr
+    return results, tmp_path / "again.jsonl"
+
+
+def test_side_by_side_puts_two_runs_of_the_same_conversations_together_changed_verdicts_first(
+    two_runs, start_review, browser, tmp_path
+):
+    first, second = two_runs
+    review = start_review(first, second, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    page.locator("select[name=a]").select_option(label=str(first))
+    page.locator("select[name=b]").select_option(label=str(second))
+    with page.expect_navigation():
+        page.get_by_role("button", name="compare").click()
+    rows = page.locator("#pairs tbody tr")
+    cells = [rows.nth(n).locator("td").all_inner_texts() for n in range(rows.count())]
+    # changed verdicts first, the largest score change first; then the rest by id
+    assert [cell[0] for cell in cells] == ["c6", "c2", "c5", "c7", "c0", "c1", "c3", "c4"]
+    assert [(cell[2], cell[4]) for cell in cells[:4]] == [
+        ("fully", "minor"), ("minor", "mostly"), ("fully", "mostly"), ("fully", "mostly")
+    ]  # fmt: skip
+    assert [rows.nth(n).get_attribute("class") for n in range(8)] == ["changed"] * 4 + ["same"] * 4
+    assert "8 rows in both, 4 changed" in page.locator("main").inner_text()
+    assert errors == []
+
+
+def test_in_the_browser_no_token_is_refused_and_a_rebound_name_is_refused(judged, start_review, tmp_path):
+    """A browser without the token gets nothing; one sent to the server under another name (DNS
+    rebinding: Chromium told that evil.example is 127.0.0.1) is refused even with the token."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    port = review.base.rsplit(":", 1)[1]
+    with sync_api.sync_playwright() as playwright:
+        rebinding = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP evil.example 127.0.0.1"],
+        )
+        page = rebinding.new_context().new_page()
+        bare = page.goto(review.base + f"/row?id=c0&metric={FLOW}")
+        assert bare.status == 403 and "token is needed" in page.locator("body").inner_text()
+        rebound = page.goto(f"http://evil.example:{port}/?token={review.token}")
+        assert rebound.status == 403 and "Host" in page.locator("body").inner_text()
+        good = page.goto(review.url)
+        assert good.status == 200 and page.locator("section.run").count() == 1
+        rebinding.close()
+
+
+def test_the_agreement_page_reports_the_answers_given_against_the_judge_beside_the_base_rate(
+    judged, start_review, browser, tmp_path
+):
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--sample-passing", "0")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    page.goto(review.base + f"/label/{FLOW}")
+    for n in range(FAILING):  # the judge failed all five; people fail c0..c2 ("none") and pass c3, c4 ("fully")
+        key = "5" if page.locator("#conversation").inner_text() in {"c0", "c1", "c2"} else "1"
+        page.keyboard.press(key)
+        page.locator("#saved").filter(has_text="saved:").wait_for()
+        if n < FAILING - 1:
+            with page.expect_navigation():
+                page.keyboard.press("j")
+    page.goto(review.base + "/agreement")
+    figures = {
+        row.locator("th").inner_text(): row.locator("td").inner_text() for row in page.locator("table.figures tr").all()
+    }
+    assert figures["labelled conversations"] == "5"
+    assert figures["pass/fail agreement"].startswith("60.0%")  # 3 of 5: the judge failed the two people passed
+    assert figures["base rate (always fail)"].startswith("60.0%")  # people failed 3 of 5
+    assert figures["failing conversations the judge failed"].startswith("100.0%")
+    assert figures["passing conversations the judge passed"].startswith("0.0%")
+    worst = page.locator("ol.worst a")
+    # largest gap first: the two the judge failed and people passed (0.3 against 1.0), then minor against none
+    assert sorted(worst.all_inner_texts()[:2]) == ["c3", "c4"] and sorted(worst.all_inner_texts()[2:]) == [
+        "c0",
+        "c1",
+        "c2",
+    ]
+    with page.expect_navigation():
+        worst.first.click()
+    assert page.locator("#verdict").inner_text() == "minor"
+    assert errors == []
