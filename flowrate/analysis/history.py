@@ -3,7 +3,7 @@ that any DuckDB client can query with SQL. DuckDB is imported only here, only wh
 
 Tables (documented in the README):
 - `runs(run_id, started_at, finished_at, models, rubric_versions, metrics, rows, passed, failed, errors, cost_usd, source)`;
-- `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id)`,
+- `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id, key_issues, number_of_turns)`,
   one per (conversation_id, metric, model, rubric_version, evaluated_at): importing a row again adds nothing;
 - `labels(conversation_id, metric, score, labeled_at, labeler)`, each distinct label once;
 - `reviews(review_id, conversation_id, metric, reviewer, value, score, comment, answered_at, run_id, judge_shown)`,
@@ -29,7 +29,8 @@ from flowrate.results.files import read_rows
 COLUMNS = (
     "{id: 'VARCHAR', metric: 'VARCHAR', suite: 'VARCHAR', model: 'VARCHAR', rubric_version: 'VARCHAR',"
     " evaluated_at: 'VARCHAR', chat_date: 'VARCHAR', verdict: 'VARCHAR', rating: 'INTEGER', scale: 'INTEGER',"
-    " score: 'DOUBLE', threshold: 'DOUBLE', success: 'BOOLEAN', error: 'JSON', cost_usd: 'DOUBLE', weights: 'JSON'}"
+    " score: 'DOUBLE', threshold: 'DOUBLE', success: 'BOOLEAN', error: 'JSON', cost_usd: 'DOUBLE', weights: 'JSON',"
+    " key_issues: 'JSON', number_of_turns: 'INTEGER'}"
 )
 
 
@@ -99,7 +100,8 @@ def import_results(connection: Any, path: str | Path, started_at: datetime | Non
     connection.execute(
         f"""INSERT OR IGNORE INTO rows SELECT id, metric, suite, model, rubric_version,
         CAST(evaluated_at AS TIMESTAMPTZ) AT TIME ZONE 'UTC', TRY_CAST(chat_date AS DATE), verdict, rating, scale,
-        score, threshold, success, json_extract_string(error, '$.type'), cost_usd, CAST(weights AS VARCHAR), ?
+        score, threshold, success, json_extract_string(error, '$.type'), cost_usd, CAST(weights AS VARCHAR), ?,
+        CAST(key_issues AS VARCHAR), number_of_turns
         FROM read_json(?, format = 'newline_delimited', columns = {COLUMNS}, ignore_errors = true)""",
         [run_id, str(path)],
     )

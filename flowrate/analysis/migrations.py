@@ -100,3 +100,11 @@ def m002_reviews(connection: Any) -> None:
     updated, so a label changed later keeps its earlier value; a reviewer's current label for a
     conversation and metric is their latest answer (`flowrate.analysis.reviews`)."""
     connection.execute(REVIEWS)
+
+
+@migration
+def m003_rows_key_issues(connection: Any) -> None:
+    """`rows.key_issues` (the row's key issues, a JSON list) and `rows.number_of_turns`, which
+    `flowrate top-issues --history` groups and places; rows imported before have neither (NULL)."""
+    connection.execute("ALTER TABLE rows ADD COLUMN IF NOT EXISTS key_issues VARCHAR")
+    connection.execute("ALTER TABLE rows ADD COLUMN IF NOT EXISTS number_of_turns INTEGER")

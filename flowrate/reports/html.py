@@ -67,8 +67,37 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
     }
     data = data_script({"rows": rows, "transcripts": conversations})
     cards = "\n".join(_card(name, stats, book) for name, stats in summary.metrics.items())
-    body = f'<h1>flowrate report</h1>\n<section class="cards" id="totals">{cards}</section>\n{TABLE}\n{data}\n'
+    issues = top_issues_of(cases, transcripts)
+    body = (
+        f'<h1>flowrate report</h1>\n<section class="cards" id="totals">{cards}</section>\n{issues}\n{TABLE}\n{data}\n'
+    )
     return page("flowrate report", STYLE, body + SCRIPT)
+
+
+def top_issues_of(cases: list, transcripts: dict[str, ConversationalEvalTestCase]) -> str:
+    """The "Top issues" section for the rows listed (`flowrate.reports.top_issues`), each row's
+    number of turns taken from its transcript when there is one."""
+    from flowrate.analysis.top_issues import IssueRow, top_issues
+    from flowrate.reports.top_issues import top_issues_section
+
+    rows = [
+        IssueRow(
+            case.id,
+            case.metric,
+            case.score,
+            case.key_issues,
+            len(transcripts[case.id].turns) if case.id in transcripts else 0,
+        )
+        for case in cases
+    ]
+    return top_issues_section(top_issues(rows))
+
+
+def write_top_issues_page(path: str | Path, modes: list, top: int) -> None:
+    """A page with the "Top issues" section alone, its first `top` modes (`flowrate top-issues --html`)."""
+    from flowrate.reports.top_issues import top_issues_section
+
+    Path(path).write_text(page("flowrate top issues", STYLE, top_issues_section(modes, top)), encoding="utf-8")
 
 
 def write_html(
@@ -187,6 +216,8 @@ function show(id) {
 }
 document.querySelectorAll("#results th").forEach(th => th.addEventListener("click", () => {
   ascending = sortKey === th.dataset.key ? !ascending : true; sortKey = th.dataset.key; draw(); }));
+document.querySelectorAll("#top-issues a.example").forEach(a => a.addEventListener("click", event => {
+  event.preventDefault(); show(a.dataset.id); document.getElementById("transcript").scrollIntoView(); }));
 document.getElementById("filter").addEventListener("input", draw);
 document.getElementById("status").addEventListener("change", draw);
 draw();

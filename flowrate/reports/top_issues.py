@@ -1,0 +1,144 @@
+"""The failure modes of `flowrate top-issues` for their readers: a table on the terminal, a CSV
+file a spreadsheet opens safely, and a section of the HTML report. Presentation only: the modes
+come from `flowrate.analysis.top_issues`.
+
+Every text here is the judge's (labels, examples) or the input's (ids): the terminal gets it
+through `console.table_text` (one line, no markup, no control characters), the CSV through
+`labels.csv_cell` (no formula), the page as HTML-escaped text."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from flowrate.analysis.labels import csv_cell
+from flowrate.analysis.top_issues import FailureMode
+from flowrate.reports.console import shown, sparkline, table_text
+
+SHOWN_TOP = 10  # modes the terminal and the HTML section list
+CSV_COLUMNS = [
+    "rank",
+    "label",
+    "conversations",
+    "share",
+    "severity",
+    "metrics",
+    "typical_turn",
+    "position",
+    "growing",
+    "example_1_id",
+    "example_1_turn",
+    "example_1_text",
+    "example_2_id",
+    "example_2_turn",
+    "example_2_text",
+    "example_3_id",
+    "example_3_turn",
+    "example_3_text",
+    "ids",
+]
+
+
+def _where(mode: FailureMode) -> str:
+    if mode.typical_turn is None:
+        return mode.position or ""
+    return f"turn {mode.typical_turn}" + (f" ({mode.position})" if mode.position else "")
+
+
+def print_top_issues(console: Console, modes: list[FailureMode], total: int, top: int = SHOWN_TOP) -> None:
+    """The first `top` of `modes` (ranked), out of `total` conversations: a table of label,
+    conversations and share, severity, where it sits and, over several periods, a sparkline of
+    its share per period marked when growing; then each mode's metrics and examples."""
+    trend = any(len(mode.trend) > 1 for mode in modes)
+    table = Table(title=f"Top issues: {len(modes)} modes over {total} conversations", title_justify="left")
+    for column in ("#", "failure mode", "conversations", "severity", "where"):
+        table.add_column(column, overflow="fold")
+    if trend:
+        table.add_column("trend")
+    for rank, mode in enumerate(modes[:top], start=1):
+        cells = [str(rank), table_text(mode.label), f"{mode.conversations} ({mode.share:.1%})"]
+        cells += [f"{mode.severity:.1f}", _where(mode)]
+        if trend:
+            peak = max((point.share for point in mode.trend), default=0.0) or 1.0
+            line = sparkline([point.share / peak for point in mode.trend])
+            cells.append(line + (" growing" if mode.growing else ""))
+        table.add_row(*cells)
+    console.print(table)
+    for rank, mode in enumerate(modes[:top], start=1):
+        console.print(shown(f"{rank}. {mode.label} ({', '.join(mode.metrics)})"), markup=False, highlight=False)
+        for example in mode.examples:
+            console.print(shown(f"   {example.id}: {example.text}"), markup=False, highlight=False)
+    if len(modes) > top:
+        console.print(shown(f"... and {len(modes) - top} more modes (--top N, --json or --csv for all)"), markup=False)
+    if trend:
+        periods = [point.period for point in modes[0].trend]
+        console.print(
+            shown(f"trend: each mode's share of a period's conversations, {periods[0]} to {periods[-1]}"), markup=False
+        )
+
+
+def top_issues_csv(modes: list[FailureMode]) -> str:
+    """The modes as CSV (header `CSV_COLUMNS`), one line per mode, ranked; every text cell
+    through `csv_cell`, so no cell starts a formula; ids joined by spaces."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for rank, mode in enumerate(modes, start=1):
+        examples = []
+        for index in range(3):
+            example = mode.examples[index] if index < len(mode.examples) else None
+            examples += [csv_cell(example.id), example.turn, csv_cell(example.text)] if example else ["", "", ""]
+        writer.writerow(
+            [
+                rank,
+                csv_cell(mode.label),
+                mode.conversations,
+                mode.share,
+                mode.severity,
+                csv_cell(" ".join(mode.metrics)),
+                "" if mode.typical_turn is None else mode.typical_turn,
+                mode.position or "",
+                "yes" if mode.growing else ("no" if len(mode.trend) > 1 else ""),
+                *examples,
+                csv_cell(" ".join(mode.ids)),
+            ]
+        )
+    return buffer.getvalue()
+
+
+def top_issues_section(modes: list[FailureMode], top: int = SHOWN_TOP, note: str = "") -> str:
+    """The HTML report's "Top issues" section: the first `top` modes as a table, each example a
+    link to its conversation's row (`#row-ID`, which the page's script opens). Every text is
+    HTML-escaped here; `note` is flowrate's own words (trusted)."""
+    if not modes:
+        return '<section id="top-issues"><h2>Top issues</h2><p>No key issues in this run.</p></section>'
+    lines = []
+    for rank, mode in enumerate(modes[:top], start=1):
+        examples = "".join(
+            f'<li><a class="example" href="#" data-id="{html.escape(example.id)}">{html.escape(example.id)}</a>'
+            f"{'' if example.turn is None else f' (turn {example.turn})'}: {html.escape(example.text)}</li>"
+            for example in mode.examples
+        )
+        lines.append(
+            f'<tr class="mode"><td>{rank}</td><td class="label">{html.escape(mode.label)}</td>'
+            f"<td>{mode.conversations} ({mode.share:.1%})</td><td>{mode.severity:.1f}</td>"
+            f"<td>{html.escape(_where(mode))}</td><td>{html.escape(', '.join(mode.metrics))}</td>"
+            f"<td><ul>{examples}</ul></td></tr>"
+        )
+    more = (
+        f"<p>{len(modes) - top} more modes: <code>flowrate top-issues</code> lists them all.</p>"
+        if len(modes) > top
+        else ""
+    )
+    return (
+        '<section id="top-issues"><h2>Top issues</h2>'
+        f"<p>Key issues grouped into failure modes, ranked by severity, then conversations.{note}</p>"
+        "<table><thead><tr><th>#</th><th>failure mode</th><th>conversations</th><th>severity</th>"
+        "<th>where</th><th>metrics</th><th>examples</th></tr></thead><tbody>"
+        + "".join(lines)
+        + f"</tbody></table>{more}</section>"
+    )
