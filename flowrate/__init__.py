@@ -37,6 +37,13 @@ _WHERE = {
     "EvalSettings": "flowrate.settings.options",
     "RunListener": "flowrate.results.events",
     "load_rubric": "flowrate.rubric.model",
+    "JudgeRequest": "flowrate.metrics.step",
+    "Reply": "flowrate.metrics.step",
+    "StepResult": "flowrate.metrics.step",
+    "build_request": "flowrate.metrics.step",
+    "reply_from_answer": "flowrate.metrics.step",
+    "rows_from_reply": "flowrate.metrics.step",
+    "evaluate_dataset": "flowrate.api",
 }
 __all__ = [
     "ConversationalEvalTestCase",
@@ -62,10 +69,17 @@ __all__ = [
     "EvalSettings",
     "RunListener",
     "load_rubric",
+    "JudgeRequest",
+    "Reply",
+    "StepResult",
+    "build_request",
+    "reply_from_answer",
+    "rows_from_reply",
+    "evaluate_dataset",
 ]
 
 if TYPE_CHECKING:
-    from flowrate.api import Evaluation, evaluate_files, evaluate_files_async
+    from flowrate.api import Evaluation, evaluate_dataset, evaluate_files, evaluate_files_async
     from flowrate.errors import ExitCode, JudgeAccessError
     from flowrate.evaluation.engine import evaluate_conversations
     from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
@@ -78,6 +92,7 @@ if TYPE_CHECKING:
         RubricMetric,
         VirtualAgentSuite,
     )
+    from flowrate.metrics.step import JudgeRequest, Reply, StepResult, build_request, reply_from_answer, rows_from_reply
     from flowrate.results.events import RunListener
     from flowrate.results.rows import ConversationResult, EvaluationRow, MetricResult, Verdict
     from flowrate.rubric.model import Rubric, load_rubric

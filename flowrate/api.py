@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from flowrate.errors import ExitCode, FlowrateError, OutputError
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, OutputError
 from flowrate.evaluation.file_run import FileRun
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
@@ -91,12 +91,15 @@ async def evaluate_files_async(
     settings: EvalSettings,
     listeners: list[RunListener] | None = None,
     batch_command: dict | None = None,
+    ray_processor: Any = None,
 ) -> Evaluation:
     """`evaluate_files` for code that runs an event loop already: the same arguments, and a
-    late report or history failure always kept on the result as `late_error`."""
+    late report or history failure always kept on the result as `late_error`. `ray_processor`
+    replaces the HTTP processor of `--engine ray` (`ray_engine.vllm_processor`, say)."""
     from flowrate.evaluation.online import judge_online
     from flowrate.evaluation.provider_batch import judge_in_batches
 
+    check_engine(settings)
     run = FileRun(paths, settings)
     results = ResultsFile(settings.output, append=run.resuming)
     book = ReportBook() if settings.report_settings.wanted else None
@@ -104,6 +107,10 @@ async def evaluate_files_async(
     try:
         if settings.batch:
             summary = await judge_in_batches(run, listener, command=batch_command)
+        elif settings.engine == "ray":
+            from flowrate.evaluation.ray_engine import judge_on_ray
+
+            summary = await judge_on_ray(run, listener, ray_processor)
         else:
             summary = await judge_online(run, listener)
     finally:
@@ -112,6 +119,11 @@ async def evaluate_files_async(
     if summary.pipe_closed or (settings.batch and settings.batch_submit_only):
         return evaluation
     try:
+        if settings.output_parquet:
+            from flowrate.results.parquet import write_parquet
+
+            rows = write_parquet(settings.output, settings.output_parquet)
+            evaluation.reports.append(f"Parquet rows: {settings.output_parquet} ({rows} rows)")
         if book is not None:
             evaluation.reports = write_run_reports(paths, settings, book, summary)
         if settings.history:
@@ -119,6 +131,49 @@ async def evaluate_files_async(
     except FlowrateError as error:
         evaluation.late_error = error
     return evaluation
+
+
+def evaluate_dataset(
+    dataset: Any,
+    settings: EvalSettings,
+    listeners: list[RunListener] | None = None,
+    defer_late_errors: bool = False,
+    processor: Any = None,
+) -> Evaluation:
+    """`evaluate_files` on the conversations of a `ray.data.Dataset` (one per row, in the turn or
+    the OpenAI-messages shape, as a JSONL record has them; give each an `id`), judged on Ray Data
+    as `--engine ray` judges (`settings.engine` is set to "ray"): the same selection, cache, budget,
+    resume, gates, reports and history, and the same rows. The rows stream to the driver once,
+    into a JSONL file in a temporary directory, which the rows' `source` names (`dataset.jsonl`
+    and the row's line). `processor` replaces the HTTP processor: `ray_engine.vllm_processor(
+    settings.judge_settings, model_source, actors)` runs vLLM on the workers' GPUs."""
+    import tempfile
+
+    from flowrate.evaluation.ray_engine import stage_dataset
+
+    with tempfile.TemporaryDirectory(prefix="flowrate-dataset-") as directory:
+        staged = stage_dataset(dataset, Path(directory) / "dataset.jsonl")
+        ray_settings = settings.model_copy(update={"engine": "ray"})
+        evaluation = asyncio.run(evaluate_files_async([str(staged)], ray_settings, listeners, ray_processor=processor))
+    if evaluation.late_error is not None and not defer_late_errors:
+        raise evaluation.late_error
+    return evaluation
+
+
+def check_engine(settings: EvalSettings) -> None:
+    """The engine options make sense together, before anything is read: `--engine ray` is not
+    `--batch`, and `--output-parquet` needs `--output` to be a file it can be written from."""
+    from flowrate.errors import ConfigError
+    from flowrate.results.files import check_output_path
+
+    if settings.engine == "ray" and settings.batch:
+        raise ConfigError("--engine ray and --batch are two ways of sending the requests; choose one")
+    if settings.ray_address and settings.engine != "ray":
+        raise ConfigError("--ray-address is for --engine ray")
+    if settings.output_parquet:
+        if settings.output == "-":
+            raise ConfigError("--output-parquet needs --output to be a file")
+        check_output_path(settings.output_parquet, "--output-parquet")
 
 
 def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook, summary: RunSummary) -> list[str]:
@@ -342,3 +397,164 @@ def bench_judges(
         if report.interrupted:
             return report
     return report
+
+
+@dataclass
+class Alignment:
+    """What `align_rubric` did: the new rubric at `rubric_path`; the labelled conversations of
+    `metric` (`training` ids and `held_out` ids, disjoint), the disagreements among the training
+    ones (`corrections`) and those that became worked examples (`examples`); with a holdout, the
+    figures of the old rubric (`before`) and the new (`after`) on the held-out conversations, and
+    both runs (`runs`, old first)."""
+
+    rubric_path: str
+    metric: str
+    training: list[str]
+    held_out: list[str]
+    corrections: int
+    examples: list = field(default_factory=list)
+    before: object | None = None
+    after: object | None = None
+    runs: list[Evaluation] = field(default_factory=list)
+
+
+def align_rubric(
+    conversations: list[str],
+    rows: list,
+    labels: list,
+    metric: str,
+    output: str,
+    settings: EvalSettings | None = None,
+    rubric_path: str | None = None,
+    comments: dict[str, list[str]] | None = None,
+    holdout: float | None = None,
+    seed: int = 0,
+    budget_tokens: int | None = None,
+    max_examples: int | None = None,
+    work_dir: str = "flowrate-align",
+    evaluate: Callable[[list[str], EvalSettings], Evaluation] | None = None,
+) -> Alignment:
+    """`flowrate align`: a new rubric file at `output` whose worked examples add corrected cases
+    of `metric`, people's value and `comments` (by conversation id) as the reply.
+
+    `rows` are the judge's (the latest per conversation counts), `labels` people's, and
+    `conversations` the files holding the conversations' text. The base rubric is `rubric_path`,
+    else the packaged one rating `metric`. With `holdout` a fraction, labelled conversations are
+    split by a hash of their id seeded with `seed`; only the training part is learnt from, and the
+    held-out part is judged under `settings` with the old rubric, then the new (rows in
+    `work_dir`), through `evaluate` (default `evaluate_files`: the cache, limits and
+    `settings.max_cost`, which bounds both runs together, apply as in any run). The examples'
+    tokens stay within `budget_tokens`, their number within `max_examples`. Raises `ConfigError`
+    (exit 2) for fewer than `alignment.MIN_LABELS` labelled conversations, or nothing to learn."""
+    from flowrate.analysis import alignment
+    from flowrate.analysis.judge_report import judge_report, language_of
+    from flowrate.judge.model_map import count_tokens
+    from flowrate.rubric.model import load_rubric
+
+    rubric, data, criterion = alignment.base_rubric(metric, rubric_path)
+    judged = alignment.labelled(rows, labels, metric)
+    alignment.need_labels(len(judged), metric)
+    training, held = alignment.split(list(judged), holdout, seed)
+    if holdout and not held:
+        raise ConfigError(f"--holdout {holdout}: holds out none of the {len(judged)} labelled conversations")
+    found = alignment.read_conversations(conversations, set(judged))
+    languages = {key: language_of(case.metadata) for key, (case, _) in found.items()}
+    wrong = alignment.corrections(judged, training, criterion, comments, {k: v for k, v in languages.items() if v})
+    by_conversation: dict[str, dict] = {}
+    for row in rows:
+        by_conversation.setdefault(row.id, {})[row.metric] = row
+    candidates = []
+    for correction in wrong:
+        if correction.conversation_id in found:
+            case = found[correction.conversation_id][0]
+            example = alignment.example_of(
+                correction, case, rubric, by_conversation.get(correction.conversation_id, {})
+            )
+            if example is not None:
+                candidates.append((correction, example))
+    if not candidates:
+        raise ConfigError(
+            f"no labelled conversation of {metric} outside the holdout disagrees with the judge and has its text in"
+            f" {', '.join(conversations)}: nothing to correct"
+        )
+    chosen = alignment.choose(
+        candidates,
+        rubric,
+        criterion,
+        budget_tokens or alignment.DEFAULT_EXAMPLE_TOKENS,
+        max_examples or alignment.DEFAULT_MAX_EXAMPLES,
+        count_tokens,
+    )
+    if not chosen:
+        raise ConfigError(f"no corrected case fits the example budget of {budget_tokens} tokens; raise it")
+    try:
+        Path(output).write_text(alignment.aligned_rubric_text(data, rubric, chosen, metric), encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"--output {output}: cannot be written: {error.strerror}") from None
+    load_rubric(Path(output))  # the file written is a valid rubric, or a ConfigError names the field
+    result = Alignment(output, metric, training, held, len(wrong), [correction for correction, _ in chosen])
+    if not held:
+        return result
+    missing = [key for key in held if key not in found]
+    if missing:
+        raise ConfigError(
+            f"{len(missing)} held-out conversation(s) are not in {', '.join(conversations)} (first: {missing[0]})"
+        )
+    folder = Path(work_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    alignment.write_conversations(found, held, folder / "held_out.jsonl")
+    evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
+    given = (settings or EvalSettings()).model_dump(exclude_unset=True)
+    for name in ("metric", "rubric", "output", "resume", "retry_errors", "history", "html", "junit", "batch", "shard",
+                 "sample", "limit", "only", "exclude", "min_words", "output_parquet", "batch_export", "max_cost",
+                 "min_pass_rate", "min_mean_score", "max_failures", "gates"):  # fmt: skip
+        given.pop(name, None)
+    budget = (settings or EvalSettings()).max_cost
+    held_labels = [label for label in labels if label.metric == metric and label.conversation_id in held]
+    scale = [(str(value), criterion.scale.score(value)) for value in criterion.scale.values]
+    if criterion.scale.points is not None:
+        scale = [(f"{value}/{criterion.scale.points}", score) for value, score in scale]
+    for name, run_rubric in (("old", rubric_path), ("new", output)):
+        spent = sum(run.summary.run_cost_usd for run in result.runs)
+        chosen_rubric = {"rubric": run_rubric} if run_rubric else {"metric": [rubric.name]}
+        run_settings = EvalSettings(
+            **given,
+            **chosen_rubric,
+            output=str(folder / f"{name}.jsonl"),
+            max_cost=None if budget is None else max(budget - spent, 0.0),
+        )
+        run = evaluate([str(folder / "held_out.jsonl")], run_settings)
+        result.runs.append(run)
+        run_rows = list(read_rows(Path(run_settings.output))) if run.summary.rows_written else []
+        figures = judge_report(run_rows, held_labels, {metric: scale}).metrics.get(metric)
+        setattr(result, "before" if name == "old" else "after", figures)
+        if run.summary.interrupted:
+            break
+    return result
+
+
+def top_issues(
+    paths: list[str] | None = None,
+    history: str | None = None,
+    *,
+    by: str = "week",
+    date: str = "evaluated",
+    growth: float = 0.05,
+    metric: str | None = None,
+    name_with_judge: EvalSettings | None = None,
+) -> list:
+    """`flowrate top-issues`: the failure modes (`analysis.top_issues.FailureMode`) of the
+    results files `paths`, or else of the history file `history`, ranked by severity then
+    conversations, each with its trend per `by` period (day, week or month) of `date`
+    (evaluated or chat), flagged growing past `growth`; `metric` keeps one metric (or a suite).
+    With `name_with_judge`, the settings of a judge (model, api_base, max_cost, …) that names
+    and merges the modes in one call. For rows already in memory, `analysis.top_issues.top_issues(rows)`."""
+    from flowrate.analysis.top_issues import load_top_issues
+
+    run = load_top_issues(paths, history, by, date, growth, metric)
+    modes = run.modes()
+    if name_with_judge is None:
+        return modes
+    from flowrate.analysis.mode_naming import name_top_issues
+
+    return name_top_issues(run, modes, name_with_judge)[0]

@@ -22,6 +22,7 @@ STAGES = [
     "evaluation",
     "analysis",
     "reports",
+    "review",
     "api",
     "cli",
 ]

@@ -9,8 +9,11 @@ judging engine, LiteLLM or rich.
 from flowrate.cli import evaluate  # noqa: F401, I001
 from flowrate.cli import tools  # noqa: F401
 from flowrate.cli import analysis  # noqa: F401
+from flowrate.cli import align  # noqa: F401
 from flowrate.cli import batch  # noqa: F401
 from flowrate.cli import bench  # noqa: F401
+from flowrate.cli import top_issues  # noqa: F401
+from flowrate.cli import review  # noqa: F401
 from flowrate.cli.app import app
 from flowrate.cli.entry import main
 

@@ -115,6 +115,32 @@ TransportOption = Annotated[
         " [default: auto]",
     ),
 ]
+EngineOption = Annotated[
+    str | None,
+    option(
+        "--engine",
+        env="FLOWRATE_ENGINE",
+        help="What sends the requests: local (flowrate's own scheduler, in this process) or ray (a Ray Data"
+        " processor on a Ray cluster; pip install 'flowrate[ray]'). [default: local]",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    option(
+        "--ray-address",
+        env="FLOWRATE_RAY_ADDRESS",
+        help="The Ray cluster --engine ray joins (ray://HOST:10001, or HOST:6379 on the cluster)."
+        " [default: RAY_ADDRESS, else a local cluster for the run]",
+    ),
+]
+OutputParquetOption = Annotated[
+    str | None,
+    option(
+        "--output-parquet",
+        env="FLOWRATE_OUTPUT_PARQUET",
+        help="Also write the rows as a Parquet file here once the run is over (the JSONL output stays the record).",
+    ),
+]
 ThresholdOption = Annotated[
     float | None,
     option(

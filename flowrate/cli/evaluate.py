@@ -18,6 +18,7 @@ from flowrate.cli.common import (
     ConcurrencyOption,
     ConfigOption,
     CutLogsOption,
+    EngineOption,
     ExcludeOption,
     HistoryOption,
     LanguageOption,
@@ -34,7 +35,9 @@ from flowrate.cli.common import (
     NoCacheOption,
     OnlyOption,
     OutputOption,
+    OutputParquetOption,
     Paths,
+    RayAddressOption,
     RpmOption,
     RubricOption,
     SampleOption,
@@ -188,6 +191,9 @@ def eval_command(
             "--batch-export", env="FLOWRATE_BATCH_EXPORT", help="Only write the OpenAI-format batch request file here."
         ),
     ] = None,
+    engine: EngineOption = None,
+    ray_address: RayAddressOption = None,
+    output_parquet: OutputParquetOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""

@@ -161,6 +161,7 @@ class FileRun:
     def items(self, listener: RunListener | None = None) -> Iterator[tuple[ConversationalEvalTestCase, Source]]:
         """The selected conversations, in input order; the listener hears each one left out."""
         selection = self.selection.fresh()
+        self.inputs.push_down(selection)
         for record in iter_cases(self.inputs):
             if selection.choose(record.case):  # type: ignore[arg-type]
                 yield record.case, record.source  # type: ignore[misc]

@@ -7,6 +7,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -14,7 +15,14 @@ from flowrate.errors import InputError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.inputs.formats import BOM, READERS, Record
 
-INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+INPUT_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".parquet": "parquet",
+}
 STDIN = "-"
 
 
@@ -30,6 +38,7 @@ class InputSet:
     def __init__(self, paths: list[str], output: str | None = None):
         self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
         self.notices: list[str] = []
+        self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
         self._spool: tempfile.TemporaryDirectory | None = None
         problems: list[str] = []
         target = _resolved(output) if output and output != STDIN else None
@@ -66,13 +75,13 @@ class InputSet:
             if path.is_dir():
                 found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
                 if not found:
-                    problems.append(f"{given}: no .jsonl, .json, .yaml or .yml files in this directory")
+                    problems.append(f"{given}: no .jsonl, .json, .yaml, .yml or .parquet files in this directory")
                 for item in found:
                     add(item, str(item), item.relative_to(path).as_posix(), named=False)
             elif not path.exists():
                 problems.append(f"{given}: no such file or directory")
             elif path.suffix.lower() not in INPUT_SUFFIXES:
-                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml or .yml)")
+                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml or .parquet)")
             else:
                 add(path, given, path.name, named=True)
         if problems:
@@ -87,11 +96,22 @@ class InputSet:
             shutil.copyfileobj(sys.stdin.buffer, out)
         return target
 
+    def push_down(self, selection: Any) -> None:
+        """Let the next pass over a Parquet file skip in its query what `selection` (a
+        `selection.Selection`, counting what it leaves out) cannot choose; None: read every row."""
+        self.pushdown = selection
+
     def records(self) -> Iterator[Record]:
-        """Every record of every file, in order, valid or not."""
+        """Every record of every file, in order, valid or not (of a Parquet file, those the
+        pushed-down selection may choose)."""
         for path, shown, id_base in self.files:
             kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
             try:
+                if kind == "parquet":
+                    from flowrate.inputs.parquet import read_parquet
+
+                    yield from read_parquet(path, shown, id_base, self.pushdown)
+                    continue
                 yield from READERS[kind](path, shown, id_base)
             except OSError as error:
                 yield Record(
@@ -124,7 +144,12 @@ def _is_empty(path: Path) -> bool:
 
 
 def looks_like_results(path: Path) -> bool:
-    """True when the first record of a JSONL file is a flowrate results row, not a conversation."""
+    """True when the first record of a JSONL file (or a Parquet file's columns) is a flowrate
+    results row, not a conversation."""
+    if INPUT_SUFFIXES.get(path.suffix.lower()) == "parquet":
+        from flowrate.inputs.parquet import looks_like_results_parquet
+
+        return looks_like_results_parquet(path)
     if INPUT_SUFFIXES.get(path.suffix.lower()) != "jsonl":
         return False
     try:

@@ -242,9 +242,10 @@ READERS = {"jsonl": _read_jsonl, "json": _read_json, "yaml": _read_yaml}
 
 
 # -- one record ------------------------------------------------------------------
-def parse_record(raw: Any, source: Source, default_id: str) -> Record:
-    """Validate one decoded record and turn it into a conversation."""
-    where = _where(source)
+def parse_record(raw: Any, source: Source, default_id: str, where: str | None = None) -> Record:
+    """Validate one decoded record and turn it into a conversation; its problems start with
+    `where` (default: the file and line or index of `source`)."""
+    where = where or _where(source)
     if not isinstance(raw, dict):
         return Record(
             source=source,

@@ -68,6 +68,11 @@ class Selection:
         self.last_reason: str | None = None  # why the last conversation was not chosen
         self._taken = 0
 
+    @property
+    def full(self) -> bool:
+        """The selection has taken its `limit`: no conversation after this one is chosen."""
+        return self.limit is not None and self._taken >= self.limit
+
     def fresh(self) -> Selection:
         """The same selection, with its counts and its limit reset, for another pass."""
         again = copy.copy(self)
@@ -124,6 +129,7 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
     report = ScanReport(files=len(inputs.files))
     seen: dict[str, str] = {}
     selection = selection or Selection()
+    inputs.push_down(selection)  # a Parquet file's query skips what the selection cannot choose
     for record in with_duplicates_marked(inputs.records(), seen):
         if record.problems:
             report.invalid_sources.add(str(record.source))

@@ -86,6 +86,27 @@ def provider_of(litellm_model: str) -> str:
     return provider if sep else "openai"
 
 
+def chat_body(
+    model: str,
+    messages: list[dict[str, str]],
+    n: int,
+    response_format: dict[str, Any] | None,
+    temperature: float,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """The body of one OpenAI chat-completions request, as every path sends it: the direct
+    transport, a provider batch's line and an engine's request (`metrics.step`). `response_format`
+    is already in the form the server takes; `n` and `max_tokens` are left out when 1 or None."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
+    if n > 1:
+        body["n"] = n
+    if response_format:
+        body["response_format"] = response_format
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    return body
+
+
 # -- what a backend returns ------------------------------------------------------
 @dataclass
 class Completion:

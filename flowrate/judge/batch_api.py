@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
+from flowrate.judge.backend import chat_body
 from flowrate.judge.direct import openai_endpoint, server_message
 from flowrate.judge.retry import SECRET_NAME, one_line, redact_secrets
 
@@ -110,13 +111,7 @@ def request_line(
     """One line of an OpenAI batch input file: request `cid` of `model` with `messages`, asking
     for `n` replies in `response_format` at `temperature`, each bounded by `max_tokens` (None:
     unbounded), as the same request online would."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
-    if n > 1:
-        body["n"] = n
-    if response_format:
-        body["response_format"] = response_format
-    if max_tokens:
-        body["max_tokens"] = max_tokens
+    body = chat_body(model, messages, n, response_format, temperature, max_tokens)
     return orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}) + b"\n"
 
 

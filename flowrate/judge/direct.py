@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flowrate.judge.backend import Completion, Usage, litellm_model_name, provider_of
+from flowrate.judge.backend import Completion, Usage, chat_body, litellm_model_name, provider_of
 from flowrate.judge.litellm_backend import LiteLLMBackend
 from flowrate.judge.model_map import count_tokens, model_facts, price_usd
 from flowrate.judge.retry import CONTEXT_TEXT
@@ -219,14 +219,8 @@ class DirectBackend(LiteLLMBackend):
     ) -> Completion:
         import aiohttp
 
-        body: dict[str, Any] = {"model": self.batch_model, "messages": messages, "temperature": temperature}
-        if n > 1:
-            body["n"] = n
-        if max_tokens:
-            body["max_tokens"] = max_tokens
         form, sent_format = self.request_format(response_format, max_tokens)
-        if sent_format is not None:
-            body["response_format"] = sent_format
+        body = chat_body(self.batch_model, messages, n, sent_format, temperature, max_tokens)
         url, headers = self._endpoint
         try:
             async with session().post(
@@ -247,9 +241,18 @@ def _completion(payload: bytes, form: str | None, facts: dict[str, Any] | None) 
     """A chat-completions answer as a `Completion`, priced by the model map."""
     try:
         answer = orjson.loads(payload)
-        choices = answer["choices"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        raise InternalServerError(f"the judge's answer is not a chat completion: {payload[:200]!r}", 500) from None
+    except orjson.JSONDecodeError:
+        answer = None
+    return completion_of(answer, form, facts, payload)
+
+
+def completion_of(answer: Any, form: str | None, facts: dict[str, Any] | None, payload: Any = None) -> Completion:
+    """A decoded chat-completions answer as a `Completion`, priced by the model map (`model_facts`);
+    raises `InternalServerError` for anything else (`payload`: what to quote, default the answer)."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list):
+        quoted = payload[:200] if payload is not None else str(answer)[:200]
+        raise InternalServerError(f"the judge's answer is not a chat completion: {quoted!r}", 500)
     usage = answer.get("usage") or {}
     tokens = Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0)
     return Completion(

@@ -9,17 +9,8 @@ from flowrate.judge.backend import Completion, Usage
 from flowrate.judge.limits import CallGate
 from flowrate.judge.retry import CallStats, complete_with_retries, is_n_refusal
 from flowrate.metrics.planning import JudgePlan
-from flowrate.scores.reading import (
-    REPLY_EXCERPT_CHARS,
-    CopiedExample,
-    Judgement,
-    Reading,
-    ReplyCut,
-    UnparsableReply,
-    copied_example,
-    judgement_text,
-    read_reply,
-)
+from flowrate.metrics.step import first_look, second_look
+from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
 
 
@@ -69,54 +60,14 @@ class Asking:
         return [await self._usable(plan, text, cut, call) for text, cut in replies]
 
     async def _usable(self, plan: JudgePlan, text: str, cut: bool, call) -> Judgement:
-        """The judgement in one reply, re-asking once when it is unusable. The re-ask says what was
-        wrong; when only some criteria of a suite were, it asks for those alone and keeps the rest.
-        Raises `UnparsableReply`, `CopiedExample` or `ReplyCut` (with both replies) when the
-        re-ask's reply is unusable too."""
-        reading = read_reply(text, self.rubric)
-        problem = self._problem(reading, cut)
-        if problem is None:
-            return Judgement(reading.ratings, text, repaired=reading.repaired, cut=cut)
-        _, why, only = problem
-        retry = await call(corrective_messages(plan.messages, text, why, self.rubric, only), 1)
-        again = read_reply(retry.texts[0], self.rubric, only)
-        still = self._problem(again, retry.cut(0), only)
-        if still is not None:
-            kind, wrong, _ = still
-            replies = f"{excerpt(text)}\n--- the reply to the re-ask ---\n{excerpt(retry.texts[0])}"
-            said = f"{wrong} (and again after a re-ask)" if wrong == why else f"{wrong} (asked again after: {why})"
-            raise kind(said, replies)
-        if not only:
-            return Judgement(again.ratings, retry.texts[0], again.repaired, why, retry.cut(0))
-        ratings = {c.name: (again.ratings.get(c.name) or reading.ratings[c.name]) for c in self.rubric.criteria}
-        return Judgement(
-            ratings, judgement_text(ratings, self.rubric), reading.repaired or again.repaired, why, cut or retry.cut(0)
-        )
-
-    def _problem(
-        self, reading: Reading, cut: bool, only: list[str] | None = None
-    ) -> tuple[type, str, list[str] | None] | None:
-        """What makes a reply unusable: its kind, what to tell the judge, and the criteria to ask
-        again for (None: the whole reply). None for a usable reply."""
-        if reading.usable:
-            copied = copied_example(reading, self.rubric)
-            return (CopiedExample, copied, None) if copied else None
-        if cut:
-            return (
-                ReplyCut,
-                f"it stopped at its limit of {self._reply_limit} tokens before the JSON object was complete;"
-                " keep the reason to a few sentences and list only the most serious key issues",
-                None,
-            )
-        if reading.problem is None and self.rubric.is_suite and reading.ratings and only is None:
-            return UnparsableReply, reading.describe(), list(reading.problems)
-        return UnparsableReply, reading.describe(), None
-
-
-def excerpt(text: str) -> str:
-    """An unusable reply as kept on its error row: the first half of `REPLY_EXCERPT_CHARS`."""
-    limit = REPLY_EXCERPT_CHARS // 2
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        """The judgement in one reply, re-asking once when it is unusable, by the step API's rules
+        (`step.first_look`, `step.second_look`): the re-ask says what was wrong; when only some
+        criteria of a suite were, it asks for those alone and keeps the rest."""
+        look = first_look(self, text, cut)
+        if look.judgement is not None:
+            return look.judgement
+        retry = await call(corrective_messages(plan.messages, text, look.why, self.rubric, look.only), 1)
+        return second_look(self, text, cut, look, retry.texts[0], retry.cut(0))
 
 
 class Spend:

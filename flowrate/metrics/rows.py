@@ -43,19 +43,22 @@ class RowMaking:
         )
 
     def _new_rows(
-        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan
+        self, case: ConversationalEvalTestCase, source: Source | None, truncated: bool
     ) -> list[EvaluationRow]:
+        """A row per name in `row_names`, before any judgement (`truncated`: the prompt left turns out)."""
         rows = [self.new_row(case, source, name) for name in self.row_names]
         for row in rows:
-            row.truncated = plan.truncated
+            row.truncated = truncated
             row.samples = self.samples
         return rows
 
     def _remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
-        """Put a judge's usable replies in the cache, under the form the schema was sent in."""
+        """Put a judge's usable replies in the cache, under the form the schema was sent in, with
+        the messages they answer (`flowrate review` shows a row's exact request)."""
         if self.cache is not None:
             key = next((key for key, planned in plan.keys if planned == form), None)
-            self.cache.put(key or self._cache_key(plan.messages, form), self.model, self.rubric.version, texts)
+            key = key or self._cache_key(plan.messages, form)
+            self.cache.put(key, self.model, self.rubric.version, texts, plan.messages, plan.case.id)
 
     def rows_from_replies(
         self,
@@ -72,7 +75,7 @@ class RowMaking:
         judgements = [parse_reply(text, self.rubric) for text in texts]
         form = "json_schema" if self._response_format else None  # a batch line carries OpenAI's form
         self._remember(plan, texts, form)
-        rows = self._new_rows(case, source, plan)
+        rows = self._new_rows(case, source, plan.truncated)
         self._fill(rows, judgements)
         for row in rows:
             row.batch = True

@@ -10,7 +10,6 @@ counts the spend, and turns the judgement into one row per criterion of the rubr
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,15 @@ from flowrate.errors import JudgeAccessError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate, RunStopped
-from flowrate.judge.retry import RetryPolicy, error_message, told_window
+from flowrate.judge.retry import RetryPolicy, told_window
 from flowrate.judge.transports import make_backend
 from flowrate.metrics.asking import Asking, Spend
-from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, SAMPLING_TEMPERATURE, TEMPERATURE, JudgePlan, Planning
-from flowrate.metrics.rows import RowMaking, charge
-from flowrate.results.rows import ErrorInfo, EvaluationRow
+from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, JudgePlan, Planning
+from flowrate.metrics.rows import RowMaking
+from flowrate.metrics.step import cached_judgements, settle_rows
+from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
-from flowrate.scores.reading import (
-    parse_reply,
-)
+from flowrate.scores.reading import Judgement
 
 
 class RubricMetric(RowMaking, Planning, Asking):
@@ -131,18 +129,17 @@ class RubricMetric(RowMaking, Planning, Asking):
         plan = plan or self.plan(case)
         if plan.cached_texts is None and plan.window != self._window:  # planned before the server named its window
             plan = self.plan(case)
-        rows = self._new_rows(case, source, plan)
+        truncated = plan.truncated
         spent = Spend()
         cached = plan.cached_texts is not None
+        outcome: list[Judgement] | Exception
         try:
             if cached:
-                judgements = [parse_reply(text, self.rubric) for text in plan.cached_texts]  # type: ignore[union-attr]
-                for judgement in judgements:
-                    judgement.repaired = False  # no reply was read this run
+                outcome = cached_judgements(self, plan.cached_texts)  # type: ignore[arg-type]
                 spent.response_format = plan.cached_form
             else:
                 try:
-                    judgements = await self._judge(plan, spent, gate)
+                    outcome = await self._judge(plan, spent, gate)
                 except Exception as error:
                     told = told_window(error)
                     if told is None:
@@ -152,30 +149,26 @@ class RubricMetric(RowMaking, Planning, Asking):
                     if refitted.messages == plan.messages:
                         raise
                     plan = refitted  # once: planned for the window the server named
-                    rows = self._new_rows(case, source, plan)
-                    judgements = await self._judge(plan, spent, gate)
-                if not any(judgement.cut for judgement in judgements):  # a cut judgement may be missing issues
-                    self._remember(plan, [judgement.text for judgement in judgements], spent.response_format)
+                    truncated = plan.truncated
+                    outcome = await self._judge(plan, spent, gate)
+                if not any(judgement.cut for judgement in outcome):  # a cut judgement may be missing issues
+                    self._remember(plan, [judgement.text for judgement in outcome], spent.response_format)
         except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
-            message = error_message(error, ERROR_MESSAGE_LIMIT)
-            reply = getattr(error, "reply", None)
-            for row in rows:
-                row.error = ErrorInfo(type=type(error).__name__, message=message)
-                row.raw_reply = reply
-        else:
-            self._fill(rows, judgements)
-        now = datetime.now(UTC)  # when the verdict (or the error) arrived
-        for row in rows:
-            row.evaluated_at = now
-            row.cached = cached
-            row.response_format = spent.response_format
-        first = charge(rows, spent.usage, spent.cost_usd if spent.calls or cached else None)
-        first.attempts = spent.stats.attempts
-        first.latency_s = round(spent.stats.latency_s, 3)
-        first.wait_s = round(spent.stats.wait_s, 3)
-        return rows
+            outcome = error
+        return settle_rows(
+            self,
+            self._new_rows(case, source, truncated),
+            outcome,
+            cached=cached,
+            response_format=spent.response_format,
+            usage=spent.usage,
+            cost_usd=spent.cost_usd if spent.calls or cached else None,
+            attempts=spent.stats.attempts,
+            latency_s=spent.stats.latency_s,
+            wait_s=spent.stats.wait_s,
+        )
 
 
 class ConversationalFlowRateMetric(RubricMetric):

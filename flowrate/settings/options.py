@@ -97,6 +97,9 @@ class EvalSettings(BaseModel):
     history: str | None = None
     html: str | None = None
     github: bool = False
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    output_parquet: str | None = None
 
     @field_validator("gates")
     @classmethod
@@ -181,6 +184,10 @@ class EvalSettings(BaseModel):
     @property
     def batch_settings(self) -> BatchSettings:
         return BatchSettings.of(self)
+
+    @property
+    def engine_settings(self) -> EngineSettings:
+        return EngineSettings.of(self)
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
@@ -292,11 +299,12 @@ class OutputSettings:
     resume: bool
     retry_errors: bool
     verbose: bool
+    parquet: str | None = None  #: the rows written again as a Parquet file once the run is over
 
     @classmethod
     def of(cls, settings: EvalSettings) -> OutputSettings:
         """This group of `settings`."""
-        return cls(settings.output, settings.resume, settings.retry_errors, settings.verbose)
+        return cls(settings.output, settings.resume, settings.retry_errors, settings.verbose, settings.output_parquet)
 
 
 @dataclass(frozen=True)
@@ -354,6 +362,20 @@ class BatchSettings:
             settings.batch_no_fallback,
             settings.batch_export,
         )
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What sends the requests: flowrate's own scheduler in this process ("local"), or a Ray Data
+    processor on a Ray cluster ("ray", at `ray_address`; None: RAY_ADDRESS, else a local one)."""
+
+    engine: str
+    ray_address: str | None
+
+    @classmethod
+    def of(cls, settings: EvalSettings) -> EngineSettings:
+        """This group of `settings`."""
+        return cls(settings.engine, settings.ray_address)
 
 
 def load_config(path: Path | None) -> dict[str, Any]:

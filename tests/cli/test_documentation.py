@@ -11,7 +11,8 @@ def test_readme_documents_every_option_and_exit_code(run_flowrate):
     commands = [
         ["eval"], ["validate"], ["agreement"], ["merge"], ["report"], ["compare"], ["metrics"], ["calibrate"],
         ["trends"], ["labels", "template"], ["labels", "import"], ["history", "import"], ["cache", "stats"],
-        ["batch", "status"], ["batch", "collect"], ["batch", "cancel"], ["batch", "import-results"], ["judge-bench"],
+        ["batch", "status"], ["batch", "collect"], ["batch", "cancel"], ["batch", "import-results"], ["judge-bench"], ["align"],
+        ["review"], ["top-issues"],
     ]  # fmt: skip
     for command in commands:
         help_text = run_flowrate(*command, "--help", env=dict(os.environ, COLUMNS="200")).stdout

@@ -203,7 +203,7 @@ def test_missing_path_and_unknown_type(tmp_path):
         InputSet([str(tmp_path / "nope.jsonl"), str(tmp_path / "notes.txt")])
     assert caught.value.problems == [
         f"{tmp_path / 'nope.jsonl'}: no such file or directory",
-        f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml or .yml)",
+        f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml, .yml or .parquet)",
     ]
 
 

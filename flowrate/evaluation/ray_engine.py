@@ -1,0 +1,492 @@
+"""Judging on Ray Data (`flowrate eval --engine ray`): the requests go through a `ray.data.llm`
+processor, flowrate's request builder (`metrics.step.build_request`) as its preprocess and its
+reply parser (`metrics.step.rows_from_reply`) as its postprocess, so the rows are the ones
+`flowrate eval` writes.
+
+The driver (this process) does what needs one place: the selection, the rows a resumed output
+holds, the response cache (asked before anything is sent; the replies put in it as they come),
+the `--max-cost` budget (each conversation's estimate reserved before it is sent) and the rows
+written as they arrive. The processor sends; what it cannot do is done in further rounds, each a
+dataset of its own: the re-asks `flowrate eval` would make, and the requests whose answer was an
+error the processor does not retry (its HTTP stage retries 429, 408, 502, 503 and 504 itself;
+a 500 comes back as the answer), up to `--max-retries` rounds.
+
+Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowrate.errors import ConfigError
+from flowrate.evaluation.engine import CostBudget, _Tally
+from flowrate.evaluation.file_run import FileRun
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.retry import error_message
+from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
+from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply, settle_rows
+from flowrate.results.events import RunListener
+from flowrate.results.gates import apply_gates
+from flowrate.results.rows import EvaluationRow
+from flowrate.results.summary import RunSummary
+from flowrate.settings.options import JudgeSettings
+
+RAY_EXTRA = "pip install 'flowrate[ray]'"
+BATCH_SIZE = 16  # rows a vLLM actor takes at a time
+# The HTTP stage sends a batch's requests one after another (aiohttp starts a request when it is
+# awaited), so the calls in flight are the blocks its actors work on at once: `--concurrency`
+# blocks, each actor taking its share of them concurrently (Ray Core's `max_concurrency`).
+# Measured on 2 cores, 200 requests at 0.2 s, 2 actors: one call in flight with Ray's defaults
+# (42.9 s); 8 blocks at once: 8 in flight (13.1 s); 13: 13 (7.1 s). More blocks than calls in
+# flight cost more than they give: bench/ray.py, 1,000 at 0.2 s, -j 50: 4 blocks per call in
+# flight 58.2 s, 1 block per call 25.5 s (each block is a task of Ray's, tens of ms on 2 cores).
+HTTP_BATCH = 4  # rows of an HTTP stage's batch
+BLOCKS_PER_CALL_IN_FLIGHT = 1
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}  # as flowrate's own retry policy retries them
+
+
+def require_ray() -> Any:
+    """`ray` with Ray Data and `ray.data.llm`, or a `ConfigError` saying how to install them."""
+    try:
+        import ray
+        import ray.data.llm  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(f"--engine ray needs Ray Data ({error}); install it with: {RAY_EXTRA}") from None
+    return ray
+
+
+def connect(address: str | None) -> Any:
+    """Join the Ray cluster at `address` (None: `RAY_ADDRESS`, else a local cluster started for
+    the run), unless this process has joined one already; Ray's own logs kept off the terminal."""
+    import logging
+
+    ray = require_ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            where = address or os.environ.get("RAY_ADDRESS") or "a local cluster"
+            raise ConfigError(
+                f"--ray-address {where}: cannot join the Ray cluster ({error}); a cluster with token"
+                " authentication (Ray's default) also needs RAY_AUTH_MODE=token and its token here"
+            ) from None
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # a failed dataset is told by flowrate, once
+    return ray
+
+
+# -- what runs on the workers ------------------------------------------------------------------
+_WORKER_METRICS: dict[str, dict[str, Any]] = {}  # a worker's metrics, by the judge settings they were built from
+
+
+def worker_metric(judge: JudgeSettings, name: str) -> Any:
+    """The metric `name` of `judge`, built once per worker process (no cache: the driver has it)."""
+    from flowrate.metrics.catalog import build_metrics
+
+    key = repr(judge)
+    if key not in _WORKER_METRICS:
+        _WORKER_METRICS[key] = {metric.name: metric for metric in build_metrics(judge, None)}
+    return _WORKER_METRICS[key][name]
+
+
+def preprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
+    """The processor's preprocess: flowrate's request builder, for the conversation in `row`
+    (a re-ask or a retry carries its request made already)."""
+    request = row["request"]
+    if not request:
+        metric = worker_metric(judge, row["metric"])
+        case = ConversationalEvalTestCase.model_validate_json(row["case"])
+        request = orjson.dumps(build_request(metric, case, lookup=False).to_dict()).decode()
+    return {**row, "request": request, "payload": orjson.loads(request)["body"]}
+
+
+def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
+    """The processor's postprocess: flowrate's reply parser, turning the answer into the rows
+    `flowrate eval` writes (a re-ask's answer goes back as it came, for the driver to finish)."""
+    answer = plain(row.get("http_response"))
+    out = {name: row[name] for name in ROW_COLUMNS}
+    out.update(rows="", reasks="", cache_texts="", answer=orjson.dumps(answer).decode(), failure="")
+    failure = answer_error(answer)
+    if failure is not None:
+        out["failure"] = orjson.dumps(failure).decode()
+        return out
+    if row["kind"] == "reask":
+        return out
+    metric = worker_metric(judge, row["metric"])
+    request = JudgeRequest.from_dict(orjson.loads(row["request"]))
+    case = ConversationalEvalTestCase.model_validate_json(row["case"])
+    source = Source.model_validate_json(row["source"]) if row["source"] else None
+    try:
+        reply = reply_from_answer(metric, request, answer)
+    except Exception as error:  # not a chat completion: as flowrate eval, an error row after retries
+        out["failure"] = orjson.dumps({"status": 500, "message": str(error)}).decode()
+        return out
+    step = rows_from_reply(metric, case, request, reply, source=source)
+    out["rows"] = orjson.dumps([r.model_dump(mode="json") for r in step.rows]).decode()
+    out["reasks"] = orjson.dumps([reask.to_dict() for reask in step.reasks]).decode()
+    out["cache_texts"] = orjson.dumps(step.cache_texts).decode()
+    return out
+
+
+# a dataset row: the conversation (`order` in the input, `id`, the case and its source as JSON), the
+# metric, the request when made already (a re-ask, a retry), its `kind` ("judge" or "reask"), the
+# re-ask's `sample`, and the rounds it has been `tries`ed in
+ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries")
+
+
+def answer_error(answer: Any) -> dict[str, Any] | None:
+    """The error an answer carries instead of a completion (OpenAI's `{"error": {...}}`), with the
+    status its `code` gives (500 when it gives none), or None for a completion."""
+    if not isinstance(answer, dict) or "error" not in answer or "choices" in answer:
+        return None
+    error = answer["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else 500
+    return {"status": status, "body": orjson.dumps(answer).decode()}
+
+
+def failure_error(failure: dict[str, Any]) -> Exception:
+    """The error `flowrate eval`'s direct transport raises for the same answer (`judge.direct.error_for`)."""
+    from flowrate.judge.direct import InternalServerError, error_for
+
+    if failure.get("body"):
+        return error_for(failure["status"], failure["body"].encode(), {})
+    return InternalServerError(failure["message"], failure["status"])
+
+
+def plain(value: Any) -> Any:
+    """`value` with the numpy arrays Ray Data may hand over turned back into lists."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return plain(value.tolist())
+    return value
+
+
+# -- the processor --------------------------------------------------------------------------------
+def endpoint(judge: JudgeSettings) -> tuple[str, dict[str, str]]:
+    """The chat-completions URL and headers of the judge (`ConfigError` for one that does not speak
+    OpenAI's protocol: the processor sends that protocol only)."""
+    from flowrate.judge.direct import direct_applies, openai_endpoint
+
+    if not direct_applies(judge.model, judge.api_base) or (judge.api_base is None and "azure" in judge.model):
+        raise ConfigError(
+            f"--engine ray sends OpenAI chat-completions requests; model {judge.model!r} is not served that way"
+            " (give an OpenAI model, or --api-base of an OpenAI-compatible server such as vLLM)"
+        )
+    base, headers = openai_endpoint(judge.api_base)
+    return f"{base}/chat/completions", headers
+
+
+def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurrency: int = 16) -> Any:
+    """A `ray.data.llm` processor sending to the judge's OpenAI-compatible endpoint
+    (`HttpRequestProcessorConfig`): `actors` senders with `concurrency` calls in flight between
+    them, at most `rpm` a minute, flowrate's builder and parser around it."""
+    from functools import partial
+
+    from ray.data.llm import HttpRequestProcessorConfig, build_processor
+
+    url, headers = endpoint(judge)
+    config = HttpRequestProcessorConfig(
+        url=url,
+        headers=headers,
+        batch_size=HTTP_BATCH,
+        concurrency=actors,
+        qps=max(1, int(rpm / 60 / actors)) if rpm else None,
+        max_retries=judge.max_retries,
+        base_retry_wait_time_in_s=judge.backoff,
+    )
+    processor = build_processor(config, preprocess=partial(preprocess, judge), postprocess=partial(postprocess, judge))
+    stage = processor.get_stage_by_name("HttpRequestStage")
+    stage.map_batches_kwargs["max_concurrency"] = max(1, -(-concurrency // actors))  # see HTTP_BATCH
+    return processor
+
+
+def vllm_processor(judge: JudgeSettings, model_source: str, actors: int, **engine_kwargs: Any) -> Any:
+    """A `ray.data.llm` processor running vLLM on the workers' GPUs (`vLLMEngineProcessorConfig`;
+    `model_source` a Hugging Face id or a path), with flowrate's builder and parser around it: the
+    same messages, the reply schema as vLLM's structured output, the temperature and `max_tokens`,
+    and the same rows. vLLM's stage returns one choice and no finish reason, so `--samples` must
+    be 1 and a reply cut at its limit is read as unusable, not as cut. It needs vLLM and GPUs on the
+    workers; flowrate's tests cannot run it (no GPU), so it is built and documented, not tested."""
+    from functools import partial
+
+    from ray.data.llm import build_processor, vLLMEngineProcessorConfig
+
+    if judge.samples != 1:
+        raise ConfigError("--samples must be 1 with vLLM on the workers (its Ray stage returns one choice)")
+    config = vLLMEngineProcessorConfig(
+        model_source=model_source, concurrency=actors, batch_size=BATCH_SIZE, engine_kwargs=engine_kwargs
+    )
+    return build_processor(config, preprocess=partial(to_vllm, judge), postprocess=partial(from_vllm, judge))
+
+
+def to_vllm(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
+    """flowrate's request as vLLM's stage takes it: the messages and the sampling parameters."""
+    built = preprocess(judge, row)
+    body = built.pop("payload")
+    sampling: dict[str, Any] = {"temperature": body["temperature"], "max_tokens": body.get("max_tokens")}
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    if schema is not None:
+        sampling["structured_outputs"] = {"json": schema}
+    return {**built, "messages": body["messages"], "sampling_params": sampling}
+
+
+def from_vllm(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's output as a chat completion, then flowrate's parser (`postprocess`)."""
+    completion = {
+        "choices": [{"message": {"content": row.get("generated_text") or ""}, "finish_reason": None}],
+        "usage": {
+            "prompt_tokens": int(row.get("num_input_tokens") or 0),
+            "completion_tokens": int(row.get("num_generated_tokens") or 0),
+        },
+    }
+    return postprocess(judge, {**row, "http_response": completion})
+
+
+def stage_dataset(dataset: Any, path: Path) -> Path:
+    """Stream the rows of a `ray.data.Dataset` of conversations into the JSONL file `path` on the
+    driver, in the dataset's order (numpy arrays Ray Data hands over turned back into lists)."""
+    with path.open("wb") as handle:
+        for row in dataset.iter_rows():
+            handle.write(orjson.dumps(plain(dict(row))) + b"\n")
+    return path
+
+
+def ray_failure(error: BaseException) -> str:
+    """Why a dataset failed, in one line: the HTTP stage's retries spent and their last cause,
+    else the error's last line (Ray's stack and colours left out)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    spent = re.search(r"Reached maximum retries of (\d+)", text)
+    if spent:
+        cause = re.search(r"Previous Exception: ([^\n]*?)\. Full Traceback", text)
+        why = f" (the last: {cause.group(1)})" if cause else ""
+        return f"its HTTP stage gave up on a request after {spent.group(1)} retries{why}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return error_message(Exception(lines[-1] if lines else type(error).__name__), ERROR_MESSAGE_LIMIT)
+
+
+# -- the driver ----------------------------------------------------------------------------------
+@dataclass
+class _Pending:
+    """A conversation's metric sent and not finished: its first request's answer, and the
+    answers to its re-asks as they come."""
+
+    request: JudgeRequest
+    first: dict[str, Any]
+    reasks: list[JudgeRequest]
+    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def dataset_row(order: int, case: Any, source: Source | None, metric: str, **extra: Any) -> dict[str, Any]:
+    """A row of a round's dataset (see `ROW_COLUMNS`): a conversation's metric to judge."""
+    row = {"order": order, "id": case.id or "", "metric": metric, "case": case.model_dump_json()}
+    row.update(source=source.model_dump_json() if source else "", request="", kind="judge", sample=-1, tries=1)
+    row.update(extra)
+    return row
+
+
+class RayRun(_Tally):
+    """One `--engine ray` run of a `FileRun`: see the module."""
+
+    def __init__(
+        self, run: FileRun, listener: RunListener, summary: RunSummary, done: dict, processor: Any, concurrency: int
+    ):
+        super().__init__(metrics=run.metrics, listener=listener, summary=summary, done=done)
+        self.run = run
+        self.processor = processor
+        self.concurrency = concurrency
+        self.metric_by_name = {metric.name: metric for metric in run.metrics}
+        max_cost = run.settings.limit_settings.max_cost_usd
+        self.budget = CostBudget(max_cost) if max_cost is not None else None
+        self.cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]] = {}
+        self.waiting: dict[tuple[int, str], _Pending] = {}
+        self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
+        self.rounds = 0
+
+    async def first_round(self) -> list[dict[str, Any]]:
+        """The rows of the first dataset: every selected conversation's metric not in the output,
+        not cached and within the budget; the others are answered here."""
+        rows: list[dict[str, Any]] = []
+        order = 0
+        for case, source in self.run.items(self.listener):
+            order += 1
+            wanted = self._wanted(case, order)
+            self.cases[order] = (case, source)
+            for index, metric in enumerate(wanted):
+                if not getattr(metric, "calls_per_conversation", 0) or not hasattr(metric, "rubric"):
+                    self._emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
+                    continue
+                request = build_request(metric, case)
+                if request.cached_replies is not None:
+                    self._emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
+                    continue
+                if self.budget is not None and not self.budget.reserve(metric.estimate(request.plan).cost_usd or 0.0):
+                    self._skip_for_budget(case, source, wanted[index:])
+                    break
+                rows.append(dataset_row(order, case, source, metric.name))
+        return rows
+
+    def _emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
+        """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
+        self.finished.add((order, metric))
+        for row in rows:
+            if (row.id, row.metric) not in self.done:
+                self._emit(row, order)
+
+    def send(self, rows: list[dict[str, Any]]) -> None:
+        """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
+        does not retry itself (at most `--max-retries` rounds of those)."""
+        import ray
+
+        retries = self.run.settings.judge_settings.max_retries
+        while rows:
+            self.rounds += 1
+            again: list[dict[str, Any]] = []
+            blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
+            for out in self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows():
+                again.extend(self._take(dict(out), retry=self.rounds <= retries))
+            rows = again
+            if rows and self.run.settings.judge_settings.backoff:
+                time.sleep(min(self.run.settings.judge_settings.backoff * 2 ** (self.rounds - 1), 60.0))
+
+    def _take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
+        """One processed row: its rows emitted and cached, or what the next round must send."""
+        order, name = int(out["order"]), out["metric"]
+        case, source = self.cases[order]
+        metric = self.metric_by_name[name]
+        if out["failure"]:
+            failure = orjson.loads(out["failure"])
+            if retry and failure["status"] in RETRYABLE_STATUS:
+                return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
+            self._fail(metric, case, source, order, out, failure)
+            return []
+        if out["kind"] == "reask":
+            pending = self.waiting[(order, name)]
+            pending.answers[int(out["sample"])] = orjson.loads(out["answer"])
+            if len(pending.answers) == len(pending.reasks):
+                self._finish(metric, case, source, order, pending)
+            return []
+        reasks = [JudgeRequest.from_dict(item) for item in orjson.loads(out["reasks"])]
+        if not reasks:
+            self._settle(metric, order, out)
+            return []
+        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+        self.waiting[(order, name)] = _Pending(request, orjson.loads(out["answer"]), reasks)
+        return [
+            dataset_row(
+                order, case, source, name, request=orjson.dumps(r.to_dict()).decode(), sample=r.sample, kind="reask"
+            )
+            for r in reasks
+        ]
+
+    def _settle(self, metric: Any, order: int, out: dict[str, Any]) -> None:
+        request = orjson.loads(out["request"])
+        rows = [EvaluationRow.model_validate(row) for row in orjson.loads(out["rows"])]
+        rows[0].attempts = int(out["tries"])  # the HTTP stage's own retries are not told; flowrate's rounds are
+        texts = orjson.loads(out["cache_texts"])
+        if texts is not None and metric.cache is not None:
+            metric.cache.put(
+                request["cache_key"],
+                metric.model,
+                metric.rubric.version,
+                texts,
+                messages=request["messages"],
+                conversation_id=out["id"],
+            )
+        self._emit_all(rows, order, metric.name)
+
+    def _finish(self, metric: Any, case: Any, source: Source | None, order: int, pending: _Pending) -> None:
+        """A conversation whose re-asks are all answered: its rows, made as `flowrate eval` makes them."""
+        del self.waiting[(order, metric.name)]
+        reply = reply_from_answer(metric, pending.request, pending.first)
+        again: dict[int, Reply] = {}
+        for sample, answer in pending.answers.items():
+            again[sample] = reply_from_answer(metric, pending.request, answer)
+        step = rows_from_reply(metric, case, pending.request, reply, reask_replies=again, source=source)
+        if step.cache_texts is not None and metric.cache is not None:
+            metric.cache.put(
+                pending.request.cache_key, metric.model, metric.rubric.version, step.cache_texts,
+                messages=pending.request.messages, conversation_id=case.id,
+            )  # fmt: skip
+        self._emit_all(step.rows, order, metric.name)
+
+    def _fail(self, metric: Any, case: Any, source: Source | None, order: int, out: dict, failure: dict) -> None:
+        """Error rows, as `flowrate eval` writes them for a call that failed after its retries."""
+        from flowrate.judge.backend import Usage
+
+        self.waiting.pop((order, metric.name), None)
+        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+        rows = metric._new_rows(case, source, bool(request.truncated))
+        settle_rows(
+            metric, rows, failure_error(failure), cached=False, response_format=None,
+            usage=Usage(), cost_usd=None, attempts=int(out["tries"]),
+        )  # fmt: skip
+        self._emit_all(rows, order, metric.name)
+
+    def stop_unreachable(self, url: str) -> None:
+        """The processor gave up (its retries spent, the judge unreachable): what was not
+        finished is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
+        self.summary.unreachable = url
+        for order, (case, source) in self.cases.items():
+            missing = [m for m in self.metrics if self._missing(case, m) and (order, m.name) not in self.finished]
+            for metric in missing:
+                self.summary.skip_unreachable(case.id, self._missing(case, metric))
+            if missing:
+                self.listener.skipped(case.id or "", source, "unreachable")
+
+
+async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
+    """Judge every selected conversation of `run` on Ray Data, telling `listener` each row as it
+    comes (the results file is the listener's first part), through `processor` (default: the
+    HTTP processor for the judge's endpoint). Returns the summary, gates applied."""
+    started = time.monotonic()
+    try:
+        judge = run.settings.judge_settings
+        if processor is None:
+            endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
+        require_ray()
+        run.prepare(listener)
+        done = run.done_rows(listener)
+        summary = run.start(listener)
+    except BaseException:
+        run.close()
+        raise
+    listener.stage("starting Ray")
+    ray = connect(run.settings.engine_settings.ray_address)
+    actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
+    processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
+    ray_run = RayRun(run, listener, summary, done, processor, run.concurrency)
+    listener.stage("judging on Ray")
+    try:
+        rows = await ray_run.first_round()
+        ray_run.send(rows)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    except Exception as error:  # the processor gave up: its retries spent on an unreachable judge
+        if type(error).__module__.split(".")[0] != "ray" and "RayTaskError" not in type(error).__name__:
+            raise
+        ray_run.stop_unreachable(judge.api_base or judge.model)
+        listener.notice(f"Ray Data stopped: {ray_failure(error)}")
+    finally:
+        run.close()
+        for cache in {id(m.cache): m.cache for m in run.metrics if m.cache is not None}.values():
+            cache.flush()
+            if cache.lost_writes:
+                listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
+    summary.resumed_elsewhere = len(done) - summary.resumed
+    apply_gates(summary, run.settings.gate_settings)
+    summary.wall_time_s = round(time.monotonic() - started, 3)
+    listener.finished(summary)
+    return summary

@@ -1,0 +1,269 @@
+"""`flowrate eval --engine ray`: the requests go through a `ray.data.llm` HTTP processor on a local
+Ray cluster of 2 CPUs (started once for the module), against the scripted judge, and the rows are
+the ones `flowrate eval` writes on the same input, field by field, timing aside."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from flowrate import ConversationalEvalTestCase, EvalTestCase
+from tests.helpers import FLOWRATE, read_rows, turn_record
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data.llm")
+
+TIMING = {"evaluated_at", "latency_s", "wait_s"}
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray cluster for the module (2 CPUs, as the machine has): every in-process run
+    joins it, a real `flowrate` process by its address."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_judge(judge_server, ray_address):
+    """The scripted judge, reset; once per test, not per transport (Ray's processor sends the requests)."""
+    judge_server.reset()
+    judge_server.latency_s = 0.0
+    judge_server.fault_rates = {}
+    yield judge_server
+    judge_server.reset()
+
+
+def _records(count):
+    records = []
+    for n in range(count):
+        mark = f" MARK-REASK-{n}." if n % 40 == 3 else " MARK-MINOR" if n % 25 == 7 else ""
+        record = turn_record(f"c{n}", f"question {n}{mark}", f"answer {n}", "and then?", f"then {n}")
+        record["metadata"] = {"channel": "web" if n % 2 else "app", "chat_date": f"2026-03-{1 + n % 28:02d}"}
+        records.append(record)
+    return records
+
+
+def _parquet(path, records):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(records), path)
+    return path
+
+
+def _script(judge, count=200):
+    for n in range(3, count, 40):  # each conversation's own rule: a reply with no JSON, then a verdict
+        judge.script(
+            f"MARK-REASK-{n}.", {"content": "The flow is fine, I think."}, {"verdict": "mostly", "reason": "ok"}
+        )
+    judge.script("MARK-MINOR", {"verdict": "minor", "reason": "loops", "key_issues": ["turn 2: asks again"]})
+
+
+def _eval(run_flowrate, judge, path, output, *extra):
+    return run_flowrate("eval", path, "--api-base", judge.base_url, "--model", "gpt-4o", "-o", output, *extra)
+
+
+def _by_id(rows):
+    found = {}
+    for row in rows:
+        assert (row["id"], row["metric"]) not in found, f"{row['id']} twice"
+        found[(row["id"], row["metric"])] = {key: value for key, value in row.items() if key not in TIMING}
+    return found
+
+
+def test_ray_gives_the_rows_flowrate_eval_gives_on_200_parquet_conversations(ray_judge, run_flowrate, tmp_path):
+    logs = _parquet(tmp_path / "logs.parquet", _records(200))
+    _script(ray_judge)
+    local = _eval(run_flowrate, ray_judge, logs, "local.jsonl", "--no-cache")
+    sent_locally = ray_judge.requests
+    ray_judge.reset()
+    _script(ray_judge)
+    on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", "--no-cache", "--engine", "ray")
+    assert on_ray.returncode == local.returncode == 1, on_ray.stderr
+    assert ray_judge.requests == sent_locally == 205  # 200 conversations and 5 re-asks
+    local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
+    assert len(ray_rows) == 200 and ray_rows.keys() == local_rows.keys()
+    for key, row in local_rows.items():
+        assert ray_rows[key] == row, key
+    reasked = ray_rows[("c3", "conversational_flow_rate")]
+    assert reasked["verdict"] == "mostly" and reasked["reasked"] and reasked["attempts"] == 2
+    assert ray_rows[("c7", "conversational_flow_rate")]["verdict"] == "minor"
+    assert "judging on Ray" in on_ray.stderr
+
+
+def test_429s_and_500s_are_retried_and_a_judge_that_keeps_failing_gets_flowrate_evals_error_row(
+    ray_judge, run_flowrate, tmp_path
+):
+    records = [turn_record(f"f{n}", f"question {n}", "answer") for n in range(12)]
+    records[2] = turn_record("busy", "MARK-429 please", "answer")
+    records[5] = turn_record("flaky", "MARK-500 please", "answer")
+    records[8] = turn_record("down", "MARK-DEAD please", "answer")
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+    def script():
+        ray_judge.script("MARK-429", {"status": 429}, {"status": 429}, {"verdict": "partial", "reason": "slow"})
+        ray_judge.script("MARK-500", {"status": 500}, {"verdict": "mostly", "reason": "ok"})
+        ray_judge.script("MARK-DEAD", {"status": 500, "message": "the judge is down"})
+
+    script()
+    _eval(run_flowrate, ray_judge, path, "local.jsonl", "--no-cache", "--max-retries", "2")
+    ray_judge.reset()
+    script()
+    result = _eval(run_flowrate, ray_judge, path, "ray.jsonl", "--no-cache", "--max-retries", "2", "--engine", "ray")
+    assert result.returncode == 3, result.stderr  # the judge that stays down leaves an error row
+    assert ray_judge.statuses.count(429) == 2 and ray_judge.statuses.count(500) == 1 + 3
+    rows = _by_id(read_rows(tmp_path / "ray.jsonl"))
+    local = _by_id(read_rows(tmp_path / "local.jsonl"))
+    assert len(rows) == 12
+    assert rows[("busy", "conversational_flow_rate")]["verdict"] == "partial"
+    assert rows[("flaky", "conversational_flow_rate")]["verdict"] == "mostly"
+    down = rows[("down", "conversational_flow_rate")]
+    assert down["error"] == local[("down", "conversational_flow_rate")]["error"]
+    assert down["error"]["type"] == "InternalServerError" and "the judge is down" in down["error"]["message"]
+    for key, row in local.items():  # the HTTP stage does not tell its own retries: attempts aside
+        assert {k: v for k, v in rows[key].items() if k != "attempts"} == {
+            k: v for k, v in row.items() if k != "attempts"
+        }
+
+
+def test_a_killed_ray_run_resumed_from_its_output_judges_only_what_is_missing(
+    ray_judge, ray_address, run_flowrate, cli_env, tmp_path
+):
+    # the second half is answered only after 30 s: the run is killed once the first half's rows are in
+    records = [turn_record(f"k{n}", f"question {n}" + (" MARK-SLOW." if n >= 60 else ""), "answer") for n in range(120)]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    ray_judge.script("MARK-SLOW.", {"verdict": "fully", "reason": "in the end", "delay": 30})
+    args = ["eval", "c.jsonl", "--api-base", ray_judge.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "--no-cache"]
+    process = subprocess.Popen(
+        [FLOWRATE, *args, "--engine", "ray", "--ray-address", ray_address],
+        cwd=tmp_path,
+        env=dict(cli_env, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "token")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip  (a client of the cluster ray.init started sends its token: Ray's auth mode as the fixture's)
+    output = tmp_path / "out.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if output.exists() and len(output.read_bytes().splitlines()) >= 10:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
+    settled = time.monotonic() + 30
+    while ray_judge.in_flight and time.monotonic() < settled:  # the killed job's actors go with its driver
+        time.sleep(0.1)
+    assert ray_judge.in_flight == 0
+    judged_before = {row["id"] for row in read_rows(output) if row.get("error") is None}
+    assert 10 <= len(judged_before) < 120, process.stderr.read().decode()[-2000:]
+    ray_judge.reset()
+    result = run_flowrate(*args, "--engine", "ray", "--resume")
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(output)
+    assert sorted(row["id"] for row in rows) == sorted(record["id"] for record in records)  # each id once
+    prompts = ["\n".join(m["content"] for m in body["messages"]) for body in ray_judge.bodies]
+    assert ray_judge.requests == 120 - len(judged_before)
+    assert not [conversation for conversation in judged_before if any(f'"{conversation}"' in p for p in prompts)]
+
+
+def test_the_cache_is_asked_before_anything_is_sent_and_max_cost_holds(ray_judge, run_flowrate, tmp_path):
+    records = [turn_record(f"m{n}", f"question {n}", "answer " * 50) for n in range(30)]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    first = _eval(run_flowrate, ray_judge, path, "first.jsonl", "--engine", "ray", "--limit", "10")
+    assert first.returncode == 0 and ray_judge.requests == 10, first.stderr
+    ray_judge.reset()
+    again = _eval(run_flowrate, ray_judge, path, "again.jsonl", "--engine", "ray", "--limit", "10")
+    assert again.returncode == 0 and ray_judge.requests == 0, again.stderr  # every reply from the cache
+    assert all(row["cached"] for row in read_rows(tmp_path / "again.jsonl"))
+    budget = _eval(run_flowrate, ray_judge, path, "budget.jsonl", "--engine", "ray", "--no-cache", "--max-cost", "0.01")
+    rows = read_rows(tmp_path / "budget.jsonl")
+    assert budget.returncode == 3 and 0 < len(rows) < 30 and ray_judge.requests == len(rows), budget.stderr
+    assert sum(row["cost_usd"] for row in rows) <= 0.01
+
+
+def test_a_ray_dataset_is_judged_from_python_as_its_file_is(ray_judge, api_key, tmp_path, monkeypatch):
+    from flowrate import EvalSettings, evaluate_dataset, evaluate_files
+
+    monkeypatch.chdir(tmp_path)
+    records = _records(20)
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    _script(ray_judge)
+    common = dict(model="gpt-4o", api_base=ray_judge.base_url, no_cache=True, backoff=0, backoff_max=0)
+    files = evaluate_files([str(path)], EvalSettings(output="file.jsonl", **common))
+    ray_judge.reset()
+    _script(ray_judge)
+    dataset = evaluate_dataset(ray.data.from_items(records), EvalSettings(output="dataset.jsonl", **common))
+    assert dataset.exit_code == files.exit_code and dataset.summary.judged == files.summary.judged == 20
+    drop = TIMING | {"source"}
+    from_file = {row["id"]: {k: v for k, v in row.items() if k not in drop} for row in read_rows("file.jsonl")}
+    from_dataset = {row["id"]: {k: v for k, v in row.items() if k not in drop} for row in read_rows("dataset.jsonl")}
+    assert from_dataset == from_file
+
+
+def test_a_judge_ray_cannot_send_to_and_ray_with_batch_are_plain_errors(run_flowrate, tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps(turn_record("a", "q", "a")) + "\n")
+    claude = run_flowrate("eval", path, "--model", "anthropic:claude-3-5-sonnet-latest", "--engine", "ray")
+    assert claude.returncode == 2 and "--engine ray sends OpenAI chat-completions requests" in claude.stderr
+    assert "Traceback" not in claude.stderr
+    both = run_flowrate("eval", path, "--engine", "ray", "--batch")
+    assert both.returncode == 2 and "choose one" in both.stderr
+
+
+def test_a_judge_that_cannot_be_reached_leaves_every_conversation_for_resume_with_exit_3(
+    ray_address, run_flowrate, tmp_path
+):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(turn_record(f"u{n}", f"q {n}", "a")) + "\n" for n in range(6)))
+    result = run_flowrate(
+        "eval", path, "--api-base", f"http://127.0.0.1:{closed}/v1", "--model", "gpt-4o", "-o", "out.jsonl",
+        "--engine", "ray", "--no-cache", "--max-retries", "1",
+    )  # fmt: skip
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert "Ray Data stopped: its HTTP stage gave up on a request after 1 retries" in result.stderr
+    assert "6 conversation(s) not judged, the judge could not be reached" in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()  # a run that writes no row leaves no output
+
+
+def test_the_vllm_processor_sends_flowrates_request_and_reads_vllms_output_into_its_rows(api_key, tmp_path):
+    """What can be run without a GPU: the pre- and postprocess around `vLLMEngineProcessorConfig`
+    (vLLM itself is not installed here, so the processor is not run)."""
+    from flowrate import build_request
+    from flowrate.evaluation.ray_engine import from_vllm, to_vllm, worker_metric
+    from flowrate.settings.options import EvalSettings
+
+    judge = EvalSettings(model="Qwen/Qwen2.5-7B-Instruct", api_base="http://127.0.0.1:9/v1").judge_settings
+    case = ConversationalEvalTestCase(id="v1", turns=[EvalTestCase(input="hi", actual_output="hello")])
+    row = {"order": 1, "id": "v1", "metric": "conversational_flow_rate", "case": case.model_dump_json()}
+    row.update(source="", request="", kind="judge", sample=-1, tries=1)
+    sent = to_vllm(judge, row)
+    expected = build_request(worker_metric(judge, "conversational_flow_rate"), case, lookup=False)
+    assert sent["messages"] == expected.messages
+    assert sent["sampling_params"]["structured_outputs"] == {
+        "json": expected.body["response_format"]["json_schema"]["schema"]
+    }
+    assert (
+        sent["sampling_params"]["temperature"] == 0.0
+        and sent["sampling_params"]["max_tokens"] == expected.body["max_tokens"]
+    )
+    text = json.dumps({"reason": "fine", "key_issues": [], "verdict": "mostly"})
+    out = from_vllm(judge, {**sent, "generated_text": text, "num_input_tokens": 900, "num_generated_tokens": 20})
+    [made] = json.loads(out["rows"])
+    assert (
+        made["verdict"] == "mostly"
+        and made["score"] == 0.9
+        and made["usage"] == {"prompt_tokens": 900, "completion_tokens": 20}
+    )
