@@ -10,11 +10,14 @@ import typer
 from flowrate.cli.app import batch_app
 from flowrate.cli.common import (
     ApiBaseOption,
+    BackoffMaxOption,
+    BackoffOption,
     CacheDirOption,
     ConfigOption,
     CutLogsOption,
     LanguageOption,
     MaxInputTokensOption,
+    MaxRetriesOption,
     MetricOption,
     ModelOption,
     OutputOption,
@@ -34,6 +37,7 @@ from flowrate.errors import ConfigError, ExitCode, FlowrateError
 
 if TYPE_CHECKING:  # for the annotations only: the commands import flowrate.batches when they run
     from flowrate.judge.batch_api import BatchRecord, BatchState
+    from flowrate.judge.retry import RetryPolicy
 
 
 def _batch_state(cache_dir: str | None) -> BatchState:
@@ -62,17 +66,33 @@ def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
     return [recorded[batch_id] for batch_id in dict.fromkeys(ids)]
 
 
+def _retry_policy(max_retries: int | None, backoff: float | None, backoff_max: float | None) -> RetryPolicy:
+    """How hard `batch status` and `batch cancel` try each call: the options, else eval's defaults."""
+    from flowrate.judge.retry import RetryPolicy
+    from flowrate.settings.defaults import DEFAULTS
+
+    return RetryPolicy(
+        max_retries=DEFAULTS["max_retries"] if max_retries is None else max_retries,
+        backoff=DEFAULTS["backoff"] if backoff is None else backoff,
+        backoff_max=DEFAULTS["backoff_max"] if backoff_max is None else backoff_max,
+    )
+
+
 @command(batch_app, "status")
 def batch_status_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Batch ids. [default: every batch not yet collected]")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Every recorded batch, collected or not.")] = False,
     cache_dir: CacheDirOption = None,
+    max_retries: MaxRetriesOption = None,
+    backoff: BackoffOption = None,
+    backoff_max: BackoffMaxOption = None,
 ) -> None:
     """The recorded batches with their provider status and request counts."""
     import asyncio
 
     from flowrate.judge.batch_api import Provider
 
+    retry = _retry_policy(max_retries, backoff, backoff_max)
     state = _batch_state(cache_dir)
     try:
         batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
@@ -85,7 +105,7 @@ def batch_status_command(
             if batch.collected:
                 say(f"{line}: {batch.status}, collected")
                 continue
-            info = await Provider(batch.provider, batch.api_base).retrieve(batch.batch_id)
+            info = await Provider(batch.provider, batch.api_base, retry=retry).retrieve(batch.batch_id)
             counts = info.request_counts
             say(f"{line}: {info.status}, {counts.completed} done, {counts.failed} failed of {counts.total}")
 
@@ -139,6 +159,9 @@ def batch_cancel_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Batch ids.")] = None,
     cancel_all: Annotated[bool, typer.Option("--all", help="Every batch not yet collected.")] = False,
     cache_dir: CacheDirOption = None,
+    max_retries: MaxRetriesOption = None,
+    backoff: BackoffOption = None,
+    backoff_max: BackoffMaxOption = None,
 ) -> None:
     """Cancel batches at the provider, saying for each what the provider did; a batch that has
     finished is left as it is. `collect` then judges online what the cancelled ones left."""
@@ -146,6 +169,7 @@ def batch_cancel_command(
 
     from flowrate.judge.batch_api import TERMINAL, Provider
 
+    retry = _retry_policy(max_retries, backoff, backoff_max)
     state = _batch_state(cache_dir)
     try:
         if ids:
@@ -166,7 +190,7 @@ def batch_cancel_command(
             if batch.collected:
                 say(f"{batch_id}: collected already ({batch.status}), nothing to cancel")
                 continue
-            provider = Provider(batch.provider, batch.api_base)
+            provider = Provider(batch.provider, batch.api_base, retry=retry)
             info = await provider.retrieve(batch_id)
             if info.status not in TERMINAL:
                 info = await provider.cancel(batch_id)

@@ -136,7 +136,7 @@ async def judge_in_batches(
         raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
     backend = judged[0].backend
     judge = run.settings.judge_settings
-    provider = Provider(backend.provider, judge.api_base, judge.transport)
+    provider = Provider(backend.provider, judge.api_base, judge.transport, judged[0].retry)
     state = BatchState(Path(judge.cache_dir) if judge.cache_dir else default_cache_dir())
     done = run.done_rows(listener)
     summary = run.start(listener)

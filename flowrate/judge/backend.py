@@ -5,12 +5,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from flowrate.settings.defaults import DEFAULTS
+
+T = TypeVar("T")
+
+
+class PerLoop(Generic[T]):
+    """A value made afresh for each event loop that asks for it: asyncio's locks and semaphores
+    belong to the loop that first waits on them, and the Python API may run one backend under
+    several loops, one after another."""
+
+    def __init__(self, make: Callable[[], T]):
+        """`make` builds the value for a loop, called inside it."""
+        self._make = make
+        self._loop_id: int | None = None
+        self._value: T | None = None
+
+    def get(self) -> T:
+        """The value for the running loop."""
+        loop = id(asyncio.get_running_loop())
+        if self._loop_id != loop or self._value is None:
+            self._loop_id, self._value = loop, self._make()
+        return self._value
 
 
 class Usage(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import random
 import re
 import sqlite3
 import tempfile
@@ -27,15 +28,13 @@ import orjson
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
 from flowrate.judge.backend import chat_body
 from flowrate.judge.direct import openai_endpoint, server_message
-from flowrate.judge.retry import SECRET_NAME, one_line, redact_secrets
+from flowrate.judge.retry import SECRET_NAME, RetryPolicy, one_line, redact_secrets
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
 MAX_BYTES = 200 * 1024 * 1024  # and bytes of its input file
 MARGIN = 0.95  # stay this far under both
-RETRIES = 2  # tries after the first, as the OpenAI SDK makes
 RETRIED_STATUSES = {408, 409, 429}  # and every 5xx
-RETRY_WAIT_S = 0.5  # before the first retry, doubled before each next
 CONNECT_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 600.0  # LiteLLM's default for its files calls
 DOWNLOAD_CHUNK_BYTES = 1024 * 1024  # a results file is read in pieces of this size, written to disk as they come
@@ -377,11 +376,14 @@ class OpenAIFiles:
     `--api-base`: LiteLLM is not imported for them. Its import is most of a batch run's memory:
     online, 93 MB of peak RSS through flowrate's own client against 226 MB through LiteLLM
     (bench/batch_memory.py, 2,000 conversations). Uploads stream from the open file and
-    downloads are written to disk as they come; a failed call is tried again `RETRIES` times."""
+    downloads are written to disk as they come; a failed call is tried again as the run's
+    `RetryPolicy` says (`--max-retries`, `--backoff`, `--backoff-max`), as a judge call is."""
 
-    def __init__(self, api_base: str | None):
-        """The endpoints under `api_base` (else OPENAI_BASE_URL, else OpenAI's), with the key in OPENAI_API_KEY."""
+    def __init__(self, api_base: str | None, retry: RetryPolicy | None = None):
+        """The endpoints under `api_base` (else OPENAI_BASE_URL, else OpenAI's), with the key in
+        OPENAI_API_KEY; a failed call is tried again as `retry` says (default: `RetryPolicy()`)."""
         self.base, self.headers = openai_endpoint(api_base)
+        self.retry = retry or RetryPolicy()
 
     async def call(
         self,
@@ -400,16 +402,17 @@ class OpenAIFiles:
         import aiohttp
 
         start = into.tell() if into is not None else 0
-        for attempt in range(RETRIES):
+        for attempt in range(1, self.retry.max_retries + 1):
             try:
                 return await self._once(method, path, json, upload, into)
             except (_HttpError, aiohttp.ClientError, TimeoutError, OSError) as error:
                 if not _tried_again(error):
                     raise
+                wait_s = self.retry.wait_seconds(attempt, error, random.random())
             if into is not None:  # what a lost download wrote is written again
                 into.seek(start)
                 into.truncate()
-            await asyncio.sleep(RETRY_WAIT_S * 2**attempt)
+            await asyncio.sleep(wait_s)
         return await self._once(method, path, json, upload, into)
 
     async def _once(self, method, path, json, upload, into) -> Any:
@@ -445,16 +448,17 @@ class Provider:
     """Files and batches: over flowrate's own client (`OpenAIFiles`) for the OpenAI protocol, else
     through LiteLLM, for the providers it supports there."""
 
-    def __init__(self, provider: str, api_base: str | None, transport: str = "auto"):
+    def __init__(self, provider: str, api_base: str | None, transport: str = "auto", retry: RetryPolicy | None = None):
         """The batch API of `provider` at `api_base` (None: the provider's own); `transport`
-        "litellm" sends OpenAI's through LiteLLM too (`batch status` and `batch cancel`: auto)."""
+        "litellm" sends OpenAI's through LiteLLM too (`batch status` and `batch cancel`: auto);
+        `retry` is how hard flowrate's own client tries each call (default: `RetryPolicy()`)."""
         if provider == "anthropic":
             raise ConfigError(
                 "LiteLLM cannot create Anthropic message batches: use the online path, or --batch-export and a runner of your own"
             )
         self.provider = provider
         self.api_base = api_base
-        self._files = OpenAIFiles(api_base) if provider == "openai" and transport != "litellm" else None
+        self._files = OpenAIFiles(api_base, retry) if provider == "openai" and transport != "litellm" else None
 
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"custom_llm_provider": self.provider}

@@ -12,6 +12,7 @@ from flowrate.judge.backend import (
     KEY_VARIABLES,
     NO_KEY_PLACEHOLDER,
     Completion,
+    PerLoop,
     Usage,
     litellm_model_name,
     provider_of,
@@ -35,9 +36,8 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
         self._form_index = 0  # into SCHEMA_FORMS: the form to send next
         self._form_taken = False  # the server took a schema form: no more probing
         self._n_ignored = False  # the server answered a request for n choices with fewer
-        self._loop_id: int | None = None  # the event loop the two below belong to
-        self._probe_lock: asyncio.Lock | None = None  # held by the call that finds the schema form
-        self._slots: asyncio.Semaphore | None = None  # a self-hosted server's slots
+        # the lock held by the call that finds the schema form, and a self-hosted server's slots
+        self._loop_locks = PerLoop(lambda: (asyncio.Lock(), asyncio.Semaphore(self._server_slots() or 1)))
 
     def supports_n(self) -> bool:
         return self._supports_n and not self._n_ignored
@@ -106,7 +106,7 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
         send = lambda: self._send(messages, n, timeout, response_format, temperature, max_tokens)  # noqa: E731
         if response_format is None or self._form_settled:
             return await send()
-        async with self._loop_locks()[0]:
+        async with self._loop_locks.get()[0]:
             if not self._form_settled:
                 return await self._probe_form(send)
         return await send()

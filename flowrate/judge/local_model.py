@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.errors import JudgeAccessError
-from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, Usage
+from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, PerLoop, Usage
 from flowrate.judge.schema_forms import bounded_schema
 
 PREFIX = "gguf:"
@@ -43,7 +43,7 @@ class LocalModel:
         self.model_name = f"{PREFIX}{self.path.name}"
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowrate-gguf")
         self._load_lock = threading.Lock()
-        self._slots: dict[int, asyncio.Semaphore] = {}
+        self._slot = PerLoop(lambda: asyncio.Semaphore(1))
 
     # -- before any call ------------------------------------------------------------------
     def check_keys(self) -> None:
@@ -105,10 +105,7 @@ class LocalModel:
 
     def server_slot(self) -> asyncio.Semaphore:
         """One call at a time at the model, so no call waits for the worker with its timeout running."""
-        loop = id(asyncio.get_running_loop())
-        if loop not in self._slots:
-            self._slots = {loop: asyncio.Semaphore(1)}
-        return self._slots[loop]
+        return self._slot.get()
 
     def bounds_replies(self) -> bool:
         return True

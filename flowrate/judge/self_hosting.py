@@ -6,7 +6,6 @@ timeout that lets a cold CPU-served model finish, no retry piled on a busy one-s
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from functools import cached_property
 from typing import Any
@@ -81,17 +80,7 @@ class SelfHosting:
         works on, so no request waits in the server's queue with its timeout running."""
         if self._server_slots() is None:
             return contextlib.nullcontext()
-        return self._loop_locks()[1]
-
-    def _loop_locks(self) -> tuple[asyncio.Lock, asyncio.Semaphore]:
-        """The schema probe's lock and the server's slots, made for the running event loop
-        (the Python API may run one metric under several)."""
-        loop = id(asyncio.get_running_loop())
-        if self._loop_id != loop or self._probe_lock is None or self._slots is None:
-            self._loop_id = loop
-            self._probe_lock = asyncio.Lock()
-            self._slots = asyncio.Semaphore(self._server_slots() or 1)
-        return self._probe_lock, self._slots
+        return self._loop_locks.get()[1]
 
     def bounds_replies(self) -> bool:
         """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""

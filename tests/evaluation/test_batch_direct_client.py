@@ -7,10 +7,11 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from flowrate.judge import batch_api
 from flowrate.judge.batch_api import BatchApiError, Provider, RequestFile, request_line
+from flowrate.judge.retry import RetryPolicy
 
 CONTENT = b"".join(b'{"custom_id": "c%d", "response": null}\n' % n for n in range(2000))  # ~80 KB
+NO_WAITS = RetryPolicy(backoff=0, backoff_max=0)  # retry waits are zero in tests
 
 
 class FlakyFiles:
@@ -26,6 +27,8 @@ class FlakyFiles:
         self.calls.append(name)
         if name == "flaky" and self.calls.count("flaky") == 1:
             return web.json_response({"error": {"message": "try again later"}}, status=503)
+        if name == "down":
+            return web.json_response({"error": {"message": "overloaded"}}, status=503)
         if name == "gone":
             return web.json_response({"error": {"message": "No batch found with id 'gone'."}}, status=404)
         counts = {"total": 1, "completed": 1, "failed": 0}
@@ -70,20 +73,24 @@ async def serving(files: FlakyFiles) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
 
 
-def test_a_failed_call_is_tried_again_and_a_refused_one_is_not(monkeypatch, tmp_path):
-    monkeypatch.setattr(batch_api, "RETRY_WAIT_S", 0)
+def test_a_failed_call_is_tried_again_as_the_retry_policy_says_and_a_refused_one_is_not(tmp_path):
     files = FlakyFiles()
 
     async def scenario() -> None:
         runner, base = await serving(files)
         try:
-            provider = Provider("openai", base, "auto")
+            provider = Provider("openai", base, "auto", NO_WAITS)
             info = await provider.retrieve("flaky")
             assert info.status == "completed" and info.request_counts.completed == 1
             assert files.calls.count("flaky") == 2
             with pytest.raises(BatchApiError) as refused:
                 await provider.retrieve("gone")
             assert files.calls.count("gone") == 1 and int(refused.value.exit_code) == 2
+            with pytest.raises(BatchApiError):
+                await Provider("openai", base, "auto", RetryPolicy(max_retries=1, backoff=0, backoff_max=0)).retrieve(
+                    "down"
+                )
+            assert files.calls.count("down") == 2  # the first try and --max-retries 1
             assert f"the batch API at {base} refused to retrieve batch gone (404): No batch found" in str(refused.value)
             with (tmp_path / "results").open("w+b") as into:
                 await provider.download("file-9", into)
@@ -95,8 +102,7 @@ def test_a_failed_call_is_tried_again_and_a_refused_one_is_not(monkeypatch, tmp_
     asyncio.run(scenario())
 
 
-def test_a_request_file_is_uploaded_from_disk_as_written_again_when_the_first_try_fails(monkeypatch, tmp_path):
-    monkeypatch.setattr(batch_api, "RETRY_WAIT_S", 0)
+def test_a_request_file_is_uploaded_from_disk_as_written_again_when_the_first_try_fails(tmp_path):
     files = FlakyFiles()
     requests = RequestFile(tmp_path)
     messages = [{"role": "user", "content": "x" * 70_000}]  # more than one 64 KB read of the file
@@ -106,7 +112,7 @@ def test_a_request_file_is_uploaded_from_disk_as_written_again_when_the_first_tr
     async def scenario() -> tuple[str, str]:
         runner, base = await serving(files)
         try:
-            return await Provider("openai", base, "auto").submit(requests)
+            return await Provider("openai", base, "auto", NO_WAITS).submit(requests)
         finally:
             await runner.cleanup()
 
