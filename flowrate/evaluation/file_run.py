@@ -135,6 +135,16 @@ class FileRun:
                 " each waited for an empty 60-second window and went alone"
             )
 
+    def begin(self, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:
+        """`prepare`, then the rows a resumed output holds (`done_rows`) and the new summary
+        (`start`), `listener` told; the run is closed when any of them fails."""
+        try:
+            self.prepare(listener)
+            return self.done_rows(listener), self.start(listener)
+        except BaseException:
+            self.close()
+            raise
+
     def done_rows(self, listener: RunListener) -> dict[tuple[str, str], EvaluationRow]:
         """The rows a resumed output holds (empty unless resuming into an existing file)."""
         if not self.resuming:

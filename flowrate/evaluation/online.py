@@ -16,13 +16,7 @@ async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
     """Judge every selected conversation of `run`, telling `listener` each row as it is ready
     (the results file is the listener's first part). Returns the summary with gates applied."""
     started = time.monotonic()
-    try:
-        run.prepare(listener)
-        done = run.done_rows(listener)
-        summary = run.start(listener)
-    except BaseException:
-        run.close()
-        raise
+    done, summary = run.begin(listener)
     listener.stage("judging")
     # LiteLLM brings some 400,000 long-lived objects; every full collection would walk them
     # all again. Frozen, they are left alone: a tenth of the client's CPU in a long run.

@@ -457,12 +457,10 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
         if processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
         require_ray()
-        run.prepare(listener)
-        done = run.done_rows(listener)
-        summary = run.start(listener)
     except BaseException:
         run.close()
         raise
+    done, summary = run.begin(listener)
     listener.stage("starting Ray")
     ray = connect(run.settings.engine_settings.ray_address)
     actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
