@@ -16,6 +16,7 @@ Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,8 @@ def preprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     request = row["request"]
     if not request:
         metric = worker_metric(judge, row["metric"])
+        if row["form"] and hasattr(metric.backend, "take_form"):  # the form the driver found the server takes
+            metric.backend.take_form(None if row["form"] == NO_FORM else row["form"])
         case = ConversationalEvalTestCase.model_validate_json(row["case"])
         request = orjson.dumps(build_request(metric, case, lookup=False).to_dict()).decode()
     return {**row, "request": request, "payload": orjson.loads(request)["body"]}
@@ -137,8 +140,9 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 
 # a dataset row: the conversation (`order` in the input, `id`, the case and its source as JSON), the
 # metric, the request when made already (a re-ask, a retry), its `kind` ("judge" or "reask"), the
-# re-ask's `sample`, and the rounds it has been `tries`ed in
-ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries")
+# re-ask's `sample`, the rounds it has been `tries`ed in, and the schema `form` the server takes
+NO_FORM = "none"  # a row's `form` when the server takes no schema form ("": not told)
+ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries", "form")
 
 
 def answer_error(answer: Any) -> dict[str, Any] | None:
@@ -292,7 +296,7 @@ class _Pending:
 def dataset_row(order: int, case: Any, source: Source | None, metric: str, **extra: Any) -> dict[str, Any]:
     """A row of a round's dataset (see `ROW_COLUMNS`): a conversation's metric to judge."""
     row = {"order": order, "id": case.id or "", "metric": metric, "case": case.model_dump_json()}
-    row.update(source=source.model_dump_json() if source else "", request="", kind="judge", sample=-1, tries=1)
+    row.update(source=source.model_dump_json() if source else "", request="", kind="judge", sample=-1, tries=1, form="")
     row.update(extra)
     return row
 
@@ -335,7 +339,14 @@ class RayRun(_Tally):
                 if self.budget is not None and not self.budget.reserve(metric.estimate(request.plan).cost_usd or 0.0):
                     self._skip_for_budget(case, source, wanted[index:])
                     break
-                rows.append(dataset_row(order, case, source, metric.name))
+                if not getattr(metric.backend, "form_settled", True):
+                    # a server at --api-base whose schema form is not known (llama-cpp-python refuses
+                    # OpenAI's): this conversation is judged here, as eval judges it, which finds the
+                    # form; the workers are then told it with every row
+                    self._emit_all(await metric.evaluate(case, source), order, metric.name)
+                    continue
+                form = getattr(metric.backend, "response_format_id", lambda: None)()
+                rows.append(dataset_row(order, case, source, metric.name, form=form or NO_FORM))
         return rows
 
     def _emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
@@ -479,6 +490,8 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
         listener.notice(f"Ray Data stopped: {ray_failure(error)}")
     finally:
         run.close()
+        if "flowrate.judge.direct" in sys.modules:  # the client of a conversation judged here (`first_round`)
+            await sys.modules["flowrate.judge.direct"].close_sessions()
         for cache in {id(m.cache): m.cache for m in run.metrics if m.cache is not None}.values():
             cache.flush()
             if cache.lost_writes:

@@ -40,6 +40,19 @@ class SchemaForms:
             return SCHEMA_FORMS[self._form_index]
         return "json_schema" if self._structured else None
 
+    @property
+    def form_settled(self) -> bool:
+        """Whether the form the schema goes in is known: a server at --api-base has taken one,
+        or the judge's form was never in question."""
+        return self._form_settled
+
+    def take_form(self, form: str | None) -> None:
+        """Send the schema in `form` (one of `SCHEMA_FORMS`), as a server is known to take it:
+        a Ray worker told what the driver learned."""
+        if self._learns_form and form in SCHEMA_FORMS:
+            self._form_index = SCHEMA_FORMS.index(form)
+            self._form_taken = True
+
     def response_format_id(self) -> str | None:
         """The form the next request sends the schema in: part of the cache key."""
         return self._form

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from flowrate import ConversationalEvalTestCase, EvalTestCase
-from tests.helpers import FLOWRATE, read_rows, turn_record
+from tests.helpers import FLOWRATE, read_rows, turn_record, write_jsonl
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data.llm")
@@ -242,13 +242,12 @@ def test_the_vllm_processor_sends_flowrates_request_and_reads_vllms_output_into_
     """What can be run without a GPU: the pre- and postprocess around `vLLMEngineProcessorConfig`
     (vLLM itself is not installed here, so the processor is not run)."""
     from flowrate import build_request
-    from flowrate.evaluation.ray_engine import from_vllm, to_vllm, worker_metric
+    from flowrate.evaluation.ray_engine import dataset_row, from_vllm, to_vllm, worker_metric
     from flowrate.settings.options import EvalSettings
 
     judge = EvalSettings(model="Qwen/Qwen2.5-7B-Instruct", api_base="http://127.0.0.1:9/v1").judge_settings
     case = ConversationalEvalTestCase(id="v1", turns=[EvalTestCase(input="hi", actual_output="hello")])
-    row = {"order": 1, "id": "v1", "metric": "conversational_flow_rate", "case": case.model_dump_json()}
-    row.update(source="", request="", kind="judge", sample=-1, tries=1)
+    row = dataset_row(1, case, None, "conversational_flow_rate")
     sent = to_vllm(judge, row)
     expected = build_request(worker_metric(judge, "conversational_flow_rate"), case, lookup=False)
     assert sent["messages"] == expected.messages
@@ -267,3 +266,31 @@ def test_the_vllm_processor_sends_flowrates_request_and_reads_vllms_output_into_
         and made["score"] == 0.9
         and made["usage"] == {"prompt_tokens": 900, "completion_tokens": 20}
     )
+
+
+def test_a_server_that_refuses_openais_schema_form_is_judged_on_ray_in_the_form_it_takes(
+    ray_judge, run_flowrate, tmp_path
+):
+    # llama-cpp-python's server answers OpenAI's json_schema with a 500; the first conversation is
+    # judged on the driver, as eval judges it, which finds the form; the workers then send that one
+    ray_judge.behave_as("llama-cpp-python")
+    logs = write_jsonl(tmp_path / "logs.jsonl", _records(12))
+    result = run_flowrate(
+        "eval",
+        logs,
+        "--api-base",
+        ray_judge.base_url,
+        "--model",
+        "openai/local-model",
+        "-o",
+        "ray.jsonl",
+        "--no-cache",
+        "--engine",
+        "ray",
+    )  # fmt: skip  (a model LiteLLM does not know, as a self-hosted one is named)
+    assert result.returncode == 0, result.stderr
+    rows = _by_id(read_rows(tmp_path / "ray.jsonl"))
+    assert len(rows) == 12 and all(row["error"] is None for row in rows.values())
+    assert {row["response_format"] for row in rows.values()} == {"json_object_schema"}
+    sent = [body.get("response_format", {}).get("type") for body in ray_judge.bodies]
+    assert sent == ["json_schema"] + ["json_object"] * 12  # one refusal in the whole run
