@@ -5,12 +5,17 @@ In one run, alternating: wall time over the ideal at N=1000 with 500 ms judge la
 N=2000 with 200 ms, 50 calls at once; judge requests per conversation (counted at the judge);
 the time from process start to the judge's first request; then client CPU per call at
 latency 0, read from each process's rusage (so node's CPU counts for promptfoo), whole and
-beyond a 100-conversation run's (start-up taken out).
+beyond a 100-conversation run's (start-up taken out). Each line also gives the judge's count of
+requests per conversation, their mean size, and the most in flight at once (at latency 0 the
+judge answers each request before it reads the next, so there it is 1 whatever the client).
 
 Each client, one judge call per conversation where the peer allows it:
 - flowrate: `flowrate eval --api-base URL -j 50` (the direct transport; its flow metric).
 - DeepEval: `ConversationalGEval` with fixed evaluation steps (no call to write them), through
-  `evaluate(..., AsyncConfig(max_concurrent=50))`, judge `GPTModel("gpt-4o", base_url=URL)`.
+  `evaluate(..., AsyncConfig(max_concurrent=50))`, judge `GPTModel("gpt-4o", base_url=URL)`;
+  once with its default `CacheConfig` (the test run rewritten to disk after every conversation),
+  once with `CacheConfig(write_cache=False)`. Its score comes from the reply's logprobs, which
+  the judge sends as OpenAI does when asked (`top_logprobs` 20).
 - promptfoo: an `llm-rubric` assertion over each conversation's text (the `echo` provider
   passes the text through), grader `openai:chat:gpt-4o` with `apiBaseUrl`, `-j 50`.
 - eval_lib: `ConversationalFlowRateMetric("gpt-4o")` (LiteLLM, OPENAI_BASE_URL), once through
@@ -24,6 +29,7 @@ A peer that is not installed is skipped, saying so.
 
 python bench/peers.py [--python /work/peers-venv/bin/python]
     [--promptfoo /work/peers-npm/node_modules/.bin/promptfoo] [--rounds 1] [--only NAME,...]
+    [--scale 0.02: N times this, a quick try]
 """
 
 from __future__ import annotations
@@ -67,7 +73,10 @@ STEPS = [
 # (found in their source): the first marker found in the prompt chooses the reply.
 PEER_REPLIES = [
     # promptfoo's llm-rubric grading prompt (DEFAULT_GRADING_PROMPT): {reason, pass, score}
-    ("You are grading output according to a user-specified rubric", {"reason": "It flows.", "pass": True, "score": 1.0}),
+    (
+        "You are grading output according to a user-specified rubric",
+        {"reason": "It flows.", "pass": True, "score": 1.0},
+    ),
     # DeepEval's ConversationalGEval generate_evaluation_results: {score 0-10, reason}
     ('the exact keys `"score"` and `"reason"`', {"reason": "Each turn follows the steps.", "score": 9}),
     # eval_lib's ConversationalFlowRateMetric: {verdict, key_issues, reason}
@@ -141,8 +150,8 @@ def token_logprobs(content: str, top: int) -> dict:
 
 def serve_judge(latency_s: float) -> None:
     """The scripted judge in this process: prints its port; each line "stats" on stdin is
-    answered with a JSON line (requests, first and last arrival on the monotonic clock, the
-    most in flight, statuses) and starts the count afresh."""
+    answered with a JSON line (requests, their bytes, the first arrival on the monotonic clock,
+    the most in flight, statuses) and starts the count afresh."""
     from tests.judge_server import JudgeServer, _completion
 
     def reply(body, step, prompt, n_ctx=None):
@@ -156,8 +165,13 @@ def serve_judge(latency_s: float) -> None:
         return answer
 
     class PeerJudge(JudgeServer):
+        request_bytes = 0
+
         async def _handle(self, request):
-            return await self._serve(request, await request.json(), reply)
+            raw = await request.read()
+            with self._lock:
+                self.request_bytes += len(raw)
+            return await self._serve(request, json.loads(raw), reply)
 
     judge = PeerJudge(latency_s=latency_s, keep_bodies=False).start()
     print(judge.port, flush=True)
@@ -168,12 +182,12 @@ def serve_judge(latency_s: float) -> None:
             arrivals = [moment for moment, _ in judge.arrivals]
             stats = {
                 "requests": judge.requests,
+                "request_bytes": judge.request_bytes,
                 "first": min(arrivals, default=None),
-                "last": max(arrivals, default=None),
                 "max_in_flight": judge.max_in_flight,
                 "not_200": sum(status != 200 for status in judge.statuses),
             }
-            judge.requests = judge.max_in_flight = 0
+            judge.requests = judge.max_in_flight = judge.request_bytes = 0
             judge.arrivals.clear()
             judge.statuses.clear()
         print(json.dumps(stats), flush=True)
@@ -216,7 +230,7 @@ DEEPEVAL = (
     READ_CONVERSATIONS
     + """
 from deepeval import evaluate
-from deepeval.evaluate.configs import AsyncConfig, DisplayConfig
+from deepeval.evaluate.configs import AsyncConfig, CacheConfig, DisplayConfig
 from deepeval.metrics import ConversationalGEval
 from deepeval.models import GPTModel
 from deepeval.test_case import ConversationalTestCase, MultiTurnParams, Turn
@@ -235,6 +249,7 @@ metric = ConversationalGEval(
 result = evaluate(
     cases, [metric], async_config=AsyncConfig(max_concurrent=j),
     display_config=DisplayConfig(show_indicator=False, print_results=False, inspect_after_run=False),
+    cache_config=CacheConfig(write_cache=WRITE_CACHE),
 )
 scores = [m.score for r in result.test_results for m in (r.metrics_data or []) if m.score is not None and not m.error]
 json.dump({"scored": len(scores), "mean_score": sum(scores) / max(len(scores), 1)}, open(out, "w"))
@@ -387,7 +402,10 @@ def clients(options, scratch: Path) -> list[Client]:
     found = [flowrate_client()]
     python = options.python
     if Path(python).exists():
-        found.append(python_client("DeepEval", python, DEEPEVAL, scratch))
+        found.append(python_client("DeepEval", python, DEEPEVAL.replace("WRITE_CACHE", "True"), scratch))
+        found.append(
+            python_client("DeepEval, no write_cache", python, DEEPEVAL.replace("WRITE_CACHE", "False"), scratch)
+        )
     else:
         print(f"DeepEval and eval_lib skipped: no {python} (see this script's docstring to install them)")
     if Path(options.promptfoo).exists():
@@ -399,7 +417,7 @@ def clients(options, scratch: Path) -> list[Client]:
         found.append(python_client("eval_lib, its runner", python, EVAL_LIB_RUNNER, scratch))
     for client in list(found):
         if client.name.startswith(("DeepEval", "eval_lib")):
-            module = "deepeval" if client.name == "DeepEval" else "eval_lib"
+            module = "deepeval" if client.name.startswith("DeepEval") else "eval_lib"
             probe = subprocess.run([python, "-c", f"import importlib.util as u; print(u.find_spec('{module}'))"],
                                    capture_output=True, text=True)  # fmt: skip
             if probe.stdout.strip() in ("", "None"):
@@ -448,6 +466,7 @@ def run(client: Client, judge: Judge, path: Path, n: int, scratch: Path) -> dict
         "first_request_s": first - started if first else float("nan"),
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "requests": stats["requests"],
+        "request_kb": stats["request_bytes"] / max(stats["requests"], 1) / 1000,
         "not_200": stats["not_200"],
         "max_in_flight": stats["max_in_flight"],
         "scored": scored,
@@ -458,10 +477,17 @@ def run(client: Client, judge: Judge, path: Path, n: int, scratch: Path) -> dict
 
 def describe(result: dict) -> str:
     scored = result["scored"]
-    ok = "" if scored == result["n"] else f", {scored}" if isinstance(scored, str) else f", scored {scored} of {result['n']}"
+    ok = (
+        ""
+        if scored == result["n"]
+        else f", {scored}"
+        if isinstance(scored, str)
+        else f", scored {scored} of {result['n']}"
+    )
     errors = f", {result['not_200']} non-200" if result["not_200"] else ""
     return (
-        f"{result['requests'] / result['n']:.2f} calls/conv, at most {result['max_in_flight']} in flight{errors}{ok}"
+        f"{result['requests'] / result['n']:.2f} calls/conv of {result['request_kb']:.1f} KB,"
+        f" at most {result['max_in_flight']} in flight{errors}{ok}"
     )
 
 
@@ -486,7 +512,7 @@ def wall(options, found: list[Client], scratch: Path) -> dict:
               " wall from the judge's first request to the process's exit (process start to exit)")  # fmt: skip
         for name, results in taken.items():
             best = min(results, key=lambda result: result["from_first_s"])
-            print(f"  {name:22} {best['from_first_s']:7.2f} s  {best['from_first_s'] / ideal:6.2f} x ideal"
+            print(f"  {name:26} {best['from_first_s']:7.2f} s  {best['from_first_s'] / ideal:6.2f} x ideal"
                   f"  ({best['process_s']:.2f} s: {best['process_s'] / ideal:.2f} x)  {describe(best)}")  # fmt: skip
     return firsts
 
@@ -499,7 +525,9 @@ def cpu(options, found: list[Client], scratch: Path) -> None:
     try:
         for _ in range(options.rounds):
             for client in found:
-                spent[client.name].append((run(client, judge, path, n, scratch), run(client, judge, small_path, small, scratch)))
+                spent[client.name].append(
+                    (run(client, judge, path, n, scratch), run(client, judge, small_path, small, scratch))
+                )
     finally:
         judge.close()
     print(f"client CPU per call, process rusage, N={n} j={J} latency 0, lowest of {options.rounds} alternating"
@@ -508,7 +536,7 @@ def cpu(options, found: list[Client], scratch: Path) -> None:
         whole = min(big["cpu_s"] for big, _ in pairs)
         beyond = min((big["cpu_s"] - little["cpu_s"]) / (n - small) for big, little in pairs)
         big = min((big for big, _ in pairs), key=lambda result: result["cpu_s"])
-        print(f"  {name:22} {whole / n * 1000:6.2f} ms whole ({whole:.2f} s), {beyond * 1000:6.2f} ms beyond start-up;"
+        print(f"  {name:26} {whole / n * 1000:6.2f} ms whole ({whole:.2f} s), {beyond * 1000:6.2f} ms beyond start-up;"
               f"  {describe(big)}")  # fmt: skip
 
 
@@ -517,14 +545,19 @@ def main() -> None:
         serve_judge(float(sys.argv[2]))
         return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--python", default="/work/peers-venv/bin/python", help="the peers' Python (DeepEval, eval_lib)")
+    parser.add_argument(
+        "--python", default="/work/peers-venv/bin/python", help="the peers' Python (DeepEval, eval_lib)"
+    )
     parser.add_argument("--promptfoo", default="/work/peers-npm/node_modules/.bin/promptfoo")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated client names (prefixes) to run")
     parser.add_argument("--scale", type=float, default=1.0, help="N times this (a quick try: 0.05)")
     options = parser.parse_args()
     load = os.getloadavg()[0]
-    print(f"load average at start {load:.2f} on {os.cpu_count()} cores" + (" (not alone on the machine)" if load > 0.5 else ""))
+    print(
+        f"load average at start {load:.2f} on {os.cpu_count()} cores"
+        + (" (not alone on the machine)" if load > 0.5 else "")
+    )
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         (scratch / "home").mkdir()
@@ -533,7 +566,7 @@ def main() -> None:
         firsts = wall(options, found, scratch)
         print("time from process start to the judge's first request, best of the runs above")
         for name, times in firsts.items():
-            print(f"  {name:22} {min(times):6.2f} s")
+            print(f"  {name:26} {min(times):6.2f} s")
         cpu(options, found, scratch)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
