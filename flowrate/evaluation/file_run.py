@@ -135,16 +135,6 @@ class FileRun:
                 " each waited for an empty 60-second window and went alone"
             )
 
-    def begin(self, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:
-        """`prepare`, then the rows a resumed output holds (`done_rows`) and the new summary
-        (`start`), `listener` told; the run is closed when any of them fails."""
-        try:
-            self.prepare(listener)
-            return self.done_rows(listener), self.start(listener)
-        except BaseException:
-            self.close()
-            raise
-
     def done_rows(self, listener: RunListener) -> dict[tuple[str, str], EvaluationRow]:
         """The rows a resumed output holds (empty unless resuming into an existing file)."""
         if not self.resuming:
@@ -205,3 +195,14 @@ class FileRun:
         finally:
             self.inputs.close()
         return estimate
+
+
+def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:
+    """`run.prepare`, then the rows a resumed output holds (`done_rows`) and the new summary
+    (`start`), `listener` told: how every engine begins a run. The run is closed when any fails."""
+    try:
+        run.prepare(listener)
+        return run.done_rows(listener), run.start(listener)
+    except BaseException:
+        run.close()
+        raise

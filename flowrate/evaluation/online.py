@@ -6,7 +6,7 @@ import gc
 import time
 
 from flowrate.evaluation.engine import Scheduler
-from flowrate.evaluation.file_run import FileRun
+from flowrate.evaluation.file_run import FileRun, begin
 from flowrate.results.events import RunListener
 from flowrate.results.gates import apply_gates
 from flowrate.results.summary import RunSummary
@@ -16,7 +16,7 @@ async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
     """Judge every selected conversation of `run`, telling `listener` each row as it is ready
     (the results file is the listener's first part). Returns the summary with gates applied."""
     started = time.monotonic()
-    done, summary = run.begin(listener)
+    done, summary = begin(run, listener)
     listener.stage("judging")
     # LiteLLM brings some 400,000 long-lived objects; every full collection would walk them
     # all again. Frozen, they are left alone: a tenth of the client's CPU in a long run.

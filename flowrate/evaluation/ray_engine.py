@@ -26,7 +26,7 @@ import orjson
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import CostBudget, _Tally
-from flowrate.evaluation.file_run import FileRun
+from flowrate.evaluation.file_run import FileRun, begin
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
@@ -293,6 +293,13 @@ class _Pending:
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
+def known_form(metric: Any) -> str:
+    """The schema form the judge's server takes, for a row to tell its worker: a server at
+    --api-base whose form is not known (llama-cpp-python refuses OpenAI's) has its first
+    conversation judged on the driver, as eval judges it, which finds the form."""
+    return getattr(metric.backend, "response_format_id", lambda: None)() or NO_FORM
+
+
 def dataset_row(order: int, case: Any, source: Source | None, metric: str, **extra: Any) -> dict[str, Any]:
     """A row of a round's dataset (see `ROW_COLUMNS`): a conversation's metric to judge."""
     row = {"order": order, "id": case.id or "", "metric": metric, "case": case.model_dump_json()}
@@ -323,9 +330,7 @@ class RayRun(_Tally):
         """The rows of the first dataset: every selected conversation's metric not in the output,
         not cached and within the budget; the others are answered here."""
         rows: list[dict[str, Any]] = []
-        order = 0
-        for case, source in self.run.items(self.listener):
-            order += 1
+        for order, (case, source) in enumerate(self.run.items(self.listener), start=1):
             wanted = self._wanted(case, order)
             self.cases[order] = (case, source)
             for index, metric in enumerate(wanted):
@@ -339,14 +344,10 @@ class RayRun(_Tally):
                 if self.budget is not None and not self.budget.reserve(metric.estimate(request.plan).cost_usd or 0.0):
                     self._skip_for_budget(case, source, wanted[index:])
                     break
-                if not getattr(metric.backend, "form_settled", True):
-                    # a server at --api-base whose schema form is not known (llama-cpp-python refuses
-                    # OpenAI's): this conversation is judged here, as eval judges it, which finds the
-                    # form; the workers are then told it with every row
+                if not getattr(metric.backend, "form_settled", True):  # judged here, which finds the form
                     self._emit_all(await metric.evaluate(case, source), order, metric.name)
                     continue
-                form = getattr(metric.backend, "response_format_id", lambda: None)()
-                rows.append(dataset_row(order, case, source, metric.name, form=form or NO_FORM))
+                rows.append(dataset_row(order, case, source, metric.name, form=known_form(metric)))
         return rows
 
     def _emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
@@ -471,7 +472,7 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
     except BaseException:
         run.close()
         raise
-    done, summary = run.begin(listener)
+    done, summary = begin(run, listener)
     listener.stage("starting Ray")
     ray = connect(run.settings.engine_settings.ray_address)
     actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
