@@ -31,6 +31,15 @@ NO_WAIT = RetryPolicy(max_retries=2, timeout=5, backoff=0, backoff_max=0)
 
 
 # -- conversations and results files ------------------------------------------------------------------
+def watched(page, errors):
+    """`page` with its console errors, page errors and dialogs (dismissed) put in `errors`, as
+    every browser test watches the page it draws."""
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    return page
+
+
 def turn_record(conversation_id, *texts, **extra):
     """A turn-format record; texts alternate user, assistant."""
     pairs = [{"input": texts[i], "actual_output": texts[i + 1]} for i in range(0, len(texts), 2)]

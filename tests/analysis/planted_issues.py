@@ -9,6 +9,7 @@ import random
 from datetime import UTC, datetime
 
 from flowrate.results.rows import EvaluationRow
+from tests.helpers import evaluation_row
 
 PLANTED = ["hanging", "refund", "order_again", "upsell"]  # the planted ranking
 LANGUAGES = ["en", "ru", "pt"]
@@ -147,11 +148,13 @@ def planted_rows(
             key = f"{mode}-{language}-{index}"
             score = rng.choice(spec["scores"])
             issue = _text(mode, language, rng, turn, topics)
-            rows.append(_row(key, "conversational_flow_rate", score, [issue], turns, day))
+            rows.append(issue_row(key, score, [issue], turns, day))
             if mode in CRITERIA and index % 4 == 0:
-                rows.append(_row(key, CRITERIA[mode], score, [_text(mode, language, rng, turn, topics)], turns, day))
+                rows.append(
+                    issue_row(key, score, [_text(mode, language, rng, turn, topics)], turns, day, CRITERIA[mode])
+                )
     for index in range(20):
-        rows.append(_row(f"clean-{index}", "conversational_flow_rate", 1.0, [], 4, day))
+        rows.append(issue_row(f"clean-{index}", 1.0, [], 4, day))
     return rows
 
 
@@ -160,16 +163,7 @@ def planted_mode(conversation_id: str) -> str:
     return conversation_id.rsplit("-", 2)[0]
 
 
-def _row(key, metric, score, issues, turns, day) -> EvaluationRow:
-    return EvaluationRow(
-        id=key,
-        metric=metric,
-        score=score,
-        success=score >= 0.7,
-        threshold=0.7,
-        key_issues=issues,
-        model="gpt-4o",
-        rubric_version="v",
-        evaluated_at=day,
-        number_of_turns=turns,
-    )
+def issue_row(key, score, issues, turns=6, day=None, metric="conversational_flow_rate") -> EvaluationRow:
+    """A judged row of `metric` with these key issues, over a conversation of `turns` turns."""
+    day = day or datetime(2026, 11, 2, tzinfo=UTC)
+    return evaluation_row(key, score, metric=metric, key_issues=issues, number_of_turns=turns, evaluated_at=day)

@@ -16,8 +16,7 @@ from flowrate.analysis.top_issues import (
     shown_text,
     top_issues,
 )
-from flowrate.results.rows import EvaluationRow
-from tests.analysis.planted_issues import PLAN, PLANTED, planted_mode, planted_rows
+from tests.analysis.planted_issues import PLAN, PLANTED, issue_row, planted_mode, planted_rows
 
 
 def _planted_sequence(modes):
@@ -108,56 +107,45 @@ def test_turn_references_and_quoted_values_are_not_what_makes_issues_the_same():
     )
     # the same order number and turn in two different failures leave them two modes
     rows = [
-        _row(f"a{n}", 0.3, [f"turn 3: asks again for order number 77812 (ref #{n}, in turn {n})"]) for n in range(6)
+        issue_row(f"a{n}", 0.3, [f"turn 3: asks again for order number 77812 (ref #{n}, in turn {n})"])
+        for n in range(6)
     ] + [
-        _row(f"b{n}", 0.3, [f"turn 3: pitches the premium plan for order 77812 (ref #{n}, in turn {n})"])
+        issue_row(f"b{n}", 0.3, [f"turn 3: pitches the premium plan for order 77812 (ref #{n}, in turn {n})"])
         for n in range(6)
     ]
     modes = top_issues(rows)
     assert sorted(sorted({key[0] for key in mode.ids}) for mode in modes) == [["a"], ["b"]]
 
 
-def _row(key, score, issues, turns=6, day=None, metric="conversational_flow_rate"):
-    return EvaluationRow(
-        id=key,
-        metric=metric,
-        score=score,
-        success=score >= 0.7,
-        threshold=0.7,
-        key_issues=issues,
-        model="m",
-        rubric_version="v",
-        evaluated_at=day or datetime(2026, 11, 2, tzinfo=UTC),
-        number_of_turns=turns,
-    )
-
-
 def test_an_end_of_conversation_lapse_is_more_severe_than_the_same_lapse_at_the_start():
     at_end = top_issues(
-        [_row(f"c{n}", 0.3, ["turn 6: ignores the user's question about the refund"]) for n in range(5)]
+        [issue_row(f"c{n}", 0.3, ["turn 6: ignores the user's question about the refund"]) for n in range(5)]
     )
     at_start = top_issues(
-        [_row(f"c{n}", 0.3, ["turn 1: ignores the user's question about the refund"]) for n in range(5)]
+        [issue_row(f"c{n}", 0.3, ["turn 1: ignores the user's question about the refund"]) for n in range(5)]
     )
     assert at_end[0].severity > at_start[0].severity
     # in one run: the same scores and as many conversations, the lapse at the end ranks first
-    rows = [_row(f"s{n}", 0.3, ["turn 1: pitches the premium plan instead of helping"]) for n in range(6)]
-    rows += [_row(f"e{n}", 0.3, ["turn 6: the user's last question gets no reply"]) for n in range(6)]
+    rows = [issue_row(f"s{n}", 0.3, ["turn 1: pitches the premium plan instead of helping"]) for n in range(6)]
+    rows += [issue_row(f"e{n}", 0.3, ["turn 6: the user's last question gets no reply"]) for n in range(6)]
     ranked = top_issues(rows)
     assert [mode.ids[0][0] for mode in ranked] == ["e", "s"]
     assert [mode.position for mode in ranked] == ["end", "start"]
 
 
 def test_frequency_breaks_a_severity_tie():
-    rows = [_row(f"few{n}", 0.3, ["turn 3: pitches the premium plan instead of helping"]) for n in range(3)]
-    rows += [_row(f"many{n}", 0.3, ["turn 3: ignores the user's question about the refund"]) for n in range(9)]
+    rows = [issue_row(f"few{n}", 0.3, ["turn 3: pitches the premium plan instead of helping"]) for n in range(3)]
+    rows += [issue_row(f"many{n}", 0.3, ["turn 3: ignores the user's question about the refund"]) for n in range(9)]
     ranked = top_issues(rows)
     assert ranked[0].severity == ranked[1].severity
     assert [mode.conversations for mode in ranked] == [9, 3]
 
 
 def test_user_satisfaction_rows_and_rows_without_issues_raise_no_mode():
-    rows = [_row("a", 1.0, []), _row("b", 0.2, ["turn 2: loops on the same question"], metric="user_satisfaction")]
+    rows = [
+        issue_row("a", 1.0, []),
+        issue_row("b", 0.2, ["turn 2: loops on the same question"], metric="user_satisfaction"),
+    ]
     assert top_issues(rows) == []
     assert top_issues([]) == []
 
@@ -182,7 +170,7 @@ def test_a_history_of_three_runs_shows_a_planted_mode_growing_flagged(tmp_path):
             "upsell": {"conversations": upsell, "scores": [0.7], "where": "middle"},
         }
         rows = planted_rows(seed=week, day=day, plan=plan)
-        rows += [_row(f"fine-{week}-{n}", 1.0, [], day=day) for n in range(100 - 20 - 30 - upsell)]
+        rows += [issue_row(f"fine-{week}-{n}", 1.0, [], day=day) for n in range(100 - 20 - 30 - upsell)]
         for row in rows:
             row.id = f"w{week}-{row.id}"  # each week's conversations are its own
         import_results(connection, _write_run(tmp_path / f"run{week}.jsonl", rows))
@@ -207,7 +195,7 @@ def test_a_history_from_before_key_issues_were_kept_gives_no_modes_and_no_error(
     history = tmp_path / "old.duckdb"
     connection = connect(history)
     connection.execute("UPDATE rows SET key_issues = NULL")
-    rows = [_row(f"c{n}", 0.3, ["turn 2: loops"]) for n in range(3)]
+    rows = [issue_row(f"c{n}", 0.3, ["turn 2: loops"]) for n in range(3)]
     import_results(connection, _write_run(tmp_path / "run.jsonl", rows))
     connection.execute("UPDATE rows SET key_issues = NULL, number_of_turns = NULL")
     connection.close()
@@ -230,7 +218,7 @@ def test_migration_3_adds_key_issues_to_an_older_history_and_imports_fill_them(t
     older.close()
     connection = connect(path)  # upgraded in place
     assert "m003_rows_key_issues" in applied(connection)
-    new_rows = [_row(f"new{n}", 0.3, ["turn 6: the user's last question gets no reply"]) for n in range(3)]
+    new_rows = [issue_row(f"new{n}", 0.3, ["turn 6: the user's last question gets no reply"]) for n in range(3)]
     import_results(connection, _write_run(tmp_path / "new.jsonl", new_rows))
     stored = connection.execute("SELECT key_issues, number_of_turns FROM rows ORDER BY conversation_id").fetchall()
     connection.close()

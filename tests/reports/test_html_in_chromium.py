@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.helpers import CHROMIUM, dated_row, turn_record, write_jsonl
+from tests.helpers import CHROMIUM, dated_row, turn_record, watched, write_jsonl
 
 HOSTILE = [
     "<!--<script>",
@@ -122,10 +122,7 @@ def test_hostile_text_in_every_field_is_drawn_literally_in_the_html_report(judge
         browser = _browser(playwright)
         context = browser.new_context(offline=True)
         context.route("http*://**", lambda route: route.abort())
-        page = context.new_page()
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+        page = watched(context.new_page(), errors)
         page.goto((tmp_path / "report.html").as_uri())
         rows = page.locator("#results tbody tr")
         assert rows.count() == len(HOSTILE)

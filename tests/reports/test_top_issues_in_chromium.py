@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers import CHROMIUM, turn_record, write_jsonl
+from tests.helpers import CHROMIUM, turn_record, watched, write_jsonl
 
 HOSTILE = [
     "</script><script>document.title='owned'</script>",
@@ -43,10 +43,7 @@ def _page(playwright, path, errors):
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
     context = browser.new_context(offline=True)
     context.route("http*://**", lambda route: route.abort())
-    page = context.new_page()
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page = watched(context.new_page(), errors)
     page.goto(path.as_uri())
     return browser, page
 

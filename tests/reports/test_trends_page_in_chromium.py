@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.helpers import CHROMIUM, write_jsonl, write_rows
+from tests.helpers import CHROMIUM, watched, write_jsonl, write_rows
 from tests.helpers import dated_rows as _dated_rows
 from tests.helpers import march_label as label
 from tests.helpers import march_row as row
@@ -17,10 +17,7 @@ HOSTILE_METRICS = ["<!--<script>", "</script><script>alert(1)</script>", "a&amp;
 def open_page(sync_api, path, errors):
     playwright = sync_api.sync_playwright().start()
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-    page = browser.new_context(offline=True).new_page()
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page = watched(browser.new_context(offline=True).new_page(), errors)
     page.goto(path.as_uri())
     return playwright, browser, page
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.helpers import CHROMIUM, long_conversation, turn_record, write_jsonl
+from tests.helpers import CHROMIUM, long_conversation, turn_record, watched, write_jsonl
 from tests.review.conftest import FAILING, HOSTILE, history_reviews
 
 pytestmark = pytest.mark.skipif(
@@ -35,10 +35,7 @@ def open_context(browser, review, errors):
     context.route(
         "**/*", lambda route: route.continue_() if route.request.url.startswith(review.base) else route.abort()
     )
-    page = context.new_page()
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("dialog", lambda dialog: (errors.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page = watched(context.new_page(), errors)
     page.goto(review.url)  # the token once; a cookie from then on
     return context, page
 
