@@ -26,7 +26,11 @@ def test_the_cli_reference_shows_every_option_of_every_command():
 def test_the_readme_names_every_command_and_exit_code():
     readme = (ROOT / "README.md").read_text()
     page = reference()["render"]()
-    leaves = [path for path in re.findall(r"^## `flowrate (.+)`$", page, re.MULTILINE) if path not in ("batch", "labels", "history", "cache")]
+    leaves = [
+        path
+        for path in re.findall(r"^## `flowrate (.+)`$", page, re.MULTILINE)
+        if path not in ("batch", "labels", "history", "cache")
+    ]
     for path in leaves:
         group, _, name = path.partition(" ")
         assert f"flowrate {path}" in readme or (name and f"flowrate {group} " in readme and name in readme), path
