@@ -21,18 +21,18 @@ def judge_server():
     server.stop()
 
 
-@pytest.fixture(params=["auto", "litellm"])
-def transport(request, monkeypatch):
-    """Each test with the scripted judge runs through both transports: "auto" (flowrate's own
-    HTTP client for the OpenAI protocol) and "litellm". The CLI reads FLOWRATE_TRANSPORT; the
-    Python API tests pass `helpers.transport()`."""
-    monkeypatch.setenv("FLOWRATE_TRANSPORT", request.param)
-    return request.param
+@pytest.fixture
+def transport(monkeypatch):
+    """The transport a scripted-judge test goes through: "auto" (flowrate's own HTTP client for
+    the OpenAI protocol). The tests about the judge's transport (`tests/judge/conftest.py`) run
+    through both. The CLI reads FLOWRATE_TRANSPORT; the Python API tests pass `helpers.transport()`."""
+    monkeypatch.setenv("FLOWRATE_TRANSPORT", "auto")
+    return "auto"
 
 
 @pytest.fixture
 def judge(judge_server, transport):
-    """The scripted judge, reset for each test (run once per transport)."""
+    """The scripted judge, reset for each test."""
     judge_server.reset()
     judge_server.latency_s = 0.0
     judge_server.fault_rates = {}
