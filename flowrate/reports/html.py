@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.reports.escape import json_for_script
+from flowrate.reports.escape import PAGE_ESCAPED, json_for_script, page_text
 from flowrate.results.book import ReportBook
 from flowrate.results.summary import RunSummary, format_score
 
@@ -65,7 +65,7 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
         for key, case in transcripts.items()
         if key in shown_ids
     }
-    data = data_script({"rows": rows, "transcripts": conversations})
+    data = data_script({"rows": rows, "transcripts": conversations, "escaped": PAGE_ESCAPED})
     cards = "\n".join(_card(name, stats, book) for name, stats in summary.metrics.items())
     issues = top_issues_of(cases, transcripts)
     body = (
@@ -131,8 +131,8 @@ def _card(name: str, stats, book: ReportBook) -> str:
         height = round(80 * count / peak)
         x = 10 + index * 48
         bars.append(
-            f'<rect x="{x}" y="{100 - height}" width="36" height="{height}" class="bar"><title>{html.escape(value)}: {count}</title></rect>'
-            f'<text x="{x + 18}" y="114" text-anchor="middle">{html.escape(value)}</text>'
+            f'<rect x="{x}" y="{100 - height}" width="36" height="{height}" class="bar"><title>{html.escape(page_text(value))}: {count}</title></rect>'
+            f'<text x="{x + 18}" y="114" text-anchor="middle">{html.escape(page_text(value))}</text>'
             f'<text x="{x + 18}" y="{96 - height}" text-anchor="middle">{count}</text>'
         )
     width = 20 + 48 * max(len(values), 1)
@@ -144,7 +144,7 @@ def _card(name: str, stats, book: ReportBook) -> str:
         else ""
     )
     return (
-        f'<div class="card"><h3>{html.escape(name)}</h3>'
+        f'<div class="card"><h3>{html.escape(page_text(name))}</h3>'
         f"<p>{stats.rows} rows, pass rate {rate}, mean score {mean}, {stats.errors} errors{note}</p>"
         f'<svg class="chart" data-metric="{html.escape(name)}" width="{width}" height="120" role="img">{"".join(bars)}</svg></div>'
     )
@@ -169,18 +169,22 @@ const data = JSON.parse(document.getElementById("data").textContent);
 const rows = data.rows.map(r => Object.assign(r, {status: r.error ? "error" : (r.success ? "pass" : "fail")}));
 const body = document.querySelector("#results tbody");
 let sortKey = null, ascending = true;
+const escaped = new RegExp(data.escaped, "g");
 function text(value) { return value === null || value === undefined ? "" : String(value); }
-function cell(tr, value) { const td = document.createElement("td"); td.textContent = text(value); tr.appendChild(td); }
+function hex(code, width) { return code.toString(16).padStart(width, "0"); }
+function shown(value) { return text(value).replace(escaped, c => { const code = c.charCodeAt(0);
+  return code < 0x100 ? "\\\\x" + hex(code, 2) : "\\\\u" + hex(code, 4); }); }
+function cell(tr, value) { const td = document.createElement("td"); td.textContent = shown(value); tr.appendChild(td); }
 function draw() {
   const needle = document.getElementById("filter").value.toLowerCase();
   const status = document.getElementById("status").value;
-  let shown = rows.filter(r => (!status || r.status === status) &&
+  let listed = rows.filter(r => (!status || r.status === status) &&
     (!needle || [r.id, r.metric, r.reason, r.error, (r.key_issues || []).join(" ")].join(" ").toLowerCase().includes(needle)));
-  if (sortKey) shown.sort((a, b) => { const x = a[sortKey], y = b[sortKey];
+  if (sortKey) listed.sort((a, b) => { const x = a[sortKey], y = b[sortKey];
     const order = (typeof x === "number" && typeof y === "number") ? x - y : text(x).localeCompare(text(y));
     return ascending ? order : -order; });
   body.replaceChildren();
-  for (const r of shown) {
+  for (const r of listed) {
     const tr = document.createElement("tr");
     tr.className = "row " + r.status;
     tr.dataset.id = r.id;
@@ -188,7 +192,7 @@ function draw() {
     tr.addEventListener("click", () => show(r.id));
     body.appendChild(tr);
   }
-  document.getElementById("count").textContent = shown.length + " of " + rows.length + " rows";
+  document.getElementById("count").textContent = listed.length + " of " + rows.length + " rows";
 }
 function turnsOf(issue) {
   const m = /^\\s*turns?\\s+((?:\\d+\\s*(?:,|and|to|-|&)?\\s*)+)/i.exec(issue);
@@ -197,7 +201,7 @@ function turnsOf(issue) {
 function show(id) {
   const box = document.getElementById("transcript");
   box.replaceChildren();
-  const title = document.createElement("h2"); title.textContent = id; box.appendChild(title);
+  const title = document.createElement("h2"); title.textContent = shown(id); box.appendChild(title);
   const turns = Object.hasOwn(data.transcripts, id) ? data.transcripts[id] : null;
   const issues = {};
   for (const r of rows.filter(r => r.id === id)) for (const issue of r.key_issues || [])
@@ -207,10 +211,10 @@ function show(id) {
     const n = index + 1, div = document.createElement("div");
     div.className = "turn"; div.dataset.turn = n;
     const head = document.createElement("strong"); head.textContent = "turn " + n; div.appendChild(head);
-    const user = document.createElement("div"); user.className = "user"; user.textContent = "user: " + turn[0]; div.appendChild(user);
+    const user = document.createElement("div"); user.className = "user"; user.textContent = "user: " + shown(turn[0]); div.appendChild(user);
     const bot = document.createElement("div"); bot.className = "assistant";
-    bot.textContent = "assistant: " + (turn[1] === null ? "(no reply)" : turn[1]); div.appendChild(bot);
-    for (const issue of issues[n] || []) { const p = document.createElement("div"); p.className = "issue"; p.textContent = issue; div.appendChild(p); }
+    bot.textContent = "assistant: " + (turn[1] === null ? "(no reply)" : shown(turn[1])); div.appendChild(bot);
+    for (const issue of issues[n] || []) { const p = document.createElement("div"); p.className = "issue"; p.textContent = shown(issue); div.appendChild(p); }
     box.appendChild(div);
   });
 }

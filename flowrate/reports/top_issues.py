@@ -18,6 +18,7 @@ from rich.table import Table
 from flowrate.analysis.labels import csv_cell
 from flowrate.analysis.top_issues import FailureMode
 from flowrate.reports.console import shown, sparkline, table_text
+from flowrate.reports.escape import page_text
 
 SHOWN_TOP = 10  # modes the terminal and the HTML section list
 CSV_COLUMNS = [
@@ -41,6 +42,10 @@ CSV_COLUMNS = [
     "example_3_text",
     "ids",
 ]
+
+
+def _html(text: str) -> str:
+    return html.escape(page_text(text))
 
 
 def _where(mode: FailureMode) -> str:
@@ -119,14 +124,14 @@ def top_issues_section(modes: list[FailureMode], top: int = SHOWN_TOP, note: str
     lines = []
     for rank, mode in enumerate(modes[:top], start=1):
         examples = "".join(
-            f'<li><a class="example" href="#" data-id="{html.escape(example.id)}">{html.escape(example.id)}</a>'
-            f"{'' if example.turn is None else f' (turn {example.turn})'}: {html.escape(example.text)}</li>"
+            f'<li><a class="example" href="#" data-id="{_html(example.id)}">{_html(example.id)}</a>'
+            f"{'' if example.turn is None else f' (turn {example.turn})'}: {_html(example.text)}</li>"
             for example in mode.examples
         )
         lines.append(
-            f'<tr class="mode"><td>{rank}</td><td class="label">{html.escape(mode.label)}</td>'
+            f'<tr class="mode"><td>{rank}</td><td class="label">{_html(mode.label)}</td>'
             f"<td>{mode.conversations} ({mode.share:.1%})</td><td>{mode.severity:.1f}</td>"
-            f"<td>{html.escape(_where(mode))}</td><td>{html.escape(', '.join(mode.metrics))}</td>"
+            f"<td>{_html(_where(mode))}</td><td>{_html(', '.join(mode.metrics))}</td>"
             f"<td><ul>{examples}</ul></td></tr>"
         )
     more = (

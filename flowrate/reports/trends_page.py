@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from flowrate.analysis.trends import TrendPoint
+from flowrate.reports.escape import page_text
 from flowrate.reports.html import data_script, page
 
 STYLE = """.card{margin:.5em 0}
@@ -63,13 +64,15 @@ def _chart(name: str, periods: list[str], points: dict[str, TrendPoint]) -> str:
         parts.append(
             f'<rect class="volume" x="{x(index) - 8}" y="{height - 20 - bar}" width="16" height="{bar}"><title>{point.conversations} conversations</title></rect>'
         )
-        parts.append(f'<text x="{x(index)}" y="{height - 5}" text-anchor="middle">{html.escape(period)}</text>')
+        parts.append(
+            f'<text x="{x(index)}" y="{height - 5}" text-anchor="middle">{html.escape(page_text(period))}</text>'
+        )
         if point.mean_score is None:
             continue
         mean = point.mean_score
         line.append(f"{x(index)},{y(mean)}")
         marks.append(
-            f'<circle class="mean-point" cx="{x(index)}" cy="{y(mean)}" r="3"><title>{html.escape(period)}: mean judge score {mean}</title></circle>'
+            f'<circle class="mean-point" cx="{x(index)}" cy="{y(mean)}" r="3"><title>{html.escape(page_text(period))}: mean judge score {mean}</title></circle>'
         )
         high, low = y(min(1.0, mean + (point.upper or 0.0))), y(max(0.0, mean + (point.lower or 0.0)))
         band_top.append((x(index), high))
@@ -84,7 +87,7 @@ def _chart(name: str, periods: list[str], points: dict[str, TrendPoint]) -> str:
     else:
         band = f'<polygon class="band" points="{" ".join(f"{a},{b}" for a, b in band_top + band_bottom[::-1])}"/>'
     return (
-        f'<div class="card"><h3>{html.escape(name)}</h3><svg class="trend" data-metric="{html.escape(name)}" width="{width}" height="{height}" role="img">'
+        f'<div class="card"><h3>{html.escape(page_text(name))}</h3><svg class="trend" data-metric="{html.escape(name)}" width="{width}" height="{height}" role="img">'
         f'<line x1="{left}" y1="{y(0)}" x2="{width - 10}" y2="{y(0)}" class="axis"/><line x1="{left}" y1="{y(1)}" x2="{width - 10}" y2="{y(1)}" class="axis"/>'
         f'<text x="4" y="{y(1) + 4}">1.0</text><text x="4" y="{y(0) + 4}">0.0</text>'
         f'{band}<polyline class="mean" points="{" ".join(line)}"/>'
