@@ -199,5 +199,7 @@ def test_bidi_controls_and_line_separators_are_drawn_escaped_in_the_html_report(
         assert turn.locator(".user").inner_text() == "user: MARK-BIDI user \\u200fsays"
         assert turn.locator(".assistant").inner_text() == "assistant: bot\\u2029says \\u061cno"
         assert turn.locator(".issue").inner_text() == f"conversational_flow_rate: {shown_issue}"
+        page.locator("#top-issues a.example").first.click()  # the link names the id exactly
+        assert page.locator("#transcript .turn").count() == 1
         browser.close()
     assert errors == []
