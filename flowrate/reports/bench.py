@@ -121,7 +121,7 @@ def write_bench_html(report: BenchReport, path: str | Path) -> None:
     ]
     estimate = report.estimate
     page = render(
-        "flowrate.reports",
+        __package__,
         "bench.html",
         created_at=report.created_at,
         version=report.flowrate_version,

@@ -20,7 +20,6 @@ from flowrate.results.book import ReportBook
 from flowrate.results.summary import RunSummary, format_score
 
 TEXT_LIMIT = 600  # characters of one message shown; the rest is cut in the middle
-PACKAGE = "flowrate.reports"
 
 
 def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, ConversationalEvalTestCase]) -> str:
@@ -45,7 +44,7 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
     data = {"rows": rows, "transcripts": conversations, "escaped": PAGE_ESCAPED}
     cards = [_card(name, stats, book) for name, stats in summary.metrics.items()]
     return draw(
-        PACKAGE,
+        __package__,
         "report.html",
         title="flowrate report",
         sheets=["report.css"],
@@ -79,7 +78,11 @@ def write_top_issues_page(path: str | Path, modes: list, top: int) -> None:
     from flowrate.reports.top_issues import section
 
     text = draw(
-        PACKAGE, "top_issues_page.html", title="flowrate top issues", sheets=["report.css"], issues=section(modes, top)
+        __package__,
+        "top_issues_page.html",
+        title="flowrate top issues",
+        sheets=["report.css"],
+        issues=section(modes, top),
     )
     Path(path).write_text(text, encoding="utf-8")
 

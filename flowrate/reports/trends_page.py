@@ -9,7 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from flowrate.analysis.trends import TrendPoint
-from flowrate.reports.html import PACKAGE
 from flowrate.reports.templating import render
 
 
@@ -22,7 +21,7 @@ def render_trends(points: list[TrendPoint]) -> str:
         by_metric[point.metric][point.period] = point
     charts = [_chart(name, periods, mine) for name, mine in by_metric.items()]
     data = [point.model_dump() for point in points]
-    return render(PACKAGE, "trends.html", title="flowrate trends", sheets=["trends.css"], charts=charts, data=data)
+    return render(__package__, "trends.html", title="flowrate trends", sheets=["trends.css"], charts=charts, data=data)
 
 
 def write_trends(path: str | Path, points: list[TrendPoint]) -> None:
