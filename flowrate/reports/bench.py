@@ -3,7 +3,6 @@ judge's, their sources as numbered notes, and the same as a standalone HTML page
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from rich.console import Console
@@ -12,6 +11,21 @@ from rich.table import Table
 from flowrate.analysis.agreement import Statistic
 from flowrate.analysis.judge_bench import Anchor, BenchReport, BenchScore
 from flowrate.reports.console import table_text
+from flowrate.reports.templating import render
+
+HEADERS = (
+    "judge",
+    "set",
+    "label",
+    "n",
+    "spearman",
+    "kendall",
+    "published (spearman)",
+    "replies",
+    "calls",
+    "cost",
+    "same verdict on reruns",
+)
 
 
 def _statistic(statistic: Statistic) -> str:
@@ -84,54 +98,38 @@ def print_bench(console: Console, report: BenchReport) -> None:
 
 
 def write_bench_html(report: BenchReport, path: str | Path) -> None:
-    """The report as one HTML page with no script, every text escaped."""
+    """The report as one HTML page with no script and a CSP that allows none (`templates/bench.html`),
+    every text escaped by its template."""
     sources = _sources(report)
-
-    def cell(text: object) -> str:
-        return f"<td>{html.escape(str(text))}</td>"
-
-    rows = []
-    for score in report.scores:
-        published = "; ".join(
-            f'{html.escape(a.name)} {html.escape(a.shown)} <a href="#source-{sources.index(a) + 1}">'
-            f"[{sources.index(a) + 1}]</a>"
-            for a in score.anchors
-        )
-        rows.append(
-            "<tr>"
-            + cell(score.judge)
-            + cell(score.set + (" (cut logs)" if score.cut_logs else ""))
-            + cell(score.label)
-            + cell(score.n)
-            + cell(_statistic(score.spearman))
-            + cell(_statistic(score.kendall))
-            + f"<td>{published or 'none'}</td>"
-            + cell(_replies(score))
-            + cell(score.calls)
-            + cell(_cost(score))
-            + cell(_stability(score))
-            + "</tr>"
-        )
-    notes = "".join(
-        f'<li id="source-{number}">{html.escape(anchor.name)}: {html.escape(anchor.source)}</li>'
-        for number, anchor in enumerate(sources, start=1)
-    )
-    headers = ("judge", "set", "label", "n", "spearman", "kendall", "published (spearman)", "replies", "calls", "cost")
-    head = "".join(f"<th>{name}</th>" for name in (*headers, "same verdict on reruns"))
+    rows = [
+        {
+            "before": [
+                score.judge,
+                score.set + (" (cut logs)" if score.cut_logs else ""),
+                score.label,
+                score.n,
+                _statistic(score.spearman),
+                _statistic(score.kendall),
+            ],
+            "published": [
+                {"name": anchor.name, "shown": anchor.shown, "number": sources.index(anchor) + 1}
+                for anchor in score.anchors
+            ],
+            "after": [_replies(score), score.calls, _cost(score), _stability(score)],
+        }
+        for score in report.scores
+    ]
     estimate = report.estimate
-    cost = "unknown" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<title>flowrate judge-bench</title>
-<style>body{{font:14px system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}</style></head>
-<body><h1>Which judge agrees with people</h1>
-<p>{html.escape(report.created_at)}, flowrate {html.escape(report.flowrate_version)}.
-Estimated before the run: {estimate.calls} call(s) the cache did not answer, cost {cost}.
-{"<strong>Interrupted: the figures cover the runs finished before it.</strong>" if report.interrupted else ""}</p>
-<table id="scores"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>
-<h2>Sources of the published figures</h2><ol id="sources">{notes}</ol>
-</body></html>
-"""
+    page = render(
+        __package__,
+        "bench.html",
+        created_at=report.created_at,
+        version=report.flowrate_version,
+        calls=estimate.calls,
+        cost="unknown" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}",
+        interrupted=report.interrupted,
+        headers=HEADERS,
+        rows=rows,
+        sources=sources,
+    )
     Path(path).write_text(page, encoding="utf-8")

@@ -68,14 +68,31 @@ def safe_lines(text: str) -> str:
     return "\n".join(safe_line(line) for line in re.split(r"\r\n|\r|\n", text))
 
 
-_SHOWN_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
+# The bidi controls (marks, embeddings, overrides, isolates) and the Unicode line and paragraph
+# separators: they reorder or break what a reader sees (`h5-\u202eevil\u202c` reads `h5-live`).
+_BIDI_AND_SEPARATORS = [0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_SHOWN_CONTROL = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in [*range(0x20), *range(0x7F, 0xA0), *_BIDI_AND_SEPARATORS]
+}
+# What a page shows escaped: the same, but for tab, LF and CR, which HTML draws as white space.
+# A pattern that Python's `re` and JavaScript's `RegExp` read alike, so a page's script uses it too.
+PAGE_ESCAPED = "[" + "".join(f"\\u{code:04x}" for code in _SHOWN_CONTROL if code not in (0x09, 0x0A, 0x0D)) + "]"
+_PAGE_ESCAPED = re.compile(PAGE_ESCAPED)
 
 
 def terminal_text(text: str) -> str:
     """Untrusted text for one line a person reads on a terminal or in a CI log: every C0 and C1
-    control character (ANSI escapes, line breaks, carriage returns) shown as `\\xNN`, so none
-    can act and the exact value stays readable."""
+    control character (ANSI escapes, line breaks, carriage returns), bidi control and Unicode
+    line or paragraph separator shown as `\\xNN` or `\\uNNNN`, so none can act or reorder the
+    line and the exact value stays readable."""
     return str(text).translate(_SHOWN_CONTROL)
+
+
+def page_text(text: str) -> str:
+    """Untrusted text for a page: the characters of `PAGE_ESCAPED` shown as `terminal_text` shows
+    them, tab and line breaks kept; HTML escaping is the template's."""
+    return _PAGE_ESCAPED.sub(lambda found: _SHOWN_CONTROL[ord(found.group())], str(text))
 
 
 def xml_text(text: str) -> str:

@@ -4,12 +4,11 @@ come from `flowrate.analysis.top_issues`.
 
 Every text here is the judge's (labels, examples) or the input's (ids): the terminal gets it
 through `console.table_text` (one line, no markup, no control characters), the CSV through
-`labels.csv_cell` (no formula), the page as HTML-escaped text."""
+`labels.csv_cell` (no formula), the page through its template (`reports.templating`)."""
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 
 from rich.console import Console
@@ -110,35 +109,20 @@ def top_issues_csv(modes: list[FailureMode]) -> str:
     return buffer.getvalue()
 
 
-def top_issues_section(modes: list[FailureMode], top: int = SHOWN_TOP, note: str = "") -> str:
-    """The HTML report's "Top issues" section: the first `top` modes as a table, each example a
-    link to its conversation's row (`#row-ID`, which the page's script opens). Every text is
-    HTML-escaped here; `note` is flowrate's own words (trusted)."""
-    if not modes:
-        return '<section id="top-issues"><h2>Top issues</h2><p>No key issues in this run.</p></section>'
-    lines = []
-    for rank, mode in enumerate(modes[:top], start=1):
-        examples = "".join(
-            f'<li><a class="example" href="#" data-id="{html.escape(example.id)}">{html.escape(example.id)}</a>'
-            f"{'' if example.turn is None else f' (turn {example.turn})'}: {html.escape(example.text)}</li>"
-            for example in mode.examples
-        )
-        lines.append(
-            f'<tr class="mode"><td>{rank}</td><td class="label">{html.escape(mode.label)}</td>'
-            f"<td>{mode.conversations} ({mode.share:.1%})</td><td>{mode.severity:.1f}</td>"
-            f"<td>{html.escape(_where(mode))}</td><td>{html.escape(', '.join(mode.metrics))}</td>"
-            f"<td><ul>{examples}</ul></td></tr>"
-        )
-    more = (
-        f"<p>{len(modes) - top} more modes: <code>flowrate top-issues</code> lists them all.</p>"
-        if len(modes) > top
-        else ""
-    )
-    return (
-        '<section id="top-issues"><h2>Top issues</h2>'
-        f"<p>Key issues grouped into failure modes, ranked by severity, then conversations.{note}</p>"
-        "<table><thead><tr><th>#</th><th>failure mode</th><th>conversations</th><th>severity</th>"
-        "<th>where</th><th>metrics</th><th>examples</th></tr></thead><tbody>"
-        + "".join(lines)
-        + f"</tbody></table>{more}</section>"
-    )
+def section(modes: list[FailureMode], top: int = SHOWN_TOP) -> dict:
+    """What the HTML report's "Top issues" section (`templates/top_issues.html`) draws: the first
+    `top` modes as table rows, each example a link that opens its conversation, and how many more
+    there are. The template escapes every text."""
+    shown_modes = [
+        {
+            "rank": rank,
+            "label": mode.label,
+            "conversations": f"{mode.conversations} ({mode.share:.1%})",
+            "severity": f"{mode.severity:.1f}",
+            "where": _where(mode),
+            "metrics": ", ".join(mode.metrics),
+            "examples": mode.examples,
+        }
+        for rank, mode in enumerate(modes[:top], start=1)
+    ]
+    return {"modes": shown_modes, "more": max(len(modes) - top, 0)}

@@ -32,7 +32,7 @@ def test_help_and_validate_do_not_load_the_judging_engine(args, cli_env, tmp_pat
     code = (
         f"import sys, runpy; sys.argv=['flowrate', *{args!r}]\n"
         "try:\n runpy.run_module('flowrate', run_name='__main__')\nexcept SystemExit: pass\n"
-        "print(sorted(m for m in ('litellm', 'flowrate.metrics.rubric_metric', 'flowrate.judge.litellm_backend', 'rich.progress') if m in sys.modules))"
+        "print(sorted(m for m in ('litellm', 'flowrate.metrics.rubric_metric', 'flowrate.judge.litellm_backend', 'rich.progress', 'jinja2') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr

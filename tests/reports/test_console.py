@@ -1,5 +1,6 @@
 """The console: progress, the summary, rows as one line each, and control characters escaped."""
 
+import json
 from io import StringIO
 
 from tests.helpers import evaluation_row as _row
@@ -75,3 +76,19 @@ def test_control_characters_in_ids_are_escaped_on_screen_and_kept_in_rows(judge,
     assert result.returncode == 1
     assert "bad\\x1b[31m\\x0aid: none" in result.stderr and "\x1b" not in result.stderr
     assert read_rows(tmp_path / "out.jsonl")[0]["id"] == odd
+
+
+def test_bidi_controls_and_unicode_line_separators_are_escaped_on_screen_and_kept_in_rows(
+    judge, run_flowrate, tmp_path
+):
+    judge.script("MARK-NONE", {"verdict": "none", "key_issues": ["turn 1: ignores\u2028the \u2067question\u2069"]})
+    odd = "h5-\u202eevil\u202c\u200f\u2029\u061c"
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record(odd, "MARK-NONE", "x")])
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--verbose")
+    assert result.returncode == 1
+    assert "h5-\\u202eevil\\u202c\\u200f\\u2029\\u061c: none" in result.stderr
+    assert "ignores\\u2028the \\u2067question\\u2069" in result.stderr
+    assert not set("\u202e\u202c\u200f\u2028\u2029\u061c\u2067\u2069") & set(result.stderr)
+    # JSONL lines end at LF only: str.splitlines would also split at U+2028 and U+2029
+    (line,) = (tmp_path / "out.jsonl").read_text(encoding="utf-8").rstrip("\n").split("\n")
+    assert json.loads(line)["id"] == odd

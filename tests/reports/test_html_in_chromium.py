@@ -171,3 +171,35 @@ def test_metric_names_that_read_as_template_placeholders_are_drawn_as_themselves
         assert page.title() == "flowrate report"
         browser.close()
     assert errors == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+def test_bidi_controls_and_line_separators_are_drawn_escaped_in_the_html_report(judge, run_flowrate, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+    odd = "h5-\u202eevil\u202c\x1b"
+    judge.script("MARK-BIDI", {"verdict": "minor", "key_issues": ["turn 1: asks\u2028again \u2066twice\u2069"]})
+    records = [turn_record(odd, "MARK-BIDI user \u200fsays", "bot\u2029says \u061cno")]
+    path = write_jsonl(tmp_path / "c.jsonl", records)
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--html", "report.html")
+    assert result.returncode == 1, result.stderr
+    shown_id, shown_issue = "h5-\\u202eevil\\u202c\\x1b", "turn 1: asks\\u2028again \\u2066twice\\u2069"
+    errors = []
+    with sync_api.sync_playwright() as playwright:
+        browser = _browser(playwright)
+        page = watched(browser.new_context(offline=True).new_page(), errors)
+        page.goto((tmp_path / "report.html").as_uri())
+        first = page.locator("#results tbody tr").first
+        assert first.locator("td").first.inner_text() == shown_id
+        # the label is the analysis's, its white space (U+2028 too) made one space
+        assert page.locator("#top-issues td.label").first.inner_text() == "asks again \\u2066twice\\u2069"
+        assert page.locator("#top-issues a.example").first.inner_text() == shown_id
+        first.click()
+        assert page.locator("#transcript h2").inner_text() == shown_id
+        turn = page.locator("#transcript .turn").first
+        assert turn.locator(".user").inner_text() == "user: MARK-BIDI user \\u200fsays"
+        assert turn.locator(".assistant").inner_text() == "assistant: bot\\u2029says \\u061cno"
+        assert turn.locator(".issue").inner_text() == f"conversational_flow_rate: {shown_issue}"
+        page.locator("#top-issues a.example").first.click()  # the link names the id exactly
+        assert page.locator("#transcript .turn").count() == 1
+        browser.close()
+    assert errors == []
