@@ -16,10 +16,11 @@ from flowrate.review import pages
 from flowrate.review.guard import Guard
 from flowrate.review.labelling import SCRIPT, judge_data, label_body
 from flowrate.review.pages import link, text
-from flowrate.review.queue import answers_for
 from flowrate.review.state import ReviewState
 
 REVIEWER_LIMIT = 80  # characters of a reviewer's name
+COMMENT_LIMIT = 4000  # characters of a comment
+FIELD_LIMIT = 1000  # characters of an answer's metric, id or value (none is longer in a results file read here)
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,12 @@ NAVIGATION: list[tuple[str, str]] = [
 ]
 
 
-def _navigation() -> list[tuple[str, str]]:
-    return NAVIGATION + [(page.path, page.title) for page in EXTRA_PAGES]
+def _navigation(state: ReviewState) -> list[tuple[str, str]]:
+    """`NAVIGATION`, its label link going straight to the queue when there is only one."""
+    metrics = state.metrics()
+    label = "/label/" + quote(metrics[0], safe="") if len(metrics) == 1 else "/queues"
+    own = [(label if path == "/queues" else path, title) for path, title in NAVIGATION]
+    return own + [(page.path, page.title) for page in EXTRA_PAGES]
 
 
 def _reviewer(state: ReviewState, request: Any) -> str | None:
@@ -66,11 +71,11 @@ def _reviewer(state: ReviewState, request: Any) -> str | None:
     return unquote(named) if named else None
 
 
-def _page(title: str, body: str, script: str = "", data: Any = None, status: int = 200) -> Any:
+def _page(state: ReviewState, title: str, body: str, script: str = "", data: Any = None, status: int = 200) -> Any:
     from starlette.responses import HTMLResponse
 
     nonce = secrets.token_urlsafe(16)
-    document = pages.page(title, body, nonce, _navigation(), script, data)
+    document = pages.page(title, body, nonce, _navigation(state), script, data)
     return HTMLResponse(document, status, headers={"content-security-policy": pages.policy(nonce)})
 
 
@@ -86,19 +91,25 @@ def home(state: ReviewState, request: Any) -> Any:
             f"<p>started {text(pages.when(run.started_at))} · {len(run.rows)} rows</p>{pages.totals_table(run.totals)}</section>"
         )
     if len(state.runs) > 1:
-        options = "".join(f'<option value="{run.key}">{text(run.path)}</option>' for run in state.runs)
+
+        def options(chosen: int) -> str:
+            return "".join(
+                f'<option value="{run.key}"{" selected" if n == chosen else ""}>{text(run.path)}</option>'
+                for n, run in enumerate(state.runs)
+            )
+
         parts.append(
-            '<h2>Side by side</h2><form action="/compare" method="get">'
-            f'<label>first <select name="a">{options}</select></label> '
-            f'<label>second <select name="b">{options}</select></label> <button>compare</button></form>'
+            f'<h2>Side by side</h2><form action="{pages.BASE.get()}/compare" method="get">'
+            f'<label>first <select name="a">{options(0)}</select></label> '
+            f'<label>second <select name="b">{options(1)}</select></label> <button>compare</button></form>'
         )
-    return _page("flowrate review", "".join(parts))
+    return _page(state, "flowrate review", "".join(parts))
 
 
 def run_page(state: ReviewState, request: Any) -> Any:
     run = state.run(request.path_params["key"])
     if run is None:
-        return _page("no such run", "<p>No such run.</p>", status=404)
+        return _page(state, "no such run", "<p>No such run.</p>", status=404)
     rows = "".join(
         f"<tr><td>{link('/row', row.id, run=run.key, id=row.id, metric=row.metric)}</td><td>{text(row.metric)}</td>"
         f"<td>{text(pages.verdict_of(row))}</td>{pages.score_cell(row)}</tr>"
@@ -108,7 +119,7 @@ def run_page(state: ReviewState, request: Any) -> Any:
         f"{pages.totals_table(run.totals)}<table id='rows'><thead><tr><th>id</th><th>metric</th><th>verdict</th>"
         f"<th>score</th></tr></thead><tbody>{rows}</tbody></table>"
     )
-    return _page(str(run.path), body)
+    return _page(state, str(run.path), body)
 
 
 def row_page(state: ReviewState, request: Any) -> Any:
@@ -119,7 +130,7 @@ def row_page(state: ReviewState, request: Any) -> Any:
     query = request.query_params
     found = state.find_row(query.get("id", ""), query.get("metric", ""), query.get("run"))
     if found is None:
-        return _page("no such row", "<p>No such row.</p>", status=404)
+        return _page(state, "no such row", "<p>No such row.</p>", status=404)
     run, row = found
     case = state.transcripts.get(row.id)
     by_turn, loose = pinned_issues(row, len(case.turns) if case is not None else 0)
@@ -127,13 +138,14 @@ def row_page(state: ReviewState, request: Any) -> Any:
     own = state.own_answers(row.metric, reviewer).get(row.id) if reviewer else None
     mine = f"<p id='yours'>your answer: {text(own.value)}</p>" if own else ""
     body = (
-        f"<p>{text(row.metric)} · run {link('/run/' + run.key, str(run.path))} · judged"
+        f"<p>{text(row.metric)} · judged"
         f" {text(pages.when(row.evaluated_at))} by {text(row.model)}{' (from the cache)' if row.cached else ''}"
         f"{' · the middle of the conversation was left out to fit' if row.truncated else ''}</p>"
+        f"{pages.run_line(run)}"
         f"{pages.judge_section(row, loose)}{mine}{pages.transcript(case, by_turn)}"
         f"{pages.request_section(state.request_of(row), row)}"
     )
-    return _page(row.id, body)
+    return _page(state, row.id, body)
 
 
 def compare_page(state: ReviewState, request: Any) -> Any:
@@ -141,7 +153,7 @@ def compare_page(state: ReviewState, request: Any) -> Any:
     largest score change first), then the rest."""
     first, second = state.run(request.query_params.get("a")), state.run(request.query_params.get("b"))
     if first is None or second is None:
-        return _page("compare", "<p>Choose two runs.</p>", status=404)
+        return _page(state, "compare", "<p>Choose two runs.</p>", status=404)
     pairs = []
     for row in first.rows:
         other = second.row(row.id, row.metric)
@@ -161,19 +173,19 @@ def compare_page(state: ReviewState, request: Any) -> Any:
         "<table id='pairs'><thead><tr><th>id</th><th>metric</th><th>first</th><th>score</th><th>second</th>"
         f"<th>score</th></tr></thead><tbody>{lines}</tbody></table>"
     )
-    return _page("side by side", body)
+    return _page(state, "side by side", body)
 
 
 def agreement_page(state: ReviewState, request: Any) -> Any:
     from flowrate.review.agreement_page import agreement_body
 
-    return _page("agreement", agreement_body(state))
+    return _page(state, "agreement", agreement_body(state))
 
 
 def top_issues_page(state: ReviewState, request: Any) -> Any:
     from flowrate.review.top_issues_page import top_issues_body
 
-    return _page("top issues", top_issues_body(state))
+    return _page(state, "top issues", top_issues_body(state))
 
 
 # -- labelling ---------------------------------------------------------------------------------------
@@ -183,7 +195,7 @@ NAME_SCRIPT = """
 const state = JSON.parse(document.getElementById("state").textContent);
 document.getElementById("name-form").addEventListener("submit", async event => {
   event.preventDefault();
-  const response = await fetch("/api/reviewer", {method: "POST", credentials: "same-origin",
+  const response = await fetch(state.base + "/api/reviewer", {method: "POST", credentials: "same-origin",
     headers: {"content-type": "application/json", "x-flowrate-csrf": state.csrf},
     body: JSON.stringify({name: document.getElementById("name").value})});
   if (response.ok) location.reload(); else document.getElementById("saved").textContent = (await response.json()).error;
@@ -192,7 +204,9 @@ document.getElementById("name-form").addEventListener("submit", async event => {
 
 
 def _ask_name(state: ReviewState) -> Any:
-    return _page("who is reviewing?", NAME_FORM, NAME_SCRIPT, {"csrf": state.keys.csrf})
+    return _page(
+        state, "who is reviewing?", NAME_FORM, NAME_SCRIPT, {"csrf": state.keys.csrf, "base": pages.BASE.get()}
+    )
 
 
 def queues_page(state: ReviewState, request: Any) -> Any:
@@ -220,7 +234,7 @@ def queues_page(state: ReviewState, request: Any) -> Any:
         "<table id='queues'><thead><tr><th>metric</th><th>conversations</th><th>answered by you</th></tr></thead>"
         f"<tbody>{''.join(lines)}</tbody></table>"
     )
-    return _page("label", body)
+    return _page(state, "label", body)
 
 
 def label_page(state: ReviewState, request: Any) -> Any:
@@ -231,7 +245,7 @@ def label_page(state: ReviewState, request: Any) -> Any:
     metric = request.path_params["metric"]
     queue = state.queue(metric) if metric in state.metrics() else []
     if not queue:
-        return _page("label", f"<p>The queue of {text(metric)} is empty.</p>", status=404)
+        return _page(state, "label", f"<p>The queue of {text(metric)} is empty.</p>", status=404)
     try:
         at = min(max(int(request.query_params.get("at", "1")), 1), len(queue))
     except ValueError:
@@ -248,7 +262,7 @@ def label_page(state: ReviewState, request: Any) -> Any:
     item = {
         "row": row,
         "case": state.transcripts.get(row.id),
-        "answers": answers_for(row) or [],
+        "answers": state.answers(row),
         "current": own.value if own else None,
         "comment": own.comment if own else None,
         "show_judge": state.show_judge,
@@ -260,9 +274,11 @@ def label_page(state: ReviewState, request: Any) -> Any:
         "skip": address(later[0] if later else None),
         "run": found[0].key if found else "",
         "csrf": state.keys.csrf,
+        "base": pages.BASE.get(),
+        "comment_limit": COMMENT_LIMIT,
     }
     body, data = label_body(item)
-    return _page(f"label {metric}", body, SCRIPT, data)
+    return _page(state, f"label {metric}", body, SCRIPT, data)
 
 
 async def answer_action(state: ReviewState, request: Any) -> Any:
@@ -277,6 +293,10 @@ async def answer_action(state: ReviewState, request: Any) -> Any:
         comment = str(given.get("comment") or "").strip()
     except (ValueError, KeyError, TypeError):
         return JSONResponse({"error": "a JSON object with metric, id and value"}, 400)
+    if max(len(metric), len(key), len(value)) > FIELD_LIMIT:
+        return JSONResponse({"error": f"metric, id and value of at most {FIELD_LIMIT} characters"}, 400)
+    if len(comment) > COMMENT_LIMIT:
+        return JSONResponse({"error": f"a comment of at most {COMMENT_LIMIT} characters"}, 400)
     if reviewer is None:
         return JSONResponse({"error": "name the reviewer first"}, 400)
     row = state.queued(metric, key)
@@ -287,8 +307,8 @@ async def answer_action(state: ReviewState, request: Any) -> Any:
         review = await run_in_threadpool(state.record, row, reviewer, value, comment, found[0] if found else None)
     except ValueError as error:
         return JSONResponse({"error": str(error)}, 400)
-    except FlowrateError as error:  # the history held by another process all along, say: nothing stored
-        return JSONResponse({"error": f"not stored, answer again: {error}"}, 503)
+    except Exception as error:  # the history held by another process all along, a full disk: nothing stored
+        return JSONResponse({"error": f"not stored, answer again: {pages.strip_control(str(error))}"}, 503)
     case = state.transcripts.get(row.id)
     judge = judge_data(row, len(case.turns) if case is not None else 0)
     return JSONResponse({"value": review.value, "score": review.score, "judge": judge})
@@ -338,16 +358,22 @@ def build_app(state: ReviewState) -> Any:
         if inspect.iscoroutinefunction(handler):
 
             async def endpoint(request: Any) -> Any:
+                pages.BASE.set(request.scope.get("root_path", ""))
                 return await handler(state, request)
 
             return endpoint
-        return lambda request: handler(state, request)
+
+        def page_endpoint(request: Any) -> Any:
+            pages.BASE.set(request.scope.get("root_path", ""))
+            return handler(state, request)
+
+        return page_endpoint
 
     def extra(page: Page) -> Callable:
-        return lambda request: _page(page.title, page.render(state, dict(request.query_params)))
+        return lambda request: _page(state, page.title, page.render(state, dict(request.query_params)))
 
     def unavailable(request: Any, error: Exception) -> Any:  # the history held by another process, say
-        return _page("not now", f"<p>{text(error)}</p><p>Reload in a moment.</p>", status=503)
+        return _page(state, "not now", f"<p>{text(error)}</p><p>Reload in a moment.</p>", status=503)
 
     routes = [Route(path, bound(handler), methods=methods) for path, handler, methods in ROUTES]
     routes += [Route(page.path, extra(page), methods=["GET"]) for page in EXTRA_PAGES]

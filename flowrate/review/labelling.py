@@ -17,7 +17,11 @@ SKIP_KEYS = ("s",)
 SCRIPT = """
 const state = JSON.parse(document.getElementById("state").textContent);
 const saved = document.getElementById("saved");
-function go(href) { if (href) location.href = href; }
+let unsaved = null;  // the answer being saved, or the one whose save failed: the keys stay on this conversation
+function go(href) {
+  if (unsaved !== null) { saved.textContent = "not saved: " + unsaved + "; answer again before moving on"; return; }
+  if (href) location.href = state.base + href;
+}
 function reveal(judge) {
   const box = document.getElementById("judge-box");
   if (!judge || box.childElementCount) return;
@@ -37,13 +41,22 @@ function reveal(judge) {
   }
 }
 async function answer(value) {
+  unsaved = value;
   saved.textContent = "saving " + value + "…";
-  const response = await fetch("/api/answer", {method: "POST", credentials: "same-origin",
-    headers: {"content-type": "application/json", "x-flowrate-csrf": state.csrf},
-    body: JSON.stringify({metric: state.metric, id: state.id, value: value,
-      comment: document.getElementById("comment").value})});
-  const reply = await response.json();
-  if (!response.ok) { saved.textContent = "not saved: " + reply.error; return; }
+  let reply, ok = false;
+  try {
+    const response = await fetch(state.base + "/api/answer", {method: "POST", credentials: "same-origin",
+      headers: {"content-type": "application/json", "x-flowrate-csrf": state.csrf},
+      body: JSON.stringify({metric: state.metric, id: state.id, value: value,
+        comment: document.getElementById("comment").value})});
+    ok = response.ok;
+    reply = await response.json();
+  } catch (error) {
+    ok = false;
+    reply = {error: "the server's answer could not be read (" + error.message + ")"};
+  }
+  if (!ok) { saved.textContent = "not saved: " + reply.error; return; }
+  unsaved = null;
   saved.textContent = "saved: " + reply.value;
   document.getElementById("yours").textContent = "your answer: " + reply.value;
   document.querySelectorAll("#answers button").forEach(b => b.setAttribute("aria-pressed", String(b.dataset.value === reply.value)));
@@ -110,7 +123,7 @@ def label_body(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         f"{transcript(case, by_turn)}"
         f"<h2>Your answer</h2>{buttons(item['answers'], item['current'])}"
         f'<p><label for="comment">comment (optional; c to type, Esc to leave)</label><br>'
-        f'<textarea id="comment" rows="2">{text(item["comment"] or "")}</textarea></p>'
+        f'<textarea id="comment" rows="2" maxlength="{item["comment_limit"]}">{text(item["comment"] or "")}</textarea></p>'
         f'<p id="saved" role="status"></p>'
         f'<p id="yours">{text("your answer: " + item["current"]) if item["current"] else ""}</p>'
         f'<p class="moves">{moves}</p>'
@@ -119,6 +132,7 @@ def label_body(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     )
     data = {
         "csrf": item["csrf"],
+        "base": item["base"],
         "metric": row.metric,
         "id": row.id,
         "next": item["next"],

@@ -8,6 +8,7 @@ nothing is loaded from the network."""
 from __future__ import annotations
 
 import html
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -31,6 +32,10 @@ kbd { border: 1px solid #8c959f; border-radius: 3px; padding: 0 .3em; font-size:
 """
 
 
+# the secret path the request came under (`Guard`): every link within the app starts with it
+BASE: ContextVar[str] = ContextVar("BASE", default="")
+
+
 def text(value: Any) -> str:
     """Untrusted text as HTML text: escaped, control characters (but line breaks) gone."""
     return html.escape(strip_control(str(value), keep_newlines=True), quote=True)
@@ -43,7 +48,7 @@ def attribute(value: Any) -> str:
 
 def link(path: str, label: str, **query: Any) -> str:
     """A link within the app: `path` with `query` encoded, `label` escaped."""
-    target = path + (f"?{urlencode(query)}" if query else "")
+    target = BASE.get() + path + (f"?{urlencode(query)}" if query else "")
     return f'<a href="{attribute(target)}">{text(label)}</a>'
 
 
@@ -86,6 +91,17 @@ def verdict_of(row: Any) -> str:
     if row.rating is not None:
         return f"{row.rating}/{row.scale}"
     return "" if row.score is None else f"{row.score:.3f}"
+
+
+def run_line(run: Any) -> str:
+    """A run named in full: its results file's whole path, its models, when it started, its
+    rows and its id in the history."""
+    models = ", ".join(dict.fromkeys(row.model for row in run.rows))
+    in_history = f" · history run {text(run.history_id)}" if run.history_id else ""
+    return (
+        f'<p id="run">run {link("/run/" + run.key, str(run.path.resolve()))} · judged by {text(models)} ·'
+        f" started {text(when(run.started_at))} · {len(run.rows)} rows{in_history}</p>"
+    )
 
 
 def score_cell(row: Any) -> str:
