@@ -505,3 +505,30 @@ def test_the_queue_is_one_click_away_side_by_side_takes_two_runs_and_a_row_names
     assert str(run.resolve()) in named and row["model"] in named
     assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d UTC", named) and "8 rows" in named
     assert errors == []
+
+
+def test_every_page_takes_its_style_and_script_from_static_files_allowed_by_its_nonce(
+    judged, start_review, browser, tmp_path
+):
+    import httpx
+
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--sample-passing", "0")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    for address in ("/", f"/label/{FLOW}", f"/row?id=c0&metric={FLOW}", "/queues", "/agreement", "/compare"):
+        response = page.goto(review.base + address)
+        policy = response.headers["content-security-policy"]
+        nonce = re.search(r"script-src 'nonce-([^']+)';", policy).group(1)
+        assert f"style-src 'nonce-{nonce}';" in policy and "unsafe-inline" not in policy
+        assert page.locator("nav").evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(36, 41, 47)"
+        assert page.locator("style, [style]").count() == 0  # no inline style
+        for script in page.locator("script:not([type='application/json'])").all():
+            assert script.evaluate("e => [e.src, e.nonce, e.textContent]") == [
+                script.evaluate("e => e.src"), nonce, ""
+            ] and script.evaluate("e => e.src").startswith(review.base + "/static/")  # fmt: skip
+    assert page.locator("nav a").all_inner_texts() == ["runs", "label", "agreement", "top issues"]
+    with httpx.Client() as client:  # the static files too only with the token, and only under the secret path
+        assert client.get(review.base + "/static/label.js").status_code == 403
+        assert client.get(review.origin + "/static/label.js").status_code == 403
+    assert [error for error in errors if "404" not in error] == []  # /compare without two runs
