@@ -213,12 +213,14 @@ async def answer_action(request: Any) -> Any:
     row = state.queued(metric, key)
     if row is None:
         return JSONResponse({"error": f"{key!r} is not in the queue of {metric!r}"}, 404)
+    import duckdb
+
     found = state.find_row(key, metric)
     try:
         review = await run_in_threadpool(state.record, row, reviewer, value, comment, found[0] if found else None)
     except ValueError as error:
         return JSONResponse({"error": str(error)}, 400)
-    except Exception as error:  # the history held by another process all along, a full disk: nothing stored
+    except (FlowrateError, duckdb.Error, OSError) as error:  # the history held all along, a full disk: nothing stored
         return JSONResponse({"error": f"not stored, answer again: {pages.text(error)}"}, 503)
     case = state.transcripts.get(row.id)
     judge = judge_data(row, len(case.turns) if case is not None else 0)

@@ -16,8 +16,8 @@
   carry the page's CSRF token in the `X-Flowrate-CSRF` header as JSON, which no cross-site form
   can send.
 
-Every answer also gets a Content-Security-Policy that lets only the page's own inline style
-and script (by nonce) run and loads nothing from anywhere.
+Every answer also gets a Content-Security-Policy (a page's own: `pages.policy`) that lets only
+the page's own stylesheet and script (static files, by nonce) run and loads nothing from anywhere.
 """
 
 from __future__ import annotations

@@ -2,9 +2,13 @@
 // Reads its data (the CSRF token, the secret path, the neighbours' addresses) from #state.
 const state = JSON.parse(document.getElementById("state").textContent);
 const saved = document.getElementById("saved");
-let unsaved = null;  // the answer being saved, or the one whose save failed: the keys stay on this conversation
+// the answer being saved, or the one whose save failed (`failed`): the keys stay on this conversation
+let unsaved = null, failed = false;
 function go(href) {
-  if (unsaved !== null) { saved.textContent = "not saved: " + unsaved + "; answer again before moving on"; return; }
+  if (unsaved !== null) {
+    saved.textContent = failed ? "not saved: " + unsaved + "; answer again before moving on" : "still saving " + unsaved + "…";
+    return;
+  }
   if (href) location.href = state.base + href;
 }
 function reveal(judge) {
@@ -27,6 +31,7 @@ function reveal(judge) {
 }
 async function answer(value) {
   unsaved = value;
+  failed = false;
   saved.textContent = "saving " + value + "…";
   let reply, ok = false;
   try {
@@ -40,7 +45,7 @@ async function answer(value) {
     ok = false;
     reply = {error: "the server's answer could not be read (" + error.message + ")"};
   }
-  if (!ok) { saved.textContent = "not saved: " + reply.error; return; }
+  if (!ok) { failed = true; saved.textContent = "not saved: " + reply.error; return; }
   unsaved = null;
   saved.textContent = "saved: " + reply.value;
   document.getElementById("yours").textContent = "your answer: " + reply.value;
