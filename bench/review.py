@@ -91,7 +91,7 @@ def app_figures(count: int, folder: Path) -> None:
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{port}{state.keys.prefix}"  # every address lies under the secret path
     queue = state.queue("conversational_flow_rate")
     headers = {"x-flowrate-csrf": state.keys.csrf, "sec-fetch-site": "same-origin"}
     timings = []

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, command, fail, say
+from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, RubricOption, command, fail, say
 from flowrate.errors import ConfigError, FlowrateError
 
 DEFAULT_HISTORY = "flowrate-history.duckdb"
@@ -29,8 +29,16 @@ def review_command(
         str, typer.Option("--host", help="The address to listen on; another than loopback needs --allow-remote.")
     ] = "127.0.0.1",
     allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow a --host other than 127.0.0.1, localhost or ::1.")
+        bool, typer.Option("--allow-remote", help="Allow a --host other than loopback (127.0.0.0/8, localhost, ::1).")
     ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name remote browsers may use; repeatable. [default with --allow-remote: this machine's names]",
+        ),
+    ] = None,
+    rubric: RubricOption = None,
     show_judge: Annotated[
         bool, typer.Option("--show-judge", help="Show the judge's verdict and reason before the reviewer answers.")
     ] = False,
@@ -82,6 +90,8 @@ def review_command(
             inputs=list(inputs or []),
             cache_dir=cache_dir,
             rule=rule,
+            allowed_hosts=list(allowed_host or []),
+            rubric=rubric,
         )
         serve(options, say)
     except FlowrateError as error:

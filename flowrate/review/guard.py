@@ -1,22 +1,29 @@
 """What every request to `flowrate review` must pass, before any page sees it (an ASGI layer):
 
-- the Host header must name this server (127.0.0.1, localhost or [::1] at its port, or the
-  `--host` given), which stops DNS rebinding: a page of another site whose name was pointed at
-  127.0.0.1 sends its own name;
+- the Host header must name this server (127.0.0.1, localhost or [::1] at its port, the
+  loopback `--host` given, or a name `--allowed-host` allows), which stops DNS rebinding: a page
+  of another site whose name was pointed at 127.0.0.1 sends its own name;
+- every address lies under a random secret path (`/<prefix>/...`, printed with the address);
+  anything else is refused as if it had no token;
 - the random token: `?token=` in the address once (as Jupyter's), then a cookie (HttpOnly,
-  SameSite=Strict) the browser keeps for this server; the address is then shown without it;
+  SameSite=Strict) scoped to the secret path, the address then shown without it. Cookies are
+  scoped by host and path, never by port: a cookie at `Path=/` would go to every server on
+  127.0.0.1. Scoped to the secret path, the browser sends it to no other local server unless
+  that server is asked for the secret path itself, which it cannot know;
+- a request body is read whole here, at most `BODY_LIMIT_BYTES` (413 beyond);
 - a request that changes anything (POST) must come from this server's own pages: the browser's
   `Sec-Fetch-Site` must say same-origin, an `Origin` must be this server's, and the body must
   carry the page's CSRF token in the `X-Flowrate-CSRF` header as JSON, which no cross-site form
   can send.
 
-Every answer also gets a Content-Security-Policy that lets only the page's own inline style
-and script (by nonce) run and loads nothing from anywhere.
+Every answer also gets a Content-Security-Policy (a page's own: `pages.policy`) that lets only
+the page's own stylesheet and script (static files, by nonce) run and loads nothing from anywhere.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,17 +36,31 @@ ASGIApp = Callable[[Scope, Callable, Callable], Awaitable[None]]
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CSRF_HEADER = "x-flowrate-csrf"
+BODY_LIMIT_BYTES = 64 * 1024  # an answer with the longest comment allowed is under 30 KB
+NO_TOKEN = "flowrate review: a token is needed; open the address flowrate review printed"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or `localhost`) is this machine only: all of 127.0.0.0/8, ::1."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass
 class Secrets:
-    """The server's token (in its address) and the CSRF token its pages carry; `hosts` are the
+    """The server's token (in its address), the secret path every address lies under
+    (`prefix`, "/" and URL-safe characters), and the CSRF token its pages carry; `hosts` are the
     names the Host header may give (each with and without the port)."""
 
     port: int
     extra_hosts: tuple[str, ...] = ()
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    prefix: str = field(default_factory=lambda: "/" + secrets.token_urlsafe(18))
 
     @property
     def cookie_name(self) -> str:
@@ -76,18 +97,37 @@ class Guard:
         if headers.get("host", "").lower() not in self.keys.hosts():
             await _refuse(send, 403, "flowrate review: this Host is not this server (DNS rebinding is refused)")
             return
+        if scope.get("path") == self.keys.prefix:  # the cookie's path ends in "/": go there
+            query_string = scope.get("query_string", b"").decode("latin-1")
+            target = self.keys.prefix + "/" + (f"?{query_string}" if query_string else "")
+            await _refuse(send, 303, "see " + target, [(b"location", target.encode())])
+            return
+        rest = self._within_prefix(scope.get("path", ""))
+        if rest is None:
+            await _refuse(send, 403, NO_TOKEN)
+            return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         given = query.pop("token", None)
         if given is not None and hmac.compare_digest(given.encode(), self.keys.token.encode()):
-            await self._set_cookie_and_redirect(scope, query, send)
+            await self._set_cookie_and_redirect(rest, query, send)
             return
         if not self._has_token(headers):
-            await _refuse(send, 403, "flowrate review: a token is needed; open the address flowrate review printed")
+            await _refuse(send, 403, NO_TOKEN)
             return
         if scope["method"] not in ("GET", "HEAD") and not self._same_site(headers):
             await _refuse(send, 403, "flowrate review: a cross-site request is refused")
             return
-        await self.app(scope, receive, _with_policy(send))
+        body = await _bounded_body(headers, receive)
+        if body is None:
+            await _refuse(send, 413, f"flowrate review: a request body of at most {BODY_LIMIT_BYTES} bytes")
+            return
+        inner = {**scope, "root_path": scope.get("root_path", "") + self.keys.prefix}
+        await self.app(inner, _replay(body, receive), _with_policy(send))
+
+    def _within_prefix(self, path: str) -> str | None:
+        """The path after the secret prefix (starting with "/"), or None outside it."""
+        prefix = self.keys.prefix
+        return path[len(prefix) :] if path.startswith(prefix + "/") else None
 
     def _has_token(self, headers: dict[str, str]) -> bool:
         cookie = SimpleCookie()
@@ -109,11 +149,51 @@ class Guard:
         typed = headers.get("content-type", "").split(";")[0].strip().lower()
         return hmac.compare_digest(csrf.encode(), self.keys.csrf.encode()) and typed == "application/json"
 
-    async def _set_cookie_and_redirect(self, scope: Scope, query: dict[str, str], send: Callable) -> None:
-        cookie = f"{self.keys.cookie_name}={self.keys.token}; Path=/; HttpOnly; SameSite=Strict"
-        target = quote(scope.get("path", "/"), safe="/") + (f"?{urlencode(query)}" if query else "")
+    async def _set_cookie_and_redirect(self, rest: str, query: dict[str, str], send: Callable) -> None:
+        """The cookie, and a redirect to the same address without the token: always under the
+        secret prefix, so never to another site (`//evil.example/x` is a path under it)."""
+        prefix = self.keys.prefix
+        cookie = f"{self.keys.cookie_name}={self.keys.token}; Path={prefix}/; HttpOnly; SameSite=Strict"
+        target = prefix + quote(rest, safe="/") + (f"?{urlencode(query)}" if query else "")
         headers = [(b"location", target.encode()), (b"set-cookie", cookie.encode()), (b"cache-control", b"no-store")]
         await _refuse(send, 303, "see " + target, headers)
+
+
+async def _bounded_body(headers: dict[str, str], receive: Callable) -> bytes | None:
+    """The request's whole body, or None when it is longer than `BODY_LIMIT_BYTES` (told by its
+    Content-Length, or found while reading)."""
+    try:
+        if int(headers.get("content-length") or 0) > BODY_LIMIT_BYTES:
+            return None
+    except ValueError:
+        return None
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > BODY_LIMIT_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Callable) -> Callable:
+    """A `receive` that gives `body` once, then waits on the real one (for the disconnect)."""
+    given = False
+
+    async def receiving() -> dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receiving
 
 
 def _with_policy(send: Callable) -> Callable:

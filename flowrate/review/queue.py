@@ -43,27 +43,36 @@ class Answer:
     key: str
 
 
-def answers_for(row: EvaluationRow) -> list[Answer] | None:
-    """The buttons of `row`'s metric: its five flow levels (or its rubric's levels) in the
-    rubric's order, keys 1..; or its points 1..S, each point its own key. None for a row with no
-    scale to answer on."""
+def answers_for(row: EvaluationRow, rubric: str | None = None) -> list[Answer] | None:
+    """The buttons of `row`'s metric: its levels in the order of its rubric (the file `rubric`,
+    `--rubric`, else the packaged one naming the metric), keys 1..; or its points 1..S, each
+    point its own key. None for a row with no scale to answer on, or whose verdict is on no
+    rubric known here (a rubric of the user's own not given): its buttons cannot be known, and
+    its verdict alone must never make them."""
     if row.scale is not None and row.rating is not None:
         return [Answer(str(n), n / row.scale, str(n) if n < 10 else "") for n in range(1, row.scale + 1)]
     if row.verdict is None:
         return None
-    levels = dict(_rubric_levels(row.metric))
-    if row.verdict not in levels and row.score is not None:
-        levels[row.verdict] = row.score  # a rubric of the user's own: the levels its rows show
+    levels = dict(_rubric_levels(row.metric, rubric))
+    if row.verdict not in levels:
+        return None
     return [Answer(name, score, str(n) if n < 10 else "") for n, (name, score) in enumerate(levels.items(), start=1)]
 
 
 @cache
-def _rubric_levels(metric: str) -> tuple[tuple[str, float], ...]:
-    """The levels of `metric` in its packaged rubric, in the rubric's order (read once)."""
+def _rubric_levels(metric: str, rubric: str | None) -> tuple[tuple[str, float], ...]:
+    """The levels of `metric` in rubric file `rubric`, else in its packaged rubric, in the
+    rubric's order (read once)."""
     from flowrate.metrics.catalog import find_scale
 
-    scale = find_scale(metric)
+    scale = find_scale(metric, rubric)
     return tuple(scale.levels.items()) if scale is not None and scale.levels else ()
+
+
+def unknown_scales(rows: list[EvaluationRow], rubric: str | None) -> list[str]:
+    """The metrics whose rows carry a verdict on no rubric known here (see `answers_for`)."""
+    found = (row.metric for row in rows if row.error is None and row.verdict is not None and row.rating is None)
+    return [metric for metric in dict.fromkeys(found) if not _rubric_levels(metric, rubric)]
 
 
 def _shuffled(rows: list[EvaluationRow], seed: int) -> list[EvaluationRow]:
@@ -84,13 +93,19 @@ def _day_of(row: EvaluationRow) -> date:
 
 
 def build_queue(
-    rows: list[EvaluationRow], metric: str, rule: QueueRule, labelled: set[str], today: date | None = None
+    rows: list[EvaluationRow],
+    metric: str,
+    rule: QueueRule,
+    labelled: set[str],
+    today: date | None = None,
+    rubric: str | None = None,
 ) -> list[EvaluationRow]:
     """The queue of `metric` over `rows` (each conversation's last row of it). `labelled`: the
-    conversations already labelled for it (by anyone), which the `recent` queue passes over."""
+    conversations already labelled for it (by anyone), which the `recent` queue passes over;
+    `rubric`: the rubric file of the user's own the rows were judged with (`answers_for`)."""
     latest: dict[str, EvaluationRow] = {}
     for row in rows:
-        if row.metric == metric and row.error is None and row.success is not None and answers_for(row):
+        if row.metric == metric and row.error is None and row.success is not None and answers_for(row, rubric):
             latest[row.id] = row
     candidates = list(latest.values())
     if rule.recent is not None:
@@ -106,8 +121,8 @@ def build_queue(
     return _shuffled(chosen, rule.seed)
 
 
-def queue_metrics(rows: list[EvaluationRow], rule: QueueRule) -> list[str]:
-    """The metrics with a queue: those whose rows have a scale to answer on, in the order first
-    met (only `rule.metrics`, when given)."""
-    found = list(dict.fromkeys(row.metric for row in rows if row.error is None and answers_for(row)))
+def queue_metrics(rows: list[EvaluationRow], rule: QueueRule, rubric: str | None = None) -> list[str]:
+    """The metrics with a queue: those whose rows have a scale to answer on (in `rubric`, a
+    rubric file, or a packaged one), in the order first met (only `rule.metrics`, when given)."""
+    found = list(dict.fromkeys(row.metric for row in rows if row.error is None and answers_for(row, rubric)))
     return [metric for metric in found if not rule.metrics or metric in rule.metrics]

@@ -1,6 +1,6 @@
 """Starting the review app: the runs loaded, the results files imported into the history, the
-socket bound (127.0.0.1 unless `--host` with `--allow-remote`), the address printed with its
-token, then uvicorn serving until Ctrl-C."""
+socket bound (loopback unless `--host` with `--allow-remote`), the address printed with its
+secret path and token, then uvicorn serving until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.errors import ConfigError
-from flowrate.review.guard import Secrets
+from flowrate.review.guard import Secrets, is_loopback
 from flowrate.review.queue import QueueRule
 from flowrate.review.state import ReviewState
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+WILDCARD_HOSTS = ("0.0.0.0", "::")
 
 
 @dataclass
@@ -32,11 +32,13 @@ class ReviewOptions:
     inputs: list[str] = field(default_factory=list)
     cache_dir: str | None = None
     rule: QueueRule = field(default_factory=QueueRule)
+    allowed_hosts: list[str] = field(default_factory=list)  # --allowed-host: Host names accepted
+    rubric: str | None = None
 
 
 def check_host(host: str, allow_remote: bool) -> None:
-    """Refuse a host other than loopback unless `--allow-remote` says so."""
-    if host not in LOOPBACK_HOSTS and not allow_remote:
+    """Refuse a host other than loopback (127.0.0.0/8, ::1, localhost) unless `--allow-remote` says so."""
+    if not is_loopback(host) and not allow_remote:
         raise ConfigError(
             f"--host {host}: not a loopback address; anyone who can reach it and learns the token can read"
             " the conversations and label them: add --allow-remote to serve it anyway"
@@ -48,8 +50,12 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     of the files and of the history, their transcripts and the response cache; and what to say
     about it (rows imported, runs left out)."""
     from flowrate.analysis.history import connect, import_results
+    from flowrate.review.queue import unknown_scales
     from flowrate.review.runs import load_runs, load_transcripts, open_cache
+    from flowrate.rubric.model import load_rubric
 
+    if options.rubric is not None:
+        load_rubric(options.rubric)  # a bad rubric file is an error naming it, before anything is written
     told = []
     connection = connect(options.history)
     try:
@@ -63,6 +69,10 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     wanted = {path.resolve() for path in options.results}
     queued = [run for run in runs if run.path.resolve() in wanted] or runs
     queue_rows = sorted((row for run in queued for row in run.rows), key=lambda row: row.evaluated_at)
+    notes += [
+        f"{metric}: no queue, its levels are on a rubric of your own: give it with --rubric FILE"
+        for metric in unknown_scales(queue_rows, options.rubric)
+    ]
     state = ReviewState(
         runs=runs,
         queue_rows=queue_rows,
@@ -74,6 +84,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
         reviewer=options.reviewer,
         cache=open_cache(options.cache_dir),
         notes=notes,
+        rubric=options.rubric,
     )
     return state, told + notes
 
@@ -92,9 +103,36 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def address(host: str, port: int, token: str) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/?token={token}"
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def address(host: str, port: int, keys: Secrets) -> str:
+    """The address to open: `host`, the secret path and the token."""
+    return f"http://{_shown(host)}:{port}{keys.prefix}/?token={keys.token}"
+
+
+def accepted_hosts(options: ReviewOptions) -> list[str]:
+    """The Host names accepted besides the loopback ones: the `--host` itself (unless a
+    wildcard), and `--allowed-host`, by default (with `--allow-remote` and no loopback `--host`)
+    this machine's own names and addresses."""
+    names = [] if options.host in WILDCARD_HOSTS else [options.host]
+    if options.allowed_hosts:
+        names += options.allowed_hosts
+    elif options.allow_remote and not is_loopback(options.host):
+        names += machine_names()
+    return [_shown(name) for name in dict.fromkeys(name.lower() for name in names)]
+
+
+def machine_names() -> list[str]:
+    """This machine's host name, its full name and the addresses they resolve to."""
+    names = [socket.gethostname(), socket.getfqdn()]
+    for name in list(names):
+        try:
+            names += socket.gethostbyname_ex(name)[2]
+        except OSError:
+            continue
+    return [name for name in names if name and not is_loopback(name)]
 
 
 def serve(options: ReviewOptions, say: Callable[[str], None]) -> None:
@@ -103,20 +141,21 @@ def serve(options: ReviewOptions, say: Callable[[str], None]) -> None:
     state, told = prepare(options)
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]
-    extra = (
-        () if options.host in LOOPBACK_HOSTS else (options.host if ":" not in options.host else f"[{options.host}]",)
-    )
-    state.keys = Secrets(port=port, extra_hosts=extra)
+    extra = accepted_hosts(options)
+    state.keys = Secrets(port=port, extra_hosts=tuple(extra))
     server = make_server(state, sock)
     for line in told:
         say(f"flowrate review: {line}")
-    if extra:
+    remote = not is_loopback(options.host)
+    if remote:
         say(
             f"flowrate review: warning: serving on {options.host}, not only this machine: anyone who can reach it"
             " and has the token can read every conversation and label them"
         )
     say(f"flowrate review: answers are stored in {options.history}; Ctrl-C stops the server")
-    say(f"flowrate review: open {address(options.host, port, state.keys.token)}")
+    shown_host = options.host if options.host not in WILDCARD_HOSTS else (extra or ["127.0.0.1"])[0]
+    accepted = f" (Host names accepted: {', '.join(['127.0.0.1', 'localhost', '[::1]', *extra])})" if remote else ""
+    say(f"flowrate review: open {address(shown_host, port, state.keys)}{accepted}")
     server.run(sockets=[sock])
 
 

@@ -17,7 +17,7 @@ from flowrate.analysis.reviews import Review, current_reviews, record_review
 from flowrate.errors import ConfigError
 from flowrate.results.rows import EvaluationRow
 from flowrate.review.guard import Secrets
-from flowrate.review.queue import QueueRule, answers_for, build_queue, queue_metrics
+from flowrate.review.queue import Answer, QueueRule, answers_for, build_queue, queue_metrics
 from flowrate.review.runs import Run
 
 BUSY_WAIT_S = 5.0  # how long an answer waits for the history while another process has it open
@@ -38,6 +38,7 @@ class ReviewState:
     reviewer: str | None = None  # fixed by --reviewer; else each browser names its reviewer
     cache: Any = None
     notes: list[str] = field(default_factory=list)
+    rubric: str | None = None  # --rubric: the rubric file of the user's own some runs used
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
     _queues: dict[str, list[EvaluationRow]] = field(default_factory=dict)
@@ -88,7 +89,7 @@ class ReviewState:
     def metrics(self) -> list[str]:
         """The metrics with a queue (worked out once: it reads every row)."""
         if self._metrics is None:
-            self._metrics = queue_metrics(self.queue_rows, self.rule)
+            self._metrics = queue_metrics(self.queue_rows, self.rule, self.rubric)
         return self._metrics
 
     def queued(self, metric: str, conversation_id: str) -> EvaluationRow | None:
@@ -109,8 +110,12 @@ class ReviewState:
                         "SELECT conversation_id FROM labels WHERE metric = ?", [metric]
                     ).fetchall()}  # fmt: skip
                     labelled |= {review.conversation_id for review in current_reviews(connection, metric)}
-            self._queues[metric] = build_queue(self.queue_rows, metric, self.rule, labelled)
+            self._queues[metric] = build_queue(self.queue_rows, metric, self.rule, labelled, rubric=self.rubric)
         return self._queues[metric]
+
+    def answers(self, row: EvaluationRow) -> list[Answer]:
+        """The answer buttons of `row`'s metric (`queue.answers_for`, with `--rubric`)."""
+        return answers_for(row, self.rubric) or []
 
     def own_answers(self, metric: str, reviewer: str) -> dict[str, Review]:
         """`reviewer`'s current answers for `metric`, by conversation: never anyone else's."""
@@ -121,7 +126,7 @@ class ReviewState:
         """Store one answer at once; raises ValueError for a value not on the row's scale. The
         judge counts as shown when `--show-judge` is on or the reviewer had answered before
         (the answer revealed it)."""
-        answers = {answer.value: answer for answer in answers_for(row) or []}
+        answers = {answer.value: answer for answer in self.answers(row)}
         if value not in answers:
             raise ValueError(f"{value!r} is not on {row.metric}'s scale ({', '.join(answers)})")
         with self.history() as connection:

@@ -5,38 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowrate.review.pages import link, text
-
 SHOWN_MODES = 20
 
 
-def top_issues_body(state: Any) -> str:
-    """The page's body: per mode its label, conversations, share, severity and metrics, and its
-    examples, each a link to the row that raised it."""
-    try:
+def top_issues_context(state: Any) -> dict[str, Any]:
+    """The page's context (`templates/top_issues.html`): the modes, each with its examples and
+    the metric of the row each links to, as (mode, [(example, metric)]); or why there are none (`unavailable`)."""
+    try:  # its clustering library is an optional install
         from flowrate.analysis.top_issues import top_issues
-    except ImportError as error:  # its clustering library is an optional install
-        return f"<p>Top issues are not available here: {text(error)}</p>"
-    try:
+
         modes = top_issues(state.queue_rows)[:SHOWN_MODES]
     except ImportError as error:
-        return f"<p>Top issues are not available here: {text(error)}</p>"
-    if not modes:
-        return "<p>No key issues in these rows.</p>"
-    parts = []
-    for mode in modes:
-        examples = "".join(
-            "<li>"
-            + link("/row", example.id, id=example.id, metric=_metric_of(state, example.id, mode.metrics))
-            + f" {text(example.text)}</li>"
-            for example in mode.examples
-        )
-        parts.append(
-            f'<section class="mode"><h2>{text(mode.label)}</h2><p>{mode.conversations} conversations'
-            f" ({mode.share:.0%}), severity {mode.severity:.1f}, in {text(', '.join(mode.metrics))}</p>"
-            f"<ul>{examples}</ul></section>"
-        )
-    return "".join(parts)
+        return {"modes": [], "unavailable": str(error)}
+    return {
+        "modes": [(mode, [(e, _metric_of(state, e.id, mode.metrics)) for e in mode.examples]) for mode in modes],
+        "unavailable": None,
+    }
 
 
 def _metric_of(state: Any, conversation_id: str, metrics: list[str]) -> str:

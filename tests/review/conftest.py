@@ -60,15 +60,22 @@ def judged(scripted, run_flowrate, tmp_path):
 
 
 class ReviewProcess:
-    """`flowrate review ARGS` running; `url` is the address it printed (with the token)."""
+    """`flowrate review ARGS` running; `url` is the address it printed (with the token), `base`
+    the same without it (the server's secret path included), `origin` its scheme, host and port."""
 
-    def __init__(self, args, env, cwd):
+    def __init__(self, args, env, cwd, file_size_limit_bytes=None):
         self.process = subprocess.Popen(
-            [FLOWRATE, "review", *map(str, args)], env=env, cwd=cwd, stderr=subprocess.PIPE, text=True
+            [FLOWRATE, "review", *map(str, args)],
+            env=env,
+            cwd=cwd,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_file_size_limit(file_size_limit_bytes) if file_size_limit_bytes is not None else None,
         )
         self.said = []
         self.url = self._address()
         self.base = self.url.split("/?token=")[0]
+        self.origin = "/".join(self.url.split("/")[:3])
         self.token = self.url.split("token=")[1]
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -90,13 +97,25 @@ class ReviewProcess:
             self.process.wait(timeout=30)
 
 
+def _file_size_limit(limit_bytes):
+    """Run in the child before `flowrate review`: no file it writes may grow past `limit_bytes`
+    (a write beyond fails with EFBIG, as one on a full disk fails with ENOSPC; Python ignores SIGXFSZ)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, resource.RLIM_INFINITY))
+
+    return limit
+
+
 @pytest.fixture
 def start_review(cli_env, tmp_path):
-    """Start `flowrate review` with the given arguments; every one started is stopped after the test."""
+    """Start `flowrate review` with the given arguments (and `file_size_limit_bytes`: see
+    `_file_size_limit`); every one started is stopped after the test."""
     started = []
 
-    def start(*args):
-        review = ReviewProcess(args, {**cli_env, "PYTHONUNBUFFERED": "1"}, tmp_path)
+    def start(*args, file_size_limit_bytes=None):
+        review = ReviewProcess(args, {**cli_env, "PYTHONUNBUFFERED": "1"}, tmp_path, file_size_limit_bytes)
         started.append(review)
         return review
 

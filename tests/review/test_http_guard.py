@@ -62,7 +62,67 @@ def test_a_cross_site_post_is_refused_and_stores_nothing(judged, start_review, t
         same = client.post(
             target,
             json=answer,
-            headers={"Sec-Fetch-Site": "same-origin", "Origin": review.base, "X-Flowrate-CSRF": csrf},
+            headers={"Sec-Fetch-Site": "same-origin", "Origin": review.origin, "X-Flowrate-CSRF": csrf},
         )
     assert same.status_code == 200, same.text
     assert history_reviews(history) == [("c0", "conversational_flow_rate", "ann", "none", False)]
+
+
+def _raw_get(review, path):
+    """`GET path` sent as written (no client tidies it), and the answer's status and Location."""
+    import http.client
+
+    port = int(review.origin.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        return response.status, response.getheader("location")
+    finally:
+        connection.close()
+
+
+def test_the_token_redirect_goes_only_to_an_address_of_this_server(judged, start_review, tmp_path):
+    from urllib.parse import urljoin, urlsplit
+
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    prefix = review.base[len(review.origin) :]
+    for path in ("//evil.example/x", f"{prefix}//evil.example/x", f"{prefix}/\\evil.example/x", "/\\evil.example"):
+        status, location = _raw_get(review, f"{path}?token={review.token}")
+        if location is not None:  # where a browser goes: this server, whatever the path was
+            assert urlsplit(urljoin(review.origin + "/", location)).netloc == review.origin.split("//")[1], location
+            assert location.startswith(prefix + "/") and not location.startswith("//"), location
+    assert _raw_get(review, f"{prefix}//evil.example/x?token={review.token}")[0] == 303
+
+
+def test_bodies_and_fields_beyond_their_bounds_are_refused_and_store_nothing(judged, start_review, tmp_path):
+    history = tmp_path / "h.duckdb"
+    results, _ = judged
+    review = start_review(results, "--history", history, "--reviewer", "ann", "--sample-passing", "0")
+    answer = {"metric": "conversational_flow_rate", "id": "c0", "value": "none"}
+    with httpx.Client() as client:
+        client.get(review.url)
+        page = client.get(review.base + "/label/conversational_flow_rate?at=1")
+        csrf = page.text.split('"csrf":"')[1].split('"')[0]
+        headers = {"X-Flowrate-CSRF": csrf}
+        target = review.base + "/api/answer"
+        huge = client.post(target, json={**answer, "comment": "x" * 2_000_000}, headers=headers)
+        long_comment = client.post(target, json={**answer, "comment": "x" * 4001}, headers=headers)
+        long_id = client.post(target, json={**answer, "id": "c" * 5000}, headers=headers)
+
+        def chunks():  # no Content-Length: the bound holds while reading
+            yield b'{"metric": "conversational_flow_rate", "id": "c0", "value": "none", "comment": "'
+            for _ in range(100):
+                yield b"y" * 10_000
+            yield b'"}'
+
+        streamed = client.post(target, content=chunks(), headers={**headers, "content-type": "application/json"})
+        assert (huge.status_code, long_comment.status_code, long_id.status_code) == (413, 400, 400)
+        assert streamed.status_code == 413
+        assert "4000 characters" in long_comment.json()["error"]
+        assert history_reviews(history) == []
+        kept = client.post(target, json={**answer, "comment": "z" * 4000}, headers=headers)
+    assert kept.status_code == 200, kept.text
+    assert [value for _, _, _, value, _ in history_reviews(history)] == ["none"]

@@ -66,3 +66,16 @@ def test_answers_are_the_metrics_own_levels_or_points_each_with_its_key():
     points = answers_for(dated_row("c", "coherence", 0.6, rating=3, scale=5))
     assert [(a.value, a.score, a.key) for a in points] == [(str(n), n / 5, str(n)) for n in range(1, 6)]
     assert answers_for(dated_row("c", "user_satisfaction", 0.6)) is None
+
+
+def test_a_rubric_of_ones_own_gives_its_levels_and_without_it_no_buttons_are_made_from_the_verdict():
+    from tests.helpers import ROOT
+
+    row = dated_row("c", "resolution", 0.0, verdict="unresolved")
+    assert answers_for(row) is None  # never the judge's own verdict as the only button
+    rubric = str(ROOT / "configs" / "rubric.example.yaml")
+    assert [(a.value, a.score, a.key) for a in answers_for(row, rubric)] == [
+        ("resolved", 1.0, "1"), ("partly", 0.5, "2"), ("unresolved", 0.0, "3")
+    ]  # fmt: skip
+    assert [r.id for r in build_queue([row], "resolution", QueueRule(), set(), rubric=rubric)] == ["c"]
+    assert build_queue([row], "resolution", QueueRule(), set()) == []

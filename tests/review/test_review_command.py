@@ -14,13 +14,48 @@ def test_a_host_other_than_loopback_is_refused_without_allow_remote(run_flowrate
     assert not (tmp_path / "h.duckdb").exists()
 
 
-def test_allow_remote_serves_another_host_with_a_warning(judged, start_review, tmp_path):
+def test_every_address_of_127_0_0_0_8_is_loopback_and_served_without_allow_remote(judged, start_review, tmp_path):
     results, _ = judged
-    review = start_review(results, "--history", tmp_path / "h.duckdb", "--host", "127.0.0.2", "--allow-remote")
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--host", "127.0.0.2")
     assert review.url.startswith("http://127.0.0.2:")
-    assert any("warning: serving on 127.0.0.2" in line for line in review.said)
+    assert not any("warning" in line for line in review.said)
     with httpx.Client() as client:
         assert client.get(review.url, follow_redirects=True).status_code == 200
+
+
+def _through_host(review, host):
+    """The app's start page asked for at 127.0.0.1 with `Host: host:PORT`, as a remote browser
+    that reached the machine under that name sends it: the answers to the token and the page."""
+    port = review.origin.rsplit(":", 1)[1]
+    path = review.url.split(f":{port}", 1)[1]
+    with httpx.Client(headers={"Host": f"{host}:{port}"}) as client:
+        first = client.get(f"http://127.0.0.1:{port}{path}")
+        page = client.get(f"http://127.0.0.1:{port}" + first.headers.get("location", "/"))
+    return first.status_code, page.status_code
+
+
+def test_allow_remote_accepts_the_allowed_host_names_says_which_and_refuses_others(judged, start_review, tmp_path):
+    results, _ = judged
+    review = start_review(
+        results, "--history", tmp_path / "h.duckdb", "--host", "0.0.0.0", "--allow-remote",
+        "--allowed-host", "review.example", "--allowed-host", "10.1.2.3",
+    )  # fmt: skip
+    assert any("warning: serving on 0.0.0.0" in line for line in review.said)
+    opened = next(line for line in review.said if " open http://" in line)
+    assert review.url.startswith("http://review.example:")
+    assert "Host names accepted: 127.0.0.1, localhost, [::1], review.example, 10.1.2.3" in opened
+    assert _through_host(review, "review.example") == (303, 200)
+    assert _through_host(review, "10.1.2.3") == (303, 200)
+    assert _through_host(review, "evil.example")[0] == 403
+
+
+def test_allow_remote_accepts_this_machines_own_name_by_default(judged, start_review, tmp_path):
+    import socket
+
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--host", "0.0.0.0", "--allow-remote")
+    assert _through_host(review, socket.gethostname()) == (303, 200)
+    assert _through_host(review, "evil.example")[0] == 403
 
 
 def test_bad_arguments_are_plain_errors(run_flowrate, tmp_path):

@@ -359,3 +359,176 @@ def test_the_agreement_page_reports_the_answers_given_against_the_judge_beside_t
         worst.first.click()
     assert page.locator("#verdict").inner_text() == "minor"
     assert errors == []
+
+
+class _Logger:
+    """A server on another port of 127.0.0.1 that keeps every request's path and headers."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        received = self.received = []
+
+        class Logging(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                received.append((self.path, dict(self.headers.items())))
+                self.send_response(200)
+                self.send_header("content-type", "text/html")
+                self.end_headers()
+                self.wfile.write(b"<p>logged</p>")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Logging)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_no_other_local_server_receives_the_token_or_anything_it_could_replay(judged, start_review, browser, tmp_path):
+    """Cookies are scoped by host and path, not by port: the browser holding the app's cookie
+    visits another server on 127.0.0.1 (and under localhost), which must get neither the token
+    nor any header that opens the app when sent back to it."""
+    import httpx
+
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    logger = _Logger()
+    try:
+        page = browser.new_context().new_page()
+        page.goto(review.url)
+        assert page.locator("section.run").count() == 1  # the browser holds the app's credential
+        for address in (f"http://127.0.0.1:{logger.port}/", f"http://127.0.0.1:{logger.port}/label/x?at=1"):
+            page.goto(address)
+            assert page.locator("p").inner_text() == "logged"
+    finally:
+        logger.server.shutdown()
+    assert len(logger.received) >= 2
+    for _, headers in logger.received:
+        assert review.token not in json.dumps(headers)
+        replayed = {name: value for name, value in headers.items() if name.lower() != "host"}
+        for path in ("/", f"/row?id=c0&metric={FLOW}"):
+            with httpx.Client() as client:
+                assert client.get(review.base + path, headers=replayed).status_code == 403
+                assert client.get(review.origin + path, headers=replayed).status_code == 403
+
+
+def test_a_failed_save_says_so_and_keeps_the_reviewer_on_the_conversation(judged, start_review, browser, tmp_path):
+    """The history's disk refuses every write (a file size limit of 1 byte on the server: each
+    write fails as on a full disk): the page says the answer was not saved, and the keys that
+    move on stay on the conversation."""
+    results, _ = judged
+    history = tmp_path / "h.duckdb"
+    start_review(results, "--history", history, "--reviewer", "ann").stop()  # the rows imported
+    review = start_review("--history", history, "--reviewer", "ann", "--sample-passing", "0", file_size_limit_bytes=1)
+    errors = []
+    _, page = open_context(browser, review, errors)
+    page.goto(review.base + f"/label/{FLOW}")
+    conversation = page.locator("#conversation").inner_text()
+    page.keyboard.press("1")
+    page.locator("#saved").filter(has_text="not saved: not stored, answer again").wait_for()
+    assert "File too large" in page.locator("#saved").inner_text()
+    page.keyboard.press("j")
+    page.wait_for_timeout(500)
+    assert page.locator("#conversation").inner_text() == conversation
+    assert page.locator("#position").inner_text().startswith(f"1 of {FAILING}")
+    assert page.locator("#saved").inner_text().startswith("not saved")
+    assert page.locator("#yours").inner_text() == ""
+    assert history_reviews(history) == []
+    assert [error for error in errors if "503" not in error] == []  # the browser's own line for the refused save
+
+
+@pytest.fixture
+def support_judged(scripted, run_flowrate, tmp_path):
+    """Three conversations judged with the rubric of `configs/rubric.example.yaml` (named levels
+    of its own), every resolution `unresolved`."""
+    from tests.helpers import ROOT
+
+    reply = {
+        "criteria": {
+            "resolution": {"reason": "no next step", "key_issues": ["turn 1: gives up"], "verdict": "unresolved"},
+            "politeness": {"reason": "curt", "key_issues": [], "rating": 2},
+        }
+    }
+    scripted.script("support conversation", {"content": json.dumps(reply)})
+    rubric = ROOT / "configs" / "rubric.example.yaml"
+    path = write_jsonl(tmp_path / "support.jsonl", [turn_record(f"s{n}", f"help {n}", "no") for n in range(3)])
+    result = run_flowrate(
+        "eval", path, "--rubric", rubric, "--api-base", scripted.base_url, "-o", tmp_path / "support-results.jsonl"
+    )
+    assert result.returncode == 1, result.stderr
+    return tmp_path / "support-results.jsonl", rubric
+
+
+def test_blind_labelling_on_a_rubric_of_ones_own_shows_its_whole_scale(support_judged, start_review, browser, tmp_path):
+    results, rubric = support_judged
+    history = tmp_path / "h.duckdb"
+    unknown = start_review(results, "--history", history, "--reviewer", "ann")
+    assert any("resolution: no queue" in line and "--rubric" in line for line in unknown.said)
+    errors = []
+    _, page = open_context(browser, unknown, errors)
+    page.goto(unknown.base + "/label/resolution")
+    assert page.locator("#answers button").count() == 0  # no buttons made of the judge's verdict
+    unknown.stop()
+    review = start_review(results, "--history", history, "--reviewer", "ann", "--rubric", rubric)
+    _, page = open_context(browser, review, errors)
+    page.goto(review.base + "/label/resolution")
+    assert page.locator("#answers button").all_inner_texts() == ["resolved", "partly", "unresolved"]
+    assert page.locator("#verdict").count() == 0
+    page.keyboard.press("2")
+    page.locator("#saved").filter(has_text="saved: partly").wait_for()
+    assert page.locator("#verdict").inner_text() == "unresolved"
+    page.goto(review.base + "/label/politeness")
+    assert page.locator("#answers button").all_inner_texts() == ["1", "2", "3"]
+    assert [value for _, metric, _, value, _ in history_reviews(history) if metric == "resolution"] == ["partly"]
+    assert [error for error in errors if "404" not in error] == []  # the empty queue's page
+
+
+def test_the_queue_is_one_click_away_side_by_side_takes_two_runs_and_a_row_names_its_run(
+    two_runs, start_review, browser, tmp_path
+):
+    first, second = two_runs
+    review = start_review(first, second, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    chosen = [page.locator(f"select[name={name}]").input_value() for name in ("a", "b")]
+    assert chosen[0] != chosen[1]  # two different runs, ready to compare
+    shown = page.locator("select[name=b] option:checked").inner_text()
+    with page.expect_navigation():
+        page.get_by_role("navigation").get_by_role("link", name="label").click()
+    assert page.locator("#position").inner_text().startswith("1 of ")  # one metric: its queue at once
+    run = first if shown == str(first) else second
+    page.goto(review.base + f"/row?id=c0&metric={FLOW}&run=" + chosen[1])
+    named = page.locator("#run").inner_text()
+    row = json.loads(run.read_text().splitlines()[0])
+    assert str(run.resolve()) in named and row["model"] in named
+    assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d UTC", named) and "8 rows" in named
+    assert errors == []
+
+
+def test_every_page_takes_its_style_and_script_from_static_files_allowed_by_its_nonce(
+    judged, start_review, browser, tmp_path
+):
+    import httpx
+
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--sample-passing", "0")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    for address in ("/", f"/label/{FLOW}", f"/row?id=c0&metric={FLOW}", "/queues", "/agreement", "/compare"):
+        response = page.goto(review.base + address)
+        policy = response.headers["content-security-policy"]
+        nonce = re.search(r"script-src 'nonce-([^']+)';", policy).group(1)
+        assert f"style-src 'nonce-{nonce}';" in policy and "unsafe-inline" not in policy
+        assert page.locator("nav").evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(36, 41, 47)"
+        assert page.locator("style, [style]").count() == 0  # no inline style
+        for script in page.locator("script:not([type='application/json'])").all():
+            assert script.evaluate("e => [e.src, e.nonce, e.textContent]") == [
+                script.evaluate("e => e.src"), nonce, ""
+            ] and script.evaluate("e => e.src").startswith(review.base + "/static/")  # fmt: skip
+    assert page.locator("nav a").all_inner_texts() == ["runs", "label", "agreement", "top issues"]
+    with httpx.Client() as client:  # the static files too only with the token, and only under the secret path
+        assert client.get(review.base + "/static/label.js").status_code == 403
+        assert client.get(review.origin + "/static/label.js").status_code == 403
+    assert [error for error in errors if "404" not in error] == []  # /compare without two runs
