@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowrate.reports.escape import page_text
 from flowrate.review.pages import verdict_of
 from flowrate.review.runs import pinned_issues
 
@@ -16,9 +17,15 @@ SKIP_KEYS = ("s",)
 
 
 def judge_data(row: Any, turns: int) -> dict[str, Any]:
-    """What the page's script shows of the judge once the reviewer has answered."""
+    """What the page's script shows of the judge once the reviewer has answered, each text as
+    `escape.page_text` shows it (the script sets it as text; control and bidi characters escaped)."""
     by_turn, loose = pinned_issues(row, turns)
-    return {"verdict": verdict_of(row), "reason": row.reason or "", "by_turn": by_turn, "loose": loose}
+    return {
+        "verdict": page_text(verdict_of(row)),
+        "reason": page_text(row.reason or ""),
+        "by_turn": {turn: [page_text(issue) for issue in issues] for turn, issues in by_turn.items()},
+        "loose": [page_text(issue) for issue in loose],
+    }
 
 
 def label_context(item: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The pages of `flowrate review`: Jinja2 templates (`templates/`, autoescape on) and their
 static stylesheet and scripts (`static/`). Every text from a conversation, a results file or
-the judge goes through the `text` filter (control characters but line breaks gone) and
-autoescaping; data for a page's script through `escape.json_for_script`, and the script only
+the judge goes through `escape.page_text` (control and bidi characters shown escaped, line
+breaks kept) and autoescaping; data for a page's script through `escape.json_for_script`, and the script only
 ever sets it as text, so `</script>`, `<!--<script>` or a `javascript:` "link" in a
 conversation shows as those characters. The stylesheet and script are allowed by a per-page
 nonce in the Content-Security-Policy; nothing is loaded from the network."""
@@ -15,13 +15,13 @@ from functools import cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from flowrate.reports.escape import json_for_script, strip_control
+from flowrate.reports.escape import json_for_script, page_text
 
 
 def text(value: Any) -> str:
-    """Untrusted text for HTML text or an attribute (autoescaping then escapes it): control
-    characters but line breaks gone."""
-    return strip_control(str(value), keep_newlines=True)
+    """Untrusted text for HTML text or an attribute (autoescaping then escapes it): control,
+    bidi and line-separator characters shown escaped (`\\x1b`, `\\u202e`), line breaks kept."""
+    return page_text(str(value))
 
 
 def when(value: datetime | float | None) -> str:
@@ -55,25 +55,23 @@ def policy(nonce: str) -> str:
 
 @cache
 def templates() -> Any:
-    """The app's `Jinja2Templates`: the package's templates, autoescaped, with the filters
-    `text`, `when`, `verdict`, `json_for_script` and `segment` (one path segment, encoded)."""
-    import jinja2
+    """The app's `Jinja2Templates` on the one page setup (`reports.templating.environment`:
+    autoescape on, every printed string through `escape.page_text`), with the filters `text`,
+    `when`, `verdict`, `json_for_script` and `segment` (one path segment, encoded)."""
     from markupsafe import Markup
     from starlette.templating import Jinja2Templates
 
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("flowrate.review", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    environment.filters.update(
+    from flowrate.reports.templating import environment
+
+    env = environment("flowrate.review")
+    env.filters.update(
         text=text,
         when=when,
         verdict=verdict_of,
         json_for_script=lambda value: Markup(json_for_script(value)),
         segment=lambda value: quote(str(value), safe=""),
     )
-    return Jinja2Templates(env=environment)
+    return Jinja2Templates(env=env)
 
 
 def addresses_under(base: str) -> Callable[..., str]:

@@ -532,3 +532,36 @@ def test_every_page_takes_its_style_and_script_from_static_files_allowed_by_its_
         assert client.get(review.base + "/static/label.js").status_code == 403
         assert client.get(review.origin + "/static/label.js").status_code == 403
     assert [error for error in errors if "404" not in error] == []  # /compare without two runs
+
+
+SPOOF = "h5-\u202eevil\u202c \u2028 \u2066x\u2069"
+
+
+@pytest.fixture
+def bidi_judged(scripted, run_flowrate, tmp_path):
+    """A run whose conversation, reason and key issue carry bidi controls and a line separator."""
+    scripted.script("MARK-BIDI", {"verdict": "minor", "reason": f"reason {SPOOF}", "key_issues": [f"turn 1: {SPOOF}"]})
+    conversations = write_jsonl(
+        tmp_path / "bidi.jsonl", [turn_record("b1", f"MARK-BIDI where is it? {SPOOF}", f"Here. {SPOOF}")]
+    )
+    result = run_flowrate("eval", conversations, "--api-base", scripted.base_url, "-o", "results.jsonl")
+    assert result.returncode == 1, result.stderr
+    return tmp_path / "results.jsonl"
+
+
+def test_bidi_controls_and_line_separators_are_drawn_escaped_on_the_review_pages(
+    bidi_judged, start_review, browser, tmp_path
+):
+    shown = "h5-\\u202eevil\\u202c \\u2028 \\u2066x\\u2069"
+    review = start_review(bidi_judged, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--show-judge")
+    errors = []
+    _, page = open_context(browser, review, errors)
+    for address in (f"/row?id=b1&metric={FLOW}", f"/label/{FLOW}?at=1"):
+        page.goto(review.base + address)
+        turn = page.locator(".turn[data-turn='1']")
+        assert turn.locator(".user").inner_text() == f"user: MARK-BIDI where is it? {shown}"
+        assert turn.locator(".assistant").inner_text() == f"assistant: Here. {shown}"
+        assert page.locator("#reason").inner_text() == f"reason {shown}"
+        assert shown in turn.locator(".issue").inner_text()
+        assert "\u202e" not in page.locator("body").inner_text()
+    assert errors == []
