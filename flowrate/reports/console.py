@@ -311,10 +311,10 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         verdict = "SIGNIFICANT DROP" if metric.significant_drop else "ok"
         console.print(
             shown(
-                f"  {metric.metric}: {verdict}; mean {_number(metric.mean_before)} -> {_number(metric.mean_after)},"
-                f" delta {delta} over {metric.paired} paired; pass rate {_share(metric.pass_rate_before)} ->"
-                f" {_share(metric.pass_rate_after)}; only in baseline {metric.only_baseline}, only in current"
-                f" {metric.only_current}; errors {metric.errors_baseline} -> {metric.errors_current}"
+                f"  {metric.metric}: {verdict}; over {metric.paired} paired: mean {_number(metric.mean_before)} ->"
+                f" {_number(metric.mean_after)}, delta {delta}, pass rate {_share(metric.pass_rate_before)} ->"
+                f" {_share(metric.pass_rate_after)}; not paired: only in baseline {metric.only_baseline},"
+                f" only in current {metric.only_current}, errors {metric.errors_baseline} -> {metric.errors_current}"
             ),
             markup=False,
             highlight=False,
