@@ -14,7 +14,7 @@ from rich.text import Text
 from flowrate.analysis.agreement import AgreementReport
 from flowrate.analysis.calibration import Calibration, Deviation
 from flowrate.analysis.compare import Comparison
-from flowrate.analysis.trends import TrendPoint
+from flowrate.analysis.trends import ONE_ROW_EACH, TrendPoint
 from flowrate.reports.escape import safe_line, terminal_text
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
@@ -419,6 +419,7 @@ def print_trends(console: Console, points: list[TrendPoint]) -> None:
             band,
         )
     console.print(table)
+    console.print(shown(f"trends: {ONE_ROW_EACH}"), markup=False, highlight=False)
     periods = sorted({point.period for point in points})
     for metric in dict.fromkeys(point.metric for point in points):
         means = {point.period: point.mean_score for point in points if point.metric == metric}
