@@ -123,7 +123,7 @@ def top_issues_command(
             raise ConfigError("--dry-run shows the --name-with-judge call; without it nothing is called")
         trend = len(run.periods) > 1
         for option, target, write in (
-            ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8")),
+            ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8", newline="")),
             ("--html", html, lambda: write_top_issues_page(html, modes, top)),
         ):
             if target is not None:

@@ -4,20 +4,18 @@ come from `flowrate.analysis.top_issues`.
 
 Every text here is the judge's (labels, examples) or the input's (ids): the terminal gets it
 through `console.table_text` (one line, no markup, no control characters), the CSV through
-`labels.csv_cell` (no formula), the page as HTML-escaped text."""
+`csv_file.csv_text` (quoted, no formula), the page as HTML-escaped text."""
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 
 from rich.console import Console
 from rich.table import Table
 
-from flowrate.analysis.labels import csv_cell
 from flowrate.analysis.top_issues import FailureMode
 from flowrate.reports.console import shown, sparkline, table_text
+from flowrate.results.csv_file import csv_text
 
 SHOWN_TOP = 10  # modes the terminal and the HTML section list
 CSV_COLUMNS = [
@@ -82,32 +80,30 @@ def print_top_issues(console: Console, modes: list[FailureMode], total: int, top
 
 
 def top_issues_csv(modes: list[FailureMode]) -> str:
-    """The modes as CSV (header `CSV_COLUMNS`), one line per mode, ranked; every text cell
-    through `csv_cell`, so no cell starts a formula; ids joined by spaces."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    """The modes as CSV (header `CSV_COLUMNS`), one line per mode, ranked, written by
+    `csv_file.csv_text` (quoted as RFC 4180, no cell starting a formula); ids joined by spaces."""
+    lines = []
     for rank, mode in enumerate(modes, start=1):
-        examples = []
+        examples: list[object] = []
         for index in range(3):
             example = mode.examples[index] if index < len(mode.examples) else None
-            examples += [csv_cell(example.id), example.turn, csv_cell(example.text)] if example else ["", "", ""]
-        writer.writerow(
+            examples += [example.id, example.turn, example.text] if example else ["", "", ""]
+        lines.append(
             [
                 rank,
-                csv_cell(mode.label),
+                mode.label,
                 mode.conversations,
                 mode.share,
                 mode.severity,
-                csv_cell(" ".join(mode.metrics)),
+                " ".join(mode.metrics),
                 "" if mode.typical_turn is None else mode.typical_turn,
                 mode.position or "",
                 "yes" if mode.growing else ("no" if len(mode.trend) > 1 else ""),
                 *examples,
-                csv_cell(" ".join(mode.ids)),
+                " ".join(mode.ids),
             ]
         )
-    return buffer.getvalue()
+    return csv_text(CSV_COLUMNS, lines)
 
 
 def top_issues_section(modes: list[FailureMode], top: int = SHOWN_TOP, note: str = "") -> str:
