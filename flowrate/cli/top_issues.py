@@ -133,7 +133,7 @@ def top_issues_command(
                     raise ConfigError(f"{option} {target}: cannot be written: {error.strerror}") from None
     except FlowrateError as error:
         raise fail(error) from None
-    print_top_issues(stderr(), modes, run.conversations, top)
+    print_top_issues(stderr(), modes, run.conversations, top, run.empty_because)
     if as_json:
         write_stdout(orjson.dumps({"modes": [mode.as_json(trend) for mode in modes]}).decode())
     if late is not None:

@@ -327,6 +327,11 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     _print_notes(console, f"changed ({worse} worse, {len(comparison.changes) - worse} better)", notes[:50], len(notes))
 
 
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun` (a regular English noun phrase ending in its noun), plural unless one: "1 mode", "2 modes"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flowrate.analysis.top_issues import FailureMode
-from flowrate.reports.console import shown, sparkline, table_text
+from flowrate.reports.console import counted, shown, sparkline, table_text
 from flowrate.results.csv_file import csv_text
 
 SHOWN_TOP = 10  # modes the terminal and the HTML section list
@@ -47,12 +47,16 @@ def _where(mode: FailureMode) -> str:
     return f"turn {mode.typical_turn}" + (f" ({mode.position})" if mode.position else "")
 
 
-def print_top_issues(console: Console, modes: list[FailureMode], total: int, top: int = SHOWN_TOP) -> None:
+def print_top_issues(
+    console: Console, modes: list[FailureMode], total: int, top: int = SHOWN_TOP, empty_because: str | None = None
+) -> None:
     """The first `top` of `modes` (ranked), out of `total` conversations: a table of label,
     conversations and share, severity, where it sits and, over several periods, a sparkline of
-    its share per period marked when growing; then each mode's metrics and examples."""
+    its share per period marked when growing; then each mode's metrics and examples. With no
+    mode, `empty_because` (`TopIssues.empty_because`) says why."""
     trend = any(len(mode.trend) > 1 for mode in modes)
-    table = Table(title=f"Top issues: {len(modes)} modes over {total} conversations", title_justify="left")
+    title = f"Top issues: {counted(len(modes), 'mode')} over {counted(total, 'conversation')}"
+    table = Table(title=title, title_justify="left")
     for column in ("#", "failure mode", "conversations", "severity", "where"):
         table.add_column(column, overflow="fold")
     if trend:
@@ -71,7 +75,10 @@ def print_top_issues(console: Console, modes: list[FailureMode], total: int, top
         for example in mode.examples:
             console.print(shown(f"   {example.id}: {example.text}"), markup=False, highlight=False)
     if len(modes) > top:
-        console.print(shown(f"... and {len(modes) - top} more modes (--top N, --json or --csv for all)"), markup=False)
+        more = counted(len(modes) - top, "more mode")
+        console.print(shown(f"... and {more} (--top N, --json or --csv for all)"), markup=False)
+    if not modes and empty_because:
+        console.print(shown(f"flowrate: top-issues: {empty_because}"), markup=False, highlight=False)
     if trend:
         periods = [point.period for point in modes[0].trend]
         console.print(
@@ -126,7 +133,7 @@ def top_issues_section(modes: list[FailureMode], top: int = SHOWN_TOP, note: str
             f"<td><ul>{examples}</ul></td></tr>"
         )
     more = (
-        f"<p>{len(modes) - top} more modes: <code>flowrate top-issues</code> lists them all.</p>"
+        f"<p>{counted(len(modes) - top, 'more mode')}: <code>flowrate top-issues</code> lists them all.</p>"
         if len(modes) > top
         else ""
     )
