@@ -165,3 +165,11 @@ def test_counts_read_in_the_singular_for_one(run_flowrate, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Top issues: 1 mode over 1 conversation" in result.stderr
     assert "nothing to group" not in result.stderr
+
+
+def test_an_unusable_naming_reply_leaves_no_client_session_unclosed(judge, run_process, tmp_path):
+    judge.script(MARKER, {"content": "I cannot help with that."})
+    result = run_process("top-issues", _results(tmp_path), "--name-with-judge", "--api-base", judge.base_url)
+    assert result.returncode == 3, result.stderr
+    assert 'no "modes" list' in result.stderr
+    assert "Unclosed" not in result.stderr and "Traceback" not in result.stderr, result.stderr
