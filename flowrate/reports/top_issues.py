@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flowrate.analysis.top_issues import FailureMode
-from flowrate.reports.console import counted, shown, sparkline, table_text
+from flowrate.reports.console import counted, print_table, shown, sparkline, table_text
 from flowrate.results.csv_file import csv_text
 
 SHOWN_TOP = 10  # modes the terminal and the HTML section list
@@ -58,7 +58,7 @@ def print_top_issues(
     title = f"Top issues: {counted(len(modes), 'mode')} over {counted(total, 'conversation')}"
     table = Table(title=title, title_justify="left")
     for column in ("#", "failure mode", "conversations", "severity", "where"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     if trend:
         table.add_column("trend")
     for rank, mode in enumerate(modes[:top], start=1):
@@ -69,7 +69,7 @@ def print_top_issues(
             line = sparkline([point.share / peak for point in mode.trend])
             cells.append(line + (" growing" if mode.growing else ""))
         table.add_row(*cells)
-    console.print(table)
+    print_table(console, table, keys=(0, 1), wrapping=(1, 4))
     for rank, mode in enumerate(modes[:top], start=1):
         console.print(shown(f"{rank}. {mode.label} ({', '.join(mode.metrics)})"), markup=False, highlight=False)
         for example in mode.examples:
