@@ -301,7 +301,7 @@ def bench_judges(
 
     evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
     bench = _Bench(judges, sets, settings, data_dir, work_dir, stability_conversations, evaluate)
-    estimate = bench.estimate()
+    estimate = _bench_estimate(bench)
     if estimated is not None:
         estimated(estimate)
     report = BenchReport(
@@ -325,6 +325,36 @@ def bench_judges(
         if report.interrupted:
             break
     return report
+
+
+def _bench_estimate(plan: _Bench) -> BenchEstimate:
+    """Every run of `plan`, the stability reruns included: its calls and cost before any call; a
+    set with another's file and metric is answered by the cache."""
+    from flowrate.analysis.judge_bench import BenchEstimate
+
+    estimate = BenchEstimate()
+    seen: dict[tuple, int] = {}
+    for (judge, name), output in plan.outputs.items():
+        bench = plan.named[name]
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        same = (judge, plan.files[name], bench.metric, bench.cut_logs)
+        if same in seen and not plan.settings.no_cache:
+            plan.selected[judge, name] = seen[same]
+            estimate.conversations += seen[same]
+            estimate.cached += seen[same]
+        else:
+            guess = estimate_files([plan.files[name]], plan.settings_for(judge, bench, output, max_cost=None))
+            seen[same] = plan.selected[judge, name] = guess.conversations
+            estimate.conversations += guess.conversations
+            estimate.add(guess)
+        for again in plan.rerun_outputs(output) if plan.stability_conversations else []:
+            rerun = plan.settings_for(
+                judge, bench, again, max_cost=None, limit=plan.stability_conversations, no_cache=True
+            )
+            guess = estimate_files([plan.files[name]], rerun)
+            estimate.reruns += guess.conversations
+            estimate.add(guess)
+    return estimate
 
 
 def _rows_written(run: Evaluation, output: str) -> list:
@@ -392,36 +422,6 @@ class _Bench:
         from flowrate.analysis.judge_bench import STABILITY_RUNS
 
         return [output.removesuffix(".jsonl") + f".rerun{number}.jsonl" for number in range(1, STABILITY_RUNS)]
-
-    def estimate(self) -> BenchEstimate:
-        """Every run's calls and cost before any call, the stability reruns' included; a set with
-        another's file and metric is answered by the cache."""
-        from flowrate.analysis.judge_bench import BenchEstimate
-
-        estimate = BenchEstimate()
-        seen: dict[tuple, int] = {}
-        for (judge, name), output in self.outputs.items():
-            bench = self.named[name]
-            Path(output).parent.mkdir(parents=True, exist_ok=True)
-            same = (judge, self.files[name], bench.metric, bench.cut_logs)
-            if same in seen and not self.settings.no_cache:
-                self.selected[judge, name] = seen[same]
-                estimate.conversations += seen[same]
-                estimate.cached += seen[same]
-            else:
-                guess = estimate_files([self.files[name]], self.settings_for(judge, bench, output, max_cost=None))
-                seen[same] = self.selected[judge, name] = guess.conversations
-                estimate.conversations += guess.conversations
-                estimate.add(guess)
-            if self.stability_conversations:
-                for again in self.rerun_outputs(output):
-                    rerun = self.settings_for(
-                        judge, bench, again, max_cost=None, limit=self.stability_conversations, no_cache=True
-                    )
-                    guess = estimate_files([self.files[name]], rerun)
-                    estimate.reruns += guess.conversations
-                    estimate.add(guess)
-        return estimate
 
     def rerun(self, judge: Judge, bench: BenchSet, output: str, rows: list, score) -> bool:
         """The stability reruns of the run that wrote `rows` to `output`: judged again without the
