@@ -286,71 +286,22 @@ def bench_judges(
     `settings` (its limit, concurrency, retries, cache and budget), and is scored against the
     set's human label with the agreement statistics and their intervals.
 
-    The rows of each judge and set go to `work_dir/JUDGE/SET.jsonl`. The whole benchmark is
-    estimated first (calls the cache does not answer, and their cost) and `estimated` is told
-    before any call; `settings.max_cost` then bounds the spend of all runs together. With
-    `stability_conversations` N, the first N conversations of each set are judged twice more
-    without the cache, and the share given the same verdict every time is reported.
+    The rows of each judge and set go to `work_dir/JUDGE/SET.jsonl`. The whole benchmark, the
+    stability reruns included, is estimated first (calls the cache does not answer, and their
+    cost) and `estimated` is told before any call; `settings.max_cost` then bounds the spend of
+    all runs together. With `stability_conversations` N, the first N conversations of each set
+    are judged twice more without the cache, and the share given the same verdict every time is
+    reported; the reruns' calls, tokens, time and cost are the score's too, and the conversations
+    a spent budget left out of a rerun are counted (`Stability.not_judged`).
     `evaluate` runs one evaluation (default `evaluate_files`; the CLI's shows progress).
     Stops after a run Ctrl-C interrupted, with `interrupted` set on the report."""
     from importlib.metadata import version
 
-    from flowrate.analysis.agreement import labels_named
-    from flowrate.analysis.judge_bench import (
-        STABILITY_RUNS,
-        BenchEstimate,
-        BenchReport,
-        bench_score,
-        set_file,
-        slug,
-        stability,
-    )
-
-    def this_runs_rows(run: Evaluation, output: str) -> list:
-        """The rows a run wrote: none when it judged nothing (an earlier benchmark's file is then
-        left as it was, and is not this run's)."""
-        return list(read_rows(Path(output))) if run.summary.rows_written else []
+    from flowrate.analysis.judge_bench import BenchReport, bench_score
 
     evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
-    given = settings.model_dump(exclude_unset=True)
-    named = {bench.name: bench for bench in sets}
-    files = {bench.name: str(set_file(bench, data_dir)) for bench in sets}
-    labels = {bench.name: labels_named([files[bench.name]], bench.label) for bench in sets}
-
-    def settings_for(judge: Judge, bench: BenchSet, output: str, **update) -> EvalSettings:
-        run = {"model": judge.model, "api_base": judge.api_base, "metric": [bench.metric], "cut_logs": bench.cut_logs}
-        limits = [count for count in (settings.limit, bench.limit, update.pop("limit", None)) if count]
-        fixed = {"output": output, "skip_invalid": True, "limit": min(limits) if limits else None}
-        return EvalSettings(**(given | run | fixed | update))
-
-    folders: dict[Judge, str] = {}
-    for judge in judges:  # two judges whose names make one file name get one folder each
-        name = slug(judge.model)
-        folders[judge] = name if name not in folders.values() else f"{name}-{len(folders) + 1}"
-    outputs = {
-        (judge, bench.name): str(Path(work_dir) / folders[judge] / f"{bench.name}.jsonl")
-        for judge in judges
-        for bench in sets
-    }
-    estimate = BenchEstimate()
-    estimated_runs: dict[tuple, int] = {}  # a set with another's file and metric is answered by the cache
-    selected: dict[tuple[Judge, str], int] = {}
-    for (judge, name), output in outputs.items():
-        bench = named[name]
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        same = (judge, files[name], bench.metric, bench.cut_logs)
-        if same in estimated_runs and not settings.no_cache:
-            selected[judge, name] = estimated_runs[same]
-            estimate.conversations += estimated_runs[same]
-            estimate.cached += estimated_runs[same]
-            continue
-        guess = estimate_files([files[name]], settings_for(judge, bench, output, max_cost=None))
-        estimated_runs[same] = selected[judge, name] = guess.conversations
-        estimate.conversations += guess.conversations
-        estimate.cached += guess.cached
-        estimate.calls += guess.calls
-        if estimate.cost_usd is not None:
-            estimate.cost_usd = None if guess.cost_usd is None else estimate.cost_usd + guess.cost_usd
+    bench = _Bench(judges, sets, settings, data_dir, work_dir, stability_conversations, evaluate)
+    estimate = _bench_estimate(bench)
     if estimated is not None:
         estimated(estimate)
     report = BenchReport(
@@ -359,44 +310,137 @@ def bench_judges(
         judges=[judge.model for judge in judges],
         estimate=estimate,
     )
-    spent_usd = 0.0
-
-    def budget_left() -> float | None:
-        """What `settings.max_cost` leaves for the next run (None: no budget)."""
-        return None if settings.max_cost is None else max(settings.max_cost - spent_usd, 0.0)
-
-    for (judge, name), output in outputs.items():
-        bench = named[name]
-        run = evaluate([files[name]], settings_for(judge, bench, output, max_cost=budget_left()))
-        spent_usd += run.summary.run_cost_usd
-        rows = this_runs_rows(run, output)
-        score = bench_score(judge.model, bench, rows, labels[name], run.summary, output, selected[judge, name])
-        if run.summary.interrupted:
-            report.scores.append(score)
-            report.interrupted = True
-            return report
-        if stability_conversations:
-            reruns = [rows]
-            for number in range(1, STABILITY_RUNS):
-                again = output.removesuffix(".jsonl") + f".rerun{number}.jsonl"
-                rerun = evaluate(
-                    [files[name]],
-                    settings_for(
-                        judge, bench, again, max_cost=budget_left(), limit=stability_conversations, no_cache=True
-                    ),
-                )
-                spent_usd += rerun.summary.run_cost_usd
-                reruns.append(this_runs_rows(rerun, again))
-                if rerun.summary.interrupted:
-                    report.interrupted = True
-                    break
-            first = {row.id for row in reruns[1] if row.metric == bench.row}
-            reruns[0] = [row for row in rows if row.id in first]
-            score.stability = stability(reruns, bench.row)
+    for (judge, name), output in bench.outputs.items():
+        chosen = bench.named[name]
+        run = bench.run(name, bench.settings_for(judge, chosen, output))
+        rows = _rows_written(run, output)
+        score = bench_score(
+            judge.model, chosen, rows, bench.labels[name], run.summary, output, bench.selected[judge, name]
+        )
         report.scores.append(score)
+        if run.summary.interrupted:
+            report.interrupted = True
+        elif stability_conversations:
+            report.interrupted = bench.rerun(judge, chosen, output, rows, score)
         if report.interrupted:
-            return report
+            break
     return report
+
+
+def _bench_estimate(plan: _Bench) -> BenchEstimate:
+    """Every run of `plan`, the stability reruns included: its calls and cost before any call; a
+    set with another's file and metric is answered by the cache."""
+    from flowrate.analysis.judge_bench import BenchEstimate
+
+    estimate = BenchEstimate()
+    seen: dict[tuple, int] = {}
+    for (judge, name), output in plan.outputs.items():
+        bench = plan.named[name]
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        same = (judge, plan.files[name], bench.metric, bench.cut_logs)
+        if same in seen and not plan.settings.no_cache:
+            plan.selected[judge, name] = seen[same]
+            estimate.conversations += seen[same]
+            estimate.cached += seen[same]
+        else:
+            guess = estimate_files([plan.files[name]], plan.settings_for(judge, bench, output, max_cost=None))
+            seen[same] = plan.selected[judge, name] = guess.conversations
+            estimate.conversations += guess.conversations
+            estimate.add(guess)
+        for again in plan.rerun_outputs(output) if plan.stability_conversations else []:
+            rerun = plan.settings_for(
+                judge, bench, again, max_cost=None, limit=plan.stability_conversations, no_cache=True
+            )
+            guess = estimate_files([plan.files[name]], rerun)
+            estimate.reruns += guess.conversations
+            estimate.add(guess)
+    return estimate
+
+
+def _rows_written(run: Evaluation, output: str) -> list:
+    """The rows a run wrote: none when it judged nothing (an earlier benchmark's file is then
+    left as it was, and is not this run's)."""
+    return list(read_rows(Path(output))) if run.summary.rows_written else []
+
+
+class _Bench:
+    """`bench_judges`' plan: each judge and set's output, settings and selection, the estimate,
+    the spend so far under the budget, and the stability reruns."""
+
+    def __init__(
+        self,
+        judges: list[Judge],
+        sets: list[BenchSet],
+        settings: EvalSettings,
+        data_dir: str | None,
+        work_dir: str,
+        stability_conversations: int,
+        evaluate: Callable[[list[str], EvalSettings], Evaluation],
+    ):
+        from flowrate.analysis.agreement import labels_named
+        from flowrate.analysis.judge_bench import set_file, slug
+
+        self.settings = settings
+        self.given = settings.model_dump(exclude_unset=True)
+        self.stability_conversations = stability_conversations
+        self.named = {bench.name: bench for bench in sets}
+        self.files = {bench.name: str(set_file(bench, data_dir)) for bench in sets}
+        self.labels = {bench.name: labels_named([self.files[bench.name]], bench.label) for bench in sets}
+        folders: dict[Judge, str] = {}
+        for judge in judges:  # two judges whose names make one file name get one folder each
+            name = slug(judge.model)
+            folders[judge] = name if name not in folders.values() else f"{name}-{len(folders) + 1}"
+        self.outputs = {
+            (judge, bench.name): str(Path(work_dir) / folders[judge] / f"{bench.name}.jsonl")
+            for judge in judges
+            for bench in sets
+        }
+        self.selected: dict[tuple[Judge, str], int] = {}
+        self.spent_usd = 0.0
+        self.evaluate = evaluate
+
+    def settings_for(self, judge: Judge, bench: BenchSet, output: str, **update) -> EvalSettings:
+        """The settings of one run: the judge's, the set's metric and cut, the budget left."""
+        run = {"model": judge.model, "api_base": judge.api_base, "metric": [bench.metric], "cut_logs": bench.cut_logs}
+        limits = [count for count in (self.settings.limit, bench.limit, update.pop("limit", None)) if count]
+        fixed = {"output": output, "skip_invalid": True, "limit": min(limits) if limits else None}
+        budget = {"max_cost": self.budget_left()}
+        return EvalSettings(**(self.given | run | fixed | budget | update))
+
+    def budget_left(self) -> float | None:
+        """What `settings.max_cost` leaves for the next run (None: no budget)."""
+        return None if self.settings.max_cost is None else max(self.settings.max_cost - self.spent_usd, 0.0)
+
+    def run(self, name: str, settings: EvalSettings) -> Evaluation:
+        """One evaluation of the set `name`, its spend counted against the budget."""
+        done = self.evaluate([self.files[name]], settings)
+        self.spent_usd += done.summary.run_cost_usd
+        return done
+
+    def rerun_outputs(self, output: str) -> list[str]:
+        """Where the stability reruns of the run writing `output` write theirs."""
+        from flowrate.analysis.judge_bench import STABILITY_RUNS
+
+        return [output.removesuffix(".jsonl") + f".rerun{number}.jsonl" for number in range(1, STABILITY_RUNS)]
+
+    def rerun(self, judge: Judge, bench: BenchSet, output: str, rows: list, score) -> bool:
+        """The stability reruns of the run that wrote `rows` to `output`: judged again without the
+        cache, their spend added to `score`, its `stability` set. Returns whether Ctrl-C stopped one."""
+        from flowrate.analysis.judge_bench import stability
+
+        runs = [rows]
+        wanted = min(self.stability_conversations, self.selected[judge, bench.name])
+        for again in self.rerun_outputs(output):
+            rerun = self.run(
+                bench.name, self.settings_for(judge, bench, again, limit=self.stability_conversations, no_cache=True)
+            )
+            runs.append(_rows_written(rerun, again))
+            score.add_run(runs[-1], rerun.summary)
+            if rerun.summary.interrupted:
+                score.stability = stability(runs, bench.row, wanted)
+                return True
+        score.stability = stability(runs, bench.row, wanted)
+        return False
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from flowrate.errors import ConfigError
 from flowrate.results.files import read_rows
+from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import mean4, shown_value
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -25,7 +26,7 @@ class Change(BaseModel):
 
 class MetricComparison(BaseModel):
     metric: str
-    paired: int  # conversations judged on both sides
+    paired: int  # conversations judged on both sides: the means and pass rates are over these
     mean_before: float | None
     mean_after: float | None
     mean_delta: float | None
@@ -55,7 +56,8 @@ class Comparison(BaseModel):
 
 
 def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 0.0) -> Comparison:
-    """Match two results files by (id, metric). A metric's drop is significant when the upper
+    """Match two results files by (id, metric). Means and pass rates are over the paired rows
+    (judged on both sides); the rows of one side only and the error rows are counted apart. A metric's drop is significant when the upper
     end of the 95 % interval of its mean delta lies below -`tolerance`.
 
     Nothing to compare is a `ConfigError`, never a pass: a file with no row, or no
@@ -97,8 +99,8 @@ def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 
                 mean_after=mean4([new.score for _, new in paired]),
                 mean_delta=mean4(deltas),
                 ci95=interval,
-                pass_rate_before=_rate(mine_before.values()),
-                pass_rate_after=_rate(mine_after.values()),
+                pass_rate_before=_rate([old for old, _ in paired]),
+                pass_rate_after=_rate([new for _, new in paired]),
                 only_baseline=len(mine_before.keys() - mine_after.keys()),
                 only_current=len(mine_after.keys() - mine_before.keys()),
                 errors_baseline=sum(row.error is not None for row in mine_before.values()),
@@ -151,6 +153,6 @@ def _bootstrap(deltas: list[float]) -> list[float] | None:
     return [round(float(low), 4), round(float(high), 4)]
 
 
-def _rate(rows) -> float | None:
-    judged = [row for row in rows if row.score is not None]
-    return round(sum(bool(row.success) for row in judged) / len(judged), 4) if judged else None
+def _rate(rows: list[EvaluationRow]) -> float | None:
+    """The share of `rows` (paired, so judged) that passed."""
+    return round(sum(bool(row.success) for row in rows) / len(rows), 4) if rows else None

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from flowrate.analysis.agreement import Statistic, agreement_report, pair_up
 from flowrate.errors import ConfigError
 from flowrate.results.rows import EvaluationRow
-from flowrate.results.summary import RunSummary, shown_value
+from flowrate.results.summary import DryRunEstimate, RunSummary, shown_value
 
 STABILITY_RUNS = 3  # the first judgement and two reruns without the cache
 
@@ -179,12 +179,15 @@ def slug(text: str) -> str:
 
 class Stability(BaseModel):
     """The same verdict on reruns without the cache: of `conversations` judged `runs` times,
-    `same_verdict` got one verdict every time (an error on any run counts as a change)."""
+    `same_verdict` got one verdict every time (an error on any run counts as a change);
+    `not_judged` of the conversations meant for the reruns were left out of one (a spent budget,
+    an interruption), and are not in `conversations`."""
 
     conversations: int
     runs: int
     same_verdict: int
     share: float | None
+    not_judged: int = 0
 
 
 class BenchScore(BaseModel):
@@ -215,15 +218,33 @@ class BenchScore(BaseModel):
     results_file: str
     anchors: list[Anchor] = Field(default_factory=list)
 
+    def add_run(self, rows: list[EvaluationRow], summary: RunSummary) -> None:
+        """Count another run of this judge on this set (a stability rerun, its `rows` and
+        `summary`) in the calls, tokens, time in calls and cost."""
+        self.calls += sum(row.attempts for row in rows)
+        self.prompt_tokens += summary.run_prompt_tokens
+        self.completion_tokens += summary.run_completion_tokens
+        self.latency_s = round(self.latency_s + sum(row.latency_s for row in rows), 3)
+        if self.cost_usd is not None:
+            self.cost_usd = None if summary.rows_without_cost else round(self.cost_usd + summary.run_cost_usd, 6)
+
 
 class BenchEstimate(BaseModel):
-    """What the benchmark would send before any call: calls not answered by the cache, and their
-    cost by the price list (None when a judge has no price)."""
+    """What the benchmark would send before any call, the stability reruns included: calls not
+    answered by the cache, and their cost by the price list (None when a judge has no price)."""
 
     conversations: int = 0
     cached: int = 0
     calls: int = 0
     cost_usd: float | None = 0.0
+    reruns: int = 0  #: conversations judged again for stability (their calls are in `calls`)
+
+    def add(self, guess: DryRunEstimate) -> None:
+        """Count one run's estimate (`DryRunEstimate`) in the cached rows, calls and cost."""
+        self.cached += guess.cached
+        self.calls += guess.calls
+        if self.cost_usd is not None:
+            self.cost_usd = None if guess.cost_usd is None else self.cost_usd + guess.cost_usd
 
 
 class BenchReport(BaseModel):
@@ -284,19 +305,36 @@ def bench_score(
     )
 
 
-def stability(runs: list[list[EvaluationRow]], row_metric: str) -> Stability:
-    """Of the conversations in the first run, how many got the same verdict in every run."""
+def stability(runs: list[list[EvaluationRow]], row_metric: str, wanted: int) -> Stability:
+    """Of the `wanted` conversations meant for every run (the first run and its reruns), those
+    with a row of `row_metric` in every run, and how many of them got the same verdict in every
+    run; the rest are `not_judged`."""
     verdicts = [
         {row.id: (shown_value(row) if row.error is None else None) for row in run if row.metric == row_metric}
         for run in runs
     ]
-    ids = list(verdicts[0]) if verdicts else []
+    ids = sorted(set.intersection(*(set(run) for run in verdicts))) if verdicts else []
     same = sum(
         1
         for conversation in ids
         if verdicts[0][conversation] is not None
-        and all(run.get(conversation) == verdicts[0][conversation] for run in verdicts[1:])
+        and all(run[conversation] == verdicts[0][conversation] for run in verdicts[1:])
     )
     return Stability(
-        conversations=len(ids), runs=len(runs), same_verdict=same, share=round(same / len(ids), 4) if ids else None
+        conversations=len(ids),
+        runs=len(runs),
+        same_verdict=same,
+        share=round(same / len(ids), 4) if ids else None,
+        not_judged=max(wanted - len(ids), 0),
     )
+
+
+def stability_gaps(report: BenchReport) -> list[str]:
+    """A line for each judge and set whose stability reruns left conversations unjudged (the
+    budget spent, an interruption): what was dropped, and what the share is over."""
+    return [
+        f"{score.judge} on {score.set}: {score.stability.not_judged} conversation(s) meant for the stability"
+        f" reruns were not judged on every run; the share is over the other {score.stability.conversations}"
+        for score in report.scores
+        if score.stability is not None and score.stability.not_judged
+    ]

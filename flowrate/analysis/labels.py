@@ -18,9 +18,12 @@ import orjson
 from flowrate.errors import InputError
 from flowrate.inputs.formats import BOM
 from flowrate.inputs.selection import stable_hash
+from flowrate.results.csv_file import csv_uncell, write_csv
 from flowrate.results.summary import EvaluationRow
 
 FIELDS = ("conversation_id", "metric", "rating", "verdict", "score", "labeled_at", "labeler")
+#: the columns of `write_template`'s CSV: the judge's, then the label's (`FIELDS`) to fill in
+TEMPLATE_COLUMNS = ["conversation_id", "metric", "judge_score", "judge_value", "judge_reason", *FIELDS[2:]]
 
 
 @dataclass(frozen=True)
@@ -147,49 +150,15 @@ def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | 
     reason, and empty label columns. Each conversation and metric is listed once, with the
     judgement given last (rows of several files may repeat one); `sample` keeps that fraction of
     conversations, by a hash of the id seeded with `seed`. A cell that a spreadsheet would read
-    as a formula is quoted (`csv_cell`; `read_labels` undoes it). Returns the number
+    as a formula is quoted (`csv_file.csv_cell`; `read_labels` undoes it). Returns the number
     of lines written."""
     latest = {(row.id, row.metric): row for row in rows if row.score is not None}
-    written = 0
+    chosen = [row for row in latest.values() if sample is None or stable_hash(f"{seed}:{row.id}") / 16**16 < sample]
     with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(
-            [
-                "conversation_id",
-                "metric",
-                "judge_score",
-                "judge_value",
-                "judge_reason",
-                "rating",
-                "verdict",
-                "score",
-                "labeled_at",
-                "labeler",
-            ]
-        )
-        for row in latest.values():
-            if sample is not None and stable_hash(f"{seed}:{row.id}") / 16**16 >= sample:
-                continue
-            value = row.verdict or (str(row.rating) if row.rating is not None else "")
-            cells = [row.id, row.metric, str(row.score), value, row.reason or ""]
-            writer.writerow([csv_cell(cell) for cell in cells] + [""] * 5)
-            written += 1
-    return written
+        return write_csv(handle, TEMPLATE_COLUMNS, (_template_line(row) for row in chosen))
 
 
-# OWASP's rule for CSV injection: a cell that starts with one of these is read as a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-# ... and a cell that starts with the quote is quoted too, so that `csv_uncell` gives it back exactly.
-_QUOTED_START = (*_FORMULA_START, "'")
-
-
-def csv_cell(text: str) -> str:
-    """A cell a spreadsheet shows as text: one that would start a formula (OWASP: `=`, `+`, `-`,
-    `@`, tab, carriage return), or that starts with `'`, gets a leading `'`."""
-    text = str(text)
-    return "'" + text if text.startswith(_QUOTED_START) else text
-
-
-def csv_uncell(text: str) -> str:
-    """Undo `csv_cell` on import: a leading `'` before a formula character or another `'` is removed."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(_QUOTED_START) else text
+def _template_line(row: EvaluationRow) -> list[object]:
+    """A line of the template: the judgement of `row`, and the label's cells left empty."""
+    value = row.verdict or ("" if row.rating is None else str(row.rating))
+    return [row.id, row.metric, str(row.score), value, row.reason or ""] + [""] * (len(FIELDS) - 2)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from dataclasses import dataclass
 
 from flowrate.analysis.top_issues import FailureMode, TopIssues
@@ -133,17 +134,23 @@ def name_with_judge(
     from flowrate.judge.retry import CallStats
 
     stats = CallStats()
-    completion = asyncio.run(
-        complete_with_retries(
-            backend,
-            call.messages,
-            n=1,
-            policy=policy,
-            rng=random.Random(0),
-            stats=stats,
-            max_tokens=call.reply_tokens,
-        )
-    )
+
+    async def complete():
+        try:
+            return await complete_with_retries(
+                backend,
+                call.messages,
+                n=1,
+                policy=policy,
+                rng=random.Random(0),
+                stats=stats,
+                max_tokens=call.reply_tokens,
+            )
+        finally:  # the direct transport's pool, closed with its call, as a run closes it
+            if "flowrate.judge.direct" in sys.modules:
+                await sys.modules["flowrate.judge.direct"].close_sessions()
+
+    completion = asyncio.run(complete())
     call.usage = completion.usage
     call.cost_usd = completion.cost_usd
     call.attempts = stats.attempts

@@ -477,7 +477,9 @@ def ranked(modes: list[FailureMode]) -> list[FailureMode]:
 # -- a run, or a history over periods ---------------------------------------------------------
 class TopIssues:
     """The failure modes of `rows` (see `top_issues`); kept whole so that the judge's naming
-    can merge and rename groups (`grouping`) and the modes be made again (`modes`)."""
+    can merge and rename groups (`grouping`) and the modes be made again (`modes`).
+    `empty_because` says why no mode was formed (None: some row has a key issue). A `metric`
+    no row has is a `ConfigError` naming the metrics the rows have."""
 
     def __init__(
         self,
@@ -491,7 +493,12 @@ class TopIssues:
             raise ConfigError(f"option date: {date!r} must be evaluated or chat")
         if growth < 0:
             raise ConfigError(f"option growth: {growth} must be at least 0")
+        rows = list(rows)
         kept = [row for row in rows if metric is None or metric in (row.metric, getattr(row, "suite", None))]
+        if metric is not None and rows and not kept:
+            known = sorted({row.metric for row in rows} | {row.suite for row in rows if getattr(row, "suite", None)})
+            raise ConfigError(f"option metric: no row of metric {metric!r} (the rows have: {', '.join(known)})")
+        self.empty_because = _nothing_grouped(kept)
         self.growth = growth
         self.conversations = len(conversation_ids(kept))
         self.periods: dict[str, set[str]] = defaultdict(set)
@@ -526,6 +533,18 @@ class TopIssues:
             mode.trend.append(ModePoint(period=period, conversations=len(hit[period]), share=share, growing=growing))
             previous = share
         mode.growing = bool(mode.trend) and mode.trend[-1].growing
+
+
+def _nothing_grouped(rows: list[Any]) -> str | None:
+    """Why `rows` raise no mode, or None when some row has a key issue to group."""
+    if any(row.metric != USER_SATISFACTION and row.key_issues for row in rows):
+        return None
+    if not rows:
+        return "no result rows to group"
+    errors = sum(1 for row in rows if row.score is None)
+    if errors == len(rows):
+        return f"nothing to group: all {len(rows)} row(s) are errors, which carry no key issues"
+    return f"nothing to group: no judged row has a key issue ({len(rows) - errors} judged, {errors} error(s))"
 
 
 def top_issues(

@@ -16,6 +16,9 @@ from flowrate.errors import ConfigError
 
 PERIODS = {"day": "%Y-%m-%d", "week": "%G-W%V", "month": "%Y-%m"}
 DATES = {"evaluated": "CAST(evaluated_at AS DATE)", "chat": "chat_date"}
+ONE_ROW_EACH = (
+    "each conversation counts once a period and metric, by its latest verdict (an error only when it has none)"
+)
 
 
 class TrendPoint(BaseModel):
@@ -39,7 +42,8 @@ def trends(
     connection: Any, by: str = "week", date: str = "evaluated", metric: str | None = None, labels: bool = False
 ) -> list[TrendPoint]:
     """One point per period and metric, in period then metric order, from the history tables on
-    `connection` (a DuckDB connection, `history.connect`).
+    `connection` (a DuckDB connection, `history.connect`). A conversation judged more than once
+    in a period counts once, by one row (`ONE_ROW_EACH`), as `agreement` takes each one's latest.
 
     `by` is day, week or month; `date` evaluated or chat (rows without a chat date are left
     out of a chat-date trend: `undated_rows` counts them); `metric` keeps that metric only;
@@ -52,7 +56,9 @@ def trends(
     # prepared parameter inside CREATE VIEW.
     periodic = (
         f"WITH periodic AS (SELECT strftime({DATES[date]}, '{PERIODS[by]}') AS period, * FROM rows"
-        f" WHERE {DATES[date]} IS NOT NULL{' AND metric = ?' if metric else ''})"
+        f" WHERE {DATES[date]} IS NOT NULL{' AND metric = ?' if metric else ''}"
+        " QUALIFY row_number() OVER (PARTITION BY period, metric, conversation_id"
+        " ORDER BY score IS NULL, evaluated_at DESC, model, rubric_version) = 1)"
     )
     parameters = [metric] if metric else []
     found = connection.execute(

@@ -101,6 +101,7 @@ def judge_bench_command(
 ) -> None:
     """Measure which judge agrees with people: each --model judges each set, and is scored with
     Spearman and Kendall and their 95 % intervals, beside the published figures for that set."""
+    from flowrate.analysis.judge_bench import stability_gaps
     from flowrate.api import Evaluation, bench_judges
     from flowrate.cli.evaluate import run_with_progress
     from flowrate.reports.bench import print_bench, write_bench_html
@@ -157,7 +158,10 @@ def judge_bench_command(
         write_bench_html(report, html_path)
     if report.interrupted:
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    incomplete = any(score.errors or score.n < score.conversations for score in report.scores)
+    gaps = stability_gaps(report)
+    for gap in gaps:
+        say(f"flowrate: judge-bench: {gap}" + (" (the --max-cost budget was spent)" if max_cost is not None else ""))
+    incomplete = gaps or any(score.errors or score.n < score.conversations for score in report.scores)
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete else ExitCode.OK))
 
 

@@ -123,7 +123,7 @@ def top_issues_command(
             raise ConfigError("--dry-run shows the --name-with-judge call; without it nothing is called")
         trend = len(run.periods) > 1
         for option, target, write in (
-            ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8")),
+            ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8", newline="")),
             ("--html", html, lambda: write_top_issues_page(html, modes, top)),
         ):
             if target is not None:
@@ -133,7 +133,7 @@ def top_issues_command(
                     raise ConfigError(f"{option} {target}: cannot be written: {error.strerror}") from None
     except FlowrateError as error:
         raise fail(error) from None
-    print_top_issues(stderr(), modes, run.conversations, top)
+    print_top_issues(stderr(), modes, run.conversations, top, run.empty_because)
     if as_json:
         write_stdout(orjson.dumps({"modes": [mode.as_json(trend) for mode in modes]}).decode())
     if late is not None:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from flowrate.analysis.interrater import Interval, PeopleAgreement
 from flowrate.analysis.judge_report import Figures, JudgeReport, MetricJudgeReport
-from flowrate.reports.console import shown, table_text
+from flowrate.reports.console import print_table, shown, table_text
 
 ROWS = (
     ("pass/fail agreement", "agreement"),
@@ -73,7 +73,7 @@ def _print_metric(console: Console, metric: MetricJudgeReport) -> None:
         table.add_column(column, justify="left" if column == "figure" else "right")
     for row in figure_rows(metric):
         table.add_row(*row)
-    console.print(table)
+    print_table(console, table)
     console.print(
         f"people failed {counts.true_positive + counts.false_negative}, passed"
         f" {counts.false_positive + counts.true_negative}; the judge caught {counts.true_positive} of the"
@@ -89,7 +89,7 @@ def _print_metric(console: Console, metric: MetricJudgeReport) -> None:
             confusion.add_column(table_text(value), justify="right")
         for value, row in zip(metric.confusion.values, metric.confusion.counts):
             confusion.add_row(table_text(value), *map(str, row))
-        console.print(confusion)
+        print_table(console, confusion)
     if metric.worst:
         worst = Table(title=f"the {len(metric.worst)} worst disagreement(s)", title_justify="left")
         for column in ("id", "judge", "people", "gap", "labels"):
@@ -102,7 +102,7 @@ def _print_metric(console: Console, metric: MetricJudgeReport) -> None:
                 f"{item.gap:+.2f}",
                 str(item.labels),
             )
-        console.print(worst)
+        print_table(console, worst)
     if metric.people is not None:
         console.print(people_line(metric.people), markup=False, highlight=False)
     if metric.languages:
@@ -111,7 +111,7 @@ def _print_metric(console: Console, metric: MetricJudgeReport) -> None:
             languages.add_column(column, justify="left" if column == "language" else "right")
         for name, figures in metric.languages.items():
             languages.add_row(table_text(name), str(figures.n), *[row[1] for row in figure_rows(figures)[:6]])
-        console.print(languages)
+        print_table(console, languages)
 
 
 def people_line(people: PeopleAgreement) -> str:
@@ -139,4 +139,4 @@ def print_side_by_side(console: Console, metric: str, before: Figures | None, af
             cells.append(f"{rows[index][1]} {rows[index][2]}".strip() if rows else "n/a")
         table.add_row(name, *cells)
     table.add_row("n", str(before.n if before else 0), str(after.n if after else 0))
-    console.print(table)
+    print_table(console, table)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from flowrate.analysis.agreement import Statistic
 from flowrate.analysis.judge_bench import Anchor, BenchReport, BenchScore
-from flowrate.reports.console import table_text
+from flowrate.reports.console import print_table, table_text
 from flowrate.reports.templating import render
 
 HEADERS = (
@@ -77,7 +77,7 @@ def print_bench(console: Console, report: BenchReport) -> None:
         for score in (score for score in report.scores if score.judge == judge):
             published = "\n".join(f"{a.name} {a.shown} [{sources.index(a) + 1}]" for a in score.anchors)
             table.add_row(table_text(score.set), str(score.n), _statistic(score.spearman), published or "none")
-        console.print(table)
+        print_table(console, table, wrapping=(2, 3))
     for score in report.scores:
         shown = "; logs cut: a final unanswered user message left out" if score.cut_logs else ""
         verdicts = ", ".join(f"{value} {count}" for value, count in score.verdicts.items()) or "none"

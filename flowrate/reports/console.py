@@ -14,7 +14,7 @@ from rich.text import Text
 from flowrate.analysis.agreement import AgreementReport
 from flowrate.analysis.calibration import Calibration, Deviation
 from flowrate.analysis.compare import Comparison
-from flowrate.analysis.trends import TrendPoint
+from flowrate.analysis.trends import ONE_ROW_EACH, TrendPoint
 from flowrate.reports.escape import safe_line, terminal_text
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
@@ -159,7 +159,7 @@ def _metric_table(name: str, stats: MetricStats) -> Table:
 def print_summary(console: Console, summary: RunSummary, output: str | None) -> None:
     """The end-of-run summary: a table per metric, totals, and the failing conversations."""
     for name, stats in summary.metrics.items():
-        console.print(_metric_table(name, stats))
+        print_table(console, _metric_table(name, stats), keys=())
 
     pass_rate = f"{summary.pass_rate:.1%}" if summary.pass_rate is not None else "n/a"
     mean = f"{summary.mean_score:.3f}" if summary.mean_score is not None else "n/a"
@@ -276,7 +276,7 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
         table.add_row(name if name != "kendall" else "kendall tau-b", value, interval)
     if report.kappa is not None:
         table.add_row("quadratic kappa", "n/a" if report.kappa.value is None else f"{report.kappa.value:.3f}", "")
-    console.print(table)
+    print_table(console, table)
     if report.confusion is not None:
         confusion = Table(title=f"human label (rows) by {report.metric} (columns)", title_justify="left")
         confusion.add_column("label")
@@ -284,7 +284,7 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
             confusion.add_column(table_text(verdict), justify="right")
         for level, counts in zip(report.confusion.labels, report.confusion.counts):
             confusion.add_row(str(level), *map(str, counts))
-        console.print(confusion)
+        print_table(console, confusion)
 
 
 def print_dry_run(console: Console, estimate: DryRunEstimate, model: str) -> None:
@@ -311,10 +311,10 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         verdict = "SIGNIFICANT DROP" if metric.significant_drop else "ok"
         console.print(
             shown(
-                f"  {metric.metric}: {verdict}; mean {_number(metric.mean_before)} -> {_number(metric.mean_after)},"
-                f" delta {delta} over {metric.paired} paired; pass rate {_share(metric.pass_rate_before)} ->"
-                f" {_share(metric.pass_rate_after)}; only in baseline {metric.only_baseline}, only in current"
-                f" {metric.only_current}; errors {metric.errors_baseline} -> {metric.errors_current}"
+                f"  {metric.metric}: {verdict}; over {metric.paired} paired: mean {_number(metric.mean_before)} ->"
+                f" {_number(metric.mean_after)}, delta {delta}, pass rate {_share(metric.pass_rate_before)} ->"
+                f" {_share(metric.pass_rate_after)}; not paired: only in baseline {metric.only_baseline},"
+                f" only in current {metric.only_current}, errors {metric.errors_baseline} -> {metric.errors_current}"
             ),
             markup=False,
             highlight=False,
@@ -325,6 +325,37 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     ]
     worse = sum(change.delta < 0 for change in comparison.changes)
     _print_notes(console, f"changed ({worse} worse, {len(comparison.changes) - worse} better)", notes[:50], len(notes))
+
+
+def print_table(console: Console, table: Table, keys: tuple[int, ...] = (0,), wrapping: tuple[int, ...] = ()) -> None:
+    """Print `table` with nothing in it cut, on any width (80 columns, or no terminal: a CI
+    log). The cells of the columns but `wrapping` (identifiers, numbers) stay whole on one line,
+    headers a word a line, the `wrapping` columns wrapped at their spaces. A table that does not
+    fit even so is printed a row at a time: the row's `keys` cells (its identifiers) on a line,
+    then each other column's header and cell on a line of their own."""
+    for index, column in enumerate(table.columns):
+        column.overflow = "fold"
+        column.no_wrap = index not in wrapping
+        if column.no_wrap and isinstance(column.header, str):
+            column.header = column.header.replace(" ", "\n")
+    if table.__rich_measure__(console, console.options).minimum <= console.width:
+        console.print(table)
+        return
+    if table.title:
+        console.print(table.title, markup=False, highlight=False)
+    columns = [(str(column.header).replace("\n", " "), list(column.cells)) for column in table.columns]
+    for row in range(table.row_count):
+        cells = [str(cells[row].plain if isinstance(cells[row], Text) else cells[row]) for _, cells in columns]
+        if keys:
+            console.print("  ".join(cells[index] for index in keys), markup=False, highlight=False)
+        for index, (header, _) in enumerate(columns):
+            if index not in keys and cells[index]:
+                console.print(f"  {header}: {cells[index]}", markup=False, highlight=False)
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun` (a regular English noun phrase ending in its noun), plural unless one: "1 mode", "2 modes"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _number(value: float | None) -> str:
@@ -369,7 +400,7 @@ def print_calibration(console: Console, report: Calibration) -> None:
             _number(figures.mean_score),
             _number(figures.mean_adjusted),
         )
-    console.print(table)
+    print_table(console, table)
     satisfaction = report.user_satisfaction
     if satisfaction is not None:
         gap = "none" if satisfaction.mean_gap is None else f"{satisfaction.mean_gap:+.4f}"
@@ -391,34 +422,25 @@ def sparkline(values: list[float | None]) -> str:
 
 
 def print_trends(console: Console, points: list[TrendPoint]) -> None:
-    """A table of `points`, one line per period and metric, and a sparkline of each metric's mean score."""
-    table = Table(title="Trends", title_justify="left")
-    for column in (
-        "period",
-        "metric",
-        "conversations",
-        "mean score",
-        "pass rate",
-        "mean label",
-        "mean adjusted",
-        "band",
-    ):
-        table.add_column(column)
-    for point in points:
-        band = (
-            "" if point.upper is None and point.lower is None else f"{point.lower or 0:+.3f} / {point.upper or 0:+.3f}"
-        )
-        table.add_row(
-            table_text(point.period),
-            table_text(point.metric),
-            str(point.conversations),
-            _number(point.mean_score),
-            _share(point.pass_rate),
-            _number(point.mean_label),
-            _number(point.mean_adjusted),
-            band,
-        )
-    console.print(table)
+    """A table of `points` per metric (its title), one line per period, the label columns only
+    where labels are; then a sparkline of each metric's mean score."""
+    labelled = any(point.mean_label is not None for point in points)
+    columns = ["period", "conversations", "mean score", "pass rate"]
+    columns += ["mean label", "mean adjusted", "band"] if labelled else []
+    for metric in dict.fromkeys(point.metric for point in points):
+        table = Table(title=table_text(f"Trends: {metric}"), title_justify="left")
+        for column in columns:
+            table.add_column(column, justify="left" if column == "period" else "right")
+        for point in (point for point in points if point.metric == metric):
+            cells = [table_text(point.period), str(point.conversations), _number(point.mean_score)]
+            cells.append(_share(point.pass_rate))
+            if labelled:
+                lower, upper = point.lower, point.upper
+                band = "" if upper is None and lower is None else f"{lower or 0:+.3f} / {upper or 0:+.3f}"
+                cells += [_number(point.mean_label), _number(point.mean_adjusted), band]
+            table.add_row(*cells)
+        print_table(console, table, wrapping=(6,))  # the band
+    console.print(shown(f"trends: {ONE_ROW_EACH}"), markup=False, highlight=False)
     periods = sorted({point.period for point in points})
     for metric in dict.fromkeys(point.metric for point in points):
         means = {point.period: point.mean_score for point in points if point.metric == metric}

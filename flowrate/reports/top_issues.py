@@ -4,19 +4,16 @@ come from `flowrate.analysis.top_issues`.
 
 Every text here is the judge's (labels, examples) or the input's (ids): the terminal gets it
 through `console.table_text` (one line, no markup, no control characters), the CSV through
-`labels.csv_cell` (no formula), the page through its template (`reports.templating`)."""
+`csv_file.csv_text` (quoted, no formula), the page through its template (`reports.templating`)."""
 
 from __future__ import annotations
-
-import csv
-import io
 
 from rich.console import Console
 from rich.table import Table
 
-from flowrate.analysis.labels import csv_cell
 from flowrate.analysis.top_issues import FailureMode
-from flowrate.reports.console import shown, sparkline, table_text
+from flowrate.reports.console import counted, print_table, shown, sparkline, table_text
+from flowrate.results.csv_file import csv_text
 
 SHOWN_TOP = 10  # modes the terminal and the HTML section list
 CSV_COLUMNS = [
@@ -48,14 +45,18 @@ def _where(mode: FailureMode) -> str:
     return f"turn {mode.typical_turn}" + (f" ({mode.position})" if mode.position else "")
 
 
-def print_top_issues(console: Console, modes: list[FailureMode], total: int, top: int = SHOWN_TOP) -> None:
+def print_top_issues(
+    console: Console, modes: list[FailureMode], total: int, top: int = SHOWN_TOP, empty_because: str | None = None
+) -> None:
     """The first `top` of `modes` (ranked), out of `total` conversations: a table of label,
     conversations and share, severity, where it sits and, over several periods, a sparkline of
-    its share per period marked when growing; then each mode's metrics and examples."""
+    its share per period marked when growing; then each mode's metrics and examples. With no
+    mode, `empty_because` (`TopIssues.empty_because`) says why."""
     trend = any(len(mode.trend) > 1 for mode in modes)
-    table = Table(title=f"Top issues: {len(modes)} modes over {total} conversations", title_justify="left")
+    title = f"Top issues: {counted(len(modes), 'mode')} over {counted(total, 'conversation')}"
+    table = Table(title=title, title_justify="left")
     for column in ("#", "failure mode", "conversations", "severity", "where"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     if trend:
         table.add_column("trend")
     for rank, mode in enumerate(modes[:top], start=1):
@@ -66,13 +67,16 @@ def print_top_issues(console: Console, modes: list[FailureMode], total: int, top
             line = sparkline([point.share / peak for point in mode.trend])
             cells.append(line + (" growing" if mode.growing else ""))
         table.add_row(*cells)
-    console.print(table)
+    print_table(console, table, keys=(0, 1), wrapping=(1, 4))
     for rank, mode in enumerate(modes[:top], start=1):
         console.print(shown(f"{rank}. {mode.label} ({', '.join(mode.metrics)})"), markup=False, highlight=False)
         for example in mode.examples:
             console.print(shown(f"   {example.id}: {example.text}"), markup=False, highlight=False)
     if len(modes) > top:
-        console.print(shown(f"... and {len(modes) - top} more modes (--top N, --json or --csv for all)"), markup=False)
+        more = counted(len(modes) - top, "more mode")
+        console.print(shown(f"... and {more} (--top N, --json or --csv for all)"), markup=False)
+    if not modes and empty_because:
+        console.print(shown(f"flowrate: top-issues: {empty_because}"), markup=False, highlight=False)
     if trend:
         periods = [point.period for point in modes[0].trend]
         console.print(
@@ -81,32 +85,30 @@ def print_top_issues(console: Console, modes: list[FailureMode], total: int, top
 
 
 def top_issues_csv(modes: list[FailureMode]) -> str:
-    """The modes as CSV (header `CSV_COLUMNS`), one line per mode, ranked; every text cell
-    through `csv_cell`, so no cell starts a formula; ids joined by spaces."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    """The modes as CSV (header `CSV_COLUMNS`), one line per mode, ranked, written by
+    `csv_file.csv_text` (quoted as RFC 4180, no cell starting a formula); ids joined by spaces."""
+    lines = []
     for rank, mode in enumerate(modes, start=1):
-        examples = []
+        examples: list[object] = []
         for index in range(3):
             example = mode.examples[index] if index < len(mode.examples) else None
-            examples += [csv_cell(example.id), example.turn, csv_cell(example.text)] if example else ["", "", ""]
-        writer.writerow(
+            examples += [example.id, example.turn, example.text] if example else ["", "", ""]
+        lines.append(
             [
                 rank,
-                csv_cell(mode.label),
+                mode.label,
                 mode.conversations,
                 mode.share,
                 mode.severity,
-                csv_cell(" ".join(mode.metrics)),
+                " ".join(mode.metrics),
                 "" if mode.typical_turn is None else mode.typical_turn,
                 mode.position or "",
                 "yes" if mode.growing else ("no" if len(mode.trend) > 1 else ""),
                 *examples,
-                csv_cell(" ".join(mode.ids)),
+                " ".join(mode.ids),
             ]
         )
-    return buffer.getvalue()
+    return csv_text(CSV_COLUMNS, lines)
 
 
 def section(modes: list[FailureMode], top: int = SHOWN_TOP) -> dict:
@@ -125,4 +127,5 @@ def section(modes: list[FailureMode], top: int = SHOWN_TOP) -> dict:
         }
         for rank, mode in enumerate(modes[:top], start=1)
     ]
-    return {"modes": shown_modes, "more": max(len(modes) - top, 0)}
+    more = max(len(modes) - top, 0)
+    return {"modes": shown_modes, "more": more, "more_text": counted(more, "more mode")}

@@ -59,3 +59,19 @@ def test_compare_with_an_empty_baseline_is_exit_2_not_a_pass(run_flowrate, tmp_p
     disjoint = run_flowrate("compare", "other.jsonl", "current.jsonl", "--json")
     assert disjoint.returncode == 2 and disjoint.stdout == ""
     assert "no conversation was judged in both" in disjoint.stderr
+
+
+def test_a_shard_compared_with_its_whole_run_has_the_same_mean_and_pass_rate_over_the_paired_rows(
+    run_flowrate, tmp_path
+):
+    _results(tmp_path / "whole.jsonl", [1.0, 1.0, 1.0, 0.3, 0.3, 0.3])  # the shard: the first three
+    _results(tmp_path / "shard.jsonl", [1.0, 1.0, 1.0])
+    result = run_flowrate("compare", "whole.jsonl", "shard.jsonl", "--json")
+    assert result.returncode == 0, result.stderr
+    [metric] = json.loads(result.stdout)["metrics"]
+    assert (metric["paired"], metric["mean_before"], metric["mean_after"]) == (3, 1.0, 1.0)
+    assert (metric["pass_rate_before"], metric["pass_rate_after"]) == (1.0, 1.0)
+    assert (metric["only_baseline"], metric["only_current"]) == (3, 0)
+    printed = run_flowrate("compare", "whole.jsonl", "shard.jsonl").stderr
+    assert "over 3 paired: mean 1.0000 -> 1.0000, delta +0.0000" in printed
+    assert "pass rate 100.0% -> 100.0%; not paired: only in baseline 3, only in current 0" in printed

@@ -164,9 +164,44 @@ def test_stability_is_the_share_of_conversations_given_the_same_verdict_on_rerun
     result = _bench(run_flowrate, judge, "--stability", "3")
     assert result.returncode == 0, result.stderr
     [score] = _scores(tmp_path)
-    assert score["stability"] == {"conversations": 3, "runs": 3, "same_verdict": 2, "share": pytest.approx(0.6667)}
+    assert score["stability"] == {
+        "conversations": 3, "runs": 3, "same_verdict": 2, "share": pytest.approx(0.6667), "not_judged": 0
+    }  # fmt: skip
     assert len(chat_bodies(judge)) == 10 + 2 * 3
+    assert score["calls"] == 10 + 2 * 3
+    assert "10 conversation(s), 0 cached, 16 call(s)" in result.stderr
     assert "same verdict on reruns without the cache: 2/3 (67%) over 3 runs" in result.stderr
+
+
+def test_stability_reruns_after_a_cached_run_are_estimated_counted_and_priced(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    assert _bench(run_flowrate, judge, model="gpt-4o").returncode == 0
+    sent = len(chat_bodies(judge))
+    result = _bench(run_flowrate, judge, "--stability", "3", model="gpt-4o")
+    assert result.returncode == 0, result.stderr
+    assert len(chat_bodies(judge)) - sent == 2 * 3
+    assert "10 conversation(s), 10 cached, 6 call(s)" in result.stderr
+    report = json.loads((tmp_path / "bench.json").read_text())
+    [score] = report["scores"]
+    assert (report["estimate"]["calls"], report["estimate"]["reruns"], score["calls"]) == (6, 6, 6)
+    assert report["estimate"]["cost_usd"] > 0 and score["cost_usd"] > 0
+    assert score["prompt_tokens"] > 0
+    assert "6 call(s), 10 cached" in result.stderr
+
+
+def test_stability_reruns_a_budget_cuts_are_said_and_exit_3(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge)
+    assert _bench(run_flowrate, judge, "--no-cache", model="gpt-4o").returncode == 0
+    estimated = json.loads((tmp_path / "bench.json").read_text())["estimate"]["cost_usd"]
+    budget = f"{estimated * 1.3:.6f}"  # the first run, and some of the reruns (60 % more)
+    result = _bench(run_flowrate, judge, "--no-cache", "--stability", "3", "--max-cost", budget, model="gpt-4o")
+    assert result.returncode == 3, result.stderr
+    [score] = _scores(tmp_path)
+    assert score["n"] == 10 and score["stability"]["not_judged"] > 0
+    assert score["stability"]["conversations"] == 3 - score["stability"]["not_judged"]
+    assert score["cost_usd"] <= float(budget) + 1e-9
+    assert f"{score['stability']['not_judged']} conversation(s) meant for the stability reruns" in result.stderr
+    assert "(the --max-cost budget was spent)" in result.stderr
 
 
 def test_your_own_labels_are_a_set_judged_with_the_metric_you_name(judge, run_flowrate, tmp_path):

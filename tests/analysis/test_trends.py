@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from flowrate.analysis.labels import Label
+from flowrate.results.rows import ErrorInfo
 from tests.helpers import dated_rows as _dated_rows
 from tests.helpers import january_label as label
 from tests.helpers import june_row as row
@@ -76,3 +77,19 @@ def test_trends_are_typed_points_and_their_json_is_byte_for_byte_the_documented_
     result = run_flowrate("trends", "rows.jsonl", "--labels", "labels.jsonl", "--json")
     assert result.returncode == 0, result.stderr
     assert result.stdout == orjson.dumps([expected]).decode() + "\n"
+
+
+def test_a_conversation_judged_in_two_runs_of_one_period_counts_once_by_its_latest_verdict(run_flowrate, tmp_path):
+    monday, tuesday, wednesday = (datetime(2026, 3, day, 9, tzinfo=UTC) for day in (2, 3, 4))
+    first = [row(f"c{n}", "m", 0.0, evaluated_at=monday) for n in range(3)]
+    again = [
+        row("c0", "m", 1.0, evaluated_at=tuesday),
+        row("c1", "m", None, evaluated_at=wednesday, error=ErrorInfo(type="T", message="m")),
+    ]
+    (tmp_path / "rows.jsonl").write_text("".join(item.model_dump_json() + "\n" for item in first + again))
+    result = run_flowrate("trends", "rows.jsonl", "--json")
+    assert result.returncode == 0, result.stderr
+    [item] = json.loads(result.stdout)
+    # c0 by its rerun (1.0), c1 by its verdict (its later error row is no verdict), c2 once
+    assert (item["conversations"], item["mean_score"], item["pass_rate"]) == (3, 0.3333, 0.3333)
+    assert "each conversation counts once a period and metric, by its latest verdict" in result.stderr

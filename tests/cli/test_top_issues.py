@@ -131,3 +131,45 @@ def test_the_suites_criteria_raise_modes_from_their_own_key_issues(judge, run_fl
     assert modes["asks again for the order number"]["examples"][0]["turn"] == 2
     # the other six criteria's scripted issues ("turn 1: coherence issue", …) are modes of their own
     assert len(modes) >= 3
+
+
+def test_a_metric_no_row_has_is_refused_with_exit_2_naming_the_metrics_there(run_flowrate, tmp_path):
+    result = run_flowrate("top-issues", _results(tmp_path), "--metric", "no_such_metric")
+    assert result.returncode == 2, result.stderr
+    assert "option metric: no row of metric 'no_such_metric'" in result.stderr
+    assert "conversational_flow_rate" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_file_of_only_errors_says_why_nothing_was_grouped(run_flowrate, tmp_path):
+    from flowrate.results.rows import ErrorInfo
+    from tests.helpers import evaluation_row
+
+    failed = [
+        evaluation_row(f"e{n}", 0.0).model_copy(
+            update={"score": None, "success": None, "error": ErrorInfo(type="T", message="m")}
+        )
+        for n in range(2)
+    ]
+    result = run_flowrate("top-issues", _results(tmp_path, failed))
+    assert result.returncode == 0, result.stderr
+    assert "Top issues: 0 modes over 2 conversations" in result.stderr
+    assert "nothing to group: all 2 row(s) are errors, which carry no key issues" in result.stderr
+
+
+def test_counts_read_in_the_singular_for_one(run_flowrate, tmp_path):
+    from tests.analysis.planted_issues import issue_row
+
+    result = run_flowrate(
+        "top-issues", _results(tmp_path, [issue_row("only", 0.3, ["turn 2: asks again for the order"])])
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Top issues: 1 mode over 1 conversation" in result.stderr
+    assert "nothing to group" not in result.stderr
+
+
+def test_an_unusable_naming_reply_leaves_no_client_session_unclosed(judge, run_process, tmp_path):
+    judge.script(MARKER, {"content": "I cannot help with that."})
+    result = run_process("top-issues", _results(tmp_path), "--name-with-judge", "--api-base", judge.base_url)
+    assert result.returncode == 3, result.stderr
+    assert 'no "modes" list' in result.stderr
+    assert "Unclosed" not in result.stderr and "Traceback" not in result.stderr, result.stderr
