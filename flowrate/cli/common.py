@@ -1,4 +1,4 @@
-"""What every command shares: the options declared once (as sqlite-utils does), the console for people, plain error messages, and writing to stdout."""
+"""What every command shares: the console for people, plain error messages, the one place that maps errors to exit statuses, and writing to stdout. The options themselves are declared in `flowrate.settings.groups`."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ import shutil
 import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from flowrate.cli.options import option as declared
-from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, exit_code_for
+from flowrate.cli.options import declared
+from flowrate.errors import ExitCode, FlowrateError, InputError, exit_code_for
 from flowrate.settings import groups
 
 
@@ -82,76 +81,12 @@ def option(*names: str, env: str, help: str, **extra: Any) -> Any:
     return typer.Option(*names, envvar=env, help=help, show_default=False, **extra)
 
 
-ModelOption = declared(groups.JudgeOptions, "model")
-ApiBaseOption = declared(groups.JudgeOptions, "api_base")
-TransportOption = declared(groups.JudgeOptions, "transport")
-EngineOption = declared(groups.EngineOptions, "engine")
-RayAddressOption = declared(groups.EngineOptions, "ray_address")
-OutputParquetOption = declared(groups.OutputOptions, "output_parquet")
-ThresholdOption = declared(groups.MetricOptions, "threshold")
-ConcurrencyOption = declared(groups.LimitOptions, "concurrency")
-MaxRetriesOption = declared(groups.RetryOptions, "max_retries")
-TimeoutOption = declared(groups.RetryOptions, "timeout")
-BackoffOption = declared(groups.RetryOptions, "backoff")
-BackoffMaxOption = declared(groups.RetryOptions, "backoff_max")
-OutputOption = declared(groups.OutputOptions, "output")
-SkipInvalidOption = declared(groups.SelectionOptions, "skip_invalid")
-AllowEmptyOption = declared(groups.SelectionOptions, "allow_empty")
-VerboseOption = declared(groups.OutputOptions, "verbose")
-RubricOption = declared(groups.PromptOptions, "rubric")
-LanguageOption = declared(groups.PromptOptions, "language")
-CutLogsOption = declared(groups.PromptOptions, "cut_logs")
-SamplesOption = declared(groups.PromptOptions, "samples")
-MaxInputTokensOption = declared(groups.PromptOptions, "max_input_tokens")
-CacheDirOption = declared(groups.CacheOptions, "cache_dir")
-NoCacheOption = declared(groups.CacheOptions, "no_cache")
-MaxCostOption = declared(groups.LimitOptions, "max_cost")
-RpmOption = declared(groups.LimitOptions, "rpm")
-TpmOption = declared(groups.LimitOptions, "tpm")
-MetricOption = declared(groups.MetricOptions, "metric")
-WeightOption = declared(groups.MetricOptions, "weights")
-SampleOption = declared(groups.SelectionOptions, "sample")
-SampleSeedOption = declared(groups.SelectionOptions, "sample_seed")
-LimitOption = declared(groups.SelectionOptions, "limit")
-MinWordsOption = declared(groups.SelectionOptions, "min_words")
-OnlyOption = declared(groups.SelectionOptions, "only")
-ExcludeOption = declared(groups.SelectionOptions, "exclude")
-MinPassRateOption = declared(groups.GateOptions, "min_pass_rate")
-MinMeanScoreOption = declared(groups.GateOptions, "min_mean_score")
-MaxFailuresOption = declared(groups.GateOptions, "max_failures")
-HistoryOption = declared(groups.ReportOptions, "history")
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", envvar="FLOWRATE_CONFIG", help="Config file. [default: configs/flowrate.yaml when present]"
-    ),
-]
+HistoryOption = declared(groups.ReportOptions, "history")  # for the commands that only read the history
+CacheDirOption = declared(groups.CacheOptions, "cache_dir")  # for the commands that only read the cache
 Paths = Annotated[
     list[str],
     typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin."),
 ]
-
-
-def settings_given(values: dict[str, Any], leave_out: tuple[str, ...]) -> dict[str, Any]:
-    """The command's options as settings: `--weight NAME=W` pairs become `weights`, and an
-    empty repeatable option counts as not given."""
-    given = {name: value for name, value in values.items() if name not in leave_out}
-    for name in ("metric", "only", "exclude"):
-        if name in given and not given[name]:
-            given[name] = None
-    pairs = given.pop("weight", None)
-    if pairs:
-        weights = {}
-        for pair in pairs:
-            name, _, number = pair.partition("=")
-            try:
-                if not name:
-                    raise ValueError(pair)
-                weights[name] = float(number)
-            except ValueError:
-                raise fail(ConfigError(f"option weight: {pair!r} must be NAME=W, W a number")) from None
-        given["weights"] = weights
-    return given
 
 
 def invoked_as() -> list[str]:

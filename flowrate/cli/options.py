@@ -92,21 +92,26 @@ def options_of(group: type[BaseModel]) -> dict[str, tuple[inspect.Parameter, Fla
     return found
 
 
-def option(group: type[BaseModel], name: str) -> Any:
-    """The annotation of one option of `group`, for a command that reads it by itself."""
+def declared(group: type[BaseModel], name: str) -> Any:
+    """The annotation of the option `name` of `group`, for a command that reads it by itself."""
     return options_of(group)[name][0].annotation
 
 
-def takes(*groups: type[BaseModel], config: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Give the command every option of `groups`, and `--config` when `config`; the command
-    takes `given: Given`. A parameter the command declares itself under an option's name
-    replaces that option (judge-bench's `--model` is a list)."""
+def takes(
+    *groups: type[BaseModel], also: tuple[str, ...] = (), config: bool = True
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give the command every option of `groups`, the options named in `also` (of any group),
+    and `--config` when `config`; the command takes `given: Given`. A parameter the command
+    declares itself under an option's name replaces that option (judge-bench's `--model` is a
+    list of judges)."""
+    from flowrate.settings.options import EvalSettings
+
+    single = {name: made for name, made in options_of(EvalSettings).items() if name in also}
 
     def stack(function: Callable[..., None]) -> Callable[..., None]:
         own = inspect.signature(function, eval_str=True).parameters
-        generated = {
-            name: made for group in groups for name, made in options_of(group).items() if made[0].name not in own
-        }
+        offered = {name: made for group in groups for name, made in options_of(group).items()} | single
+        generated = {name: made for name, made in offered.items() if made[0].name not in own}
         parameters = [parameter for name, parameter in own.items() if name != "given"]
         parameters += [parameter for parameter, _ in generated.values()]
         parameters += [CONFIG] if config else []

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, command, fail, say
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, command, say
+from flowrate.errors import ConfigError
 
 DEFAULT_HISTORY = "flowrate-history.duckdb"
 
@@ -84,7 +84,5 @@ def review_command(
             rule=rule,
         )
         serve(options, say)
-    except FlowrateError as error:
-        raise fail(error) from None
     except KeyboardInterrupt:
         say("flowrate review: stopped")
