@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.helpers import turn_record
+
 # A flowrate process whose judge group has one field more than the shipped one, declared as
 # every option is. Each command's body is stopped where it begins: its `Given` is resolved
 # into settings (command line, then environment, then config file, then default) and the new
@@ -86,3 +88,20 @@ def test_a_field_added_to_the_judge_group_is_an_option_of_each_command_that_take
 
 def test_the_shipped_judge_group_has_no_such_option(run_flowrate):
     assert "--judge-note" not in run_flowrate("eval", "--help", env=dict(os.environ, COLUMNS="200")).stdout
+
+
+def test_a_cache_dir_under_the_home_folder_is_the_same_folder_for_eval_and_cache_stats(
+    judge, run_flowrate, conversations, cli_env, tmp_path
+):
+    from flowrate.judge.cache import CACHE_FILE
+
+    path = conversations(turn_record("a", "hello", "hi there"))
+    env = dict(cli_env, HOME=str(tmp_path / "home"))
+    assert (
+        run_flowrate("eval", path, "--api-base", judge.base_url, "--cache-dir", "~/judge-cache", env=env).returncode
+        == 0
+    )
+    assert (tmp_path / "home" / "judge-cache" / CACHE_FILE).is_file()
+    assert not (tmp_path / "~").exists()
+    stats = run_flowrate("cache", "stats", "--cache-dir", "~/judge-cache", "--json", env=env)
+    assert stats.returncode == 0 and '"entries":1' in stats.stdout.replace(" ", "")
