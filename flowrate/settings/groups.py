@@ -383,3 +383,8 @@ class EngineOptions(BaseModel):
         description="The Ray cluster --engine ray joins (ray://HOST:10001, or HOST:6379 on the cluster)."
         " [default: RAY_ADDRESS, else a local cluster for the run]",
     )
+
+
+# The defaults the library's own signatures share with the options (`RubricMetric`, `Repetition`).
+DEFAULT_MODEL: str = JudgeOptions.model_fields["model"].default
+DEFAULT_THRESHOLD: float = MetricOptions.model_fields["threshold"].default
