@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from flowrate.errors import ConfigError
 
@@ -94,7 +94,14 @@ def cache_folder(cache_dir: str | None) -> Path:
     return Path(platformdirs.user_cache_dir("flowrate"))
 
 
-class JudgeOptions(BaseModel):
+class Group(BaseModel):
+    """A group of options. Its validators are built when it first validates, not on import:
+    `flowrate --help` reads only the declarations."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class JudgeOptions(Group):
     """Which judge: the model and the server it is called at."""
 
     model: Annotated[str, flag("-m")] = Field(
@@ -120,7 +127,7 @@ HOSTED_TIMEOUT_S = 60.0
 SELF_HOSTED_TIMEOUT_S = 600.0
 
 
-class RetryOptions(BaseModel):
+class RetryOptions(Group):
     """How each judge call is tried: its time, its retries and the waits between them."""
 
     max_retries: Annotated[int, flag()] = Field(
@@ -140,7 +147,7 @@ class RetryOptions(BaseModel):
     )
 
 
-class LimitOptions(BaseModel):
+class LimitOptions(Group):
     """How hard the judge is driven: calls in flight, rate ceilings, the budget in USD."""
 
     concurrency: Annotated[int, flag("-j")] = Field(16, ge=1, description="Judge calls in flight at most.")
@@ -153,7 +160,7 @@ class LimitOptions(BaseModel):
     )
 
 
-class CacheOptions(BaseModel):
+class CacheOptions(Group):
     """The response cache."""
 
     cache_dir: Annotated[str | None, flag()] = Field(
@@ -162,7 +169,7 @@ class CacheOptions(BaseModel):
     no_cache: Annotated[bool, flag()] = Field(False, description="Neither read nor write the response cache.")
 
 
-class PromptOptions(BaseModel):
+class PromptOptions(Group):
     """What the judge is asked and how: the rubric, the language, the conversation's cut."""
 
     rubric: Annotated[str | None, flag()] = Field(
@@ -185,7 +192,7 @@ class PromptOptions(BaseModel):
     )
 
 
-class MetricOptions(BaseModel):
+class MetricOptions(Group):
     """The metrics graded, their weights and where a pass begins."""
 
     metric: Annotated[list[str], flag()] = Field(
@@ -218,7 +225,7 @@ class MetricOptions(BaseModel):
         return value
 
 
-class OutputOptions(BaseModel):
+class OutputOptions(Group):
     """Where the rows go and whether the file is resumed."""
 
     output: Annotated[str, flag("-o")] = Field(
@@ -240,7 +247,7 @@ class OutputOptions(BaseModel):
     )
 
 
-class SelectionOptions(BaseModel):
+class SelectionOptions(Group):
     """Which conversations a run judges, and what an invalid or empty input means."""
 
     shard: Annotated[str | None, flag()] = Field(
@@ -299,7 +306,7 @@ class SelectionOptions(BaseModel):
 GATES = ("min_pass_rate", "min_mean_score", "max_failures")
 
 
-class GateOptions(BaseModel):
+class GateOptions(Group):
     """What makes a run fail: gates for every metric, and per metric in the config file."""
 
     min_pass_rate: Annotated[float | None, flag()] = Field(
@@ -333,7 +340,7 @@ class GateOptions(BaseModel):
         return {gate: float(limit) for gate, limit in named.items() if limit is not None}
 
 
-class ReportOptions(BaseModel):
+class ReportOptions(Group):
     """The reports and the history a run writes besides its rows."""
 
     junit: Annotated[str | None, flag()] = Field(
@@ -348,7 +355,7 @@ class ReportOptions(BaseModel):
     )
 
 
-class BatchOptions(BaseModel):
+class BatchOptions(Group):
     """Provider batch mode."""
 
     batch: Annotated[bool, flag()] = Field(
@@ -370,7 +377,7 @@ class BatchOptions(BaseModel):
     )
 
 
-class EngineOptions(BaseModel):
+class EngineOptions(Group):
     """What sends the requests."""
 
     engine: Annotated[Literal["local", "ray"], flag()] = Field(

@@ -1,6 +1,13 @@
 """Options for a run, from the command line, FLOWRATE_* variables, a config file and defaults.
 
-Precedence: command line, then environment, then config file, then defaults.
+Precedence: command line, then environment, then config file, then defaults. The command line
+and the environment are both read by click (each option's `envvar`), so that `--help` names the
+variable and a bad value in either is told as the option's; `resolve_settings` lays that over the
+config file and the declarations' defaults. pydantic-settings (2.16) is not used for the layers:
+its environment source reads a list option as JSON (FLOWRATE_METRIC=virtual_agent fails there,
+where click splits on spaces), and a value merged from its sources no longer says which layer
+gave it (the "(from FILE)" of a config file's bad value), nor does its YAML source tell an
+unknown key, a file that is not a mapping, or unreadable YAML as flowrate does.
 """
 
 from __future__ import annotations
