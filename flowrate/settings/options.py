@@ -13,6 +13,7 @@ unknown key, a file that is not a mapping, or unreadable YAML as flowrate does.
 from __future__ import annotations
 
 import os
+from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,57 +92,22 @@ class EvalSettings(
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
-@dataclass(frozen=True)
-class JudgeSettings:
+class JudgeSettings(JudgeOptions, RetryOptions, PromptOptions, MetricOptions, CacheOptions):
     """What builds the metrics and their judge: the model and where it is served, the rubric
-    and metrics, their thresholds and weights, retries, context and the cache."""
+    and metrics, their thresholds and weights, retries, context and the cache; the fields are
+    those of these groups, with the chat date's field (an option of the selection) and
+    `metric_named`."""
 
-    model: str
-    api_base: str | None
-    transport: str
-    metric: tuple[str, ...]
-    rubric: str | None
-    language: str
-    cut_logs: bool
-    samples: int
-    threshold: float
-    thresholds: dict[str, float]
-    weights: dict[str, float]
-    max_retries: int
-    timeout: float | None
-    backoff: float
-    backoff_max: float
-    max_input_tokens: int | None
-    date_field: str | None
-    cache_dir: str | None
-    no_cache: bool
-    metric_named: bool  #: `--metric` was given (a `--rubric` alone replaces the default metric)
+    model_config = ConfigDict(frozen=True)
+
+    date_field: str | None = None
+    metric_named: bool = False  #: `--metric` was given (a `--rubric` alone replaces the default metric)
 
     @classmethod
     def of(cls, settings: EvalSettings) -> JudgeSettings:
         """This group of `settings`."""
-        return cls(
-            settings.model,
-            settings.api_base,
-            settings.transport,
-            tuple(settings.metric),
-            settings.rubric,
-            settings.language,
-            settings.cut_logs,
-            settings.samples,
-            settings.threshold,
-            dict(settings.thresholds),
-            dict(settings.weights),
-            settings.max_retries,
-            settings.timeout,
-            settings.backoff,
-            settings.backoff_max,
-            settings.max_input_tokens,
-            settings.date_field,
-            settings.cache_dir,
-            settings.no_cache,
-            "metric" in settings.model_fields_set,
-        )
+        given = {name: getattr(settings, name) for name in cls.model_fields if name != "metric_named"}
+        return cls.model_construct(**deepcopy(given), metric_named="metric" in settings.model_fields_set)
 
 
 @dataclass(frozen=True)
