@@ -121,7 +121,7 @@ def takes(
             values = {}
             for name, (parameter, flag) in generated.items():
                 value = kwargs.pop(parameter.name)
-                if value is None or value == []:
+                if value is None or value in ([], ()):  # not given (an empty repeatable option too)
                     continue
                 values[name] = flag.parse(value) if flag.parse else value
             function(*args, given=Given(values, kwargs.pop("config", None)), **kwargs)
