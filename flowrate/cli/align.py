@@ -9,35 +9,17 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import (
-    ApiBaseOption,
-    BackoffMaxOption,
-    BackoffOption,
-    CacheDirOption,
-    ConcurrencyOption,
-    ConfigOption,
-    LanguageOption,
-    MaxCostOption,
-    MaxInputTokensOption,
-    MaxRetriesOption,
-    ModelOption,
-    NoCacheOption,
-    Paths,
-    RpmOption,
-    SamplesOption,
-    TimeoutOption,
-    TpmOption,
-    TransportOption,
-    command,
-    say,
-    settings_given,
-    stderr,
-    write_stdout,
-)
+from flowrate.cli.common import Paths, command, say, stderr, write_stdout
+from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, ExitCode
+from flowrate.settings import groups
 
 
 @command(app, "align")
+@takes(
+    groups.JudgeOptions, groups.RetryOptions, groups.LimitOptions, groups.CacheOptions,
+    also=("language", "samples", "max_input_tokens"),
+)  # fmt: skip
 def align_command(
     paths: Paths,
     results: Annotated[
@@ -83,38 +65,14 @@ def align_command(
         str, typer.Option("--work-dir", help="Where the held-out conversations and both runs' rows go.")
     ] = "flowrate-align",
     as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON on stdout.")] = False,
-    model: ModelOption = None,
-    api_base: ApiBaseOption = None,
-    transport: TransportOption = None,
-    concurrency: ConcurrencyOption = None,
-    max_retries: MaxRetriesOption = None,
-    timeout: TimeoutOption = None,
-    backoff: BackoffOption = None,
-    backoff_max: BackoffMaxOption = None,
-    language: LanguageOption = None,
-    samples: SamplesOption = None,
-    max_input_tokens: MaxInputTokensOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = None,
-    max_cost: MaxCostOption = None,
-    rpm: RpmOption = None,
-    tpm: TpmOption = None,
-    config: ConfigOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Write a rubric whose worked examples are people's corrections of the judge; with
     --holdout, judge held-out conversations with the old and the new rubric, side by side."""
-    given = settings_given(
-        locals(),
-        ("paths", "results", "history", "labels_file", "metric", "rubric", "output", "holdout", "holdout_seed",
-         "example_tokens", "max_examples", "work_dir", "as_json", "config"),
-    )  # fmt: skip
-    import orjson
-
     from flowrate.api import align_rubric
     from flowrate.cli.analysis import _rows_and_labels
     from flowrate.cli.evaluate import run_with_progress
-    from flowrate.reports.agreement import print_side_by_side
-    from flowrate.settings.options import resolve_settings
 
     if history is not None and labels_file is not None:
         raise ConfigError("give --history or --labels, not both")
@@ -132,7 +90,7 @@ def align_command(
         labels or [],
         metric,
         output,
-        resolve_settings(given, config),
+        given.settings(),
         rubric_path=rubric,
         comments=comments,
         holdout=holdout or None,
@@ -142,6 +100,17 @@ def align_command(
         work_dir=work_dir,
         evaluate=lambda run_paths, run_settings: run_with_progress(run_paths, run_settings),
     )
+    _tell(alignment, output, metric, as_json)
+    if any(run.summary.interrupted for run in alignment.runs):
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    unjudged = any(run.summary.budget_skipped or run.summary.errors for run in alignment.runs)
+    raise typer.Exit(int(ExitCode.INCOMPLETE if unjudged else ExitCode.OK))
+
+
+def _tell(alignment, output: str, metric: str, as_json: bool) -> None:
+    """What was aligned, on stderr; with `as_json`, as JSON on stdout too."""
+    from flowrate.reports.agreement import print_side_by_side
+
     say(
         f"flowrate: {output}: {len(alignment.examples)} corrected example(s) of {metric} from"
         f" {alignment.corrections} disagreement(s) among {len(alignment.training)} labelled conversation(s);"
@@ -157,6 +126,8 @@ def align_command(
                     f" --max-cost, {summary.errors} error(s){', interrupted' if summary.interrupted else ''})"
                 )
     if as_json:
+        import orjson
+
         write_stdout(
             orjson.dumps(
                 {
@@ -172,10 +143,6 @@ def align_command(
                 }
             ).decode()
         )
-    if any(run.summary.interrupted for run in alignment.runs):
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    unjudged = any(run.summary.budget_skipped or run.summary.errors for run in alignment.runs)
-    raise typer.Exit(int(ExitCode.INCOMPLETE if unjudged else ExitCode.OK))
 
 
 def _comments(history: str, metric: str) -> dict[str, list[str]]:

@@ -8,41 +8,17 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app, history_app, labels_app
-from flowrate.cli.common import (
-    ApiBaseOption,
-    BackoffMaxOption,
-    BackoffOption,
-    CacheDirOption,
-    ConcurrencyOption,
-    ConfigOption,
-    CutLogsOption,
-    HistoryOption,
-    LanguageOption,
-    MaxInputTokensOption,
-    MaxRetriesOption,
-    ModelOption,
-    NoCacheOption,
-    ResultsPaths,
-    RpmOption,
-    RubricOption,
-    SamplesOption,
-    SkipInvalidOption,
-    TimeoutOption,
-    TpmOption,
-    TransportOption,
-    VerboseOption,
-    WeightOption,
-    command,
-    fail,
-    say,
-    settings_given,
-    stderr,
-    write_stdout,
-)
-from flowrate.errors import ConfigError, ExitCode, FlowrateError
+from flowrate.cli.common import HistoryOption, ResultsPaths, command, say, stderr, write_stdout
+from flowrate.cli.options import Given, takes
+from flowrate.errors import ConfigError, ExitCode
+from flowrate.settings import groups
 
 
 @command(app, "agreement")
+@takes(
+    groups.JudgeOptions, groups.RetryOptions, groups.CacheOptions, groups.PromptOptions,
+    also=("concurrency", "rpm", "tpm", "skip_invalid", "verbose", "weights"),
+)  # fmt: skip
 def agreement_command(
     paths: Annotated[
         list[str] | None,
@@ -77,14 +53,6 @@ def agreement_command(
             " (coherence judges with virtual_agent). [default: conversational_flow_rate]",
         ),
     ] = None,
-    model: ModelOption = None,
-    api_base: ApiBaseOption = None,
-    transport: TransportOption = None,
-    concurrency: ConcurrencyOption = None,
-    max_retries: MaxRetriesOption = None,
-    timeout: TimeoutOption = None,
-    backoff: BackoffOption = None,
-    backoff_max: BackoffMaxOption = None,
     output: Annotated[
         str | None,
         typer.Option(
@@ -94,58 +62,38 @@ def agreement_command(
             help="Where the judged rows go. [default: flowrate-agreement.jsonl]",
         ),
     ] = None,
-    skip_invalid: SkipInvalidOption = None,
-    verbose: VerboseOption = None,
-    rubric: RubricOption = None,
-    language: LanguageOption = None,
-    cut_logs: CutLogsOption = None,
-    samples: SamplesOption = None,
-    max_input_tokens: MaxInputTokensOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = None,
-    rpm: RpmOption = None,
-    tpm: TpmOption = None,
-    weight: WeightOption = None,
-    config: ConfigOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa;
     with --results and --history or --labels, the judge report on people's labels."""
+    rubric = given.values.get("rubric")
     if history is not None or labels_file is not None:
         _judge_report_form(paths or [], label, results, history, labels_file, metric, rubric, as_json)
         return
     if label is None or not paths:
-        raise fail(
-            ConfigError("give labelled conversation files and --label NAME, or --results with --history or --labels")
-        )
-    given = settings_given(
-        locals(), ("paths", "config", "label", "results", "history", "labels_file", "as_json", "metric")
-    )
+        raise ConfigError("give labelled conversation files and --label NAME, or --results with --history or --labels")
     from flowrate.analysis.agreement import agreement_report, labels_named, pair_up
     from flowrate.metrics.catalog import metric_making, scale_values
     from flowrate.reports.console import print_agreement
     from flowrate.results.files import read_rows
 
     compared = metric or "conversational_flow_rate"
-    given["output"] = given["output"] or "flowrate-agreement.jsonl"
-    try:
-        labels = labels_named(paths, label)
-        if results is not None:
-            rows = list(read_rows(results))
-            incomplete = False
-        else:
-            from flowrate.cli.evaluate import run_with_progress
-            from flowrate.results.events import KeepRows
-            from flowrate.settings.options import resolve_settings
+    labels = labels_named(paths, label)
+    if results is not None:
+        rows = list(read_rows(results))
+        incomplete = False
+    else:
+        from flowrate.cli.evaluate import run_with_progress
+        from flowrate.results.events import KeepRows
 
-            given["metric"] = [metric_making(compared)]
-            kept = KeepRows()
-            summary = run_with_progress(paths, resolve_settings(given, config), [kept]).summary
-            rows = kept.rows
-            incomplete = summary.errors > 0 or summary.interrupted
-        pairs, unpaired = pair_up(labels, rows, label, compared)
-        report = agreement_report(pairs, label, compared, scale_values(compared, rubric))
-    except (FlowrateError, KeyboardInterrupt) as error:
-        raise fail(error) from None
+        settings = given.settings(output=output or "flowrate-agreement.jsonl", metric=[metric_making(compared)])
+        kept = KeepRows()
+        summary = run_with_progress(paths, settings, [kept]).summary
+        rows = kept.rows
+        incomplete = summary.errors > 0 or summary.interrupted
+    pairs, unpaired = pair_up(labels, rows, label, compared)
+    report = agreement_report(pairs, label, compared, scale_values(compared, rubric))
     print_agreement(stderr(), report)
     if unpaired:
         where = f" in {results}" if results is not None else ""
@@ -219,10 +167,7 @@ def compare_command(
     from flowrate.analysis.compare import compare_files
     from flowrate.reports.console import comparison_markdown, print_comparison
 
-    try:
-        comparison = compare_files(baseline, current, tolerance)
-    except FlowrateError as error:
-        raise fail(error) from None
+    comparison = compare_files(baseline, current, tolerance)
     print_comparison(stderr(), comparison)
     if as_json:
         write_stdout(comparison.model_dump_json())
@@ -248,10 +193,8 @@ def labels_template_command(
     try:
         rows = _rows_of(paths)
         written = write_template(rows, output, sample, sample_seed)
-    except FlowrateError as error:
-        raise fail(error) from None
     except OSError as error:
-        raise fail(ConfigError(f"--output {output}: cannot be written: {error.strerror}")) from None
+        raise ConfigError(f"--output {output}: cannot be written: {error.strerror}") from None
     say(f"{written} row(s) to label in {output}: fill in one of rating, verdict or score, and labeled_at")
 
 
@@ -264,11 +207,8 @@ def labels_import_command(
     from flowrate.analysis.history import connect, import_labels, stored_rows
     from flowrate.analysis.labels import Scales, read_labels
 
-    try:
-        connection = connect(_need_history(history))
-        added = import_labels(connection, read_labels(path, Scales(stored_rows(connection))))
-    except FlowrateError as error:
-        raise fail(error) from None
+    connection = connect(_need_history(history))
+    added = import_labels(connection, read_labels(path, Scales(stored_rows(connection))))
     say(f"{added} new label(s) in {history}")
 
 
@@ -280,11 +220,8 @@ def history_import_command(
     """Add results files to the history; a row already there is not added again."""
     from flowrate.analysis.history import connect, import_results
 
-    try:
-        connection = connect(_need_history(history))
-        added = [import_results(connection, path) for path in paths]
-    except FlowrateError as error:
-        raise fail(error) from None
+    connection = connect(_need_history(history))
+    added = [import_results(connection, path) for path in paths]
     say(f"{sum(added)} new row(s) in {history} from {len(paths)} file(s)")
 
 
@@ -373,10 +310,8 @@ def calibrate_command(
             with open(adjusted_output, "wb") as handle:
                 for item in adjusted_rows(rows, report.bands):
                     handle.write(orjson.dumps(item) + b"\n")
-    except FlowrateError as error:
-        raise fail(error) from None
     except OSError as error:
-        raise fail(ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}")) from None
+        raise ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}") from None
     print_calibration(stderr(), report)
     if as_json:
         write_stdout(orjson.dumps(report.model_dump()).decode())
@@ -438,10 +373,8 @@ def trends_command(
         undated = undated_rows(connection, metric) if date_kind == "chat" else 0
         if html:
             write_trends(html, points)
-    except FlowrateError as error:
-        raise fail(error) from None
     except OSError as error:
-        raise fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+        raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
     if undated:
         say(
             f"flowrate: {undated} row(s) have no chat date and are left out of --date chat"

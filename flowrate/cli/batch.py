@@ -8,32 +8,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flowrate.cli.app import batch_app
-from flowrate.cli.common import (
-    ApiBaseOption,
-    BackoffMaxOption,
-    BackoffOption,
-    CacheDirOption,
-    ConfigOption,
-    CutLogsOption,
-    LanguageOption,
-    MaxInputTokensOption,
-    MaxRetriesOption,
-    MetricOption,
-    ModelOption,
-    OutputOption,
-    Paths,
-    RubricOption,
-    SamplesOption,
-    ThresholdOption,
-    TransportOption,
-    WeightOption,
-    command,
-    fail,
-    say,
-    settings_given,
-    stderr,
-)
-from flowrate.errors import ConfigError, ExitCode, FlowrateError
+from flowrate.cli.common import CacheDirOption, Paths, command, say, stderr
+from flowrate.cli.options import Given, declared, takes
+from flowrate.errors import ConfigError, ExitCode
+from flowrate.settings import groups
+
+MaxRetriesOption = declared(groups.RetryOptions, "max_retries")
+BackoffOption = declared(groups.RetryOptions, "backoff")
+BackoffMaxOption = declared(groups.RetryOptions, "backoff_max")
 
 if TYPE_CHECKING:  # for the annotations only: the commands import flowrate.batches when they run
     from flowrate.judge.batch_api import BatchRecord, BatchState
@@ -44,9 +26,9 @@ def _batch_state(cache_dir: str | None) -> BatchState:
     """The batch state the commands read, created by none of them: no state yet (no directory,
     no file) reads as no batch recorded."""
     from flowrate.judge.batch_api import BatchState
-    from flowrate.judge.cache import default_cache_dir
+    from flowrate.settings.groups import cache_folder
 
-    return BatchState(Path(cache_dir) if cache_dir else default_cache_dir(), create=False)
+    return BatchState(cache_folder(cache_dir), create=False)
 
 
 def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
@@ -69,13 +51,10 @@ def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
 def _retry_policy(max_retries: int | None, backoff: float | None, backoff_max: float | None) -> RetryPolicy:
     """How hard `batch status` and `batch cancel` try each call: the options, else eval's defaults."""
     from flowrate.judge.retry import RetryPolicy
-    from flowrate.settings.defaults import DEFAULTS
 
-    return RetryPolicy(
-        max_retries=DEFAULTS["max_retries"] if max_retries is None else max_retries,
-        backoff=DEFAULTS["backoff"] if backoff is None else backoff,
-        backoff_max=DEFAULTS["backoff_max"] if backoff_max is None else backoff_max,
-    )
+    given = {"max_retries": max_retries, "backoff": backoff, "backoff_max": backoff_max}
+    defaults = groups.RetryOptions.model_fields
+    return RetryPolicy(**{name: defaults[name].default if value is None else value for name, value in given.items()})
 
 
 @command(batch_app, "status")
@@ -94,10 +73,7 @@ def batch_status_command(
 
     retry = _retry_policy(max_retries, backoff, backoff_max)
     state = _batch_state(cache_dir)
-    try:
-        batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
-    except FlowrateError as error:
-        raise fail(error) from None
+    batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
 
     async def show() -> None:
         for batch in batches:
@@ -109,10 +85,7 @@ def batch_status_command(
             counts = info.request_counts
             say(f"{line}: {info.status}, {counts.completed} done, {counts.failed} failed of {counts.total}")
 
-    try:
-        asyncio.run(show())
-    except FlowrateError as error:
-        raise fail(error) from None
+    asyncio.run(show())
     if not batches:
         say("no batches to show")
 
@@ -129,10 +102,7 @@ def batch_collect_command(
     from flowrate.settings.options import EvalSettings
 
     state = _batch_state(cache_dir)
-    try:
-        named = _named_batches(state, ids) if ids else None
-    except FlowrateError as error:
-        raise fail(error) from None
+    named = _named_batches(state, ids) if ids else None
     commands = {}
     for batch in state.uncollected() if named is None else named:
         if batch.collected:
@@ -171,15 +141,12 @@ def batch_cancel_command(
 
     retry = _retry_policy(max_retries, backoff, backoff_max)
     state = _batch_state(cache_dir)
-    try:
-        if ids:
-            batches = _named_batches(state, ids)
-        elif cancel_all:
-            batches = state.uncollected()
-        else:
-            raise ConfigError("name the batches to cancel, or --all")
-    except FlowrateError as error:
-        raise fail(error) from None
+    if ids:
+        batches = _named_batches(state, ids)
+    elif cancel_all:
+        batches = state.uncollected()
+    else:
+        raise ConfigError("name the batches to cancel, or --all")
     if not batches:
         say("flowrate: no batches to cancel")
         raise typer.Exit(int(ExitCode.OK))
@@ -199,44 +166,25 @@ def batch_cancel_command(
                 say(f"{batch_id}: already {info.status}, nothing to cancel (flowrate batch collect collects it)")
             state.mark(batch_id, info.status)
 
-    try:
-        asyncio.run(cancel())
-    except FlowrateError as error:
-        raise fail(error) from None
+    asyncio.run(cancel())
 
 
 @command(batch_app, "import-results")
+@takes(groups.JudgeOptions, groups.PromptOptions, groups.MetricOptions, also=("output",))
 def batch_import_results_command(
     results_file: Annotated[
         Path, typer.Argument(help="A batch output file: OpenAI's format, as vllm run-batch writes it.")
     ],
     paths: Paths,
-    model: ModelOption = None,
-    api_base: ApiBaseOption = None,
-    transport: TransportOption = None,
-    threshold: ThresholdOption = None,
-    output: OutputOption = None,
-    rubric: RubricOption = None,
-    language: LanguageOption = None,
-    cut_logs: CutLogsOption = None,
-    samples: SamplesOption = None,
-    max_input_tokens: MaxInputTokensOption = None,
-    metric: MetricOption = None,
-    weight: WeightOption = None,
-    config: ConfigOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Rows from a batch output file, mapped back by custom id to the conversations in PATHS,
     planned as the export was (give the same judge options)."""
-    given = settings_given(locals(), ("results_file", "paths", "config"))
     from flowrate.api import import_batch_file
     from flowrate.reports.console import print_summary
-    from flowrate.settings.options import resolve_settings
 
-    given["no_cache"] = True
-    try:
-        settings = resolve_settings(given, config)
-        summary = import_batch_file(paths, settings, results_file)
-    except FlowrateError as error:
-        raise fail(error) from None
+    settings = given.settings(no_cache=True)
+    summary = import_batch_file(paths, settings, results_file)
     print_summary(stderr(), summary, settings.output)
     raise typer.Exit(int(summary.exit_code))

@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import (
-    BackoffMaxOption,
-    BackoffOption,
-    CacheDirOption,
-    ConcurrencyOption,
-    CutLogsOption,
-    LimitOption,
-    MaxCostOption,
-    MaxInputTokensOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    SamplesOption,
-    TimeoutOption,
-    TransportOption,
-    command,
-    option,
-    say,
-    stderr,
-)
+from flowrate.cli.common import command, option, say, stderr
+from flowrate.cli.options import Given, declared, takes
 from flowrate.errors import ConfigError, ExitCode
+from flowrate.settings import groups
+
+CutLogsOption = declared(groups.PromptOptions, "cut_logs")
 
 
 @command(app, "judge-bench")
+@takes(
+    groups.JudgeOptions, groups.RetryOptions, groups.CacheOptions,
+    also=("max_cost", "concurrency", "samples", "max_input_tokens", "limit"), config=False,
+)  # fmt: skip
 def judge_bench_command(
     model: Annotated[
         list[str],
@@ -46,7 +37,6 @@ def judge_bench_command(
             help="The server of the judges: one for all, or one per --model in the same order.",
         ),
     ] = None,
-    transport: TransportOption = None,
     data_dir: Annotated[
         str | None,
         option(
@@ -73,7 +63,6 @@ def judge_bench_command(
         typer.Option("--metric", help="The metric judging --labels (its row, for a criterion of the suite)."),
     ] = "conversational_flow_rate",
     cut_logs: CutLogsOption = None,
-    limit: LimitOption = None,
     stability: Annotated[
         int,
         typer.Option(
@@ -88,58 +77,22 @@ def judge_bench_command(
     work_dir: Annotated[
         str, typer.Option("--work-dir", help="Where each judge's rows of each set go: DIR/JUDGE/SET.jsonl.")
     ] = "flowrate-bench",
-    max_cost: MaxCostOption = None,
-    concurrency: ConcurrencyOption = None,
-    max_retries: MaxRetriesOption = None,
-    timeout: TimeoutOption = None,
-    backoff: BackoffOption = None,
-    backoff_max: BackoffMaxOption = None,
-    samples: SamplesOption = None,
-    max_input_tokens: MaxInputTokensOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Measure which judge agrees with people: each --model judges each set, and is scored with
     Spearman and Kendall and their 95 % intervals, beside the published figures for that set."""
     from flowrate.analysis.judge_bench import stability_gaps
-    from flowrate.api import Evaluation, bench_judges
-    from flowrate.cli.evaluate import run_with_progress
+    from flowrate.api import bench_judges
     from flowrate.reports.bench import print_bench, write_bench_html
     from flowrate.results.files import check_output_path
-    from flowrate.settings.options import EvalSettings, resolve_settings
 
     judges = _judges(model, api_base or [])
     chosen = _sets(sets, labels, label, metric, bool(cut_logs))
     for path, option_name in ((json_path, "--json"), (html_path, "--html")):
         if path is not None:
             check_output_path(str(path), option_name)
-    given = {
-        "limit": limit,
-        "max_cost": max_cost,
-        "concurrency": concurrency,
-        "max_retries": max_retries,
-        "timeout": timeout,
-        "backoff": backoff,
-        "backoff_max": backoff_max,
-        "samples": samples,
-        "max_input_tokens": max_input_tokens,
-        "cache_dir": cache_dir,
-        "no_cache": no_cache,
-        "transport": transport,
-    }
-    settings = resolve_settings(given, None)
-
-    def announce(estimate) -> None:
-        cost = "unknown (no price for a judge)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
-        say(
-            f"flowrate: judge-bench: {len(judges)} judge(s) on {', '.join(bench.name for bench in chosen)}:"
-            f" {estimate.conversations} conversation(s), {estimate.cached} cached, {estimate.calls} call(s),"
-            f" estimated cost {cost}"
-        )
-
-    def evaluate_one(paths: list[str], run: EvalSettings) -> Evaluation:
-        say(f"flowrate: judge-bench: {run.model} on {Path(run.output).stem}")
-        return run_with_progress(paths, run)
+    settings = given.settings()
 
     report = bench_judges(
         judges,
@@ -148,8 +101,8 @@ def judge_bench_command(
         data_dir=data_dir,
         work_dir=work_dir,
         stability_conversations=stability,
-        evaluate=evaluate_one,
-        estimated=announce,
+        evaluate=_evaluate_one,
+        estimated=_announcer(judges, chosen),
     )
     print_bench(stderr(), report)
     if json_path is not None:
@@ -160,9 +113,34 @@ def judge_bench_command(
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     gaps = stability_gaps(report)
     for gap in gaps:
-        say(f"flowrate: judge-bench: {gap}" + (" (the --max-cost budget was spent)" if max_cost is not None else ""))
+        say(
+            f"flowrate: judge-bench: {gap}"
+            + (" (the --max-cost budget was spent)" if settings.max_cost is not None else "")
+        )
     incomplete = gaps or any(score.errors or score.n < score.conversations for score in report.scores)
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete else ExitCode.OK))
+
+
+def _announcer(judges: list, chosen: list) -> Callable[[Any], None]:
+    """What judge-bench says of its estimate before any call."""
+
+    def announce(estimate: Any) -> None:
+        cost = "unknown (no price for a judge)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+        say(
+            f"flowrate: judge-bench: {len(judges)} judge(s) on {', '.join(bench.name for bench in chosen)}:"
+            f" {estimate.conversations} conversation(s), {estimate.cached} cached, {estimate.calls} call(s),"
+            f" estimated cost {cost}"
+        )
+
+    return announce
+
+
+def _evaluate_one(paths: list[str], run: Any) -> Any:
+    """One judge on one set, with progress on stderr."""
+    from flowrate.cli.evaluate import run_with_progress
+
+    say(f"flowrate: judge-bench: {run.model} on {Path(run.output).stem}")
+    return run_with_progress(paths, run)
 
 
 def _judges(models: list[str], bases: list[str]) -> list:

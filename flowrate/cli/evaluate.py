@@ -10,199 +10,45 @@ import typer
 
 from flowrate.cli.app import app
 from flowrate.cli.common import (
-    AllowEmptyOption,
-    ApiBaseOption,
-    BackoffMaxOption,
-    BackoffOption,
-    CacheDirOption,
-    ConcurrencyOption,
-    ConfigOption,
-    CutLogsOption,
-    EngineOption,
-    ExcludeOption,
-    HistoryOption,
-    LanguageOption,
-    LimitOption,
-    MaxCostOption,
-    MaxFailuresOption,
-    MaxInputTokensOption,
-    MaxRetriesOption,
-    MetricOption,
-    MinMeanScoreOption,
-    MinPassRateOption,
-    MinWordsOption,
-    ModelOption,
-    NoCacheOption,
-    OnlyOption,
-    OutputOption,
-    OutputParquetOption,
     Paths,
-    RayAddressOption,
-    RpmOption,
-    RubricOption,
-    SampleOption,
-    SampleSeedOption,
-    SamplesOption,
-    SkipInvalidOption,
-    ThresholdOption,
-    TimeoutOption,
-    TpmOption,
-    TransportOption,
-    VerboseOption,
-    WeightOption,
     command,
     continue_command,
     fail,
     invoked_as,
-    option,
     print_notices,
     say,
-    settings_given,
     silence_stdout,
     stderr,
 )
+from flowrate.cli.options import Given, takes
 from flowrate.errors import ExitCode
+from flowrate.settings import groups
+
+EVAL_GROUPS = (
+    groups.JudgeOptions, groups.RetryOptions, groups.LimitOptions, groups.CacheOptions, groups.PromptOptions,
+    groups.MetricOptions, groups.OutputOptions, groups.SelectionOptions, groups.GateOptions, groups.ReportOptions,
+    groups.BatchOptions, groups.EngineOptions,
+)  # fmt: skip
 
 
 @command(app, "eval")
+@takes(*EVAL_GROUPS)
 def eval_command(
     paths: Paths,
-    model: ModelOption = None,
-    api_base: ApiBaseOption = None,
-    transport: TransportOption = None,
-    threshold: ThresholdOption = None,
-    concurrency: ConcurrencyOption = None,
-    max_retries: MaxRetriesOption = None,
-    timeout: TimeoutOption = None,
-    backoff: BackoffOption = None,
-    backoff_max: BackoffMaxOption = None,
-    output: OutputOption = None,
-    skip_invalid: SkipInvalidOption = None,
-    allow_empty: AllowEmptyOption = None,
-    verbose: VerboseOption = None,
-    rubric: RubricOption = None,
-    language: LanguageOption = None,
-    cut_logs: CutLogsOption = None,
-    samples: SamplesOption = None,
-    max_input_tokens: MaxInputTokensOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = None,
-    resume: Annotated[
-        bool | None,
-        option(
-            "--resume",
-            env="FLOWRATE_RESUME",
-            help="Skip conversations the --output file already holds and append the rest.",
-        ),
-    ] = None,
-    retry_errors: Annotated[
-        bool | None,
-        option(
-            "--retry-errors",
-            env="FLOWRATE_RETRY_ERRORS",
-            help="Like --resume, and judge again the rows that ended in an error, replacing them.",
-        ),
-    ] = None,
-    rpm: RpmOption = None,
-    tpm: TpmOption = None,
-    max_cost: MaxCostOption = None,
-    shard: Annotated[
-        str | None,
-        option("--shard", env="FLOWRATE_SHARD", help="Judge slice I of N (I/N, 1-based), chosen by id hash."),
-    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
             "--dry-run", help="Validate, render every prompt and estimate calls, tokens and cost; call nothing."
         ),
     ] = False,
-    metric: MetricOption = None,
-    weight: WeightOption = None,
-    sample: SampleOption = None,
-    sample_seed: SampleSeedOption = None,
-    limit: LimitOption = None,
-    min_words: MinWordsOption = None,
-    only: OnlyOption = None,
-    exclude: ExcludeOption = None,
-    min_pass_rate: MinPassRateOption = None,
-    min_mean_score: MinMeanScoreOption = None,
-    max_failures: MaxFailuresOption = None,
-    junit: Annotated[
-        str | None,
-        option("--junit", env="FLOWRATE_JUNIT", help="Write a JUnit XML report here (GitHub, GitLab, Jenkins)."),
-    ] = None,
-    html: Annotated[
-        str | None, option("--html", env="FLOWRATE_HTML", help="Write a self-contained HTML report here.")
-    ] = None,
-    github: Annotated[
-        bool | None,
-        option(
-            "--github",
-            env="FLOWRATE_GITHUB",
-            help="Write GitHub's step summary and annotations (on by itself when GITHUB_ACTIONS=true).",
-        ),
-    ] = None,
-    date_field: Annotated[
-        str | None,
-        option(
-            "--date-field",
-            env="FLOWRATE_DATE_FIELD",
-            help="The metadata field with the chat's date. [default: chat_date, started_at or timestamp]",
-        ),
-    ] = None,
-    history: HistoryOption = None,
-    batch: Annotated[
-        bool | None,
-        option(
-            "--batch",
-            env="FLOWRATE_BATCH",
-            help="Judge through the provider's Batch API (half the price, within 24 h).",
-        ),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        option("--batch-size", env="FLOWRATE_BATCH_SIZE", help="Requests per batch at most. [default: 47500]"),
-    ] = None,
-    poll_interval: Annotated[
-        float | None,
-        option(
-            "--poll-interval",
-            env="FLOWRATE_POLL_INTERVAL",
-            help="Seconds between polls of the batches, with jitter. [default: 60]",
-        ),
-    ] = None,
-    batch_submit_only: Annotated[
-        bool | None,
-        option(
-            "--batch-submit-only", env="FLOWRATE_BATCH_SUBMIT_ONLY", help="Submit the batches and exit; collect later."
-        ),
-    ] = None,
-    batch_no_fallback: Annotated[
-        bool | None,
-        option(
-            "--batch-no-fallback",
-            env="FLOWRATE_BATCH_NO_FALLBACK",
-            help="Leave failed, expired and unparsable batch lines as error rows instead of judging them online.",
-        ),
-    ] = None,
-    batch_export: Annotated[
-        str | None,
-        option(
-            "--batch-export", env="FLOWRATE_BATCH_EXPORT", help="Only write the OpenAI-format batch request file here."
-        ),
-    ] = None,
-    engine: EngineOption = None,
-    ray_address: RayAddressOption = None,
-    output_parquet: OutputParquetOption = None,
-    config: ConfigOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Judge every conversation and write one JSONL row per conversation and metric."""
-    given = settings_given(locals(), ("paths", "config", "dry_run"))
     from flowrate.api import estimate_files, export_requests
     from flowrate.reports.console import print_dry_run
-    from flowrate.settings.options import resolve_settings
 
-    settings = resolve_settings(given, config)
+    settings = given.settings()
     if dry_run:
         print_dry_run(stderr(), estimate_files(paths, settings), settings.model)
         raise typer.Exit(int(ExitCode.OK))

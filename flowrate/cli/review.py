@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, RubricOption, command, fail, say
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, RubricOption, command, say
+from flowrate.errors import ConfigError
 
 DEFAULT_HISTORY = "flowrate-history.duckdb"
 
@@ -94,7 +94,5 @@ def review_command(
             rubric=rubric,
         )
         serve(options, say)
-    except FlowrateError as error:
-        raise fail(error) from None
     except KeyboardInterrupt:
         say("flowrate review: stopped")

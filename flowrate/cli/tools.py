@@ -8,24 +8,14 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app, cache_app
-from flowrate.cli.common import (
-    AllowEmptyOption,
-    CacheDirOption,
-    ConfigOption,
-    MaxFailuresOption,
-    MinMeanScoreOption,
-    MinPassRateOption,
-    Paths,
-    WeightOption,
-    command,
-    fail,
-    print_notices,
-    say,
-    settings_given,
-    stderr,
-    write_stdout,
-)
-from flowrate.errors import ConfigError, ExitCode, FlowrateError
+from flowrate.cli.common import CacheDirOption, Paths, command, print_notices, say, stderr, write_stdout
+from flowrate.cli.options import Given, declared, takes
+from flowrate.errors import ConfigError, ExitCode
+from flowrate.settings import groups
+from flowrate.settings.groups import cache_folder, weight_pairs
+
+WeightOption = declared(groups.MetricOptions, "weights")
+AllowEmptyOption = declared(groups.SelectionOptions, "allow_empty")
 
 
 @command(app, "metrics")
@@ -40,11 +30,8 @@ def metrics_command(
 
     from flowrate.metrics.catalog import NAMES, check_weights, describe
 
-    weights = settings_given({"weight": weight}, ()).get("weights")
-    try:
-        check_weights(weights or {})
-    except FlowrateError as error:
-        raise fail(error) from None
+    weights = weight_pairs(weight) if weight else None
+    check_weights(weights or {})
     infos = [describe(name, weights) for name in NAMES]
     if as_json:
         typer.echo(orjson.dumps([asdict(info) for info in infos]).decode())
@@ -57,28 +44,22 @@ def metrics_command(
 
 
 @command(app, "merge")
+@takes(groups.GateOptions)
 def merge_command(
     paths: Annotated[list[str], typer.Argument(help="Results files of the shards of one run.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The merged results file; - for stdout.")],
     allow_empty: AllowEmptyOption = None,
-    min_pass_rate: MinPassRateOption = None,
-    min_mean_score: MinMeanScoreOption = None,
-    max_failures: MaxFailuresOption = None,
-    config: ConfigOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
     from flowrate.reports.console import print_summary
     from flowrate.results.gates import apply_gates
     from flowrate.results.merge import merge_results
-    from flowrate.settings.options import resolve_settings
 
-    given = {"min_pass_rate": min_pass_rate, "min_mean_score": min_mean_score, "max_failures": max_failures}
-    try:
-        settings = resolve_settings(given, config)
-        summary = merge_results(paths, output, allow_empty=bool(allow_empty))
-        apply_gates(summary, settings.gate_settings)
-    except FlowrateError as error:
-        raise fail(error) from None
+    settings = given.settings()
+    summary = merge_results(paths, output, allow_empty=bool(allow_empty))
+    apply_gates(summary, settings.gate_settings)
     print_summary(stderr(), summary, output)
     raise typer.Exit(int(summary.exit_code))
 
@@ -107,17 +88,15 @@ def report_command(
                 summary.add(row, order)
         ids = {case.id for cases in book.cases.values() for case in cases}
         write_html(html, book, summary, load_transcripts(inputs or [], ids))
-    except FlowrateError as error:
-        raise fail(error) from None
     except OSError as error:
-        raise fail(ConfigError(f"--html {html}: cannot be written: {error.strerror}")) from None
+        raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
     say(f"HTML report: {html} ({sum(stats.rows for stats in summary.metrics.values())} rows)")
 
 
 def _open_cache(cache_dir: str | None):
-    from flowrate.judge.cache import ResponseCache, default_cache_dir
+    from flowrate.judge.cache import ResponseCache
 
-    return ResponseCache(Path(cache_dir) if cache_dir else default_cache_dir())
+    return ResponseCache(cache_folder(cache_dir))
 
 
 @command(cache_app, "stats")
@@ -128,12 +107,10 @@ def cache_stats_command(
     """Entries per model, size on disk and where the cache is."""
     import orjson
 
-    from flowrate.judge.cache import default_cache_dir, read_stats
+    from flowrate.judge.cache import read_stats
 
-    try:  # a directory named with --cache-dir must exist; the default one may not yet
-        stats = read_stats(Path(cache_dir) if cache_dir else default_cache_dir(), must_exist=cache_dir is not None)
-    except FlowrateError as error:
-        raise fail(error) from None
+    # a directory named with --cache-dir must exist; the default one may not yet
+    stats = read_stats(cache_folder(cache_dir), must_exist=cache_dir is not None)
     if as_json:
         write_stdout(orjson.dumps(stats).decode())
     models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
@@ -143,10 +120,7 @@ def cache_stats_command(
 @command(cache_app, "clear")
 def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
     """Remove every cached reply."""
-    try:
-        removed = _open_cache(cache_dir).clear()
-    except FlowrateError as error:
-        raise fail(error) from None
+    removed = _open_cache(cache_dir).clear()
     say(f"removed {removed} cached replies")
 
 
@@ -161,24 +135,21 @@ def validate_command(
     from flowrate.inputs.files import InputSet
     from flowrate.inputs.selection import raise_for_problems, scan
 
+    inputs = InputSet(paths)
     try:
-        inputs = InputSet(paths)
-        try:
-            report = scan(inputs)
-        finally:
-            inputs.close()
-        print_notices(inputs.notices)
-        counts = {
-            "files": report.files,
-            "valid": report.valid,
-            "invalid": report.invalid,
-            "formats": dict(report.formats),
-        }
-        if as_json:
-            typer.echo(orjson.dumps(counts).decode())
-        raise_for_problems(report, headline="problem(s) in the input")
-    except FlowrateError as error:
-        raise fail(error) from None
+        report = scan(inputs)
+    finally:
+        inputs.close()
+    print_notices(inputs.notices)
+    counts = {
+        "files": report.files,
+        "valid": report.valid,
+        "invalid": report.invalid,
+        "formats": dict(report.formats),
+    }
+    if as_json:
+        typer.echo(orjson.dumps(counts).decode())
+    raise_for_problems(report, headline="problem(s) in the input")
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
     say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
     raise typer.Exit(int(ExitCode.OK))

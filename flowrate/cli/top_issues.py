@@ -9,29 +9,14 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import (
-    ApiBaseOption,
-    BackoffMaxOption,
-    BackoffOption,
-    ConfigOption,
-    HistoryOption,
-    LanguageOption,
-    MaxCostOption,
-    MaxRetriesOption,
-    ModelOption,
-    ResultsPaths,
-    TimeoutOption,
-    TransportOption,
-    command,
-    fail,
-    say,
-    stderr,
-    write_stdout,
-)
+from flowrate.cli.common import HistoryOption, ResultsPaths, command, fail, say, stderr, write_stdout
+from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.settings import groups
 
 
 @command(app, "top-issues")
+@takes(groups.JudgeOptions, groups.RetryOptions, also=("max_cost", "language"))
 def top_issues_command(
     paths: ResultsPaths = None,
     history: HistoryOption = None,
@@ -68,16 +53,8 @@ def top_issues_command(
         bool,
         typer.Option("--dry-run", help="With --name-with-judge: show the call, its tokens and cost; call nothing."),
     ] = False,
-    model: ModelOption = None,
-    api_base: ApiBaseOption = None,
-    transport: TransportOption = None,
-    max_cost: MaxCostOption = None,
-    max_retries: MaxRetriesOption = None,
-    timeout: TimeoutOption = None,
-    backoff: BackoffOption = None,
-    backoff_max: BackoffMaxOption = None,
-    language: LanguageOption = None,
-    config: ConfigOption = None,
+    *,
+    given: Given,
 ) -> None:
     """Group the key issues of a run (or of the history) into failure modes: label, conversations
     and share, severity, metrics, typical turn, three examples; ranked by severity then frequency,
@@ -87,52 +64,37 @@ def top_issues_command(
     from flowrate.analysis.top_issues import load_top_issues
     from flowrate.reports.html import write_top_issues_page
     from flowrate.reports.top_issues import print_top_issues, top_issues_csv
-    from flowrate.settings.options import resolve_settings
 
     late: FlowrateError | None = None
-    try:
-        if paths and history:
-            raise ConfigError("give results files or --history PATH, not both")
-        run = load_top_issues(paths, history, by, date_kind, growth, metric)
-        modes = run.modes()
-        if name_with_judge:
-            from flowrate.analysis.mode_naming import NamingError, NamingOverBudget, name_top_issues
+    if paths and history:
+        raise ConfigError("give results files or --history PATH, not both")
+    run = load_top_issues(paths, history, by, date_kind, growth, metric)
+    modes = run.modes()
+    if name_with_judge:
+        from flowrate.analysis.mode_naming import NamingError, NamingOverBudget, name_top_issues
 
-            given = {
-                "model": model,
-                "api_base": api_base,
-                "transport": transport,
-                "max_cost": max_cost,
-                "max_retries": max_retries,
-                "timeout": timeout,
-                "backoff": backoff,
-                "backoff_max": backoff_max,
-                "language": language,
-            }
-            settings = resolve_settings(given, config)
+        settings = given.settings()
+        try:
+            modes, call = name_top_issues(run, modes, settings, dry_run)
+        except (NamingError, NamingOverBudget) as error:
+            late = error  # the offline modes are still shown
+            call = None
+        if call is not None:
+            say(_call_line(call, settings.model, dry_run))
+        if dry_run:
+            return
+    elif dry_run:
+        raise ConfigError("--dry-run shows the --name-with-judge call; without it nothing is called")
+    trend = len(run.periods) > 1
+    for option, target, write in (
+        ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8", newline="")),
+        ("--html", html, lambda: write_top_issues_page(html, modes, top)),
+    ):
+        if target is not None:
             try:
-                modes, call = name_top_issues(run, modes, settings, dry_run)
-            except (NamingError, NamingOverBudget) as error:
-                late = error  # the offline modes are still shown
-                call = None
-            if call is not None:
-                say(_call_line(call, settings.model, dry_run))
-            if dry_run:
-                return
-        elif dry_run:
-            raise ConfigError("--dry-run shows the --name-with-judge call; without it nothing is called")
-        trend = len(run.periods) > 1
-        for option, target, write in (
-            ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8", newline="")),
-            ("--html", html, lambda: write_top_issues_page(html, modes, top)),
-        ):
-            if target is not None:
-                try:
-                    write()
-                except OSError as error:
-                    raise ConfigError(f"{option} {target}: cannot be written: {error.strerror}") from None
-    except FlowrateError as error:
-        raise fail(error) from None
+                write()
+            except OSError as error:
+                raise ConfigError(f"{option} {target}: cannot be written: {error.strerror}") from None
     print_top_issues(stderr(), modes, run.conversations, top, run.empty_because)
     if as_json:
         write_stdout(orjson.dumps({"modes": [mode.as_json(trend) for mode in modes]}).decode())

@@ -20,12 +20,13 @@ from flowrate.inputs.selection import (
     raise_for_problems,
     scan,
 )
-from flowrate.judge.cache import ResponseCache, default_cache_dir
+from flowrate.judge.cache import ResponseCache
 from flowrate.metrics.catalog import build_metrics
 from flowrate.results.events import RunListener
 from flowrate.results.files import check_output_path
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary
+from flowrate.settings.groups import cache_folder
 from flowrate.settings.options import BatchSettings, EvalSettings, ReportSettings
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
@@ -96,7 +97,7 @@ class FileRun:
         judge = settings.judge_settings
         self.cache = None  # the run's: every judged metric reads and writes it
         if not judge.no_cache:
-            self.cache = ResponseCache(Path(judge.cache_dir) if judge.cache_dir else default_cache_dir())
+            self.cache = ResponseCache(cache_folder(judge.cache_dir))
         self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
 
     @property

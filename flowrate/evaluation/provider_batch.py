@@ -38,13 +38,13 @@ from flowrate.judge.batch_api import (
     line_error,
     result_texts,
 )
-from flowrate.judge.cache import default_cache_dir
 from flowrate.metrics.protocol import Metric
 from flowrate.results.events import RunListener
 from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 from flowrate.scores.reading import UnparsableReply
+from flowrate.settings.groups import cache_folder
 
 
 def pending(run: FileRun, done: dict[tuple[str, str], EvaluationRow], lookup: bool = True, listener=None):
@@ -137,7 +137,7 @@ async def judge_in_batches(
     backend = judged[0].backend
     judge = run.settings.judge_settings
     provider = Provider(backend.provider, judge.api_base, judge.transport, judged[0].retry)
-    state = BatchState(Path(judge.cache_dir) if judge.cache_dir else default_cache_dir())
+    state = BatchState(cache_folder(judge.cache_dir))
     done = run.done_rows(listener)
     summary = run.start(listener)
     write = _Writer(summary, listener)

@@ -11,7 +11,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from flowrate.settings.defaults import DEFAULTS
+from flowrate.settings.groups import HOSTED_TIMEOUT_S
+from flowrate.settings.groups import SELF_HOSTED_TIMEOUT_S as SELF_HOSTED_TIMEOUT_S  # for the engines
 
 T = TypeVar("T")
 
@@ -73,11 +74,8 @@ NO_KEY_PLACEHOLDER = "no-key"  # OpenAI-compatible local servers need none, but 
 SELF_HOSTED_PROVIDERS = {"ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile"}
 OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM's ollama_chat provider looks without --api-base
 
-# Seconds one attempt may take when --timeout is not given. A hosted API answers a judge call in
-# seconds; a self-hosted model on CPUs may not: a cold 2,700-token prompt on 2 CPU cores
-# (Qwen2.5-Coder-1.5B, llama-cpp-python) took over 60 s before its first token (issue 14).
-HOSTED_TIMEOUT_S = DEFAULTS["timeout"]
-SELF_HOSTED_TIMEOUT_S = DEFAULTS["self_hosted_timeout"]
+# HOSTED_TIMEOUT_S and SELF_HOSTED_TIMEOUT_S: the seconds of an attempt without --timeout, by
+# the option's declaration (flowrate.settings.groups.RetryOptions).
 
 # How the rubric's reply schema is sent to a server at --api-base, tried in this order until one is
 # taken; the first a server takes is kept for the run. OpenAI's `json_schema` (vLLM, llama.cpp's

@@ -33,12 +33,6 @@ OPEN_TIMEOUT_S = 30.0
 KNOWN_MESSAGES = 256  # messages remembered as written: a rubric's few, and room for a run's several rubrics
 
 
-def default_cache_dir() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("flowrate"))
-
-
 def read_stats(directory: Path, must_exist: bool = True) -> dict[str, Any]:
     """`ResponseCache.stats` of the cache in `directory`, creating nothing: a missing
     `directory` is an error when `must_exist` (a directory the user named), else, like a

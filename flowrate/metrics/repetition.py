@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
 from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
+from flowrate.settings.groups import DEFAULT_THRESHOLD
 
 NAME = "repetition_check"
 RULES_VERSION = "repetition-check-1"  # bump when a rule or threshold below changes
@@ -109,7 +110,10 @@ class RepetitionCheck:
     calls_per_conversation = 0
 
     def __init__(
-        self, threshold: float = 0.7, thresholds: dict[str, float] | None = None, date_field: str | None = None
+        self,
+        threshold: float = DEFAULT_THRESHOLD,
+        thresholds: dict[str, float] | None = None,
+        date_field: str | None = None,
     ):
         self.threshold = (thresholds or {}).get(NAME, threshold)
         self.thresholds = {NAME: self.threshold}

@@ -26,6 +26,7 @@ from flowrate.metrics.step import cached_judgements, settle_rows
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
 from flowrate.scores.reading import Judgement
+from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD
 
 
 class RubricMetric(RowMaking, Planning, Asking):
@@ -47,8 +48,8 @@ class RubricMetric(RowMaking, Planning, Asking):
     def __init__(
         self,
         rubric: Rubric | str | Path | None,
-        model: str | Any = "gpt-4o",
-        threshold: float = 0.7,
+        model: str | Any = DEFAULT_MODEL,
+        threshold: float = DEFAULT_THRESHOLD,
         verbose: bool = False,
         *,
         api_base: str | None = None,
@@ -176,7 +177,13 @@ class ConversationalFlowRateMetric(RubricMetric):
     partial 0.7, minor 0.3, none 0.0), in one holistic call. `rubric` swaps in a rubric file of
     your own; the other arguments are `RubricMetric`'s."""
 
-    def __init__(self, model: str | Any = "gpt-4o", threshold: float = 0.7, verbose: bool = False, **options: Any):
+    def __init__(
+        self,
+        model: str | Any = DEFAULT_MODEL,
+        threshold: float = DEFAULT_THRESHOLD,
+        verbose: bool = False,
+        **options: Any,
+    ):
         super().__init__(options.pop("rubric", None), model, threshold, verbose, **options)
 
 
@@ -185,7 +192,13 @@ class RepetitivePatternDetectionMetric(RubricMetric):
     on an inverted scale (none 1.0, minor 0.9, partial 0.7, mostly 0.3, fully 0.0), in one call.
     The other arguments are `RubricMetric`'s."""
 
-    def __init__(self, model: str | Any = "gpt-4o", threshold: float = 0.7, verbose: bool = False, **options: Any):
+    def __init__(
+        self,
+        model: str | Any = DEFAULT_MODEL,
+        threshold: float = DEFAULT_THRESHOLD,
+        verbose: bool = False,
+        **options: Any,
+    ):
         super().__init__("repetitive_pattern_detection", model, threshold, verbose, **options)
 
 
@@ -194,5 +207,11 @@ class VirtualAgentSuite(RubricMetric):
     `user_satisfaction`, their weighted mean under `weights`. `thresholds` sets a threshold per
     criterion; the other arguments are `RubricMetric`'s."""
 
-    def __init__(self, model: str | Any = "gpt-4o", threshold: float = 0.7, verbose: bool = False, **options: Any):
+    def __init__(
+        self,
+        model: str | Any = DEFAULT_MODEL,
+        threshold: float = DEFAULT_THRESHOLD,
+        verbose: bool = False,
+        **options: Any,
+    ):
         super().__init__("virtual_agent", model, threshold, verbose, **options)

@@ -168,9 +168,10 @@ def _json_string(text: str) -> str:
 def open_cache(directory: str | None) -> Any:
     """The response cache in `directory` (default: the user cache directory), or None when
     there is none yet; never created here."""
-    from flowrate.judge.cache import CACHE_FILE, ResponseCache, default_cache_dir
+    from flowrate.judge.cache import CACHE_FILE, ResponseCache
+    from flowrate.settings.groups import cache_folder
 
-    folder = Path(directory).expanduser() if directory else default_cache_dir()
+    folder = cache_folder(directory)
     if directory and folder.exists() and not folder.is_dir():
         raise ConfigError(f"--cache-dir {directory}: is not a directory")
     return ResponseCache(folder) if (folder / CACHE_FILE).exists() else None

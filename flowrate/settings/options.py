@@ -1,160 +1,61 @@
 """Options for a run, from the command line, FLOWRATE_* variables, a config file and defaults.
 
-Precedence: command line, then environment, then config file, then defaults.
+Precedence: command line, then environment, then config file, then defaults. The command line
+and the environment are both read by click (each option's `envvar`), so that `--help` names the
+variable and a bad value in either is told as the option's; `resolve_settings` lays that over the
+config file and the declarations' defaults. pydantic-settings (2.16) is not used for the layers:
+its environment source reads a list option as JSON (FLOWRATE_METRIC=virtual_agent fails there,
+where click splits on spaces), and a value merged from its sources no longer says which layer
+gave it (the "(from FILE)" of a config file's bad value), nor does its YAML source tell an
+unknown key, a file that is not a mapping, or unreadable YAML as flowrate does.
 """
 
 from __future__ import annotations
 
 import os
+from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, ValidationError
 
 from flowrate.errors import ConfigError
-from flowrate.settings.defaults import DEFAULTS
+from flowrate.settings.groups import (
+    BatchOptions,
+    CacheOptions,
+    EngineOptions,
+    GateOptions,
+    JudgeOptions,
+    LimitOptions,
+    MetricOptions,
+    OutputOptions,
+    PromptOptions,
+    ReportOptions,
+    RetryOptions,
+    SelectionOptions,
+)
 
 DEFAULT_CONFIG = Path("configs/flowrate.yaml")
 
 
-def _no_credentials_in_url(value: str | None) -> str | None:
-    """`--api-base` is an http(s) URL without `user:password@`: credentials there would be kept
-    in logs and state files, and LiteLLM's client would not send them."""
-    if value is None:
-        return value
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        raise ValueError("is not a URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8000/v1")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(
-            "holds credentials (user:password@); they would be kept in logs and state files."
-            " Give the key in OPENAI_API_KEY (sent as a bearer token) and the URL without them"
-        )
-    return value
-
-
-ApiBase = Annotated[str | None, AfterValidator(_no_credentials_in_url)]
-
-
-class EvalSettings(BaseModel):
-    """Every option of `flowrate eval`; the config file uses these names."""
+class EvalSettings(
+    EngineOptions,
+    BatchOptions,
+    ReportOptions,
+    GateOptions,
+    SelectionOptions,
+    OutputOptions,
+    MetricOptions,
+    PromptOptions,
+    CacheOptions,
+    LimitOptions,
+    RetryOptions,
+    JudgeOptions,
+):
+    """Every option of `flowrate eval`: all the groups of `groups`; the config file uses these names."""
 
     model_config = ConfigDict(extra="forbid")
-
-    model: str = DEFAULTS["model"]
-    api_base: ApiBase = None
-    transport: Literal["auto", "direct", "litellm"] = "auto"
-    threshold: float = Field(DEFAULTS["threshold"], ge=0.0, le=1.0)
-    concurrency: int = Field(DEFAULTS["concurrency"], ge=1)
-    max_retries: int = Field(DEFAULTS["max_retries"], ge=0)
-    timeout: float | None = Field(None, gt=0)  # None: the judge's default (see flowrate.judge.HOSTED_TIMEOUT_S)
-    backoff: float = Field(DEFAULTS["backoff"], ge=0)
-    backoff_max: float = Field(DEFAULTS["backoff_max"], ge=0)
-    output: str = DEFAULTS["output"]
-    skip_invalid: bool = False
-    allow_empty: bool = False
-    verbose: bool = False
-    rubric: str | None = None
-    language: str = DEFAULTS["language"]
-    cut_logs: bool = False
-    samples: int = Field(DEFAULTS["samples"], ge=1, le=20)
-    max_input_tokens: int | None = Field(None, ge=256)
-    cache_dir: str | None = None
-    no_cache: bool = False
-    resume: bool = False
-    retry_errors: bool = False
-    rpm: float | None = Field(None, gt=0)
-    tpm: float | None = Field(None, gt=0)
-    max_cost: float | None = Field(None, ge=0)
-    shard: str | None = Field(None, pattern=r"^\d+/\d+$")
-    metric: list[str] = Field(default_factory=lambda: list(DEFAULTS["metric"]))
-    thresholds: dict[str, float] = Field(default_factory=dict)
-    weights: dict[str, float] = Field(default_factory=dict)
-    sample: float | None = Field(None, gt=0, le=1)
-    sample_seed: int = 0
-    limit: int | None = Field(None, ge=1)
-    min_words: int | None = Field(None, ge=0)
-    only: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-    min_pass_rate: float | None = Field(None, ge=0, le=1)
-    min_mean_score: float | None = Field(None, ge=0, le=1)
-    max_failures: int | None = Field(None, ge=0)
-    gates: dict[str, dict[str, float]] = Field(default_factory=dict)
-    junit: str | None = None
-    date_field: str | None = None
-    batch: bool = False
-    batch_size: int | None = Field(None, ge=1)
-    poll_interval: float = Field(60.0, ge=0)
-    batch_submit_only: bool = False
-    batch_no_fallback: bool = False
-    batch_export: str | None = None
-    history: str | None = None
-    html: str | None = None
-    github: bool = False
-    engine: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
-    output_parquet: str | None = None
-
-    @field_validator("gates")
-    @classmethod
-    def _known_gates(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        for metric, gates in value.items():
-            for gate in gates:
-                if gate not in ("min_pass_rate", "min_mean_score", "max_failures"):
-                    raise ValueError(
-                        f"unknown gate {gate!r} for {metric} (known: min_pass_rate, min_mean_score, max_failures)"
-                    )
-        return value
-
-    @property
-    def default_gates(self) -> dict[str, float]:
-        """The gates given for every metric."""
-        named = {
-            "min_pass_rate": self.min_pass_rate,
-            "min_mean_score": self.min_mean_score,
-            "max_failures": self.max_failures,
-        }
-        return {gate: float(limit) for gate, limit in named.items() if limit is not None}
-
-    @field_validator("thresholds")
-    @classmethod
-    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        for name, threshold in value.items():
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError(f"the threshold of {name} must lie in [0, 1]")
-        return value
-
-    @field_validator("weights")
-    @classmethod
-    def _weights_positive(cls, value: dict[str, float]) -> dict[str, float]:
-        for name, weight in value.items():
-            if weight < 0:
-                raise ValueError(f"the weight of {name} must not be negative")
-        return value
-
-    @field_validator("only", "exclude")
-    @classmethod
-    def _field_equals_value(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if "=" not in item or not item.split("=", 1)[0]:
-                raise ValueError(f"{item!r} must be FIELD=VALUE")
-        return value
-
-    @property
-    def shard_slice(self) -> tuple[int, int] | None:
-        """(I, N) from `I/N`, 1 <= I <= N."""
-        if self.shard is None:
-            return None
-        index, count = map(int, self.shard.split("/"))
-        if not 1 <= index <= count:
-            raise ConfigError(f"option shard: {self.shard!r} must be I/N with 1 <= I <= N")
-        return index, count
 
     # -- the groups each layer is given --------------------------------------------------------
     @property
@@ -191,57 +92,22 @@ class EvalSettings(BaseModel):
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
-@dataclass(frozen=True)
-class JudgeSettings:
+class JudgeSettings(JudgeOptions, RetryOptions, PromptOptions, MetricOptions, CacheOptions):
     """What builds the metrics and their judge: the model and where it is served, the rubric
-    and metrics, their thresholds and weights, retries, context and the cache."""
+    and metrics, their thresholds and weights, retries, context and the cache; the fields are
+    those of these groups, with the chat date's field (an option of the selection) and
+    `metric_named`."""
 
-    model: str
-    api_base: str | None
-    transport: str
-    metric: tuple[str, ...]
-    rubric: str | None
-    language: str
-    cut_logs: bool
-    samples: int
-    threshold: float
-    thresholds: dict[str, float]
-    weights: dict[str, float]
-    max_retries: int
-    timeout: float | None
-    backoff: float
-    backoff_max: float
-    max_input_tokens: int | None
-    date_field: str | None
-    cache_dir: str | None
-    no_cache: bool
-    metric_named: bool  #: `--metric` was given (a `--rubric` alone replaces the default metric)
+    model_config = ConfigDict(frozen=True)
+
+    date_field: str | None = None
+    metric_named: bool = False  #: `--metric` was given (a `--rubric` alone replaces the default metric)
 
     @classmethod
     def of(cls, settings: EvalSettings) -> JudgeSettings:
         """This group of `settings`."""
-        return cls(
-            settings.model,
-            settings.api_base,
-            settings.transport,
-            tuple(settings.metric),
-            settings.rubric,
-            settings.language,
-            settings.cut_logs,
-            settings.samples,
-            settings.threshold,
-            dict(settings.thresholds),
-            dict(settings.weights),
-            settings.max_retries,
-            settings.timeout,
-            settings.backoff,
-            settings.backoff_max,
-            settings.max_input_tokens,
-            settings.date_field,
-            settings.cache_dir,
-            settings.no_cache,
-            "metric" in settings.model_fields_set,
-        )
+        given = {name: getattr(settings, name) for name in cls.model_fields if name != "metric_named"}
+        return cls.model_construct(**deepcopy(given), metric_named="metric" in settings.model_fields_set)
 
 
 @dataclass(frozen=True)

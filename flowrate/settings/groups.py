@@ -1,0 +1,397 @@
+"""Every option, declared once, in the group of its concern: its name (the config key, and
+`--name-with-dashes` on the command line), type, default, help, and its `Flag` (other flags,
+the environment variable FLOWRATE_NAME). `flowrate.cli.options` makes the commands' parameters
+from these declarations; a field without a `Flag` is set in the config file only.
+
+`EvalSettings` (in `options`) is all the groups together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from flowrate.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a field is given on the command line.
+
+    `names`: the flags, the long one first [default: `--` and the field's name with dashes];
+    `parse`: turns what the command line gave (a list for `list[str]` in `cli_type`) into the
+    field's value; `cli_type`: what typer parses, when not the field's own type."""
+
+    names: tuple[str, ...] = ()
+    parse: Callable[[Any], Any] | None = None
+    cli_type: Any = None
+
+    def flags(self, field: str) -> tuple[str, ...]:
+        """The flags of `field`: the long one first."""
+        long = "--" + field.replace("_", "-")
+        if not self.names or not self.names[0].startswith("--"):
+            return (long, *self.names)
+        return self.names
+
+    def parameter(self, field: str) -> str:
+        """The command's parameter name (and, in capitals after FLOWRATE_, the variable)."""
+        return self.flags(field)[0].removeprefix("--").replace("-", "_")
+
+    def env(self, field: str) -> str:
+        """The environment variable of `field`."""
+        return "FLOWRATE_" + self.parameter(field).upper()
+
+
+def flag(*names: str, parse: Callable[[Any], Any] | None = None, cli_type: Any = None) -> Flag:
+    """A field's `Flag`: `names` (such as "-m"), see `Flag`."""
+    return Flag(names, parse, cli_type)
+
+
+def _no_credentials_in_url(value: str | None) -> str | None:
+    """`--api-base` is an http(s) URL without `user:password@`: credentials there would be kept
+    in logs and state files, and LiteLLM's client would not send them."""
+    if value is None:
+        return value
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise ValueError("is not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8000/v1")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            "holds credentials (user:password@); they would be kept in logs and state files."
+            " Give the key in OPENAI_API_KEY (sent as a bearer token) and the URL without them"
+        )
+    return value
+
+
+def weight_pairs(pairs: list[str]) -> dict[str, float]:
+    """`--weight NAME=W` pairs as `weights`."""
+    weights = {}
+    for pair in pairs:
+        name, _, number = pair.partition("=")
+        try:
+            if not name:
+                raise ValueError(pair)
+            weights[name] = float(number)
+        except ValueError:
+            raise ConfigError(f"option weight: {pair!r} must be NAME=W, W a number") from None
+    return weights
+
+
+def cache_folder(cache_dir: str | None) -> Path:
+    """The response cache's folder: `cache_dir` with `~` expanded, or the user cache directory."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("flowrate"))
+
+
+class Group(BaseModel):
+    """A group of options. Its validators are built when it first validates, not on import:
+    `flowrate --help` reads only the declarations."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class JudgeOptions(Group):
+    """Which judge: the model and the server it is called at."""
+
+    model: Annotated[str, flag("-m")] = Field(
+        "gpt-4o",
+        description="Judge model: gpt-4o, anthropic:claude-3-5-sonnet-latest, ollama:llama3, or any LiteLLM"
+        " provider/model.",
+    )
+    api_base: Annotated[str | None, AfterValidator(_no_credentials_in_url), flag()] = Field(
+        None, description="Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway)."
+    )
+    transport: Annotated[Literal["auto", "direct", "litellm"], flag()] = Field(
+        "auto",
+        description="How a judge speaking OpenAI's protocol (OpenAI, Azure, any --api-base) is called: auto and"
+        " direct over flowrate's own HTTP client, litellm through LiteLLM; other providers always go through"
+        " LiteLLM. [default: auto]",
+    )
+
+
+# Seconds one attempt may take when --timeout is not given. A hosted API answers a judge call in
+# seconds; a self-hosted model on CPUs may not: a cold 2,700-token prompt on 2 CPU cores
+# (Qwen2.5-Coder-1.5B, llama-cpp-python) took over 60 s before its first token (issue 14).
+HOSTED_TIMEOUT_S = 60.0
+SELF_HOSTED_TIMEOUT_S = 600.0
+
+
+class RetryOptions(Group):
+    """How each judge call is tried: its time, its retries and the waits between them."""
+
+    max_retries: Annotated[int, flag()] = Field(
+        5, ge=0, description="Retries of a call after a rate limit, 5xx, timeout or dropped connection."
+    )
+    timeout: Annotated[float | None, flag()] = Field(  # None: by the judge's kind, as described
+        None,
+        gt=0,
+        description=f"Seconds one attempt may take. [default: {HOSTED_TIMEOUT_S:g}; {SELF_HOSTED_TIMEOUT_S:g} for a"
+        " self-hosted model, so a cold CPU server finishes]",
+    )
+    backoff: Annotated[float, flag()] = Field(
+        1.0, ge=0, description="First retry wait in seconds, doubled each retry, with jitter."
+    )
+    backoff_max: Annotated[float, flag()] = Field(
+        60.0, ge=0, description="Longest wait between retries, Retry-After included."
+    )
+
+
+class LimitOptions(Group):
+    """How hard the judge is driven: calls in flight, rate ceilings, the budget in USD."""
+
+    concurrency: Annotated[int, flag("-j")] = Field(16, ge=1, description="Judge calls in flight at most.")
+    rpm: Annotated[float | None, flag()] = Field(None, gt=0, description="Requests per minute at most.")
+    tpm: Annotated[float | None, flag()] = Field(
+        None, gt=0, description="Tokens per minute at most, over any 60 seconds; estimated before each call."
+    )
+    max_cost: Annotated[float | None, flag()] = Field(
+        None, ge=0, description="Budget in USD: stop scheduling calls before it would be passed; the rest is skipped."
+    )
+
+
+class CacheOptions(Group):
+    """The response cache."""
+
+    cache_dir: Annotated[str | None, flag()] = Field(
+        None, description="Where the response cache lives. [default: the user cache directory]"
+    )
+    no_cache: Annotated[bool, flag()] = Field(False, description="Neither read nor write the response cache.")
+
+
+class PromptOptions(Group):
+    """What the judge is asked and how: the rubric, the language, the conversation's cut."""
+
+    rubric: Annotated[str | None, flag()] = Field(
+        None, description="A rubric file of your own (see configs/rubric.example.yaml)."
+    )
+    language: Annotated[str, flag()] = Field("English", description="Language of reasons and key issues.")
+    cut_logs: Annotated[bool, flag()] = Field(
+        False,
+        description="The logs were cut after their last message: a final user message nobody answered is left"
+        ' out, not judged as a user left hanging (a record\'s "log_cut" says so for itself).',
+    )
+    samples: Annotated[int, flag()] = Field(
+        1, ge=1, le=20, description="Verdicts per conversation; the row carries the majority and the agreement."
+    )
+    max_input_tokens: Annotated[int | None, flag()] = Field(
+        None,
+        ge=256,
+        description="The judge's context budget; longer conversations lose their middle turns. [default: the"
+        " model's known window]",
+    )
+
+
+class MetricOptions(Group):
+    """The metrics graded, their weights and where a pass begins."""
+
+    metric: Annotated[list[str], flag()] = Field(
+        ["conversational_flow_rate"],
+        description="A metric to grade with; repeat for several (see `flowrate metrics`). [default:"
+        " conversational_flow_rate]",
+    )
+    weights: Annotated[dict[str, float], flag("--weight", parse=weight_pairs, cli_type=list[str])] = Field(
+        {}, description="NAME=W: a criterion's weight in user_satisfaction; repeatable. [default: 1 each]"
+    )
+    threshold: Annotated[float, flag()] = Field(
+        0.7, ge=0.0, le=1.0, description="A conversation passes when its score is at least this."
+    )
+    thresholds: dict[str, float] = Field({}, description="Per metric, a threshold of its own.")
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, threshold in value.items():
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"the threshold of {name} must lie in [0, 1]")
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_positive(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if weight < 0:
+                raise ValueError(f"the weight of {name} must not be negative")
+        return value
+
+
+class OutputOptions(Group):
+    """Where the rows go and whether the file is resumed."""
+
+    output: Annotated[str, flag("-o")] = Field(
+        "flowrate-results.jsonl", description="Results JSONL file; - for stdout."
+    )
+    resume: Annotated[bool, flag()] = Field(
+        False, description="Skip conversations the --output file already holds and append the rest."
+    )
+    retry_errors: Annotated[bool, flag()] = Field(
+        False, description="Like --resume, and judge again the rows that ended in an error, replacing them."
+    )
+    verbose: Annotated[bool, flag("-v")] = Field(
+        False, description="Print each verdict with its reason and key issues as it arrives."
+    )
+    output_parquet: Annotated[str | None, flag()] = Field(
+        None,
+        description="Also write the rows as a Parquet file here once the run is over (the JSONL output stays the"
+        " record).",
+    )
+
+
+class SelectionOptions(Group):
+    """Which conversations a run judges, and what an invalid or empty input means."""
+
+    shard: Annotated[str | None, flag()] = Field(
+        None, pattern=r"^\d+/\d+$", description="Judge slice I of N (I/N, 1-based), chosen by id hash."
+    )
+    sample: Annotated[float | None, flag()] = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Judge this fraction of the conversations, chosen by a seeded hash of the id: the same on"
+        " every run.",
+    )
+    sample_seed: Annotated[int, flag()] = Field(0, description="The seed of --sample.")
+    limit: Annotated[int | None, flag()] = Field(
+        None, ge=1, description="Judge at most N conversations (the first, in input order)."
+    )
+    min_words: Annotated[int | None, flag()] = Field(
+        None, ge=0, description="Leave out conversations with fewer words than this."
+    )
+    only: Annotated[list[str], flag()] = Field(
+        [], description="FIELD=VALUE: judge only conversations whose metadata has it; repeatable."
+    )
+    exclude: Annotated[list[str], flag()] = Field(
+        [], description="FIELD=VALUE: leave out conversations whose metadata has it; repeatable."
+    )
+    skip_invalid: Annotated[bool, flag()] = Field(
+        False, description="Judge the valid conversations and list the invalid ones as skipped."
+    )
+    allow_empty: Annotated[bool, flag()] = Field(
+        False,
+        description="Exit 0 when the input selects no conversation (by default that is exit 2, nothing to judge).",
+    )
+    date_field: Annotated[str | None, flag()] = Field(
+        None, description="The metadata field with the chat's date. [default: chat_date, started_at or timestamp]"
+    )
+
+    @field_validator("only", "exclude")
+    @classmethod
+    def _field_equals_value(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if "=" not in item or not item.split("=", 1)[0]:
+                raise ValueError(f"{item!r} must be FIELD=VALUE")
+        return value
+
+    @property
+    def shard_slice(self) -> tuple[int, int] | None:
+        """(I, N) from `I/N`, 1 <= I <= N."""
+        if self.shard is None:
+            return None
+        index, count = map(int, self.shard.split("/"))
+        if not 1 <= index <= count:
+            raise ConfigError(f"option shard: {self.shard!r} must be I/N with 1 <= I <= N")
+        return index, count
+
+
+GATES = ("min_pass_rate", "min_mean_score", "max_failures")
+
+
+class GateOptions(Group):
+    """What makes a run fail: gates for every metric, and per metric in the config file."""
+
+    min_pass_rate: Annotated[float | None, flag()] = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Gate: each metric passes the run when at least this share of its rows pass (0.9: up to 10 %"
+        " may fail).",
+    )
+    min_mean_score: Annotated[float | None, flag()] = Field(
+        None, ge=0, le=1, description="Gate: each metric's mean score must be at least this."
+    )
+    max_failures: Annotated[int | None, flag()] = Field(
+        None, ge=0, description="Gate: each metric may have at most this many failing rows."
+    )
+    gates: dict[str, dict[str, float]] = Field({}, description="Per metric, gates of its own.")
+
+    @field_validator("gates")
+    @classmethod
+    def _known_gates(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for metric, gates in value.items():
+            for gate in gates:
+                if gate not in GATES:
+                    raise ValueError(f"unknown gate {gate!r} for {metric} (known: {', '.join(GATES)})")
+        return value
+
+    @property
+    def default_gates(self) -> dict[str, float]:
+        """The gates given for every metric."""
+        named = {gate: getattr(self, gate) for gate in GATES}
+        return {gate: float(limit) for gate, limit in named.items() if limit is not None}
+
+
+class ReportOptions(Group):
+    """The reports and the history a run writes besides its rows."""
+
+    junit: Annotated[str | None, flag()] = Field(
+        None, description="Write a JUnit XML report here (GitHub, GitLab, Jenkins)."
+    )
+    html: Annotated[str | None, flag()] = Field(None, description="Write a self-contained HTML report here.")
+    github: Annotated[bool, flag()] = Field(
+        False, description="Write GitHub's step summary and annotations (on by itself when GITHUB_ACTIONS=true)."
+    )
+    history: Annotated[str | None, flag()] = Field(
+        None, description="The history: a DuckDB file of every run's rows and labels."
+    )
+
+
+class BatchOptions(Group):
+    """Provider batch mode."""
+
+    batch: Annotated[bool, flag()] = Field(
+        False, description="Judge through the provider's Batch API (half the price, within 24 h)."
+    )
+    batch_size: Annotated[int | None, flag()] = Field(
+        None, ge=1, description="Requests per batch at most. [default: 47500]"
+    )
+    poll_interval: Annotated[float, flag()] = Field(
+        60.0, ge=0, description="Seconds between polls of the batches, with jitter. [default: 60]"
+    )
+    batch_submit_only: Annotated[bool, flag()] = Field(False, description="Submit the batches and exit; collect later.")
+    batch_no_fallback: Annotated[bool, flag()] = Field(
+        False,
+        description="Leave failed, expired and unparsable batch lines as error rows instead of judging them online.",
+    )
+    batch_export: Annotated[str | None, flag()] = Field(
+        None, description="Only write the OpenAI-format batch request file here."
+    )
+
+
+class EngineOptions(Group):
+    """What sends the requests."""
+
+    engine: Annotated[Literal["local", "ray"], flag()] = Field(
+        "local",
+        description="What sends the requests: local (flowrate's own scheduler, in this process) or ray (a Ray Data"
+        " processor on a Ray cluster; pip install 'flowrate[ray]'). [default: local]",
+    )
+    ray_address: Annotated[str | None, flag()] = Field(
+        None,
+        description="The Ray cluster --engine ray joins (ray://HOST:10001, or HOST:6379 on the cluster)."
+        " [default: RAY_ADDRESS, else a local cluster for the run]",
+    )
+
+
+# The defaults the library's own signatures share with the options (`RubricMetric`, `Repetition`).
+DEFAULT_MODEL: str = JudgeOptions.model_fields["model"].default
+DEFAULT_THRESHOLD: float = MetricOptions.model_fields["threshold"].default

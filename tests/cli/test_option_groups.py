@@ -1,0 +1,107 @@
+"""An option is declared once, in its group: a field added to the judge group is an option of
+every command that takes the group, in its help, from the environment and from the config file."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import turn_record
+
+# A flowrate process whose judge group has one field more than the shipped one, declared as
+# every option is. Each command's body is stopped where it begins: its `Given` is resolved
+# into settings (command line, then environment, then config file, then default) and the new
+# option's value printed.
+WITH_A_NEW_JUDGE_OPTION = """
+import sys
+from typing import Annotated
+
+from pydantic import Field
+
+from flowrate.settings import groups
+
+
+class JudgeOptions(groups.JudgeOptions):
+    judge_note: Annotated[str | None, groups.flag()] = Field(None, description="A note for the judge, for a test.")
+
+
+groups.JudgeOptions = JudgeOptions
+from flowrate.cli import options  # noqa: E402
+
+
+class Resolved(options.Given):
+    def __init__(self, *args):
+        super().__init__(*args)
+        print(f"judge_note={self.settings().judge_note}", file=sys.stderr)
+        raise SystemExit(0)
+
+
+options.Given = Resolved
+from flowrate.cli import app  # noqa: E402
+
+app(sys.argv[1:], prog_name="flowrate")
+"""
+
+JUDGE_GROUP_COMMANDS = {  # each with what its command line needs besides options
+    "eval": ["c.jsonl"],
+    "align": ["c.jsonl"],
+    "agreement": [],
+    "judge-bench": ["-m", "gpt-4o"],
+    "top-issues": [],
+    "batch import-results": ["out.jsonl", "c.jsonl"],
+}
+
+
+@pytest.fixture
+def flowrate_with_a_new_judge_option(cli_env, tmp_path):
+    def run(*args, env=None):
+        return subprocess.run(
+            [sys.executable, "-c", WITH_A_NEW_JUDGE_OPTION, *args],
+            capture_output=True,
+            text=True,
+            env=dict(env or cli_env, COLUMNS="200"),
+            cwd=tmp_path,
+        )
+
+    return run
+
+
+@pytest.mark.parametrize("name", JUDGE_GROUP_COMMANDS)
+def test_a_field_added_to_the_judge_group_is_an_option_of_each_command_that_takes_it(
+    name, flowrate_with_a_new_judge_option, cli_env, tmp_path
+):
+    command = [*name.split(), *JUDGE_GROUP_COMMANDS[name]]
+    help_text = flowrate_with_a_new_judge_option(*name.split(), "--help").stdout
+    assert "--judge-note" in help_text and "A note for the judge, for a test." in help_text
+    assert "FLOWRATE_JUDGE_NOTE" in help_text
+
+    assert "judge_note=None" in flowrate_with_a_new_judge_option(*command).stderr
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "flowrate.yaml").write_text("judge_note: from-config\n")
+    assert "judge_note=from-config" in flowrate_with_a_new_judge_option(*command).stderr
+    env = dict(cli_env, FLOWRATE_JUDGE_NOTE="from-env")
+    assert "judge_note=from-env" in flowrate_with_a_new_judge_option(*command, env=env).stderr
+    given = flowrate_with_a_new_judge_option(*command, "--judge-note", "from-flag", env=env)
+    assert "judge_note=from-flag" in given.stderr, given.stderr
+
+
+def test_the_shipped_judge_group_has_no_such_option(run_flowrate):
+    assert "--judge-note" not in run_flowrate("eval", "--help", env=dict(os.environ, COLUMNS="200")).stdout
+
+
+def test_a_cache_dir_under_the_home_folder_is_the_same_folder_for_eval_and_cache_stats(
+    judge, run_flowrate, conversations, cli_env, tmp_path
+):
+    from flowrate.judge.cache import CACHE_FILE
+
+    path = conversations(turn_record("a", "hello", "hi there"))
+    env = dict(cli_env, HOME=str(tmp_path / "home"))
+    assert (
+        run_flowrate("eval", path, "--api-base", judge.base_url, "--cache-dir", "~/judge-cache", env=env).returncode
+        == 0
+    )
+    assert (tmp_path / "home" / "judge-cache" / CACHE_FILE).is_file()
+    assert not (tmp_path / "~").exists()
+    stats = run_flowrate("cache", "stats", "--cache-dir", "~/judge-cache", "--json", env=env)
+    assert stats.returncode == 0 and '"entries":1' in stats.stdout.replace(" ", "")
