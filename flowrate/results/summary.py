@@ -111,7 +111,7 @@ class Spend(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    rows_without_cost: int = 0
+    rows_without_cost: int = 0  #: judged rows (not error rows) whose model has no known price
     #: of the totals above, what rows resumed from the output file had spent in earlier runs
     resumed_prompt_tokens: int = 0
     resumed_completion_tokens: int = 0
@@ -213,10 +213,10 @@ class RunSummary(Totals, Spend, Skips):
         self.prompt_tokens += row.usage.prompt_tokens
         self.completion_tokens += row.usage.completion_tokens
         self.cached += row.cached
-        if row.cost_usd is None:
-            self.rows_without_cost += 1
-        else:
+        if row.cost_usd is not None:
             self.cost_usd += row.cost_usd
+        elif row.error is None:  # an error row is not one of unknown price: it has no price
+            self.rows_without_cost += 1
         self._count_reply(row)
         if row.error is not None:
             detail = f"{row.error.type}: {row.error.message}"
