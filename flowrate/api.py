@@ -33,6 +33,17 @@ class BatchesLeftRunning(FlowrateError):
     exit_code = ExitCode.INTERRUPTED
 
 
+class HistoryNotUpdated(OutputError):
+    """The run's rows could not be added to the history after judging (another process kept it,
+    the disk is full): they are kept in `output`, and `flowrate history import output
+    --history history` adds them later (each row once)."""
+
+    def __init__(self, message: str, output: str, history: str):
+        super().__init__(message)
+        self.output = output
+        self.history = history
+
+
 @dataclass
 class Evaluation:
     """What `evaluate_files` did: the run's `summary` (gates applied), the notices of the
@@ -101,6 +112,11 @@ async def evaluate_files_async(
 
     check_engine(settings)
     run = FileRun(paths, settings)
+    try:
+        check_history(settings)
+    except BaseException:
+        run.close()
+        raise
     results = ResultsFile(settings.output, append=run.resuming)
     book = ReportBook() if settings.report_settings.wanted else None
     listener = Listeners([results, *([book] if book is not None else []), *(listeners or [])])
@@ -207,17 +223,40 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
         raise OutputError(f"a report could not be written{where}: {error.strerror or error}") from None
 
 
+def check_history(settings: EvalSettings) -> None:
+    """Before the first call: the history `settings.history`, when it exists, is a DuckDB file
+    this process can open (waiting, as `history.writing` does, while another one holds it), so
+    that a run is not paid for to find it cannot be stored. Raises `ConfigError` (exit 2)."""
+    if not settings.history or settings.output == "-" or not Path(settings.history).expanduser().exists():
+        return
+    from flowrate.analysis.history import check_history_file, writing
+
+    check_history_file(settings.history)
+    with writing(settings.history):
+        pass
+
+
 def append_history(settings: EvalSettings, wall_time_s: float, listener: RunListener) -> int | None:
     """Add the run's rows (from `settings.output`) and the run itself, started `wall_time_s`
-    ago, to the history `settings.history`; returns the rows added (None when the rows went to
-    stdout, which `listener` is told)."""
-    from flowrate.analysis.history import connect, import_results
+    ago, to the history `settings.history`, in one short transaction (waiting while another
+    process, the review app, holds the file); returns the rows added (None when the rows went to
+    stdout, which `listener` is told). Raises `HistoryNotUpdated` (exit 4) when they could not
+    be added: none of them then was."""
+    from flowrate.analysis.history import import_results, writing
 
     if settings.output == "-":
         listener.notice("--history needs --output to be a file; the history was not updated")
         return None
     started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
-    return import_results(connect(settings.history), settings.output, started.replace(tzinfo=None))
+    try:
+        with writing(settings.history) as connection:
+            return import_results(connection, settings.output, started.replace(tzinfo=None))
+    except FlowrateError as error:
+        raise HistoryNotUpdated(
+            f"the history {settings.history} was not updated: {error}; the rows are kept in {settings.output}",
+            settings.output,
+            settings.history,
+        ) from None
 
 
 def estimate_files(paths: list[str], settings: EvalSettings) -> DryRunEstimate:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,21 +19,26 @@ from flowrate.results.rows import EvaluationRow
 from flowrate.settings.options import plain_validation_message
 
 
-def read_rows(path: Path) -> Iterator[EvaluationRow]:
-    """The rows of a results file. A partial last line (a run killed mid-write) is passed over;
-    a bad line anywhere else is an input error."""
+def read_rows(path: Path, cut_at: Callable[[int], None] | None = None) -> Iterator[EvaluationRow]:
+    """The rows of a results file. A partial last line (a run killed mid-write) is passed over,
+    and `cut_at`, when given, told the length in bytes of the file without it; a bad line
+    anywhere else is an input error."""
     try:
         handle = open(path, "rb")
     except OSError as error:
         raise ConfigError(f"{path}: cannot read results: {error.strerror}") from None
     with handle:
+        length = 0
         for number, line in enumerate(handle, start=1):
+            length += len(line)
             if not line.strip():
                 continue
             try:
                 row = EvaluationRow.model_validate_json(line)
             except ValidationError as error:
                 if not line.endswith(b"\n"):  # the last line, cut short
+                    if cut_at is not None:
+                        cut_at(length - len(line))
                     return
                 first = error.errors()[0]
                 field = ".".join(str(part) for part in first["loc"])
@@ -46,6 +53,24 @@ def read_rows(path: Path) -> Iterator[EvaluationRow]:
                 headline="problem(s) in a results file",
                 hint=None,
             )
+
+
+@contextmanager
+def complete_results(path: Path) -> Iterator[Path]:
+    """A results file checked by `read_rows`, as a file of its complete rows only, for a reader
+    that takes a file (DuckDB): `path` itself, or, when its last line was cut short, a temporary
+    copy without that line (removed afterwards)."""
+    cut: list[int] = []
+    for _ in read_rows(path, cut.append):
+        pass
+    if not cut:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="flowrate-rows-") as directory:
+        copy = Path(directory) / path.name
+        with open(path, "rb") as source, open(copy, "wb") as target:
+            target.write(source.read(cut[0]))
+        yield copy
 
 
 def repair_partial_tail(path: Path) -> bool:
