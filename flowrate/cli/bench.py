@@ -103,6 +103,7 @@ def judge_bench_command(
     Spearman and Kendall and their 95 % intervals, beside the published figures for that set."""
     from flowrate.api import Evaluation, bench_judges
     from flowrate.cli.evaluate import run_with_progress
+    from flowrate.inputs.files import check_apart
     from flowrate.reports.bench import print_bench, write_bench_html
     from flowrate.results.files import check_output_path
     from flowrate.settings.options import EvalSettings, resolve_settings
@@ -112,6 +113,7 @@ def judge_bench_command(
     for path, option_name in ((json_path, "--json"), (html_path, "--html")):
         if path is not None:
             check_output_path(str(path), option_name)
+    check_apart([("--json", json_path), ("--html", html_path)], [labels] if labels else [], of="judge-bench")
     given = {
         "limit": limit,
         "max_cost": max_cost,
