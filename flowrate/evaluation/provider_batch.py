@@ -230,7 +230,7 @@ async def _poll(run, listener, provider, state, batches, write, summary, submit,
         if finished:
             await _collect(run, provider, finished, batches, write)
             for batch, info in finished:
-                state.mark(batch.batch_id, info.status, collected=True)
+                state.mark(batch, info.status, collected=True)
         remaining = [batch for batch, _ in still]
         if remaining:
             listener.stage(

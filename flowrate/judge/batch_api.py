@@ -41,6 +41,16 @@ DOWNLOAD_CHUNK_BYTES = 1024 * 1024  # a results file is read in pieces of this s
 STATE_FILE = "batches.sqlite3"
 # The state file's columns, in `BatchRecord`'s order (`created_at` holds `created_at_s`).
 COLUMNS = "batch_id, provider, model, api_base, input_file, output, custom_ids, status, created_at, collected, command"
+STATE_V0 = (  # the batches table as flowrate made it before the state had versions
+    "batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT, input_file TEXT, output TEXT,"
+    " custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0, command TEXT"
+)
+STATE_V1 = (  # `endpoint`: the redacted api_base, '' for the provider's own
+    "batch_id TEXT NOT NULL, provider TEXT NOT NULL, model TEXT, api_base TEXT, input_file TEXT, output TEXT,"
+    " custom_ids TEXT, status TEXT, created_at REAL NOT NULL, collected INTEGER DEFAULT 0, command TEXT,"
+    " endpoint TEXT NOT NULL, PRIMARY KEY (provider, endpoint, batch_id, created_at)"
+)
+STATE_VERSION = 1
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 REDACTED = "***"
@@ -258,11 +268,31 @@ class BatchState:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         where = str(self.path) if create or self.path.exists() else ":memory:"
         self._db = sqlite3.connect(where, timeout=30, isolation_level=None)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT,"
-            " input_file TEXT, output TEXT, custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0,"
-            " command TEXT)"
-        )
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring the state file to `STATE_VERSION` (SQLite's `user_version`), each step in one
+        transaction: 1 keys a batch by its provider, endpoint, id and the time it was recorded (two
+        self-hosted servers number their batches alike, and so does one restarted, at the same
+        endpoint), where 0 keyed it by the id alone."""
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version >= STATE_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")  # another process may be migrating it too: one at a time
+        try:
+            if self._db.execute("PRAGMA user_version").fetchone()[0] >= STATE_VERSION:
+                self._db.execute("COMMIT")
+                return
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS batches ({STATE_V0})")
+            self._db.execute(f"CREATE TABLE batches_v1 ({STATE_V1})")
+            self._db.execute(f"INSERT INTO batches_v1 SELECT {COLUMNS}, coalesce(api_base, '') FROM batches")
+            self._db.execute("DROP TABLE batches")
+            self._db.execute("ALTER TABLE batches_v1 RENAME TO batches")
+            self._db.execute(f"PRAGMA user_version = {STATE_VERSION}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def record(
         self,
@@ -293,7 +323,7 @@ class BatchState:
             command=redacted(command),
         )
         self._db.execute(
-            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO batches ({COLUMNS}, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 batch.batch_id,
                 batch.provider,
@@ -306,6 +336,7 @@ class BatchState:
                 batch.created_at_s,
                 int(batch.collected),
                 orjson.dumps(batch.command).decode(),
+                batch.api_base or "",
             ),
         )
         return batch
@@ -321,10 +352,12 @@ class BatchState:
         query = f"SELECT {COLUMNS} FROM batches ORDER BY created_at"
         return [self._record(row) for row in self._db.execute(query).fetchall()]
 
-    def mark(self, batch_id: str, status: str, collected: bool = False) -> None:
-        """Keep the provider's `status` of a batch, and whether it is `collected`."""
+    def mark(self, batch: BatchRecord, status: str, collected: bool = False) -> None:
+        """Keep the provider's `status` of `batch` (a record of this state), and whether it is `collected`."""
         self._db.execute(
-            "UPDATE batches SET status = ?, collected = ? WHERE batch_id = ?", (status, int(collected), batch_id)
+            "UPDATE batches SET status = ?, collected = ?"
+            " WHERE provider = ? AND endpoint = ? AND batch_id = ? AND created_at = ?",
+            (status, int(collected), batch.provider, batch.api_base or "", batch.batch_id, batch.created_at_s),
         )
 
     def close(self) -> None:
