@@ -130,12 +130,16 @@ class FileRun:
         resuming = self.settings.resume or self.settings.retry_errors or self.settings.batch
         return resuming and Path(self.settings.output).exists()
 
-    def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
-        """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
+    def tell_lost_cache_writes(self, listener: RunListener) -> None:
+        """Tell `listener` of the replies the cache could not keep (a full disk), if any."""
         if self.cache is not None and self.cache.lost_writes:
             listener.notice(
                 f"{self.cache.path}: {self.cache.lost_writes} replies could not be cached ({self.cache.last_error})"
             )
+
+    def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
+        """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
+        self.tell_lost_cache_writes(listener)
         gate_notes = scheduler.oversized_calls
         if gate_notes:
             listener.notice(
