@@ -134,19 +134,47 @@ async def evaluate_files_async(
     evaluation = Evaluation(settings, summary)
     if summary.pipe_closed or (settings.batch and settings.batch_submit_only):
         return evaluation
-    try:
-        if settings.output_parquet:
-            from flowrate.results.parquet import write_parquet
-
-            rows = write_parquet(settings.output, settings.output_parquet)
-            evaluation.reports.append(f"Parquet rows: {settings.output_parquet} ({rows} rows)")
-        if book is not None:
-            evaluation.reports = write_run_reports(paths, settings, book, summary)
-        if settings.history:
-            evaluation.history_rows_added = append_history(settings, summary.wall_time_s, listener)
-    except FlowrateError as error:
-        evaluation.late_error = error
+    write_after_run(paths, settings, evaluation, book, listener)
     return evaluation
+
+
+def write_after_run(
+    paths: list[str], settings: EvalSettings, evaluation: Evaluation, book: ReportBook | None, listener: RunListener
+) -> None:
+    """The Parquet copy, the reports (from `book`) and the history of a run judged into
+    `evaluation`, each tried whatever became of the others (they may be on other disks). The
+    first failure is `evaluation.late_error` (a history's first: it carries the command that
+    adds the rows later); any other is one more notice."""
+    failures: list[FlowrateError] = []
+
+    def attempt(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except FlowrateError as error:
+            failures.append(error)
+
+    if settings.output_parquet:
+        attempt(lambda: evaluation.reports.append(_parquet_copy(settings)))
+    if book is not None:
+        attempt(lambda: evaluation.reports.extend(write_run_reports(paths, settings, book, evaluation.summary)))
+    if settings.history:
+
+        def history() -> None:
+            evaluation.history_rows_added = append_history(settings, evaluation.summary.wall_time_s, listener)
+
+        attempt(history)
+    failures.sort(key=lambda error: not isinstance(error, HistoryNotUpdated))
+    if failures:
+        evaluation.late_error = failures[0]
+        evaluation.reports.extend(f"error: {error}" for error in failures[1:])
+
+
+def _parquet_copy(settings: EvalSettings) -> str:
+    """Write `--output-parquet` from the results file; returns its notice."""
+    from flowrate.results.parquet import write_parquet
+
+    rows = write_parquet(settings.output, settings.output_parquet)
+    return f"Parquet rows: {settings.output_parquet} ({rows} rows)"
 
 
 def evaluate_dataset(
@@ -216,9 +244,11 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
             transcripts=transcripts,
             annotate=annotate,
         )
-    except OSError as error:
+    except OSError as error:  # JUnit and HTML name themselves (`write_reports`): this is GitHub's step summary
         where = f" {error.filename}" if error.filename else ""
-        raise OutputError(f"a report could not be written{where}: {error.strerror or error}") from None
+        raise OutputError(
+            f"a report could not be written (the GitHub step summary{where}): {error.strerror or error}"
+        ) from None
 
 
 def check_history(settings: EvalSettings) -> None:

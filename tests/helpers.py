@@ -370,8 +370,9 @@ def small_disk(where, size_kb=512):
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def fill_disk(where):
-    """Fill the file system `where` is on (a `small_disk`) with a file `filler` there; returns it."""
+def fill_disk(where, leave_bytes=0):
+    """Fill the file system `where` is on (a `small_disk`) with a file `filler` there, leaving
+    about `leave_bytes` free (in whole 4 KiB pages); returns the filler."""
     filler = Path(where) / "filler"
     handle = os.open(filler, os.O_WRONLY | os.O_CREAT)
     try:
@@ -381,4 +382,6 @@ def fill_disk(where):
         pass
     finally:
         os.close(handle)
+    if leave_bytes:
+        os.truncate(filler, max(filler.stat().st_size - leave_bytes, 0))
     return filler

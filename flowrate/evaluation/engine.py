@@ -65,10 +65,13 @@ class _Tally:
         return sum((case.id, name) not in self.done for name in metric.row_names)
 
     def _emit(self, row: EvaluationRow, order: int) -> None:
-        """Count a row and tell the listener; a listener that can take no more stops the run."""
-        if self.summary.pipe_closed or self.summary.output_error is not None:
+        """Tell the listener of a row, then count it; a listener that can take no more stops the
+        run, and a row the results file could not take (a full disk) is counted as not kept."""
+        if self.summary.pipe_closed:
             return  # nobody takes the rows any more
-        self.summary.add(row, order)
+        if self.summary.output_error is not None:
+            self.summary.skip_unwritten(row.id)
+            return
         try:
             self.listener.row(row)
         except OutputStopped as stopped:
@@ -76,14 +79,22 @@ class _Tally:
                 self.summary.pipe_closed = True
             else:
                 self.summary.output_error = str(stopped)
+                self.summary.skip_unwritten(row.id)
             if self.control is not None:
                 self.control.interrupt()
+            return
+        self.summary.add(row, order)
 
     def _left_out(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
         """Judge calls the run stopped before: skipped when the judge is unreachable or refuses
-        every call the same way; after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
+        every call the same way, or the results file could not be written (these `--resume`
+        judges); after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
         control = self.control
-        if control is not None and control.unreachable and not control.interrupted:
+        if self.summary.output_error is not None:
+            for metric in metrics:
+                self.summary.skip_unwritten(case.id, self._missing(case, metric))
+            self.listener.skipped(case.id or "", source, "unwritten")
+        elif control is not None and control.unreachable and not control.interrupted:
             for metric in metrics:
                 self.summary.skip_unreachable(case.id, self._missing(case, metric))
             self.listener.skipped(case.id or "", source, "unreachable")

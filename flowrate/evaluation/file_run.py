@@ -130,16 +130,9 @@ class FileRun:
         resuming = self.settings.resume or self.settings.retry_errors or self.settings.batch
         return resuming and Path(self.settings.output).exists()
 
-    def tell_lost_cache_writes(self, listener: RunListener) -> None:
-        """Tell `listener` of the replies the cache could not keep (a full disk), if any."""
-        if self.cache is not None and self.cache.lost_writes:
-            listener.notice(
-                f"{self.cache.path}: {self.cache.lost_writes} replies could not be cached ({self.cache.last_error})"
-            )
-
     def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
         """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
-        self.tell_lost_cache_writes(listener)
+        tell_lost_cache_writes(self.cache, listener)
         gate_notes = scheduler.oversized_calls
         if gate_notes:
             listener.notice(
@@ -207,6 +200,12 @@ class FileRun:
         finally:
             self.inputs.close()
         return estimate
+
+
+def tell_lost_cache_writes(cache: ResponseCache | None, listener: RunListener) -> None:
+    """Tell `listener` of the replies `cache` (None: no cache) could not keep (a full disk), if any."""
+    if cache is not None and cache.lost_writes:
+        listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
 
 
 def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows
-from flowrate.evaluation.file_run import FileRun
+from flowrate.evaluation.file_run import FileRun, tell_lost_cache_writes
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.batch_api import (
     TERMINAL,
@@ -182,7 +182,7 @@ def _tell_disk_troubles(run: FileRun, state: BatchState, batches: _Batches | Non
             f"{state.path}: batch(es) {', '.join(state.not_kept)} could not be recorded ({state.last_error});"
             " a later `flowrate batch collect` cannot see them: collect them in this run"
         )
-    run.tell_lost_cache_writes(listener)
+    tell_lost_cache_writes(run.cache, listener)
 
 
 async def _submit(run, listener, provider, state, backend, write, done, command, submit, only) -> _Batches:

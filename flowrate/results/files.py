@@ -105,6 +105,29 @@ def rewrite_rows(path: Path, rows: Iterable[EvaluationRow]) -> None:
     os.replace(temporary, path)
 
 
+def write_whole(path: str | Path, write: Callable[[Path], None]) -> None:
+    """Call `write` with a temporary file beside `path` (the link's target, for a symbolic
+    link), then rename that over `path`: a kill or a full disk leaves the old file or none,
+    never half of one. A `path` that exists and is not a regular file (a device, a pipe) is
+    written directly. The file gets the mode a plain `open` would give it."""
+    target = Path(os.path.realpath(Path(path).expanduser()))
+    if target.exists() and not target.is_file():
+        write(target)
+        return
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~umask)
+        write(temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def check_output_path(output: str, option: str = "--output") -> None:
     """Raise `ConfigError` unless `output` is `-` or a file that can be written: before any call.
 

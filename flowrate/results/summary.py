@@ -143,6 +143,8 @@ class Skips(BaseModel):
     unreachable: str | None = None  #: the endpoint that could not be reached
     refused_skipped: int = 0  #: not judged: the judge refused every call as invalid, the same way
     refused: str | None = None  #: that refusal: the error's type and message
+    #: not kept: the results file could not be written (a full disk); `--resume` judges them
+    unwritten_skipped: int = 0
     skipped_notes: list[str] = Field(default_factory=list)
 
     def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
@@ -156,6 +158,12 @@ class Skips(BaseModel):
         self.skipped += rows
         self.refused_skipped += rows
         _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge refused every call the same way")
+
+    def skip_unwritten(self, conversation_id: str | None, rows: int = 1) -> None:
+        """Rows not kept because the results file could not be written (judged or not)."""
+        self.skipped += rows
+        self.unwritten_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not kept, the results file could not be written")
 
     def skip_unreachable(self, conversation_id: str | None, rows: int = 1) -> None:
         """A judge call not made because the judge could not be reached; `rows` it would have made."""
@@ -267,7 +275,8 @@ class RunSummary(Totals, Spend, Skips):
             - self.rows_written
             - self.budget_skipped
             - self.unreachable_skipped
-            - self.refused_skipped,
+            - self.refused_skipped
+            - self.unwritten_skipped,
             0,
         )
 
