@@ -170,10 +170,13 @@ def write_after_run(
 
 
 def _parquet_copy(settings: EvalSettings) -> str:
-    """Write `--output-parquet` from the results file; returns its notice."""
+    """Write `--output-parquet` from the results file (its complete rows: `complete_results`);
+    returns its notice."""
+    from flowrate.results.files import complete_results
     from flowrate.results.parquet import write_parquet
 
-    rows = write_parquet(settings.output, settings.output_parquet)
+    with complete_results(Path(settings.output)) as rows_file:
+        rows = write_parquet(str(rows_file), settings.output_parquet)
     return f"Parquet rows: {settings.output_parquet} ({rows} rows)"
 
 

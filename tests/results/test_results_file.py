@@ -86,7 +86,18 @@ def test_after_a_full_disk_the_summary_counts_only_whole_rows_the_rest_as_skippe
     with small_disk(tmp_path / "disk", 256) as disk:
         fill_disk(disk, leave_bytes=8192)
         result = run_flowrate(
-            "eval", path, "--api-base", judge.base_url, "-j", "1", "-o", disk / "out.jsonl", "--junit", disk / "r.xml"
+            "eval",
+            path,
+            "--api-base",
+            judge.base_url,
+            "-j",
+            "1",
+            "-o",
+            disk / "out.jsonl",
+            "--junit",
+            disk / "r.xml",
+            "--output-parquet",
+            tmp_path / "rows.parquet",
         )
         text = (disk / "out.jsonl").read_bytes()
         left = sorted(item.name for item in disk.iterdir())
@@ -96,3 +107,7 @@ def test_after_a_full_disk_the_summary_counts_only_whole_rows_the_rest_as_skippe
     assert f"passed {whole}  failed 0  errors 0  skipped {30 - whole}" in result.stderr
     assert f"a report could not be written (--junit {disk / 'r.xml'})" in result.stderr
     assert left == ["filler", "out.jsonl"]  # no JUnit file, whole or half, and no temporary one
+    import duckdb
+
+    parquet = str(tmp_path / "rows.parquet")
+    assert duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)", [parquet]).fetchone() == (whole,)
