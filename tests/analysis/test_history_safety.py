@@ -167,3 +167,17 @@ def test_a_results_file_with_a_cut_last_line_is_read_as_resume_reads_it(command,
         assert told == [f"{tmp_path / 'out.jsonl'}: 2 new row(s) added to the history {tmp_path / 'h.duckdb'}"]
         return
     assert "Traceback" not in result.stderr
+
+
+def test_the_review_app_waits_for_a_history_an_eval_holds_for_a_moment(judge, run_flowrate, tmp_path):
+    from flowrate.review.server import ReviewOptions, prepare
+
+    path = _conversations(tmp_path)
+    run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--history", "h.duckdb")
+    holder = _hold(tmp_path / "h.duckdb", 1.0)  # as an eval adding its rows
+    state, told = prepare(ReviewOptions(results=[tmp_path / "out.jsonl"], history=tmp_path / "h.duckdb"))
+    holder.wait()
+    assert told == [f"{tmp_path / 'out.jsonl'}: 0 new row(s) added to the history {tmp_path / 'h.duckdb'}"]
+    holder = _hold(tmp_path / "h.duckdb", 1.0)
+    assert state.own_answers("conversational_flow_rate", "ana") == {}  # an answer's read, once the eval is done
+    holder.wait()
