@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowrate.errors import ConfigError
-from flowrate.evaluation.engine import Scheduler, error_rows
+from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
 from flowrate.evaluation.file_run import FileRun, tell_lost_cache_writes
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.batch_api import (
@@ -74,16 +74,15 @@ def _selected(run: FileRun) -> Iterator[tuple[int, ConversationalEvalTestCase, S
 
 @dataclass
 class _Writer:
-    """Rows of a batch run: counted in the summary, then told to the listener (the results
-    file), each at its conversation's place `order`. No row is kept, as online: what a run
-    holds does not grow with the rows it writes."""
+    """Rows of a batch run: told to the listener (the results file), then counted in the
+    summary, each at its conversation's place `order` (`engine.tell_row`, as online). No row is
+    kept: what a run holds does not grow with the rows it writes."""
 
     summary: RunSummary
     listener: RunListener
 
     def __call__(self, row: EvaluationRow, order: int = 0) -> None:
-        self.summary.add(row, order)
-        self.listener.row(row)
+        tell_row(self.summary, self.listener, row, order)
 
 
 def export_batch(run: FileRun, path: str) -> int:
@@ -255,8 +254,8 @@ async def _poll(run, listener, provider, state, batches, write, summary, submit,
             (finished if info.status in TERMINAL else still).append((batch, info))
         if finished:
             await _collect(run, provider, finished, batches, write)
-            for batch, info in finished:
-                state.mark(batch, info.status, collected=True)
+            for batch, info in finished:  # one whose rows the results file could not take stays to collect again
+                state.mark(batch, info.status, collected=summary.output_error is None)
         remaining = [batch for batch, _ in still]
         if remaining:
             listener.stage(
@@ -276,6 +275,11 @@ async def _settle_online(run, batches: _Batches, write: _Writer, summary, done) 
     if not online:
         return
     judged = [m for m in run.metrics if m.calls_per_conversation]
+    if summary.output_error is not None:  # the results file takes no row: judging these would be paid for nothing
+        rows = {metric.name: len(metric.row_names) for metric in judged}
+        for cid, (name, _) in online.items():
+            summary.skip_unwritten(cid, rows.get(name, 1))
+        return
     if run.settings.batch_settings.no_fallback:
         for order, case, source in _selected(run):
             for metric in judged:

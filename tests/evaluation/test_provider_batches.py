@@ -218,3 +218,25 @@ def test_a_batch_run_whose_cache_is_on_a_full_disk_tells_what_it_could_not_keep_
     assert "could not be recorded" in result.stderr and "batches.sqlite3" in result.stderr
     assert "no room for the batch files" in result.stderr
     assert "replies could not be cached" in result.stderr
+
+
+def test_a_batch_run_whose_results_file_fills_the_disk_exits_4_and_leaves_the_batch_to_collect_again(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    from tests.helpers import fill_disk, small_disk
+
+    write_jsonl(tmp_path / "c.jsonl", conversations(30))
+    with small_disk(tmp_path / "disk", 256) as disk:
+        filler = fill_disk(disk, leave_bytes=8192)
+        result = run_flowrate(*batch_args(batch_server, output=disk / "out.jsonl"))
+        assert result.returncode == 4, result.stderr
+        assert "Traceback" not in result.stderr and "writing the results stopped" in result.stderr
+        whole = (disk / "out.jsonl").read_bytes().count(b"\n")
+        assert 0 < whole < 30
+        assert f"passed {whole}  failed 0  errors 0  skipped {30 - whole}" in result.stderr
+        filler.unlink()
+        collected = run_flowrate("batch", "collect")
+        assert collected.returncode == 0, collected.stderr
+        assert sorted(row["id"] for row in read_rows(disk / "out.jsonl")) == sorted(
+            record["id"] for record in conversations(30)
+        )
