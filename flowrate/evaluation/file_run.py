@@ -52,7 +52,8 @@ def check_report_paths(settings: EvalSettings) -> None:
     for option, path in written:
         if path:
             check_output_path(path, option)
-    check_apart([("--output", settings.output), *written])
+    rows = [] if settings.batch_settings.export else [("--output", settings.output)]  # an export writes no row
+    check_apart([*rows, *written])
 
 
 class FileRun:
