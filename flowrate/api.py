@@ -33,6 +33,17 @@ class BatchesLeftRunning(FlowrateError):
     exit_code = ExitCode.INTERRUPTED
 
 
+class HistoryNotUpdated(OutputError):
+    """The run's rows could not be added to the history after judging (another process kept it,
+    the disk is full): they are kept in `output`, and `flowrate history import output
+    --history history` adds them later (each row once)."""
+
+    def __init__(self, message: str, output: str, history: str):
+        super().__init__(message)
+        self.output = output
+        self.history = history
+
+
 @dataclass
 class Evaluation:
     """What `evaluate_files` did: the run's `summary` (gates applied), the notices of the
@@ -101,6 +112,11 @@ async def evaluate_files_async(
 
     check_engine(settings)
     run = FileRun(paths, settings)
+    try:
+        check_history(settings)
+    except BaseException:
+        run.close()
+        raise
     results = ResultsFile(settings.output, append=run.resuming)
     book = ReportBook() if settings.report_settings.wanted else None
     listener = Listeners([results, *([book] if book is not None else []), *(listeners or [])])
@@ -118,19 +134,50 @@ async def evaluate_files_async(
     evaluation = Evaluation(settings, summary)
     if summary.pipe_closed or (settings.batch and settings.batch_submit_only):
         return evaluation
-    try:
-        if settings.output_parquet:
-            from flowrate.results.parquet import write_parquet
-
-            rows = write_parquet(settings.output, settings.output_parquet)
-            evaluation.reports.append(f"Parquet rows: {settings.output_parquet} ({rows} rows)")
-        if book is not None:
-            evaluation.reports = write_run_reports(paths, settings, book, summary)
-        if settings.history:
-            evaluation.history_rows_added = append_history(settings, summary.wall_time_s, listener)
-    except FlowrateError as error:
-        evaluation.late_error = error
+    write_after_run(paths, settings, evaluation, book, listener)
     return evaluation
+
+
+def write_after_run(
+    paths: list[str], settings: EvalSettings, evaluation: Evaluation, book: ReportBook | None, listener: RunListener
+) -> None:
+    """The Parquet copy, the reports (from `book`) and the history of a run judged into
+    `evaluation`, each tried whatever became of the others (they may be on other disks). The
+    first failure is `evaluation.late_error` (a history's first: it carries the command that
+    adds the rows later); any other is one more notice."""
+    failures: list[FlowrateError] = []
+
+    def attempt(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except FlowrateError as error:
+            failures.append(error)
+
+    if settings.output_parquet:
+        attempt(lambda: evaluation.reports.append(_parquet_copy(settings)))
+    if book is not None:
+        attempt(lambda: evaluation.reports.extend(write_run_reports(paths, settings, book, evaluation.summary)))
+    if settings.history:
+
+        def history() -> None:
+            evaluation.history_rows_added = append_history(settings, evaluation.summary.wall_time_s, listener)
+
+        attempt(history)
+    failures.sort(key=lambda error: not isinstance(error, HistoryNotUpdated))
+    if failures:
+        evaluation.late_error = failures[0]
+        evaluation.reports.extend(f"error: {error}" for error in failures[1:])
+
+
+def _parquet_copy(settings: EvalSettings) -> str:
+    """Write `--output-parquet` from the results file (its complete rows: `complete_results`);
+    returns its notice."""
+    from flowrate.results.files import complete_results
+    from flowrate.results.parquet import write_parquet
+
+    with complete_results(Path(settings.output)) as rows_file:
+        rows = write_parquet(str(rows_file), settings.output_parquet)
+    return f"Parquet rows: {settings.output_parquet} ({rows} rows)"
 
 
 def evaluate_dataset(
@@ -162,18 +209,16 @@ def evaluate_dataset(
 
 def check_engine(settings: EvalSettings) -> None:
     """The engine options make sense together, before anything is read: `--engine ray` is not
-    `--batch`, and `--output-parquet` needs `--output` to be a file it can be written from."""
+    `--batch`, and `--output-parquet` needs `--output` to be a file it can be written from
+    (`FileRun` checks the Parquet file itself, with every other written path)."""
     from flowrate.errors import ConfigError
-    from flowrate.results.files import check_output_path
 
     if settings.engine == "ray" and settings.batch:
         raise ConfigError("--engine ray and --batch are two ways of sending the requests; choose one")
     if settings.ray_address and settings.engine != "ray":
         raise ConfigError("--ray-address is for --engine ray")
-    if settings.output_parquet:
-        if settings.output == "-":
-            raise ConfigError("--output-parquet needs --output to be a file")
-        check_output_path(settings.output_parquet, "--output-parquet")
+    if settings.output_parquet and settings.output == "-":
+        raise ConfigError("--output-parquet needs --output to be a file")
 
 
 def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook, summary: RunSummary) -> list[str]:
@@ -202,22 +247,47 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
             transcripts=transcripts,
             annotate=annotate,
         )
-    except OSError as error:
+    except OSError as error:  # JUnit and HTML name themselves (`write_reports`): this is GitHub's step summary
         where = f" {error.filename}" if error.filename else ""
-        raise OutputError(f"a report could not be written{where}: {error.strerror or error}") from None
+        raise OutputError(
+            f"a report could not be written (the GitHub step summary{where}): {error.strerror or error}"
+        ) from None
+
+
+def check_history(settings: EvalSettings) -> None:
+    """Before the first call: the history `settings.history`, when it exists, is a DuckDB file
+    this process can open (waiting, as `history.writing` does, while another one holds it), so
+    that a run is not paid for to find it cannot be stored. Raises `ConfigError` (exit 2)."""
+    if not settings.history or settings.output == "-" or not Path(settings.history).expanduser().exists():
+        return
+    from flowrate.analysis.history import check_history_file, writing
+
+    check_history_file(settings.history)
+    with writing(settings.history):
+        pass
 
 
 def append_history(settings: EvalSettings, wall_time_s: float, listener: RunListener) -> int | None:
     """Add the run's rows (from `settings.output`) and the run itself, started `wall_time_s`
-    ago, to the history `settings.history`; returns the rows added (None when the rows went to
-    stdout, which `listener` is told)."""
-    from flowrate.analysis.history import connect, import_results
+    ago, to the history `settings.history`, in one short transaction (waiting while another
+    process, the review app, holds the file); returns the rows added (None when the rows went to
+    stdout, which `listener` is told). Raises `HistoryNotUpdated` (exit 4) when they could not
+    be added: none of them then was."""
+    from flowrate.analysis.history import import_results, writing
 
     if settings.output == "-":
         listener.notice("--history needs --output to be a file; the history was not updated")
         return None
     started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
-    return import_results(connect(settings.history), settings.output, started.replace(tzinfo=None))
+    try:
+        with writing(settings.history) as connection:
+            return import_results(connection, settings.output, started.replace(tzinfo=None))
+    except FlowrateError as error:
+        raise HistoryNotUpdated(
+            f"the history {settings.history} was not updated: {error}; the rows are kept in {settings.output}",
+            settings.output,
+            settings.history,
+        ) from None
 
 
 def estimate_files(paths: list[str], settings: EvalSettings) -> DryRunEstimate:

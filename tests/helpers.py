@@ -7,9 +7,11 @@ builder here is named for its defaults (`march_row`, `june_row`, `march_label`, 
 `evaluation_row`, `verdict_record`), and a test file imports the one it uses under that short name
 (`from tests.helpers import june_row as row`)."""
 
+import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -347,3 +349,39 @@ def january_label(conversation_id, metric, score, day="2026-01-15"):
     """A person's label, as a labels file holds it, given on 15 January 2026 (inside the six months
     before 30 June 2026) unless `day` says otherwise."""
     return {"conversation_id": conversation_id, "metric": metric, "score": score, "labeled_at": day}
+
+
+# -- a full disk --------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def small_disk(where, size_kb=512):
+    """A file system of `size_kb` KiB mounted at `where` (a tmpfs: it needs root, as the test
+    machine and CI give; skipped where mounting is not allowed), unmounted after."""
+    import pytest
+
+    Path(where).mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"a small file system cannot be mounted here: {mounted.stderr.strip()}")
+    try:
+        yield Path(where)
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill_disk(where, leave_bytes=0):
+    """Fill the file system `where` is on (a `small_disk`) with a file `filler` there, leaving
+    about `leave_bytes` free (in whole 4 KiB pages); returns the filler."""
+    filler = Path(where) / "filler"
+    handle = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(handle, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+    if leave_bytes:
+        os.truncate(filler, max(filler.stat().st_size - leave_bytes, 0))
+    return filler

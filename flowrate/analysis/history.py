@@ -16,15 +16,28 @@ file first, in a connection of its own, then reads it read-only (see `connect`).
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from flowrate.analysis.labels import Label
 from flowrate.analysis.migrations import LABELS, migrate, pending
-from flowrate.errors import ConfigError
-from flowrate.results.files import read_rows
+from flowrate.errors import ConfigError, OutputError
+from flowrate.results.files import complete_results
+
+#: how long a writer waits for a history another process holds; the review app and an eval
+#: each hold it for one short transaction (an answer, a run's rows), so this is ample
+WAIT_FOR_HISTORY_S = 10.0
+DUCKDB_MAGIC = b"DUCK"  #: bytes 8 to 12 of every DuckDB database file
+
+
+class HistoryBusy(ConfigError):
+    """Another process holds the history (DuckDB lets one process write a file at a time)."""
+
 
 COLUMNS = (
     "{id: 'VARCHAR', metric: 'VARCHAR', suite: 'VARCHAR', model: 'VARCHAR', rubric_version: 'VARCHAR',"
@@ -80,22 +93,99 @@ def _open_to_read(path: str | Path) -> Any:
     return _open(path, read_only=True)
 
 
+def connect_waiting(path: str | Path, wait_s: float | None = None) -> Any:
+    """`connect(path)`, tried again for up to `wait_s` seconds (None: `WAIT_FOR_HISTORY_S`) while
+    another process holds the file; then the `HistoryBusy` error says who holds it."""
+    deadline = time.monotonic() + (WAIT_FOR_HISTORY_S if wait_s is None else wait_s)
+    while True:
+        try:
+            return connect(path)
+        except HistoryBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@contextmanager
+def writing(path: str | Path, wait_s: float | None = None) -> Iterator[Any]:
+    """The history at `path` open for one short write (`connect_waiting`), closed after it. A
+    close that fails (the last checkpoint on a full disk) is an `OutputError` naming the file."""
+    import duckdb
+
+    connection = connect_waiting(path, wait_s)
+    try:
+        yield connection
+    finally:
+        try:
+            connection.close()
+        except duckdb.Error as error:
+            raise OutputError(f"--history {path}: cannot be written ({error})") from None
+
+
+def check_history_file(path: str | Path) -> None:
+    """Raise `ConfigError` when `path` exists and is not a DuckDB database (a results file named by
+    mistake, say): DuckDB would otherwise open it as an empty database and keep nothing."""
+    try:
+        with open(Path(path).expanduser(), "rb") as handle:
+            head = handle.read(12)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise ConfigError(f"--history {path}: cannot be read ({error.strerror})") from None
+    if head[8:12] != DUCKDB_MAGIC:
+        raise ConfigError(
+            f"--history {path}: not a DuckDB database, so not a flowrate history; name the history file"
+            " (a new name starts one)"
+        )
+
+
 def _open(path: str | Path | None, read_only: bool = False) -> Any:
     import duckdb
 
+    if path is not None:
+        check_history_file(path)
     try:
         return duckdb.connect(":memory:" if path is None else str(path), read_only=read_only)
     except (duckdb.Error, OSError) as error:
+        if "Conflicting lock" in str(error):  # DuckDB's words for a file another process holds
+            raise HistoryBusy(f"--history {path}: in use by another process: {error}") from None
         raise ConfigError(f"--history {path}: cannot open the history: {error}") from None
 
 
 def import_results(connection: Any, path: str | Path, started_at: datetime | None = None) -> int:
-    """Add a results file's rows (each once) and record the run; returns how many rows were new.
+    """Add a results file's rows (each once) and record the run, in one transaction; returns how
+    many rows were new.
 
-    The file is checked row by row first (a bad one is a plain error naming its line), then read
-    by DuckDB itself; the run's figures are computed in SQL over the rows it added."""
-    for _ in read_rows(Path(path)):
-        pass
+    The file is checked row by row first (`complete_results`: a bad line is a plain error naming
+    it, a partial last line is passed over), then read by DuckDB itself; the run's figures are
+    computed in SQL over the rows it added. A write that fails (a full disk) stores nothing and
+    is an `OutputError` naming the history."""
+    import duckdb
+
+    with complete_results(Path(path)) as rows_file:
+        connection.execute("BEGIN TRANSACTION")
+        try:
+            added = _insert_run(connection, rows_file, str(path), started_at)
+            connection.execute("COMMIT")
+        except BaseException as error:
+            with suppress(duckdb.Error):  # a COMMIT that failed has ended the transaction already
+                connection.execute("ROLLBACK")
+            if not isinstance(error, duckdb.Error):
+                raise
+            raise OutputError(
+                f"--history {_file_of(connection)}: cannot be written ({error}); nothing of {path} was added"
+            ) from None
+    return added
+
+
+def _file_of(connection: Any) -> str:
+    """The file of the database `connection` is on (`:memory:` for none)."""
+    query = "SELECT coalesce(path, ':memory:') FROM duckdb_databases() WHERE database_name = current_database()"
+    return connection.execute(query).fetchone()[0]
+
+
+def _insert_run(connection: Any, rows_file: Path, source: str, started_at: datetime | None) -> int:
+    """`import_results` inside its transaction: the rows of `rows_file`, then the run."""
     run_id = uuid.uuid4().hex
     connection.execute(
         f"""INSERT OR IGNORE INTO rows SELECT id, metric, suite, model, rubric_version,
@@ -103,7 +193,7 @@ def import_results(connection: Any, path: str | Path, started_at: datetime | Non
         score, threshold, success, json_extract_string(error, '$.type'), cost_usd, CAST(weights AS VARCHAR), ?,
         CAST(key_issues AS VARCHAR), number_of_turns
         FROM read_json(?, format = 'newline_delimited', columns = {COLUMNS}, ignore_errors = true)""",
-        [run_id, str(path)],
+        [run_id, str(rows_file)],
     )
     added = connection.execute("SELECT count(*) FROM rows WHERE run_id = ?", [run_id]).fetchone()[0]
     if added:
@@ -113,7 +203,7 @@ def import_results(connection: Any, path: str | Path, started_at: datetime | Non
             string_agg(DISTINCT metric, ',' ORDER BY metric), count(*), count(*) FILTER (WHERE success),
             count(*) FILTER (WHERE success = false), count(*) FILTER (WHERE error_type IS NOT NULL),
             coalesce(sum(cost_usd), 0), ? FROM rows WHERE run_id = ?""",
-            [run_id, started_at, str(path), run_id],
+            [run_id, started_at, source, run_id],
         )
     return added
 

@@ -288,16 +288,12 @@ def calibrate_command(
     import orjson
 
     from flowrate.analysis.calibration import adjusted_rows, calibrate
+    from flowrate.inputs.files import check_apart
     from flowrate.reports.console import print_calibration
 
     try:
-        if adjusted_output:
-            target = Path(adjusted_output).expanduser().resolve()
-            inputs = [*(paths or []), *([labels] if labels else []), *([history] if history else [])]
-            if any(Path(name).expanduser().resolve() == target for name in inputs):
-                raise ConfigError(
-                    f"--adjusted-output {adjusted_output}: is also an input of calibrate; name another file"
-                )
+        inputs = [*(paths or []), *([labels] if labels else []), *([history] if history else [])]
+        check_apart([("--adjusted-output", adjusted_output)], inputs, of="calibrate")
         rows, found = _rows_and_labels(paths, history, labels)
         if found is None:
             raise ConfigError("--labels FILE names the human labels (or --history with labels imported)")
@@ -349,10 +345,13 @@ def trends_command(
     )
     from flowrate.analysis.labels import Scales, read_labels
     from flowrate.analysis.trends import trends, undated_rows
+    from flowrate.inputs.files import check_apart
     from flowrate.reports.console import print_trends
     from flowrate.reports.trends_page import write_trends
 
     try:
+        inputs = [*(paths or []), *([history] if history else []), *([labels] if labels else [])]
+        check_apart([("--html", html)], inputs, of="trends")
         if paths:
             connection = connect(None)
             for path in paths:

@@ -32,9 +32,11 @@ def _batch_state(cache_dir: str | None) -> BatchState:
 
 
 def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
-    """The recorded batches of `state` that `ids` name, in that order. An id never recorded is
-    an error (exit 2) that names it and the most recent recorded ones."""
-    recorded = {batch.batch_id: batch for batch in state.all()}
+    """The recorded batches of `state` that `ids` name, in that order (every batch of an id two
+    endpoints gave). An id never recorded is an error (exit 2) that names it and the most recent
+    recorded ones."""
+    batches = state.all()
+    recorded = {batch.batch_id: batch for batch in batches}
     unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
     if unknown:
         known = list(reversed(recorded))  # newest first
@@ -45,7 +47,7 @@ def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
             else f"no batch is recorded in {state.path.parent}"
         )
         raise ConfigError(f"unknown batch id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; {where}")
-    return [recorded[batch_id] for batch_id in dict.fromkeys(ids)]
+    return [batch for batch_id in dict.fromkeys(ids) for batch in batches if batch.batch_id == batch_id]
 
 
 def _retry_policy(max_retries: int | None, backoff: float | None, backoff_max: float | None) -> RetryPolicy:
@@ -75,9 +77,13 @@ def batch_status_command(
     state = _batch_state(cache_dir)
     batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
 
+    ids_seen = [batch.batch_id for batch in batches]
+
     async def show() -> None:
         for batch in batches:
-            line = f"{batch.batch_id}: {len(batch.custom_ids)} requests for {batch.output}"
+            shared = ids_seen.count(batch.batch_id) > 1  # two endpoints gave it: say whose this is
+            where = f" at {batch.api_base or batch.provider}" if shared else ""
+            line = f"{batch.batch_id}{where}: {len(batch.custom_ids)} requests for {batch.output}"
             if batch.collected:
                 say(f"{line}: {batch.status}, collected")
                 continue
@@ -164,7 +170,7 @@ def batch_cancel_command(
                 say(f"{batch_id}: {info.status} (flowrate batch collect then judges online what it left)")
             else:
                 say(f"{batch_id}: already {info.status}, nothing to cancel (flowrate batch collect collects it)")
-            state.mark(batch_id, info.status)
+            state.mark(batch, info.status)
 
     asyncio.run(cancel())
 

@@ -84,6 +84,7 @@ def judge_bench_command(
     Spearman and Kendall and their 95 % intervals, beside the published figures for that set."""
     from flowrate.analysis.judge_bench import stability_gaps
     from flowrate.api import bench_judges
+    from flowrate.inputs.files import check_apart
     from flowrate.reports.bench import print_bench, write_bench_html
     from flowrate.results.files import check_output_path
 
@@ -92,6 +93,7 @@ def judge_bench_command(
     for path, option_name in ((json_path, "--json"), (html_path, "--html")):
         if path is not None:
             check_output_path(str(path), option_name)
+    check_apart([("--json", json_path), ("--html", html_path)], [labels] if labels else [], of="judge-bench")
     settings = given.settings()
 
     report = bench_judges(

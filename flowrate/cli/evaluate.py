@@ -107,7 +107,9 @@ def tell_outcome(evaluation: Any) -> None:
     if evaluation.history_rows_added is not None:
         say(f"flowrate: history {settings.history}: {evaluation.history_rows_added} new row(s)")
     if evaluation.late_error is not None:
-        raise fail(evaluation.late_error)
+        failed = fail(evaluation.late_error)
+        tell_history_import(evaluation.late_error)
+        raise failed
     if summary.unreachable:
         say(
             f"flowrate: stopped: the judge at {summary.unreachable} could not be reached (refused or dropped"
@@ -120,6 +122,15 @@ def tell_outcome(evaluation: Any) -> None:
         )
     elif summary.interrupted and summary.not_judged and settings.output != "-":
         say(f"resume with: {continue_command('--resume')}")
+
+
+def tell_history_import(error: BaseException) -> None:
+    """After a run whose rows did not reach the history (`error`): the command that adds them later."""
+    from flowrate.api import HistoryNotUpdated
+
+    if isinstance(error, HistoryNotUpdated):
+        command = shlex.join([*invoked_as(), "history", "import", error.output, "--history", error.history])
+        say(f"add them to the history later with: {command}")
 
 
 def _batch_command(paths: list[str], settings: Any) -> dict:

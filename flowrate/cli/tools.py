@@ -74,7 +74,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
-    from flowrate.inputs.files import load_transcripts
+    from flowrate.inputs.files import check_apart, load_transcripts
     from flowrate.reports.html import write_html
     from flowrate.results.book import ReportBook
     from flowrate.results.files import read_rows
@@ -82,6 +82,7 @@ def report_command(
 
     book, summary = ReportBook(), RunSummary()
     try:
+        check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
         for path in paths:
             for order, row in enumerate(read_rows(Path(path)), start=1):
                 book.add(row)

@@ -62,10 +62,14 @@ def top_issues_command(
     import orjson
 
     from flowrate.analysis.top_issues import load_top_issues
+    from flowrate.inputs.files import check_apart
     from flowrate.reports.html import write_top_issues_page
     from flowrate.reports.top_issues import print_top_issues, top_issues_csv
 
     late: FlowrateError | None = None
+    check_apart(
+        [("--csv", csv_path), ("--html", html)], [*(paths or []), *([history] if history else [])], of="top-issues"
+    )
     if paths and history:
         raise ConfigError("give results files or --history PATH, not both")
     run = load_top_issues(paths, history, by, date_kind, growth, metric)

@@ -48,6 +48,28 @@ Item = tuple[ConversationalEvalTestCase, Source | None]
 Planned = tuple[int, ConversationalEvalTestCase, Source | None, dict[str, JudgePlan]]
 
 
+def tell_row(summary: RunSummary, listener: RunListener, row: EvaluationRow, order: int) -> bool:
+    """Tell `listener` of `row` (at its conversation's place `order`), then count it in `summary`;
+    False once the output takes no more rows (a closed pipe, or a full disk: then this row and
+    every later one count as not kept, `RunSummary.skip_unwritten`)."""
+    if summary.pipe_closed:
+        return False  # nobody takes the rows any more
+    if summary.output_error is not None:
+        summary.skip_unwritten(row.id)
+        return False
+    try:
+        listener.row(row)
+    except OutputStopped as stopped:
+        if stopped.pipe_closed:
+            summary.pipe_closed = True
+        else:
+            summary.output_error = str(stopped)
+            summary.skip_unwritten(row.id)
+        return False
+    summary.add(row, order)
+    return True
+
+
 @dataclass
 class _Tally:
     """A run's counting and telling: every row into the summary, then to the listener; the
@@ -65,25 +87,21 @@ class _Tally:
         return sum((case.id, name) not in self.done for name in metric.row_names)
 
     def _emit(self, row: EvaluationRow, order: int) -> None:
-        """Count a row and tell the listener; a listener that can take no more stops the run."""
-        if self.summary.pipe_closed or self.summary.output_error is not None:
-            return  # nobody takes the rows any more
-        self.summary.add(row, order)
-        try:
-            self.listener.row(row)
-        except OutputStopped as stopped:
-            if stopped.pipe_closed:
-                self.summary.pipe_closed = True
-            else:
-                self.summary.output_error = str(stopped)
-            if self.control is not None:
-                self.control.interrupt()
+        """Tell the listener of a row, then count it; a listener that can take no more stops the
+        run, and a row the results file could not take (a full disk) is counted as not kept."""
+        if not tell_row(self.summary, self.listener, row, order) and self.control is not None:
+            self.control.interrupt()
 
     def _left_out(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
         """Judge calls the run stopped before: skipped when the judge is unreachable or refuses
-        every call the same way; after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
+        every call the same way, or the results file could not be written (these `--resume`
+        judges); after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
         control = self.control
-        if control is not None and control.unreachable and not control.interrupted:
+        if self.summary.output_error is not None:
+            for metric in metrics:
+                self.summary.skip_unwritten(case.id, self._missing(case, metric))
+            self.listener.skipped(case.id or "", source, "unwritten")
+        elif control is not None and control.unreachable and not control.interrupted:
             for metric in metrics:
                 self.summary.skip_unreachable(case.id, self._missing(case, metric))
             self.listener.skipped(case.id or "", source, "unreachable")

@@ -11,7 +11,7 @@ from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler
 from flowrate.evaluation.resume import resumed_rows
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.inputs.files import InputSet, iter_cases
+from flowrate.inputs.files import InputSet, check_apart, iter_cases
 from flowrate.inputs.selection import (
     SKIP_INVALID_HINT,
     ScanReport,
@@ -27,25 +27,34 @@ from flowrate.results.files import check_output_path
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.groups import cache_folder
-from flowrate.settings.options import BatchSettings, EvalSettings, ReportSettings
+from flowrate.settings.options import EvalSettings
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
 
 
-def check_report_paths(reports: ReportSettings, batches: BatchSettings) -> None:
-    """Every file a run will write besides its rows, checked before the first call: reports,
-    the history, GitHub's step summary and the batch export (exit 2 when one cannot be)."""
-    for option, path in (
+def written_paths(settings: EvalSettings) -> list[tuple[str, str | None]]:
+    """Every file a run writes besides its rows, as (option, path): reports, the history, the
+    Parquet copy, GitHub's step summary and the batch export."""
+    reports, step_summary = settings.report_settings, os.environ.get("GITHUB_STEP_SUMMARY")
+    return [
         ("--junit", reports.junit),
         ("--html", reports.html),
         ("--history", reports.history),
-        ("--batch-export", batches.export),
-    ):
+        ("--output-parquet", settings.output_parquet),
+        ("--batch-export", settings.batch_settings.export),
+        ("GITHUB_STEP_SUMMARY", step_summary if reports.github else None),
+    ]
+
+
+def check_report_paths(settings: EvalSettings) -> None:
+    """Every file a run will write, checked before the first call: each can be written, and no
+    two are one file (`check_apart`; that none is an input, `InputSet` checks). Exit 2 if not."""
+    written = written_paths(settings)
+    for option, path in written:
         if path:
             check_output_path(path, option)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if reports.github and step_summary:
-        check_output_path(step_summary, "GITHUB_STEP_SUMMARY")
+    rows = [] if settings.batch_settings.export else [("--output", settings.output)]  # an export writes no row
+    check_apart([*rows, *written])
 
 
 class FileRun:
@@ -71,8 +80,8 @@ class FileRun:
         if output.output == "-" and (output.resume or output.retry_errors):
             raise ConfigError("--resume and --retry-errors need --output to be a file")
         check_output_path(output.output)
-        check_report_paths(settings.report_settings, settings.batch_settings)
-        self.inputs = InputSet(paths, output=output.output)
+        check_report_paths(settings)
+        self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings))
         self.notices.extend(self.inputs.notices)
         self.selection = Selection(
             chosen.shard,
@@ -125,10 +134,7 @@ class FileRun:
 
     def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
         """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
-        if self.cache is not None and self.cache.lost_writes:
-            listener.notice(
-                f"{self.cache.path}: {self.cache.lost_writes} replies could not be cached ({self.cache.last_error})"
-            )
+        tell_lost_cache_writes(self.cache, listener)
         gate_notes = scheduler.oversized_calls
         if gate_notes:
             listener.notice(
@@ -196,6 +202,12 @@ class FileRun:
         finally:
             self.inputs.close()
         return estimate
+
+
+def tell_lost_cache_writes(cache: ResponseCache | None, listener: RunListener) -> None:
+    """Tell `listener` of the replies `cache` (None: no cache) could not keep (a full disk), if any."""
+    if cache is not None and cache.lost_writes:
+        listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
 
 
 def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:

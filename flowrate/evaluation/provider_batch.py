@@ -15,6 +15,7 @@ planned conversation took 1,121 MB (719 MB at --batch-size 5000).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import tempfile
 import time
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowrate.errors import ConfigError
-from flowrate.evaluation.engine import Scheduler, error_rows
-from flowrate.evaluation.file_run import FileRun
+from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
+from flowrate.evaluation.file_run import FileRun, tell_lost_cache_writes
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.batch_api import (
     TERMINAL,
@@ -73,16 +74,15 @@ def _selected(run: FileRun) -> Iterator[tuple[int, ConversationalEvalTestCase, S
 
 @dataclass
 class _Writer:
-    """Rows of a batch run: counted in the summary, then told to the listener (the results
-    file), each at its conversation's place `order`. No row is kept, as online: what a run
-    holds does not grow with the rows it writes."""
+    """Rows of a batch run: told to the listener (the results file), then counted in the
+    summary, each at its conversation's place `order` (`engine.tell_row`, as online). No row is
+    kept: what a run holds does not grow with the rows it writes."""
 
     summary: RunSummary
     listener: RunListener
 
     def __call__(self, row: EvaluationRow, order: int = 0) -> None:
-        self.summary.add(row, order)
-        self.listener.row(row)
+        tell_row(self.summary, self.listener, row, order)
 
 
 def export_batch(run: FileRun, path: str) -> int:
@@ -112,6 +112,13 @@ class _Batches:
     scratch: Path
     waits: set[str] = field(default_factory=set)
     online: dict[str, tuple[str, str]] = field(default_factory=dict)
+    moved: str | None = None  #: why the scratch files went to the system's temporary directory (a full disk)
+
+    def move(self, why: str) -> None:
+        """The scratch directory has no room (`why`): the files to come go to the system's temporary one."""
+        if self.moved is None:
+            self.moved = f"{self.scratch}: no room for the batch files ({why}); they went to {tempfile.gettempdir()}"
+        self.scratch = Path(tempfile.gettempdir())
 
 
 async def judge_in_batches(
@@ -144,21 +151,37 @@ async def judge_in_batches(
     for row in list(done.values()):
         summary.add(row, resumed=True)
         listener.resumed(row)
+    batches = None
     try:
         batches = await _submit(run, listener, provider, state, backend, write, done, command, submit, only)
         summary.batches = [batch.batch_id for batch in batches.recorded]
-        if run.settings.batch_settings.submit_only:
-            return summary
-        await _poll(run, listener, provider, state, batches, write, summary, submit, started)
-        await _settle_online(run, batches, write, summary, done)
+        if not run.settings.batch_settings.submit_only:
+            await _poll(run, listener, provider, state, batches, write, summary, submit, started)
+            await _settle_online(run, batches, write, summary, done)
     finally:
         run.close()
         if run.cache is not None:
             run.cache.flush()
+        _tell_disk_troubles(run, state, batches, listener)
+    if run.settings.batch_settings.submit_only:
+        return summary
     apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)
     listener.finished(summary)
     return summary
+
+
+def _tell_disk_troubles(run: FileRun, state: BatchState, batches: _Batches | None, listener: RunListener) -> None:
+    """What a full disk cost a batch run, told as notices (the run went on): scratch files moved,
+    batches the state could not keep, replies the cache could not keep."""
+    if batches is not None and batches.moved:
+        listener.notice(batches.moved)
+    if state.not_kept:
+        listener.notice(
+            f"{state.path}: batch(es) {', '.join(state.not_kept)} could not be recorded ({state.last_error});"
+            " a later `flowrate batch collect` cannot see them: collect them in this run"
+        )
+    tell_lost_cache_writes(run.cache, listener)
 
 
 async def _submit(run, listener, provider, state, backend, write, done, command, submit, only) -> _Batches:
@@ -204,6 +227,8 @@ async def _submit(run, listener, provider, state, backend, write, done, command,
             if requests is None:
                 requests = RequestFile(batches.scratch)
             requests.add(line)
+            if requests.moved:
+                batches.move(requests.moved)
         if requests is not None:
             await send(requests)
     finally:
@@ -229,8 +254,8 @@ async def _poll(run, listener, provider, state, batches, write, summary, submit,
             (finished if info.status in TERMINAL else still).append((batch, info))
         if finished:
             await _collect(run, provider, finished, batches, write)
-            for batch, info in finished:
-                state.mark(batch.batch_id, info.status, collected=True)
+            for batch, info in finished:  # one whose rows the results file could not take stays to collect again
+                state.mark(batch, info.status, collected=summary.output_error is None)
         remaining = [batch for batch, _ in still]
         if remaining:
             listener.stage(
@@ -250,6 +275,11 @@ async def _settle_online(run, batches: _Batches, write: _Writer, summary, done) 
     if not online:
         return
     judged = [m for m in run.metrics if m.calls_per_conversation]
+    if summary.output_error is not None:  # the results file takes no row: judging these would be paid for nothing
+        rows = {metric.name: len(metric.row_names) for metric in judged}
+        for cid, (name, _) in online.items():
+            summary.skip_unwritten(cid, rows.get(name, 1))
+        return
     if run.settings.batch_settings.no_fallback:
         for order, case, source in _selected(run):
             for metric in judged:
@@ -303,14 +333,12 @@ async def _collect(run: FileRun, provider: Provider, finished: list[tuple], batc
     if not owner:
         return  # every line was answered already (cached, resumed) or left this run's input
     judged = [m for m in run.metrics if m.calls_per_conversation]
-    with tempfile.TemporaryFile(dir=batches.scratch) as out, tempfile.TemporaryFile(dir=batches.scratch) as err:
-        results, failed = ResultFile(out), ResultFile(err)
-        for _, info in finished:
-            for lines, kind in ((results, "output_file_id"), (failed, "error_file_id")):
-                file_id = getattr(info, kind, None)
-                start = lines.handle.seek(0, 2)
-                await provider.download(file_id, lines.handle)
-                lines.index(start, f"batch file {file_id}")
+    with contextlib.ExitStack() as files:
+        try:
+            results, failed = await _download(provider, finished, files, batches.scratch)
+        except OSError as error:  # no room left next to the cache: download again, elsewhere
+            batches.move(error.strerror or str(error))
+            results, failed = await _download(provider, finished, files, batches.scratch)
         for order, case, source in _selected(run):
             for metric in judged:
                 cid = custom_id(metric.name, case.id or "")
@@ -323,6 +351,21 @@ async def _collect(run: FileRun, provider: Provider, finished: list[tuple], batc
                     batches.online[cid] = (metric.name, why)
             if not owner:
                 break  # every line of these batches is mapped back: the rest of the input is not read
+
+
+async def _download(
+    provider: Provider, finished: list[tuple], files: contextlib.ExitStack, directory: Path
+) -> tuple[ResultFile, ResultFile]:
+    """The results and errors files of the `finished` batches, downloaded into two temporary
+    files in `directory` (closed with `files`) and indexed by custom id."""
+    results, failed = (ResultFile(files.enter_context(tempfile.TemporaryFile(dir=directory))) for _ in range(2))
+    for _, info in finished:
+        for lines, kind in ((results, "output_file_id"), (failed, "error_file_id")):
+            file_id = getattr(info, kind, None)
+            start = lines.handle.seek(0, 2)
+            await provider.download(file_id, lines.handle)
+            lines.index(start, f"batch file {file_id}")
+    return results, failed
 
 
 def _rows_from_line(

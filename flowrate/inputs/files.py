@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from flowrate.errors import InputError
+from flowrate.errors import ConfigError, InputError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.inputs.formats import BOM, READERS, Record
 
@@ -31,17 +32,19 @@ class InputSet:
 
     A path given twice (compared resolved) is read once, and so is stdin. `output` is the
     run's results file: it may never be an input, and a directory scan passes over it.
-    A flowrate results file found in a directory is passed over with a notice; one named
-    directly is a problem.
+    `reports` are the other files the run writes, as (option, path): none may be an input
+    either (each compared with `same_file`). A flowrate results file found in a directory is
+    passed over with a notice; one named directly is a problem.
     """
 
-    def __init__(self, paths: list[str], output: str | None = None):
+    def __init__(self, paths: list[str], output: str | None = None, reports: Sequence[tuple[str, str | None]] = ()):
         self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
         self.notices: list[str] = []
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
         self._spool: tempfile.TemporaryDirectory | None = None
         problems: list[str] = []
-        target = _resolved(output) if output and output != STDIN else None
+        target = output if output and output != STDIN else None
+        written = [(option, report) for option, report in reports if report and report != STDIN]
         seen: set[Path | str] = set()
 
         def add(path: Path, shown: str, id_base: str, named: bool) -> None:
@@ -50,12 +53,16 @@ class InputSet:
                 return
             seen.add(resolved)
             is_results = looks_like_results(path)
-            if resolved == target and (named or not (is_results or _is_empty(path))):
+            is_output = target is not None and same_file(path, target)
+            report = next((option for option, report in written if same_file(path, report)), None)
+            if is_output and (named or not (is_results or _is_empty(path))):
                 problems.append(
                     f"{shown}: is both an input and the --output file; writing results there would destroy it"
                 )
-            elif resolved == target:
+            elif is_output:
                 return  # the run's own output, inside a directory it reads
+            elif report is not None:
+                problems.append(f"{shown}: is both an input and the {report} file; writing there would destroy it")
             elif is_results and named:
                 problems.append(
                     f"{shown}: this is a flowrate results file, not conversations; give the conversations it was made from"
@@ -130,6 +137,31 @@ class InputSet:
         if self._spool is not None:
             self._spool.cleanup()
             self._spool = None
+
+
+def same_file(first: str | Path, second: str | Path) -> bool:
+    """True when the paths `first` and `second` name one file: the same device and inode when
+    both exist (a hard link, a symbolic link, `./f` and `f`), else the same resolved path."""
+    one, other = Path(first).expanduser(), Path(second).expanduser()
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return one.resolve() == other.resolve()
+
+
+def check_apart(
+    written: Sequence[tuple[str, str | Path | None]], read: Sequence[str | Path] = (), of: str = ""
+) -> None:
+    """The one guard of the files a command writes: raise `ConfigError` when a path of `written`
+    ((option, path) pairs; None and `-` are no file) is the same file (`same_file`) as one of
+    `read` (the command's inputs; `of` names the command in the message) or as another written one."""
+    files = [(option, path) for option, path in written if path is not None and str(path) != STDIN]
+    for number, (option, path) in enumerate(files):
+        if any(name != STDIN and same_file(path, name) for name in read):
+            raise ConfigError(f"{option} {path}: is also an input of {of}; name another file")
+        for other_option, other in files[:number]:
+            if same_file(path, other):
+                raise ConfigError(f"{option} {path}: is the same file as {other_option} {other}; name another file")
 
 
 def _resolved(path: str) -> Path:

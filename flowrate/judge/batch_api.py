@@ -41,6 +41,16 @@ DOWNLOAD_CHUNK_BYTES = 1024 * 1024  # a results file is read in pieces of this s
 STATE_FILE = "batches.sqlite3"
 # The state file's columns, in `BatchRecord`'s order (`created_at` holds `created_at_s`).
 COLUMNS = "batch_id, provider, model, api_base, input_file, output, custom_ids, status, created_at, collected, command"
+STATE_V0 = (  # the batches table as flowrate made it before the state had versions
+    "batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT, input_file TEXT, output TEXT,"
+    " custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0, command TEXT"
+)
+STATE_V1 = (  # `endpoint`: the redacted api_base, '' for the provider's own
+    "batch_id TEXT NOT NULL, provider TEXT NOT NULL, model TEXT, api_base TEXT, input_file TEXT, output TEXT,"
+    " custom_ids TEXT, status TEXT, created_at REAL NOT NULL, collected INTEGER DEFAULT 0, command TEXT,"
+    " endpoint TEXT NOT NULL, PRIMARY KEY (provider, endpoint, batch_id, created_at)"
+)
+STATE_VERSION = 1
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 CUSTOM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 REDACTED = "***"
@@ -166,14 +176,20 @@ class RequestFile:
     """One batch's request file, written to a temporary file in `directory` line by line as the
     requests are planned, and uploaded from there: a run holds none of its lines in memory (a
     line of the rated dialogues in bench/batch_memory.py is 13 KB, the rubric included: 20,000
-    conversations make 271 MB of requests)."""
+    conversations make 271 MB of requests). Where `directory` has no room left (a full disk),
+    the file moves to the system's temporary directory, and `moved` says why."""
 
     def __init__(self, directory: Path):
         """A new empty file in `directory` (on disk, next to the cache: /tmp may be in memory);
         it is unlinked at once, so nothing is left behind by a killed run."""
-        self.handle: BinaryIO = tempfile.TemporaryFile(dir=directory, prefix="flowrate-batch-")
+        self.moved: str | None = None  #: why the file left `directory` (what the system said), if it did
+        self.size = 0  #: bytes written, every one of them on disk
         self.ids: list[str] = []
         self._seen: set[str] = set()
+        try:
+            self.handle: BinaryIO = tempfile.TemporaryFile(dir=directory, prefix="flowrate-batch-", buffering=0)
+        except OSError as error:
+            self.handle = self._elsewhere(error)
 
     def add(self, line: bytes) -> None:
         """Check request `line` (`check_line`, its custom id unique in the file) and append it."""
@@ -182,7 +198,31 @@ class RequestFile:
             raise ConfigError(f"batch request line {len(self.ids) + 1} is not a valid OpenAI batch request (custom_id)")
         self._seen.add(cid)
         self.ids.append(cid)
-        self.handle.write(line)
+        written = 0
+        while written < len(line):
+            try:
+                written += self.handle.write(line[written:]) or 0
+            except OSError as error:
+                if self.moved is not None:
+                    raise
+                self.handle, written = self._elsewhere(error), 0  # the line again, whole, after the rest
+        self.size += len(line)
+
+    def _elsewhere(self, error: OSError) -> BinaryIO:
+        """A file in the system's temporary directory holding what was written so far."""
+        self.moved = error.strerror or str(error)
+        moved = tempfile.TemporaryFile(prefix="flowrate-batch-", buffering=0)
+        if hasattr(self, "handle"):
+            self.handle.seek(0)
+            with (
+                open(self.handle.fileno(), "rb", closefd=False) as before,
+                open(moved.fileno(), "wb", closefd=False) as after,
+            ):
+                left = self.size
+                while left:
+                    left -= after.write(before.read(min(left, 1 << 20)))
+            self.handle.close()
+        return moved
 
     def close(self) -> None:
         """Close (and so delete) the file."""
@@ -257,12 +297,41 @@ class BatchState:
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         where = str(self.path) if create or self.path.exists() else ":memory:"
+        self.not_kept: list[str] = []  #: batches whose record or collection could not be written
+        self.last_error = ""  #: what SQLite said of the last write that failed (a full disk)
         self._db = sqlite3.connect(where, timeout=30, isolation_level=None)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT,"
-            " input_file TEXT, output TEXT, custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0,"
-            " command TEXT)"
-        )
+        self._in_memory = False  #: the file could not be set up (a full disk): this run's batches are kept in memory
+        try:
+            self._migrate()
+        except sqlite3.OperationalError as error:
+            self._db.close()
+            self.last_error, self._in_memory = str(error), True
+            self._db = sqlite3.connect(":memory:", isolation_level=None)
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring the state file to `STATE_VERSION` (SQLite's `user_version`), each step in one
+        transaction: 1 keys a batch by its provider, endpoint, id and the time it was recorded (two
+        self-hosted servers number their batches alike, and so does one restarted, at the same
+        endpoint), where 0 keyed it by the id alone."""
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version >= STATE_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")  # another process may be migrating it too: one at a time
+        try:
+            if self._db.execute("PRAGMA user_version").fetchone()[0] >= STATE_VERSION:
+                self._db.execute("COMMIT")
+                return
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS batches ({STATE_V0})")
+            self._db.execute(f"CREATE TABLE batches_v1 ({STATE_V1})")
+            self._db.execute(f"INSERT INTO batches_v1 SELECT {COLUMNS}, coalesce(api_base, '') FROM batches")
+            self._db.execute("DROP TABLE batches")
+            self._db.execute("ALTER TABLE batches_v1 RENAME TO batches")
+            self._db.execute(f"PRAGMA user_version = {STATE_VERSION}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def record(
         self,
@@ -292,8 +361,9 @@ class BatchState:
             collected=False,
             command=redacted(command),
         )
-        self._db.execute(
-            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._write(
+            batch,
+            f"INSERT INTO batches ({COLUMNS}, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 batch.batch_id,
                 batch.provider,
@@ -306,6 +376,7 @@ class BatchState:
                 batch.created_at_s,
                 int(batch.collected),
                 orjson.dumps(batch.command).decode(),
+                batch.api_base or "",
             ),
         )
         return batch
@@ -321,11 +392,26 @@ class BatchState:
         query = f"SELECT {COLUMNS} FROM batches ORDER BY created_at"
         return [self._record(row) for row in self._db.execute(query).fetchall()]
 
-    def mark(self, batch_id: str, status: str, collected: bool = False) -> None:
-        """Keep the provider's `status` of a batch, and whether it is `collected`."""
-        self._db.execute(
-            "UPDATE batches SET status = ?, collected = ? WHERE batch_id = ?", (status, int(collected), batch_id)
+    def mark(self, batch: BatchRecord, status: str, collected: bool = False) -> None:
+        """Keep the provider's `status` of `batch` (a record of this state), and whether it is `collected`."""
+        self._write(
+            batch,
+            "UPDATE batches SET status = ?, collected = ?"
+            " WHERE provider = ? AND endpoint = ? AND batch_id = ? AND created_at = ?",
+            (status, int(collected), batch.provider, batch.api_base or "", batch.batch_id, batch.created_at_s),
         )
+
+    def _write(self, batch: BatchRecord, statement: str, values: tuple) -> None:
+        """One write of `batch`'s line. The state is how a later process collects a batch, but a
+        failed write (a full disk) must not stop the run that can still collect it: it is kept in
+        `not_kept` and `last_error` for the run to tell, as the response cache's are."""
+        try:
+            self._db.execute(statement, values)
+            kept = not self._in_memory
+        except sqlite3.Error as error:
+            self.last_error, kept = str(error), False
+        if not kept and batch.batch_id not in self.not_kept:
+            self.not_kept.append(batch.batch_id)
 
     def close(self) -> None:
         """Close the state file."""

@@ -4,6 +4,7 @@ a self-contained HTML page. They read results (a `ReportBook` and a `RunSummary`
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: `validate` imports `reports.escape`, and this package with it
@@ -24,17 +25,19 @@ def write_reports(
 ) -> list[str]:
     """Write the reports a run asked for; returns one notice per report written.
 
-    `annotate` takes each GitHub annotation line (None: annotations are not written)."""
+    `annotate` takes each GitHub annotation line (None: annotations are not written). A JUnit or
+    HTML report is written whole or not at all (`write_whole`); one that cannot be is an
+    `OutputError` naming it."""
     notices = []
     if junit:
         from flowrate.reports.junit import write_junit
 
-        write_junit(junit, book, summary)
+        _write_report("--junit", junit, lambda target: write_junit(target, book, summary))
         notices.append(f"JUnit report: {junit}")
     if html:
         from flowrate.reports.html import write_html
 
-        write_html(html, book, summary, transcripts or {})
+        _write_report("--html", html, lambda target: write_html(target, book, summary, transcripts or {}))
         notices.append(f"HTML report: {html}")
     if github:
         from flowrate.reports.github import annotations, append_summary, step_summary
@@ -46,3 +49,14 @@ def write_reports(
             for line in annotations(book, summary):
                 annotate(line)
     return notices
+
+
+def _write_report(option: str, path: str, write: Callable[[Path], None]) -> None:
+    """`write_whole(path, write)` for the report of `option`; a failure names the report."""
+    from flowrate.errors import OutputError
+    from flowrate.results.files import write_whole
+
+    try:
+        write_whole(path, write)
+    except OSError as error:
+        raise OutputError(f"a report could not be written ({option} {path}): {error.strerror or error}") from None

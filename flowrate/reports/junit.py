@@ -27,6 +27,7 @@ SKIP_REASONS = {
     "invalid": "invalid input",
     "budget": "not judged: the --max-cost budget was spent",
     "unreachable": "not judged: the judge could not be reached",
+    "unwritten": "not kept: the results file could not be written",
 }
 COUNTS = ("tests", "failures", "errors", "skipped")
 

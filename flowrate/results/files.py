@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,21 +19,26 @@ from flowrate.results.rows import EvaluationRow
 from flowrate.settings.options import plain_validation_message
 
 
-def read_rows(path: Path) -> Iterator[EvaluationRow]:
-    """The rows of a results file. A partial last line (a run killed mid-write) is passed over;
-    a bad line anywhere else is an input error."""
+def read_rows(path: Path, cut_at: Callable[[int], None] | None = None) -> Iterator[EvaluationRow]:
+    """The rows of a results file. A partial last line (a run killed mid-write) is passed over,
+    and `cut_at`, when given, told the length in bytes of the file without it; a bad line
+    anywhere else is an input error."""
     try:
         handle = open(path, "rb")
     except OSError as error:
         raise ConfigError(f"{path}: cannot read results: {error.strerror}") from None
     with handle:
+        length = 0
         for number, line in enumerate(handle, start=1):
+            length += len(line)
             if not line.strip():
                 continue
             try:
                 row = EvaluationRow.model_validate_json(line)
             except ValidationError as error:
                 if not line.endswith(b"\n"):  # the last line, cut short
+                    if cut_at is not None:
+                        cut_at(length - len(line))
                     return
                 first = error.errors()[0]
                 field = ".".join(str(part) for part in first["loc"])
@@ -46,6 +53,24 @@ def read_rows(path: Path) -> Iterator[EvaluationRow]:
                 headline="problem(s) in a results file",
                 hint=None,
             )
+
+
+@contextmanager
+def complete_results(path: Path) -> Iterator[Path]:
+    """A results file checked by `read_rows`, as a file of its complete rows only, for a reader
+    that takes a file (DuckDB): `path` itself, or, when its last line was cut short, a temporary
+    copy without that line (removed afterwards)."""
+    cut: list[int] = []
+    for _ in read_rows(path, cut.append):
+        pass
+    if not cut:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="flowrate-rows-") as directory:
+        copy = Path(directory) / path.name
+        with open(path, "rb") as source, open(copy, "wb") as target:
+            target.write(source.read(cut[0]))
+        yield copy
 
 
 def repair_partial_tail(path: Path) -> bool:
@@ -78,6 +103,29 @@ def rewrite_rows(path: Path, rows: Iterable[EvaluationRow]) -> None:
         for row in rows:
             out.write(row.model_dump_json().encode() + b"\n")
     os.replace(temporary, path)
+
+
+def write_whole(path: str | Path, write: Callable[[Path], None]) -> None:
+    """Call `write` with a temporary file beside `path` (the link's target, for a symbolic
+    link), then rename that over `path`: a kill or a full disk leaves the old file or none,
+    never half of one. A `path` that exists and is not a regular file (a device, a pipe) is
+    written directly. The file gets the mode a plain `open` would give it."""
+    target = Path(os.path.realpath(Path(path).expanduser()))
+    if target.exists() and not target.is_file():
+        write(target)
+        return
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~umask)
+        write(temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def check_output_path(output: str, option: str = "--output") -> None:

@@ -8,7 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flowrate.errors import ConfigError, InputError
+from flowrate.errors import InputError
+from flowrate.inputs.files import check_apart
 from flowrate.inputs.selection import nothing_to_judge
 from flowrate.results.files import check_output_path, read_rows
 from flowrate.results.summary import RunSummary
@@ -17,17 +18,14 @@ from flowrate.results.summary import RunSummary
 def merge_results(paths: list[str], output: str, allow_empty: bool = False) -> RunSummary:
     """Join the results files of several shards into one; a row twice is an input error,
     and then no output is written. A file named twice (compared resolved: `f`, `./f`) is read
-    once. `output` may not be one of `paths`; files with no row at all are an input error
+    once. `output` may not be one of `paths` (`check_apart`); files with no row at all are an input error
     unless `allow_empty`."""
     check_output_path(output)
     unique: dict[Path, str] = {}
     for path in paths:
         unique.setdefault(Path(path).expanduser().resolve(), path)
     paths = list(unique.values())
-    if output != "-":
-        target = Path(output).expanduser().resolve()
-        if target in unique:
-            raise ConfigError(f"--output {output}: is also an input of the merge; name another file")
+    check_apart([("--output", output)], paths, of="the merge")
     summary = RunSummary()
     seen: dict[tuple[str, str], str] = {}
     problems: list[str] = []

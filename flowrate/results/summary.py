@@ -111,7 +111,7 @@ class Spend(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    rows_without_cost: int = 0
+    rows_without_cost: int = 0  #: judged rows (not error rows) whose model has no known price
     #: of the totals above, what rows resumed from the output file had spent in earlier runs
     resumed_prompt_tokens: int = 0
     resumed_completion_tokens: int = 0
@@ -143,6 +143,8 @@ class Skips(BaseModel):
     unreachable: str | None = None  #: the endpoint that could not be reached
     refused_skipped: int = 0  #: not judged: the judge refused every call as invalid, the same way
     refused: str | None = None  #: that refusal: the error's type and message
+    #: not kept: the results file could not be written (a full disk); `--resume` judges them
+    unwritten_skipped: int = 0
     skipped_notes: list[str] = Field(default_factory=list)
 
     def skip_for_budget(self, conversation_id: str | None, rows: int = 1) -> None:
@@ -156,6 +158,12 @@ class Skips(BaseModel):
         self.skipped += rows
         self.refused_skipped += rows
         _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge refused every call the same way")
+
+    def skip_unwritten(self, conversation_id: str | None, rows: int = 1) -> None:
+        """Rows not kept because the results file could not be written (judged or not)."""
+        self.skipped += rows
+        self.unwritten_skipped += rows
+        _keep(self.skipped_notes, f"{conversation_id}: not kept, the results file could not be written")
 
     def skip_unreachable(self, conversation_id: str | None, rows: int = 1) -> None:
         """A judge call not made because the judge could not be reached; `rows` it would have made."""
@@ -213,10 +221,10 @@ class RunSummary(Totals, Spend, Skips):
         self.prompt_tokens += row.usage.prompt_tokens
         self.completion_tokens += row.usage.completion_tokens
         self.cached += row.cached
-        if row.cost_usd is None:
-            self.rows_without_cost += 1
-        else:
+        if row.cost_usd is not None:
             self.cost_usd += row.cost_usd
+        elif row.error is None:  # an error row is not one of unknown price: it has no price
+            self.rows_without_cost += 1
         self._count_reply(row)
         if row.error is not None:
             detail = f"{row.error.type}: {row.error.message}"
@@ -267,7 +275,8 @@ class RunSummary(Totals, Spend, Skips):
             - self.rows_written
             - self.budget_skipped
             - self.unreachable_skipped
-            - self.refused_skipped,
+            - self.refused_skipped
+            - self.unwritten_skipped,
             0,
         )
 

@@ -49,7 +49,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     """The app's state: the results files imported into the history (each row once), the runs
     of the files and of the history, their transcripts and the response cache; and what to say
     about it (rows imported, runs left out)."""
-    from flowrate.analysis.history import connect, import_results
+    from flowrate.analysis.history import connect_waiting, import_results
     from flowrate.review.queue import unknown_scales
     from flowrate.review.runs import load_runs, load_transcripts, open_cache
     from flowrate.rubric.model import load_rubric
@@ -57,7 +57,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     if options.rubric is not None:
         load_rubric(options.rubric)  # a bad rubric file is an error naming it, before anything is written
     told = []
-    connection = connect(options.history)
+    connection = connect_waiting(options.history)
     try:
         for path in options.results:
             added = import_results(connection, path)

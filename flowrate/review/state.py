@@ -6,7 +6,6 @@ is in the file the moment its request returns (a killed server loses nothing).""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.analysis.reviews import Review, current_reviews, record_review
-from flowrate.errors import ConfigError
 from flowrate.results.rows import EvaluationRow
 from flowrate.review.guard import Secrets
 from flowrate.review.queue import Answer, QueueRule, answers_for, build_queue, queue_metrics
@@ -50,18 +48,10 @@ class ReviewState:
         """The history, open (writable) for one read or write, one request at a time. While
         another process has the file (DuckDB locks it: `calibrate` reading it, say), opening is
         tried again for up to `BUSY_WAIT_S`; then the `ConfigError` says why."""
-        from flowrate.analysis.history import connect
+        from flowrate.analysis.history import connect_waiting
 
         with self._lock:
-            deadline = time.monotonic() + BUSY_WAIT_S
-            while True:
-                try:
-                    connection = connect(self.history_path)
-                    break
-                except ConfigError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+            connection = connect_waiting(self.history_path, BUSY_WAIT_S)
             try:
                 yield connection
             finally:

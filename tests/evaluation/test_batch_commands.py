@@ -110,3 +110,28 @@ def test_no_litellm_coroutine_warning_reaches_the_terminal(batch_server, judge, 
     for run in runs:
         assert "never awaited" not in run.stderr and "Warning" not in run.stderr, run.stderr
     assert len(read_rows(tmp_path / "later.jsonl")) == 3
+
+
+def test_a_restarted_server_numbering_its_batches_again_gives_two_batches_status_and_collect_see(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    import itertools
+
+    write_jsonl(tmp_path / "c.jsonl", conversations(2))
+    batch_server.polls_to_finish = 10_000
+    batch_server._ids = itertools.count(1)
+    first = run_flowrate(*batch_args(batch_server, "--batch-submit-only"))
+    batch_server._ids = itertools.count(1)  # the server restarted: its ids begin at 1 again
+    second = run_flowrate(*batch_args(batch_server, "--batch-submit-only", "--no-cache", output="later.jsonl"))
+    assert submitted_id(first) == submitted_id(second), second.stderr
+    status = run_flowrate("batch", "status", "--all")
+    assert status.returncode == 0, status.stderr
+    lines = [line for line in status.stderr.splitlines() if line.startswith(submitted_id(first))]
+    assert (
+        len(lines) == 2 and any("out.jsonl" in line for line in lines) and any("later.jsonl" in line for line in lines)
+    )
+    assert all(f" at {batch_server.base_url}" in line for line in lines)
+    batch_server.polls_to_finish = 1
+    collected = run_flowrate("batch", "collect")
+    assert collected.returncode == 0, collected.stderr
+    assert len(read_rows(tmp_path / "out.jsonl")) == 2 and len(read_rows(tmp_path / "later.jsonl")) == 2

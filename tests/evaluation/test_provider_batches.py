@@ -7,6 +7,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from tests.helpers import FLOWRATE, MARK_FAIL, TEST_KEY, batch_args, read_rows, turn_record, write_jsonl
 from tests.helpers import batch_conversations as conversations
 
@@ -191,3 +193,50 @@ def test_batch_mode_from_the_config_file_with_chat_dates_and_skipped_conversatio
         __import__("xml.etree.ElementTree").etree.ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     )
     assert (suite.get("tests"), suite.get("skipped")) == ("4", "1")
+
+
+@pytest.mark.parametrize("state", ["made by a batch run", "not made yet"])
+def test_a_batch_run_whose_cache_is_on_a_full_disk_tells_what_it_could_not_keep_and_judges_everything(
+    state, batch_server, judge, run_flowrate, tmp_path, cli_env
+):
+    from tests.helpers import fill_disk, small_disk
+
+    with small_disk(tmp_path / "disk", 256) as disk:
+        env = dict(cli_env, FLOWRATE_CACHE_DIR=str(disk / "cache"))
+        write_jsonl(tmp_path / "c.jsonl", conversations(2))
+        first = batch_args(batch_server, output="first.jsonl")
+        if state == "not made yet":  # an online run made the cache; no batch state is there
+            first = [arg for arg in first if arg not in ("--batch", "--poll-interval", "0")]
+        assert run_flowrate(*first, env=env).returncode == 0
+        assert (disk / "cache" / "batches.sqlite3").exists() == (state == "made by a batch run")
+        fill_disk(disk)
+        write_jsonl(tmp_path / "c.jsonl", conversations(6))
+        result = run_flowrate(*batch_args(batch_server), env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(read_rows(tmp_path / "out.jsonl")) == 6
+    assert "Traceback" not in result.stderr
+    assert "could not be recorded" in result.stderr and "batches.sqlite3" in result.stderr
+    assert "no room for the batch files" in result.stderr
+    assert "replies could not be cached" in result.stderr
+
+
+def test_a_batch_run_whose_results_file_fills_the_disk_exits_4_and_leaves_the_batch_to_collect_again(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    from tests.helpers import fill_disk, small_disk
+
+    write_jsonl(tmp_path / "c.jsonl", conversations(30))
+    with small_disk(tmp_path / "disk", 256) as disk:
+        filler = fill_disk(disk, leave_bytes=8192)
+        result = run_flowrate(*batch_args(batch_server, output=disk / "out.jsonl"))
+        assert result.returncode == 4, result.stderr
+        assert "Traceback" not in result.stderr and "writing the results stopped" in result.stderr
+        whole = (disk / "out.jsonl").read_bytes().count(b"\n")
+        assert 0 < whole < 30
+        assert f"passed {whole}  failed 0  errors 0  skipped {30 - whole}" in result.stderr
+        filler.unlink()
+        collected = run_flowrate("batch", "collect")
+        assert collected.returncode == 0, collected.stderr
+        assert sorted(row["id"] for row in read_rows(disk / "out.jsonl")) == sorted(
+            record["id"] for record in conversations(30)
+        )

@@ -24,7 +24,7 @@ def test_a_recorded_batch_comes_back_as_the_record_it_was_stored_as(tmp_path):
     later = BatchState(tmp_path)  # another process, as `batch collect` is
     assert later.all()[0] == recorded
     assert [batch.batch_id for batch in later.uncollected("/r/out.jsonl")] == ["batch-1"]
-    later.mark("batch-1", "completed", collected=True)
+    later.mark(recorded, "completed", collected=True)
     (collected, other) = later.all()
     assert (collected.status, collected.collected) == ("completed", True) and other.batch_id == "batch-2"
     assert [batch.batch_id for batch in later.uncollected()] == ["batch-2"]
@@ -111,3 +111,43 @@ def test_the_batch_state_file_never_holds_a_secret(tmp_path, monkeypatch):
         "only": ["team=***"],
         "max_input_tokens": 4096,
     }
+
+
+def test_two_endpoints_giving_one_batch_id_are_two_batches_each_marked_alone(tmp_path):
+    state = BatchState(tmp_path)
+    first = state.record("batch-1", "openai", "m", "http://10.0.0.1:8000/v1", "file-1", "/r/a.jsonl", ["a"], {})
+    second = state.record("batch-1", "openai", "m", "http://10.0.0.2:8000/v1", "file-1", "/r/b.jsonl", ["b"], {})
+    state.mark(first, "completed", collected=True)
+    state.close()
+    later = BatchState(tmp_path)
+    assert [(batch.api_base, batch.collected) for batch in later.all()] == [
+        ("http://10.0.0.1:8000/v1", True),
+        ("http://10.0.0.2:8000/v1", False),
+    ]
+    assert later.uncollected() == [second]
+    later.close()
+
+
+def test_an_older_state_keyed_by_the_id_alone_is_migrated_and_takes_the_same_id_again(tmp_path):
+    with sqlite3.connect(tmp_path / "batches.sqlite3") as db:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT, model TEXT, api_base TEXT,"
+            " input_file TEXT, output TEXT, custom_ids TEXT, status TEXT, created_at REAL, collected INTEGER DEFAULT 0,"
+            " command TEXT)"
+        )
+        db.execute(
+            "INSERT INTO batches VALUES ('batch-1', 'openai', 'm', 'http://h:8000/v1', 'file-1', '/r/a.jsonl', '[\"a\"]',"
+            " 'in_progress', 1700000000.5, 0, '{}')"
+        )
+    db.close()
+    state = BatchState(tmp_path)
+    again = state.record("batch-1", "openai", "m", "http://h:8000/v1", "file-1", "/r/b.jsonl", ["b"], {})  # restarted
+    assert [(batch.batch_id, batch.output) for batch in state.all()] == [
+        ("batch-1", "/r/a.jsonl"),
+        ("batch-1", "/r/b.jsonl"),
+    ]
+    assert state.all()[1] == again
+    state.close()
+    with sqlite3.connect(tmp_path / "batches.sqlite3") as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+    db.close()

@@ -92,3 +92,16 @@ def test_bidi_controls_and_unicode_line_separators_are_escaped_on_screen_and_kep
     # JSONL lines end at LF only: str.splitlines would also split at U+2028 and U+2029
     (line,) = (tmp_path / "out.jsonl").read_text(encoding="utf-8").rstrip("\n").split("\n")
     assert json.loads(line)["id"] == odd
+
+
+def test_the_cost_line_counts_no_error_row_as_a_row_of_unknown_price(judge, run_flowrate, tmp_path):
+    judge.script("MARK-BROKEN", {"status": 500})
+    path = write_jsonl(
+        tmp_path / "c.jsonl", [turn_record("good", "hello", "hi"), turn_record("broken", "MARK-BROKEN", "x")]
+    )
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "--max-retries", "0", "-o", "out.jsonl")
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert rows["broken"]["error"] is not None and rows["broken"]["cost_usd"] is None
+    assert rows["good"]["cost_usd"] is not None
+    assert "errors 1" in result.stderr
+    assert "unknown price" not in result.stderr

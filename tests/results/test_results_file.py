@@ -1,7 +1,7 @@
 """The results file: never an input, its path checked before the first call, the previous results
 kept until a row is written, and a full disk stopping the run."""
 
-from tests.helpers import distinct, read_rows, two_metric_rows, write_jsonl, write_rows
+from tests.helpers import distinct, read_rows, turn_record, two_metric_rows, write_jsonl, write_rows
 from tests.helpers import march_label as label
 
 
@@ -75,3 +75,39 @@ def test_a_results_file_on_a_full_disk_stops_the_run_with_exit_4_and_a_resume_co
     assert "writing the results stopped: /dev/full: No space left on device" in result.stderr
     assert "--resume" in result.stderr and "Traceback" not in result.stderr
     assert judge.requests < 40  # it stopped scheduling
+
+
+def test_after_a_full_disk_the_summary_counts_only_whole_rows_the_rest_as_skipped_and_names_the_report(
+    judge, run_flowrate, tmp_path
+):
+    from tests.helpers import fill_disk, small_disk
+
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record(f"c{n:02}", f"question {n}", "answer") for n in range(30)])
+    with small_disk(tmp_path / "disk", 256) as disk:
+        fill_disk(disk, leave_bytes=8192)
+        result = run_flowrate(
+            "eval",
+            path,
+            "--api-base",
+            judge.base_url,
+            "-j",
+            "1",
+            "-o",
+            disk / "out.jsonl",
+            "--junit",
+            disk / "r.xml",
+            "--output-parquet",
+            tmp_path / "rows.parquet",
+        )
+        text = (disk / "out.jsonl").read_bytes()
+        left = sorted(item.name for item in disk.iterdir())
+    assert result.returncode == 4, result.stderr
+    whole = text.count(b"\n")
+    assert 0 < whole < 30 and not text.endswith(b"\n")  # the disk filled up inside a row
+    assert f"passed {whole}  failed 0  errors 0  skipped {30 - whole}" in result.stderr
+    assert f"a report could not be written (--junit {disk / 'r.xml'})" in result.stderr
+    assert left == ["filler", "out.jsonl"]  # no JUnit file, whole or half, and no temporary one
+    import duckdb
+
+    parquet = str(tmp_path / "rows.parquet")
+    assert duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)", [parquet]).fetchone() == (whole,)
