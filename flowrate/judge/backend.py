@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from flowrate.judge.errors import TimedOut, Unreachable
 from flowrate.settings.defaults import DEFAULTS
 
 T = TypeVar("T")
@@ -278,6 +279,11 @@ class CustomClientBackend:
         temperature: float = 0.0,
         max_tokens: int | None = None,
     ) -> Completion:
-        result = await asyncio.wait_for(self.client.chat_complete(messages, temperature), timeout)
+        try:
+            result = await asyncio.wait_for(self.client.chat_complete(messages, temperature), timeout)
+        except TimeoutError:
+            raise TimedOut(f"the client took longer than {timeout:g} seconds") from None
+        except ConnectionError as error:
+            raise Unreachable(str(error)) from error
         text, cost = (result, None) if isinstance(result, str) or result is None else result
         return Completion(texts=[text or ""], cost_usd=cost)

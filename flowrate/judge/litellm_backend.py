@@ -17,6 +17,14 @@ from flowrate.judge.backend import (
     litellm_model_name,
     provider_of,
 )
+from flowrate.judge.errors import (
+    ContextWindowExceeded,
+    TimedOut,
+    Unreachable,
+    error_of,
+    retry_after_seconds,
+    window_named,
+)
 from flowrate.judge.lazy_litellm import litellm as _litellm
 from flowrate.judge.model_map import model_facts
 from flowrate.judge.schema_forms import SchemaForms
@@ -133,7 +141,10 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
         form, sent_format = self.request_format(response_format, max_tokens)
         if sent_format is not None:
             options["response_format"] = sent_format
-        response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
+        try:
+            response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
+        except Exception as error:
+            raise judge_error_of(error) from error
         texts = [choice.message.content or "" for choice in response.choices]
         usage = getattr(response, "usage", None)
         tokens = Usage(
@@ -149,3 +160,45 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
             response_format=form,
         )
+
+
+def judge_error_of(error: Exception) -> Exception:
+    """LiteLLM's exception as one of flowrate's judge errors (`error` itself when it is none of
+    LiteLLM's: a bug is not a judge's answer)."""
+    import openai
+
+    litellm = _litellm()
+    message = str(error)
+    status = getattr(error, "status_code", None)
+    status = status if isinstance(status, int) else None
+    if isinstance(error, litellm.Timeout):  # LiteLLM's for a 408 too
+        return TimedOut(message, status=status)
+    if isinstance(error, openai.APIConnectionError) or _connection_lost(error):
+        return Unreachable(message)
+    if not isinstance(error, openai.APIError) or status is None:
+        return error
+    headers = getattr(error, "litellm_response_headers", None) or getattr(
+        getattr(error, "response", None), "headers", None
+    )
+    told_s = retry_after_seconds(headers)
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return ContextWindowExceeded(message, window_tokens=window_named(message), status=status, retry_after_s=told_s)
+    return error_of(status, message, retry_after_s=told_s)
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """Whether a connection failure lies in `error`'s causes: LiteLLM reports some as a 500
+    ("InternalServerError: OpenAIException - Connection error.") with the transport's error beneath."""
+    import aiohttp
+    import httpx
+    import openai
+
+    lost = (ConnectionError, httpx.ConnectError, aiohttp.ClientConnectionError, openai.APIConnectionError)
+    current = error.__cause__ or error.__context__
+    for _ in range(8):
+        if current is None:
+            return False
+        if isinstance(current, lost) and not isinstance(current, TimeoutError | openai.APITimeoutError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -19,6 +19,7 @@ from typing import Any
 
 from flowrate.errors import JudgeAccessError
 from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, PerLoop, Usage
+from flowrate.judge.errors import CONTEXT_WORDS, ContextWindowExceeded, TimedOut, window_named
 from flowrate.judge.schema_forms import bounded_schema
 
 PREFIX = "gguf:"
@@ -152,6 +153,11 @@ class LocalModel:
         generation.add_done_callback(lambda done: done.cancelled() or done.exception())  # a stopped one is not awaited
         try:
             return await asyncio.wait_for(asyncio.shield(generation), timeout)
+        except TimeoutError:
+            stop.set()
+            raise TimedOut(f"the model took longer than {timeout:g} seconds") from None
+        except ValueError as error:  # llama-cpp-python's "Requested tokens (N) exceed context window of M"
+            raise local_error(error) from error
         except BaseException:
             stop.set()
             raise
@@ -187,6 +193,14 @@ def generate(
         finish = choice.get("finish_reason") or finish
     usage = Usage(prompt_tokens=max(llama.n_tokens - generated, 0), completion_tokens=generated)
     return Completion(texts=["".join(parts)], usage=usage, finish_reasons=[finish], response_format="gguf_grammar")
+
+
+def local_error(error: ValueError) -> Exception:
+    """llama-cpp-python's error as one of flowrate's: a prompt past the loaded window, or `error` itself."""
+    message = str(error)
+    if CONTEXT_WORDS.search(message):
+        return ContextWindowExceeded(message, window_tokens=window_named(message))
+    return error
 
 
 def file_identity(path: Path) -> str:

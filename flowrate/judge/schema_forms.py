@@ -14,8 +14,8 @@ from flowrate.judge.backend import (
     SCHEMA_FORMS,
     Completion,
 )
+from flowrate.judge.errors import FormRefused, JudgeError
 from flowrate.judge.lazy_litellm import litellm as _litellm
-from flowrate.judge.retry import is_format_refusal
 
 
 class SchemaForms:
@@ -98,12 +98,12 @@ class SchemaForms:
         while True:
             try:
                 completion = await send()
-            except Exception as error:
-                if is_format_refusal(error) and self._form_index + 1 < len(SCHEMA_FORMS):
+            except JudgeError as error:
+                if isinstance(error, FormRefused) and self._form_index + 1 < len(SCHEMA_FORMS):
                     self._form_index += 1
                     refused += 1
                     continue
-                error.flowrate_requests = refused + 1  # type: ignore[attr-defined]
+                error.requests = refused + 1
                 raise
             self._form_taken = True
             completion.requests += refused

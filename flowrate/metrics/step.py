@@ -22,7 +22,7 @@ from typing import Any
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage, chat_body
 from flowrate.judge.cache import messages_digest
-from flowrate.judge.retry import error_message
+from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan, Planning
 from flowrate.metrics.rows import charge
 from flowrate.results.rows import ErrorInfo, EvaluationRow
@@ -252,7 +252,7 @@ def settle_rows(
         message = error_message(outcome, ERROR_MESSAGE_LIMIT)
         reply = getattr(outcome, "reply", None)
         for row in rows:
-            row.error = ErrorInfo(type=type(outcome).__name__, message=message)
+            row.error = ErrorInfo(type=error_kind(outcome), message=message)
             row.raw_reply = reply
     else:
         metric._fill(rows, outcome)
