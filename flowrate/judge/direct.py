@@ -17,12 +17,11 @@ from typing import Any
 
 import orjson
 
-from flowrate.judge.backend import Completion, Usage, chat_body, litellm_model_name, provider_of
+from flowrate.judge.backend import Completion, Usage, chat_body
 from flowrate.judge.errors import ERROR_BODY_LIMIT, BadReply, TimedOut, Unreachable, error_for
-from flowrate.judge.litellm_backend import LiteLLMBackend
 from flowrate.judge.model_map import count_tokens, model_facts, price_usd
+from flowrate.judge.served import ServedJudge
 
-DIRECT_PROVIDERS = ("openai", "azure")
 OPENAI_BASE = "https://api.openai.com/v1"
 AZURE_API_VERSION = "2024-10-21"  # when AZURE_API_VERSION is not set: the GA version with json_schema
 
@@ -68,22 +67,10 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def direct_applies(model: str, api_base: str | None) -> bool:
-    """Whether `model` speaks OpenAI's chat-completions protocol: any model at `--api-base` with
-    no other provider named, a model the map gives to OpenAI or Azure, or one named `openai/`
-    or `azure/`."""
-    litellm_model = litellm_model_name(model, api_base)
-    provider = provider_of(litellm_model)
-    if provider not in DIRECT_PROVIDERS:
-        return False
-    if provider == "azure" and not (api_base or os.environ.get("AZURE_API_BASE")):
-        return False
-    return bool(api_base) or "/" in litellm_model or model_facts(litellm_model) is not None
-
-
-class DirectBackend(LiteLLMBackend):
-    """A LiteLLM backend's judge (the same checks, schema forms, self-hosted defaults) with its
-    calls made over aiohttp and its facts read from LiteLLM's model map: LiteLLM is never imported."""
+class DirectBackend(ServedJudge):
+    """A judge that speaks OpenAI's protocol (`JudgeAddress.direct`), with the same key checks,
+    schema forms and self-hosted defaults as the LiteLLM backend, its calls made over aiohttp and
+    its facts read from LiteLLM's model map: LiteLLM is never imported."""
 
     @cached_property
     def _model_info(self) -> dict[str, Any] | None:
@@ -99,9 +86,6 @@ class DirectBackend(LiteLLMBackend):
 
     def bounds_replies(self) -> bool:
         return not (self._model_info or {}).get("supports_reasoning")
-
-    def check_model(self) -> None:
-        """Nothing to check: `direct_applies` chose this transport for a model OpenAI's protocol serves."""
 
     def _estimated_tokens(self, text: str) -> int:
         return count_tokens(text)

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.errors import JudgeAccessError
-from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, PerLoop, Usage
+from flowrate.judge.address import GGUF_PREFIX, JudgeAddress
+from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, JudgeBackend, PerLoop, Usage
 from flowrate.judge.errors import CONTEXT_WORDS, ContextWindowExceeded, TimedOut, window_named
 from flowrate.judge.schema_forms import bounded_schema
 
-PREFIX = "gguf:"
 # The window loaded when FLOWRATE_GGUF_N_CTX does not say: the model's trained context, capped.
 # Qwen2.5's 32,768 tokens would reserve a KV cache of about 0.9 GB at 1.5B parameters for replies
 # to prompts that are 3,000-6,000 tokens long; 8,192 holds the rubric and a long conversation.
@@ -35,21 +35,21 @@ class Stopped(Exception):
     """The generation was stopped: its call timed out or the run is stopping."""
 
 
-class LocalModel:
+class LocalModel(JudgeBackend):
     """A GGUF file as a judge backend: one generation at a time, in a worker thread, stopped at
     the next token when its call is abandoned."""
 
-    def __init__(self, model: str):
-        self.path = Path(model.removeprefix(PREFIX)).expanduser()
-        self.model_name = f"{PREFIX}{self.path.name}"
+    def __init__(self, address: JudgeAddress):
+        """`address`: a `gguf:PATH` judge's (`JudgeAddress.parse`)."""
+        if address.gguf_path is None:
+            raise ValueError(f"{address.model!r} names no GGUF file")
+        self.path = address.gguf_path
+        self.model_name = f"{GGUF_PREFIX}{address.name}"
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowrate-gguf")
         self._load_lock = threading.Lock()
         self._slot = PerLoop(lambda: asyncio.Semaphore(1))
 
     # -- before any call ------------------------------------------------------------------
-    def check_keys(self) -> None:
-        """No key: the model is a file."""
-
     def check_access(self) -> None:
         """The model file is there, and llama-cpp-python is installed."""
         if not self.path.is_file():
@@ -91,12 +91,6 @@ class LocalModel:
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     # -- what the calls may ask ---------------------------------------------------------------
-    def supports_n(self) -> bool:
-        return False
-
-    def ignores_n(self) -> None:
-        """One reply per call already."""
-
     def default_timeout_s(self) -> float:
         return SELF_HOSTED_TIMEOUT_S
 
@@ -108,14 +102,8 @@ class LocalModel:
         """One call at a time at the model, so no call waits for the worker with its timeout running."""
         return self._slot.get()
 
-    def bounds_replies(self) -> bool:
-        return True
-
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return None  # no price list knows it: the cost is recorded as unknown, never as 0
-
     def cache_identity(self) -> str:
-        return f"{PREFIX}{self._identity}"
+        return f"{GGUF_PREFIX}{self._identity}"
 
     @cached_property
     def _identity(self) -> str:
@@ -123,9 +111,6 @@ class LocalModel:
 
     def response_format_id(self) -> str | None:
         return "gguf_grammar"
-
-    def response_format_ids(self) -> list[str | None]:
-        return ["gguf_grammar"]
 
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The schema in llama-cpp-python's form, which it compiles to a grammar."""

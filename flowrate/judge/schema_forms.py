@@ -2,11 +2,10 @@
 `{"type": "json_object", "schema": ...}` (llama-cpp-python's server), Ollama's `format`; learned from
 the server's answer once per run, one call probing while the others wait.
 
-`SchemaForms` is a part of `LiteLLMBackend`."""
+`SchemaForms` is a part of `ServedJudge`; it reads the judge's `api_base`, `provider` and `_structured`."""
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 from flowrate.judge.backend import (
@@ -15,11 +14,10 @@ from flowrate.judge.backend import (
     Completion,
 )
 from flowrate.judge.errors import FormRefused, JudgeError
-from flowrate.judge.lazy_litellm import litellm as _litellm
 
 
 class SchemaForms:
-    """A LiteLLM backend's structured-output forms; see the module."""
+    """A served judge's structured-output forms; see the module."""
 
     @property
     def _learns_form(self) -> bool:
@@ -63,13 +61,6 @@ class SchemaForms:
         if self._form_settled:
             return [self._form]
         return [form for form in SCHEMA_FORMS if form is not None]
-
-    @cached_property
-    def _structured(self) -> bool:
-        try:
-            return bool(_litellm().supports_response_schema(model=self.litellm_model))
-        except Exception:
-            return False
 
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The `response_format` asking for `schema` in OpenAI's form, where the model can take a

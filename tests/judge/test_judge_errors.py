@@ -7,7 +7,9 @@ import socket
 
 import pytest
 
-from flowrate.judge.backend import CustomClientBackend
+from flowrate import ConversationalFlowRateMetric, evaluate_conversations
+from flowrate.judge.address import JudgeAddress
+from flowrate.judge.backend import Completion, CustomClientBackend, JudgeBackend
 from flowrate.judge.batch_api import OpenAIFiles
 from flowrate.judge.direct import DirectBackend
 from flowrate.judge.errors import (
@@ -28,7 +30,7 @@ from flowrate.judge.litellm_backend import LiteLLMBackend
 from flowrate.judge.local_model import LocalModel
 from flowrate.judge.retry import RetryPolicy
 from flowrate.judge.transports import make_backend
-from tests.helpers import PYDANTIC_500
+from tests.helpers import PYDANTIC_500, conversation, verdict
 
 CONTEXT_400 = {
     "status": 400,
@@ -166,9 +168,43 @@ class Llama:
 
 @pytest.mark.parametrize(("llama", "expected"), [(Llama(), ContextWindowExceeded), (Llama(slow=True), TimedOut)])
 async def test_a_gguf_models_overflow_and_timeout_are_judge_errors(tmp_path, llama, expected):
-    model = LocalModel(f"gguf:{tmp_path / 'model.gguf'}")
+    model = LocalModel(JudgeAddress.parse(f"gguf:{tmp_path / 'model.gguf'}"))
     model.__dict__["_llama"] = llama  # the loaded model, as `LocalModel._llama` caches it
     with pytest.raises(expected) as raised:
         await model.complete(MESSAGES, n=1, timeout=0.2)
     if expected is ContextWindowExceeded:
         assert raised.value.window_tokens == 8192
+
+
+class Scripted(JudgeBackend):
+    """A backend of a user's own that writes `complete` and nothing else."""
+
+    model_name = "scripted-backend"
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    async def complete(self, messages, *, n, timeout, response_format=None, temperature=0.0, max_tokens=None):
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return Completion(texts=[answer])
+
+
+async def test_a_backend_that_writes_only_complete_judges_and_its_errors_are_retried_or_kept():
+    backend = Scripted([RateLimited("slow down", status=429), verdict("mostly"), RequestRefused("no", status=400)])
+    metric = ConversationalFlowRateMetric(model=backend, retry=RetryPolicy(max_retries=2, backoff=0, backoff_max=0))
+    [judged, refused] = await evaluate_conversations(
+        [conversation("hi", "hello", id="a"), conversation("bye", "goodbye", id="b")], [metric], concurrency=1
+    )
+    assert judged.metrics_data[0].score == 0.9 and judged.metrics_data[0].evaluation_log["attempts"] == 2
+    assert refused.metrics_data[0].error.type == "BadRequestError" and refused.metrics_data[0].error.message == "no"
+    assert backend.cache_identity() == "scripted-backend" and backend.count_tokens("abcdef") == 3
+
+
+def test_a_backend_must_write_complete():
+    class Silent(JudgeBackend):
+        model_name = "silent"
+
+    with pytest.raises(TypeError, match="complete"):
+        Silent()
