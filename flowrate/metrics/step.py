@@ -148,8 +148,8 @@ def build_request(metric: Planning, case: ConversationalEvalTestCase, *, lookup:
 
 def reply_from_answer(metric: Planning, request: JudgeRequest, answer: Any) -> Reply:
     """A decoded chat-completions answer to `request` as a `Reply`, priced as `flowrate eval`
-    prices it. Raises the error `flowrate eval` would (an `InternalServerError` for an answer that
-    is not a chat completion: an error body, say)."""
+    prices it. Raises the error `flowrate eval` would (a `BadReply` for an answer that is not a
+    chat completion: an error body, say)."""
     from flowrate.judge.direct import completion_of
 
     completion = completion_of(answer, request.response_format, None)
