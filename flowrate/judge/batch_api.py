@@ -29,6 +29,7 @@ from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
 from flowrate.judge.backend import chat_body
 from flowrate.judge.direct import openai_endpoint
 from flowrate.judge.errors import BadReply, JudgeError, TimedOut, Unreachable, error_for
+from flowrate.judge.litellm_backend import judge_error_of
 from flowrate.judge.retry import SECRET_NAME, RetryPolicy, one_line, redact_secrets, worth_retrying
 
 ENDPOINT = "/v1/chat/completions"
@@ -438,6 +439,23 @@ class OpenAIFiles:
                 sent.close()
 
 
+def litellm_options(provider: str, api_base: str | None) -> dict[str, Any]:
+    """What every LiteLLM files and batches call of `provider` at `api_base` is given."""
+    options: dict[str, Any] = {"custom_llm_provider": provider}
+    if api_base:
+        options["api_base"] = api_base
+        if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            options["api_key"] = "no-key"
+    return options
+
+
+def batch_api_error(what: str, error: Exception, where: str) -> BatchApiError:
+    """`error` as one plain `BatchApiError` saying `what` failed at `where`, with no secret in it."""
+    status = error.status if isinstance(error, JudgeError) else None
+    verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
+    return BatchApiError(f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status)
+
+
 class Provider:
     """Files and batches: over flowrate's own client (`OpenAIFiles`) for the OpenAI protocol, else
     through LiteLLM, for the providers it supports there."""
@@ -452,39 +470,24 @@ class Provider:
             )
         self.provider = provider
         self.api_base = api_base
+        self.where = redacted_url(api_base) or f"the {provider} API"  # as its errors name it
         self._files = OpenAIFiles(api_base, retry) if provider == "openai" and transport != "litellm" else None
-
-    def _options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"custom_llm_provider": self.provider}
-        if self.api_base:
-            options["api_base"] = self.api_base
-            if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
-                options["api_key"] = "no-key"
-        return options
 
     async def _call(self, what: str, name: str, **arguments: Any) -> Any:
         """LiteLLM's `name`, awaited; its errors as one plain `BatchApiError` saying `what` failed."""
         from flowrate.judge.lazy_litellm import litellm as _litellm
-        from flowrate.judge.litellm_backend import judge_error_of
 
         try:
-            return await getattr(_litellm(), name)(**arguments, **self._options())
+            return await getattr(_litellm(), name)(**arguments, **litellm_options(self.provider, self.api_base))
         except Exception as error:  # LiteLLM's mapped errors, the OpenAI SDK's and the transport's
-            raise self._error(what, judge_error_of(error)) from None
+            raise batch_api_error(what, judge_error_of(error), self.where) from None
 
     async def _direct(self, what: str, method: str, path: str, **arguments: Any) -> Any:
         """`OpenAIFiles.call`; its errors as one plain `BatchApiError` saying `what` failed."""
         try:
             return await self._files.call(method, path, **arguments)  # type: ignore[union-attr]
         except JudgeError as error:
-            raise self._error(what, error) from None
-
-    def _error(self, what: str, error: Exception) -> BatchApiError:
-        """`error` as one plain `BatchApiError` saying `what` failed, with no secret in it."""
-        status = error.status if isinstance(error, JudgeError) else None
-        where = redacted_url(self.api_base) or f"the {self.provider} API"
-        verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
-        return BatchApiError(f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status)
+            raise batch_api_error(what, error, self.where) from None
 
     async def submit(self, requests: RequestFile) -> tuple[str, str]:
         """Upload a batch's `requests` file from disk and create the batch; returns (input file
@@ -542,7 +545,7 @@ class Provider:
                     async for chunk in chunks:
                         into.write(chunk)
                 except Exception as error:  # the connection lost part-way, as in `_call`
-                    raise self._error(what, error) from None
+                    raise batch_api_error(what, judge_error_of(error), self.where) from None
                 finally:
                     await chunks.aclose()
         into.write(b"\n")  # a last line without its newline stays a line of its own

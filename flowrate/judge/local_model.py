@@ -66,22 +66,8 @@ class LocalModel(JudgeBackend):
     def _llama(self) -> Any:
         """The loaded model (seconds for a 1 GB file), with its trained window capped."""
         self.check_access()
-        from llama_cpp import Llama
-
-        wanted = int(os.environ.get("FLOWRATE_GGUF_N_CTX") or DEFAULT_N_CTX)
-        threads = int(os.environ.get("FLOWRATE_GGUF_THREADS") or os.cpu_count() or 1)  # its default: half the cores
         with self._load_lock:
-            try:
-                llama = Llama(model_path=str(self.path), n_ctx=wanted, n_threads=threads, verbose=False)
-                trained = next(
-                    (int(v) for k, v in llama.metadata.items() if k.endswith(".context_length") and v.isdigit()), 0
-                )
-                if 0 < trained < wanted:  # past its trained window a model's replies degrade
-                    del llama
-                    llama = Llama(model_path=str(self.path), n_ctx=trained, n_threads=threads, verbose=False)
-            except (ValueError, RuntimeError) as error:  # not a GGUF file, or one it cannot load
-                raise JudgeAccessError(f"{self.path}: llama-cpp-python cannot load it: {error}") from None
-        return llama
+            return load_llama(self.path)
 
     def context_window(self) -> int | None:
         """The loaded window, exact: the model's own tokenizer counts every prompt."""
@@ -146,6 +132,24 @@ class LocalModel(JudgeBackend):
         except BaseException:
             stop.set()
             raise
+
+
+def load_llama(path: Path) -> Any:
+    """llama-cpp-python's model of the file at `path`, its window FLOWRATE_GGUF_N_CTX (else
+    `DEFAULT_N_CTX`) capped at the trained one, on FLOWRATE_GGUF_THREADS threads (else every core)."""
+    from llama_cpp import Llama
+
+    wanted = int(os.environ.get("FLOWRATE_GGUF_N_CTX") or DEFAULT_N_CTX)
+    threads = int(os.environ.get("FLOWRATE_GGUF_THREADS") or os.cpu_count() or 1)  # its default: half the cores
+    try:
+        llama = Llama(model_path=str(path), n_ctx=wanted, n_threads=threads, verbose=False)
+        trained = next((int(v) for k, v in llama.metadata.items() if k.endswith(".context_length") and v.isdigit()), 0)
+        if 0 < trained < wanted:  # past its trained window a model's replies degrade
+            del llama
+            llama = Llama(model_path=str(path), n_ctx=trained, n_threads=threads, verbose=False)
+    except (ValueError, RuntimeError) as error:  # not a GGUF file, or one it cannot load
+        raise JudgeAccessError(f"{path}: llama-cpp-python cannot load it: {error}") from None
+    return llama
 
 
 def generate(
