@@ -67,13 +67,14 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
     """
     import litellm
 
+    from flowrate.judge.address import JudgeAddress
     from flowrate.judge.litellm_backend import LiteLLMBackend
     from flowrate.metrics.rubric_metric import RubricMetric
     from flowrate.rubric.model import load_rubric
     from flowrate.scores.schema import reply_schema
 
     litellm.suppress_debug_info = True
-    backend = LiteLLMBackend("gpt-4o", base_url)
+    backend = LiteLLMBackend(JudgeAddress.parse("gpt-4o", base_url))
     response_format = backend.structured_output("conversational_flow_rate", reply_schema(load_rubric()))
     max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
     semaphore = asyncio.Semaphore(concurrency)
@@ -105,12 +106,13 @@ async def raw_aiohttp_loop(messages_per_conversation: list[list[dict]], base_url
     import aiohttp
     import orjson
 
+    from flowrate.judge.address import JudgeAddress
     from flowrate.judge.litellm_backend import LiteLLMBackend
     from flowrate.metrics.rubric_metric import RubricMetric
     from flowrate.rubric.model import load_rubric
     from flowrate.scores.schema import reply_schema
 
-    response_format = LiteLLMBackend("gpt-4o", base_url).structured_output(
+    response_format = LiteLLMBackend(JudgeAddress.parse("gpt-4o", base_url)).structured_output(
         "conversational_flow_rate", reply_schema(load_rubric())
     )
     max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit

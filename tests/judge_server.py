@@ -10,6 +10,7 @@ A step is one of:
 - ``{"content": "any text"}``: a raw reply (malformed on purpose)
 - ``{"status": 429, "retry_after": 1}`` / ``{"status": 500}`` / ``{"status": 401}``
   (``"echo_auth": true`` quotes the Authorization header back in the error message)
+- ``{"raw_body": "<html>..."}``: answers that text, not JSON (with ``"status"``, 200 by default)
 - ``{"hang": true}``: never answers (until the client gives up)
 - ``{"copy_example": 0}``: replies with the request's own first few-shot reply (the rubric's
   example, as a small model sometimes does)
@@ -280,6 +281,8 @@ class JudgeServer:
         if step.get("hang"):
             await asyncio.sleep(3600)
         status = step.get("status", 200)
+        if "raw_body" in step:  # an answer that is not JSON, as a broken proxy sends
+            return web.Response(text=step["raw_body"], status=status, content_type="text/html")
         if status != 200:
             headers = {}
             if "retry_after" in step:

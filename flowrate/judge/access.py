@@ -5,14 +5,8 @@ import takes seconds), a key LiteLLM finds missing, a model no provider serves.
 
 from __future__ import annotations
 
-import os
-
 from flowrate.errors import JudgeAccessError
-from flowrate.judge.backend import (
-    ALSO_READ,
-    KEY_VARIABLES,
-    KEYLESS_PROVIDERS,
-)
+from flowrate.judge.backend import KEY_VARIABLES, KEYLESS_PROVIDERS
 from flowrate.judge.lazy_litellm import litellm as _litellm
 
 
@@ -33,17 +27,6 @@ class AccessChecks:
             raise JudgeAccessError(
                 f"no API key for model {self.model_name!r}: set {' and '.join(dict.fromkeys(missing))}"
             )
-
-    def check_keys(self) -> None:
-        """A known provider's key, checked without importing LiteLLM (its import takes seconds),
-        so that a missing key is reported at once."""
-        if self.api_base or self.provider in KEYLESS_PROVIDERS:
-            return
-        if self.provider in KEY_VARIABLES:
-            names = [self.key_variable, ALSO_READ.get(self.provider)]
-            if not any(os.environ.get(name, "").strip() for name in names if name):
-                other = f" (LiteLLM also reads {ALSO_READ[self.provider]})" if self.provider in ALSO_READ else ""
-                raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {self.key_variable}{other}")
 
     def check_model(self) -> None:
         """Raise `JudgeAccessError` unless LiteLLM knows which provider serves the model."""

@@ -7,10 +7,11 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from flowrate.judge.errors import TimedOut, Unreachable
 from flowrate.settings.groups import HOSTED_TIMEOUT_S
 from flowrate.settings.groups import SELF_HOSTED_TIMEOUT_S as SELF_HOSTED_TIMEOUT_S  # for the engines
 
@@ -41,22 +42,6 @@ class Usage(BaseModel):
     completion_tokens: int = 0
 
 
-# eval_lib's `provider:model` prefixes, mapped to LiteLLM's provider names.
-PROVIDER_ALIASES = {
-    "openai": "openai",
-    "azure": "azure",
-    "anthropic": "anthropic",
-    "google": "gemini",
-    "gemini": "gemini",
-    "vertex": "vertex_ai",
-    "ollama": "ollama_chat",
-    "mistral": "mistral",
-    "groq": "groq",
-    "deepseek": "deepseek",
-    "together": "together_ai",
-    "openrouter": "openrouter",
-    "bedrock": "bedrock",
-}
 KEY_VARIABLES = {
     "openai": "OPENAI_API_KEY",
     "azure": "AZURE_API_KEY",
@@ -84,26 +69,6 @@ OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM's ollama_chat pr
 # only), then no schema at all (a server that takes neither).
 SCHEMA_FORMS: tuple[str | None, ...] = ("json_schema", "json_object_schema", None)
 OLLAMA_FORM = "ollama_format"  # LiteLLM's ollama_chat provider sends json_schema as Ollama's `format`
-
-
-def litellm_model_name(model: str, api_base: str | None = None) -> str:
-    """`anthropic:claude-x` -> `anthropic/claude-x`; `ollama` always goes to the chat endpoint.
-
-    With an `api_base` and no provider named, the server is taken to speak OpenAI's protocol.
-    """
-    provider, sep, name = model.partition(":")
-    if sep and "/" not in provider and provider.lower() in PROVIDER_ALIASES:
-        model = f"{PROVIDER_ALIASES[provider.lower()]}/{name}"
-    if model.startswith("ollama/"):
-        model = "ollama_chat/" + model.removeprefix("ollama/")
-    if api_base and "/" not in model:
-        model = f"openai/{model}"
-    return model
-
-
-def provider_of(litellm_model: str) -> str:
-    provider, sep, _ = litellm_model.partition("/")
-    return provider if sep else "openai"
 
 
 def chat_body(
@@ -146,9 +111,15 @@ class Completion:
         return index < len(self.finish_reasons) and self.finish_reasons[index] == "length"
 
 
-class JudgeBackend(Protocol):
-    model_name: str
+class JudgeBackend(ABC):
+    """A judge: one model call, its replies, tokens and cost. A backend writes `complete` and
+    only what differs from these defaults (as inspect_ai's `ModelAPI`): a hosted judge that needs
+    no key check, gives one reply per call, tells no context window or price, and counts about
+    three bytes a token."""
 
+    model_name: str  #: the model as the user named it: rows and messages show it
+
+    @abstractmethod
     async def complete(
         self,
         messages: list[dict[str, str]],
@@ -159,39 +130,75 @@ class JudgeBackend(Protocol):
         temperature: float = 0.0,
         max_tokens: int | None = None,
     ) -> Completion:
-        """`n` replies to one prompt; `n` > 1 only where `supports_n`."""
+        """`n` replies to `messages` (`n` > 1 only where `supports_n`), each attempt at most
+        `timeout` seconds, the schema in `response_format` (from `structured_output`), at
+        `temperature`, each reply at most `max_tokens` (None: unbounded). Raises flowrate's
+        `judge.errors.JudgeError` for a failed call."""
 
-    def check_access(self) -> None: ...
+    def check_access(self) -> None:
+        """Fail (`JudgeAccessError`) before anything is spent: by default, the key and the model."""
+        self.check_keys()
+        self.check_model()
 
-    def ignores_n(self) -> None: ...
+    def check_keys(self) -> None:
+        """Fail (`JudgeAccessError`) on a missing key, quickly (no heavy import): by default, no key is needed."""
+        return None
 
-    def default_timeout_s(self) -> float: ...
+    def check_model(self) -> None:
+        """Fail (`JudgeAccessError`) on a model no one serves: by default, any model is served."""
+        return None
 
-    def retries_timeouts(self) -> bool: ...
+    def supports_n(self) -> bool:
+        """Whether one request may ask for several replies (`n`)."""
+        return False
 
-    def server_slot(self) -> Any: ...
+    def ignores_n(self) -> None:
+        """The judge answered a request for `n` replies with fewer: ask one at a time from now on."""
+        return None
 
-    def bounds_replies(self) -> bool: ...
+    def default_timeout_s(self) -> float:
+        """Seconds an attempt may take when the run's policy does not say."""
+        return HOSTED_TIMEOUT_S
 
-    def response_format_ids(self) -> list[str | None]: ...
+    def retries_timeouts(self) -> bool:
+        """Whether an attempt that timed out is tried again."""
+        return True
 
-    def check_keys(self) -> None: ...
+    def server_slot(self) -> Any:
+        """An async context held while a request is at the judge: by default, no bound."""
+        return contextlib.nullcontext()
 
-    def check_model(self) -> None: ...
+    def bounds_replies(self) -> bool:
+        """Whether `complete` is given `max_tokens`."""
+        return True
 
-    def supports_n(self) -> bool: ...
+    def context_window(self) -> int | None:
+        """Input tokens the model takes; None when unknown."""
+        return None
 
-    def context_window(self) -> int | None: ...
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text` by the model's count: by default, about three bytes a token, rounded up."""
+        return len(text.encode()) // 3 + 1
 
-    def count_tokens(self, text: str) -> int: ...
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD for `prompt_tokens` and `completion_tokens`; None when unknown, never a guess."""
+        return None
 
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None: ...
+    def cache_identity(self) -> str:
+        """The judge in the cache key: the same name served elsewhere is another judge."""
+        return self.model_name
 
-    def cache_identity(self) -> str: ...
+    def response_format_id(self) -> str | None:
+        """The form the next request sends the schema in (part of the cache key); None: none."""
+        return None
 
-    def response_format_id(self) -> str | None: ...
+    def response_format_ids(self) -> list[str | None]:
+        """Every form a cached reply of this judge may have been asked in."""
+        return [self.response_format_id()]
 
-    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None: ...
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """The `response_format` asking for `schema` under `name`; None where the judge takes no schema."""
+        return None
 
 
 class CustomLLMClient(ABC):
@@ -211,60 +218,19 @@ class CustomLLMClient(ABC):
     def get_model_name(self) -> str: ...
 
 
-class CustomClientBackend:
+class CustomClientBackend(JudgeBackend):
     """A `CustomLLMClient` as a backend: one reply per call, no token counts."""
 
     def __init__(self, client: Any):
+        """`client`: an object with `chat_complete(messages, temperature)` and `get_model_name()`."""
         self.client = client
         self.model_name = client.get_model_name()
-
-    def check_access(self) -> None:
-        return None
-
-    def check_keys(self) -> None:
-        return None
-
-    def check_model(self) -> None:
-        return None
-
-    def supports_n(self) -> bool:
-        return False
-
-    def ignores_n(self) -> None:
-        return None
-
-    def default_timeout_s(self) -> float:
-        return HOSTED_TIMEOUT_S
-
-    def retries_timeouts(self) -> bool:
-        return True
-
-    def server_slot(self) -> Any:
-        return contextlib.nullcontext()
 
     def bounds_replies(self) -> bool:
         return False  # `chat_complete` takes no token limit
 
-    def context_window(self) -> int | None:
-        return None
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.encode()) // 3 + 1
-
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return None
-
     def cache_identity(self) -> str:
         return f"custom:{self.model_name}"
-
-    def response_format_id(self) -> str | None:
-        return None
-
-    def response_format_ids(self) -> list[str | None]:
-        return [None]
-
-    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-        return None
 
     async def complete(
         self,
@@ -276,6 +242,11 @@ class CustomClientBackend:
         temperature: float = 0.0,
         max_tokens: int | None = None,
     ) -> Completion:
-        result = await asyncio.wait_for(self.client.chat_complete(messages, temperature), timeout)
+        try:
+            result = await asyncio.wait_for(self.client.chat_complete(messages, temperature), timeout)
+        except TimeoutError:
+            raise TimedOut(f"the client took longer than {timeout:g} seconds") from None
+        except ConnectionError as error:
+            raise Unreachable(str(error)) from error
         text, cost = (result, None) if isinstance(result, str) or result is None else result
         return Completion(texts=[text or ""], cost_usd=cost)

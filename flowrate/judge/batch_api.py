@@ -27,14 +27,15 @@ import orjson
 
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
 from flowrate.judge.backend import chat_body
-from flowrate.judge.direct import openai_endpoint, server_message
-from flowrate.judge.retry import SECRET_NAME, RetryPolicy, one_line, redact_secrets
+from flowrate.judge.direct import openai_endpoint
+from flowrate.judge.errors import BadReply, JudgeError, TimedOut, Unreachable, error_for
+from flowrate.judge.litellm_backend import judge_error_of
+from flowrate.judge.retry import SECRET_NAME, RetryPolicy, one_line, redact_secrets, worth_retrying
 
 ENDPOINT = "/v1/chat/completions"
 MAX_REQUESTS = 50_000  # OpenAI and Azure: requests in one batch
 MAX_BYTES = 200 * 1024 * 1024  # and bytes of its input file
 MARGIN = 0.95  # stay this far under both
-RETRIED_STATUSES = {408, 409, 429}  # and every 5xx
 CONNECT_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 600.0  # LiteLLM's default for its files calls
 DOWNLOAD_CHUNK_BYTES = 1024 * 1024  # a results file is read in pieces of this size, written to disk as they come
@@ -435,14 +436,6 @@ class BatchState:
         )
 
 
-class _HttpError(Exception):
-    """An error answer of the Files or Batches endpoints: its `status_code` and the server's message."""
-
-    def __init__(self, message: str, status_code: int):
-        super().__init__(message)
-        self.status_code = status_code
-
-
 def _namespace(value: Any) -> Any:
     """A JSON answer with attribute access (`info.request_counts.completed`), as the SDK's objects have."""
     if isinstance(value, dict):
@@ -450,11 +443,11 @@ def _namespace(value: Any) -> Any:
     return value
 
 
-def _tried_again(error: Exception) -> bool:
-    """Whether a call that failed with `error` is worth another try: a lost connection, a timeout,
-    or a 408, 409, 429 or 5xx answer, as the OpenAI SDK retries."""
-    status = getattr(error, "status_code", None)
-    return status is None or status >= 500 or status in RETRIED_STATUSES
+def _decoded(payload: bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise BadReply(f"the answer is not JSON: {payload[:200]!r}") from None
 
 
 class OpenAIFiles:
@@ -483,16 +476,14 @@ class OpenAIFiles:
         """`method` on `path` under the base URL, sending the `json` body, or the file `upload`
         (streamed from disk as a batch file, in a multipart form); returns the answer with
         attribute access, or, with `into`, appends the answer's bytes to `into` in chunks of
-        `DOWNLOAD_CHUNK_BYTES` as they come (None). Raises `_HttpError` for an error answer,
-        aiohttp's or the OS's errors for a lost connection, once the retries are spent."""
-        import aiohttp
-
+        `DOWNLOAD_CHUNK_BYTES` as they come (None). Raises flowrate's `JudgeError` for an error
+        answer, a lost connection or a timeout, once the retries are spent."""
         start = into.tell() if into is not None else 0
         for attempt in range(1, self.retry.max_retries + 1):
             try:
                 return await self._once(method, path, json, upload, into)
-            except (_HttpError, aiohttp.ClientError, TimeoutError, OSError) as error:
-                if not _tried_again(error):
+            except JudgeError as error:
+                if not worth_retrying(error):
                     raise
                 wait_s = self.retry.wait_seconds(attempt, error, random.random())
             if into is not None:  # what a lost download wrote is written again
@@ -519,15 +510,36 @@ class OpenAIFiles:
                 client.request(method, f"{self.base}{path}", json=json, data=data) as answer,
             ):
                 if answer.status >= 400:
-                    raise _HttpError(server_message(await answer.read()), answer.status)
+                    raise error_for(answer.status, await answer.read(), answer.headers)
                 if into is None:
-                    return _namespace(orjson.loads(await answer.read()))
+                    return _namespace(_decoded(await answer.read()))
                 async for chunk in answer.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
                     into.write(chunk)
                 return None
+        except TimeoutError as error:
+            raise TimedOut(str(error) or "the call timed out") from error
+        except (aiohttp.ClientError, OSError) as error:  # a lost connection, or the download's disk
+            raise Unreachable(str(error)) from error
         finally:
             if sent is not None:
                 sent.close()
+
+
+def litellm_options(provider: str, api_base: str | None) -> dict[str, Any]:
+    """What every LiteLLM files and batches call of `provider` at `api_base` is given."""
+    options: dict[str, Any] = {"custom_llm_provider": provider}
+    if api_base:
+        options["api_base"] = api_base
+        if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            options["api_key"] = "no-key"
+    return options
+
+
+def batch_api_error(what: str, error: Exception, where: str) -> BatchApiError:
+    """`error` as one plain `BatchApiError` saying `what` failed at `where`, with no secret in it."""
+    status = error.status if isinstance(error, JudgeError) else None
+    verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
+    return BatchApiError(f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status)
 
 
 class Provider:
@@ -544,41 +556,24 @@ class Provider:
             )
         self.provider = provider
         self.api_base = api_base
+        self.where = redacted_url(api_base) or f"the {provider} API"  # as its errors name it
         self._files = OpenAIFiles(api_base, retry) if provider == "openai" and transport != "litellm" else None
-
-    def _options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"custom_llm_provider": self.provider}
-        if self.api_base:
-            options["api_base"] = self.api_base
-            if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
-                options["api_key"] = "no-key"
-        return options
 
     async def _call(self, what: str, name: str, **arguments: Any) -> Any:
         """LiteLLM's `name`, awaited; its errors as one plain `BatchApiError` saying `what` failed."""
         from flowrate.judge.lazy_litellm import litellm as _litellm
 
         try:
-            return await getattr(_litellm(), name)(**arguments, **self._options())
+            return await getattr(_litellm(), name)(**arguments, **litellm_options(self.provider, self.api_base))
         except Exception as error:  # LiteLLM's mapped errors, the OpenAI SDK's and the transport's
-            raise self._error(what, error) from None
+            raise batch_api_error(what, judge_error_of(error), self.where) from None
 
     async def _direct(self, what: str, method: str, path: str, **arguments: Any) -> Any:
         """`OpenAIFiles.call`; its errors as one plain `BatchApiError` saying `what` failed."""
-        import aiohttp
-
         try:
             return await self._files.call(method, path, **arguments)  # type: ignore[union-attr]
-        except (_HttpError, aiohttp.ClientError, TimeoutError, OSError) as error:
-            raise self._error(what, error) from None
-
-    def _error(self, what: str, error: Exception) -> BatchApiError:
-        """`error` as one plain `BatchApiError` saying `what` failed, with no secret in it."""
-        status = getattr(error, "status_code", None)
-        status = status if isinstance(status, int) else None
-        where = redacted_url(self.api_base) or f"the {self.provider} API"
-        verb = f"refused to {what} ({status})" if status is not None else f"could not {what}"
-        return BatchApiError(f"the batch API at {where} {verb}: {one_line(redact_secrets(str(error)))}", status)
+        except JudgeError as error:
+            raise batch_api_error(what, error, self.where) from None
 
     async def submit(self, requests: RequestFile) -> tuple[str, str]:
         """Upload a batch's `requests` file from disk and create the batch; returns (input file
@@ -636,7 +631,7 @@ class Provider:
                     async for chunk in chunks:
                         into.write(chunk)
                 except Exception as error:  # the connection lost part-way, as in `_call`
-                    raise self._error(what, error) from None
+                    raise batch_api_error(what, judge_error_of(error), self.where) from None
                 finally:
                     await chunks.aclose()
         into.write(b"\n")  # a last line without its newline stays a line of its own

@@ -5,8 +5,8 @@ Ollama's /v1, LM Studio, TGI, gateways). LiteLLM stays for every other provider.
 Measured on 2 cores against the scripted judge (bench/client_cpu.py): a call costs LiteLLM 4.5 ms
 of CPU and aiohttp 0.24 ms, and importing LiteLLM takes 3-4 s before the first request. Prices
 and windows come from LiteLLM's model map read as data (`model_map`), so neither transport
-prices or sizes a model differently. Errors are raised under LiteLLM's names and with the status,
-message and headers the retry policy reads, so rows and retries are the same on both."""
+prices or sizes a model differently. An error answer becomes one of flowrate's judge errors
+(`judge.errors.error_for`), as LiteLLM's exceptions do in the LiteLLM backend."""
 
 from __future__ import annotations
 
@@ -17,91 +17,13 @@ from typing import Any
 
 import orjson
 
-from flowrate.judge.backend import Completion, Usage, chat_body, litellm_model_name, provider_of
-from flowrate.judge.litellm_backend import LiteLLMBackend
+from flowrate.judge.backend import Completion, Usage, chat_body
+from flowrate.judge.errors import ERROR_BODY_LIMIT, BadReply, TimedOut, Unreachable, error_for
 from flowrate.judge.model_map import count_tokens, model_facts, price_usd
-from flowrate.judge.retry import CONTEXT_TEXT
+from flowrate.judge.served import ServedJudge
 
-DIRECT_PROVIDERS = ("openai", "azure")
 OPENAI_BASE = "https://api.openai.com/v1"
 AZURE_API_VERSION = "2024-10-21"  # when AZURE_API_VERSION is not set: the GA version with json_schema
-ERROR_BODY_LIMIT = 100_000  # bytes of an error answer read for its message
-
-
-# -- errors, under LiteLLM's names ----------------------------------------------------------
-class _Headers:
-    """An answer's headers, where `retry_after_seconds` looks for Retry-After."""
-
-    def __init__(self, headers: Any):
-        self.headers = headers
-
-
-class APIError(Exception):
-    """The server answered with an error status; `status_code` and `response.headers` as LiteLLM's errors have them."""
-
-    def __init__(self, message: str, status_code: int, headers: Any = None):
-        super().__init__(message)
-        self.status_code = status_code
-        self.response = _Headers(headers or {})
-
-
-class BadRequestError(APIError): ...
-
-
-class ContextWindowExceededError(BadRequestError): ...
-
-
-class AuthenticationError(APIError): ...
-
-
-class PermissionDeniedError(APIError): ...
-
-
-class NotFoundError(APIError): ...
-
-
-class UnprocessableEntityError(APIError): ...
-
-
-class RateLimitError(APIError): ...
-
-
-class InternalServerError(APIError): ...
-
-
-class ServiceUnavailableError(APIError): ...
-
-
-class Timeout(TimeoutError):
-    """An attempt took longer than its timeout."""
-
-
-class APIConnectionError(ConnectionError):
-    """The server could not be reached, or dropped the connection."""
-
-
-_BY_STATUS = {
-    400: BadRequestError,
-    401: AuthenticationError,
-    403: PermissionDeniedError,
-    404: NotFoundError,
-    422: UnprocessableEntityError,
-    429: RateLimitError,
-    500: InternalServerError,
-    503: ServiceUnavailableError,
-}
-
-
-def server_message(body: bytes) -> str:
-    """What an error answer says: OpenAI's `error.message`, FastAPI's `detail`, else its text."""
-    try:
-        decoded = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        decoded = None
-    if isinstance(decoded, dict):
-        error = decoded.get("error", decoded.get("detail", decoded))
-        return str(error.get("message", error) if isinstance(error, dict) else error)
-    return body[:ERROR_BODY_LIMIT].decode("utf-8", "replace").strip()
 
 
 def openai_endpoint(api_base: str | None) -> tuple[str, dict[str, str]]:
@@ -113,16 +35,6 @@ def openai_endpoint(api_base: str | None) -> tuple[str, dict[str, str]]:
     if os.environ.get("OPENAI_ORGANIZATION"):
         headers["OpenAI-Organization"] = os.environ["OPENAI_ORGANIZATION"]
     return base, headers
-
-
-def error_for(status: int, body: bytes, headers: Any) -> APIError:
-    """The error for an answer with `status`: the server's own message (`server_message`),
-    classed by status, a too-long prompt as such."""
-    message = server_message(body)
-    kind = _BY_STATUS.get(status, APIError if status < 500 else InternalServerError)
-    if status == 400 and CONTEXT_TEXT.search(message):
-        kind = ContextWindowExceededError
-    return kind(message or f"HTTP {status}", status, headers)
 
 
 # -- the pooled client --------------------------------------------------------------------------
@@ -155,22 +67,10 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def direct_applies(model: str, api_base: str | None) -> bool:
-    """Whether `model` speaks OpenAI's chat-completions protocol: any model at `--api-base` with
-    no other provider named, a model the map gives to OpenAI or Azure, or one named `openai/`
-    or `azure/`."""
-    litellm_model = litellm_model_name(model, api_base)
-    provider = provider_of(litellm_model)
-    if provider not in DIRECT_PROVIDERS:
-        return False
-    if provider == "azure" and not (api_base or os.environ.get("AZURE_API_BASE")):
-        return False
-    return bool(api_base) or "/" in litellm_model or model_facts(litellm_model) is not None
-
-
-class DirectBackend(LiteLLMBackend):
-    """A LiteLLM backend's judge (the same checks, schema forms, self-hosted defaults) with its
-    calls made over aiohttp and its facts read from LiteLLM's model map: LiteLLM is never imported."""
+class DirectBackend(ServedJudge):
+    """A judge that speaks OpenAI's protocol (`JudgeAddress.direct`), with the same key checks,
+    schema forms and self-hosted defaults as the LiteLLM backend, its calls made over aiohttp and
+    its facts read from LiteLLM's model map: LiteLLM is never imported."""
 
     @cached_property
     def _model_info(self) -> dict[str, Any] | None:
@@ -186,9 +86,6 @@ class DirectBackend(LiteLLMBackend):
 
     def bounds_replies(self) -> bool:
         return not (self._model_info or {}).get("supports_reasoning")
-
-    def check_model(self) -> None:
-        """Nothing to check: `direct_applies` chose this transport for a model OpenAI's protocol serves."""
 
     def _estimated_tokens(self, text: str) -> int:
         return count_tokens(text)
@@ -231,9 +128,9 @@ class DirectBackend(LiteLLMBackend):
                 if answer.status >= 400:
                     raise error_for(answer.status, payload[:ERROR_BODY_LIMIT], answer.headers)
         except TimeoutError:
-            raise Timeout(f"Request timed out after {timeout:g} seconds.") from None
-        except aiohttp.ClientConnectionError as error:  # the words LiteLLM's rows use, the cause kept
-            raise APIConnectionError("Connection error.") from error
+            raise TimedOut(f"Request timed out after {timeout:g} seconds.") from None
+        except aiohttp.ClientConnectionError as error:  # the words the rows have always used, the cause kept
+            raise Unreachable("Connection error.") from error
         return _completion(payload, form, self._model_info)
 
 
@@ -248,11 +145,11 @@ def _completion(payload: bytes, form: str | None, facts: dict[str, Any] | None) 
 
 def completion_of(answer: Any, form: str | None, facts: dict[str, Any] | None, payload: Any = None) -> Completion:
     """A decoded chat-completions answer as a `Completion`, priced by the model map (`model_facts`);
-    raises `InternalServerError` for anything else (`payload`: what to quote, default the answer)."""
+    raises `BadReply` for anything else (`payload`: what to quote, default the answer)."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not isinstance(choices, list):
         quoted = payload[:200] if payload is not None else str(answer)[:200]
-        raise InternalServerError(f"the judge's answer is not a chat completion: {quoted!r}", 500)
+        raise BadReply(f"the judge's answer is not a chat completion: {quoted!r}")
     usage = answer.get("usage") or {}
     tokens = Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0)
     return Completion(

@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from flowrate.judge.errors import RateLimited
+
 BURST_SECONDS = 5.0  # a ceiling lets at most this many seconds' worth through at once
 WINDOW_S = 60.0  # providers count their per-minute limits over any 60-second window
 UNREACHABLE_AFTER = 10  # consecutive connection failures, with no success between, that stop a run
@@ -200,7 +202,7 @@ class CallGate:
         try:
             yield started - started_wait
         except Exception as error:
-            rate_limited = getattr(error, "status_code", None) == 429
+            rate_limited = isinstance(error, RateLimited)
             raise
         finally:
             await self.concurrency.release(started, rate_limited)

@@ -2,49 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from functools import cached_property
 from typing import Any
 
 from flowrate.judge.access import AccessChecks
 from flowrate.judge.backend import (
-    KEY_VARIABLES,
     NO_KEY_PLACEHOLDER,
     Completion,
-    PerLoop,
     Usage,
-    litellm_model_name,
-    provider_of,
+)
+from flowrate.judge.errors import (
+    ContextWindowExceeded,
+    TimedOut,
+    Unreachable,
+    error_of,
+    retry_after_seconds,
+    window_named,
 )
 from flowrate.judge.lazy_litellm import litellm as _litellm
-from flowrate.judge.model_map import model_facts
-from flowrate.judge.schema_forms import SchemaForms
-from flowrate.judge.self_hosting import SelfHosting
+from flowrate.judge.served import ServedJudge
 
 
-class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
+class LiteLLMBackend(AccessChecks, ServedJudge):
     """Any model LiteLLM reaches. LiteLLM's own retries are off: tenacity owns them all."""
-
-    def __init__(self, model: str, api_base: str | None = None):
-        self.model_name = model
-        self.api_base = api_base
-        self.litellm_model = litellm_model_name(model, api_base)
-        self.provider = provider_of(self.litellm_model)
-        self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
-        # learned from the server during the run, shared by every call of it
-        self._form_index = 0  # into SCHEMA_FORMS: the form to send next
-        self._form_taken = False  # the server took a schema form: no more probing
-        self._n_ignored = False  # the server answered a request for n choices with fewer
-        # the lock held by the call that finds the schema form, and a self-hosted server's slots
-        self._loop_locks = PerLoop(lambda: (asyncio.Lock(), asyncio.Semaphore(self._server_slots() or 1)))
-
-    def supports_n(self) -> bool:
-        return self._supports_n and not self._n_ignored
-
-    def ignores_n(self) -> None:
-        """The server answered `n` choices with fewer (llama-cpp-python returns one): ask one at a time."""
-        self._n_ignored = True
 
     @cached_property
     def _supports_n(self) -> bool:
@@ -74,42 +55,19 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
             return None
         return float(prompt_cost + completion_cost)
 
-    def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD at the model's batch price where LiteLLM's map knows one; None otherwise, never a guess."""
-        facts = model_facts(self.litellm_model) or {}
-        prompt, completion = facts.get("input_cost_per_token_batches"), facts.get("output_cost_per_token_batches")
-        if prompt is None or completion is None:
-            return None
-        return float(prompt * prompt_tokens + completion * completion_tokens)
+    @cached_property
+    def _structured(self) -> bool:
+        try:
+            return bool(_litellm().supports_response_schema(model=self.litellm_model))
+        except Exception:
+            return False
 
-    @property
-    def batch_model(self) -> str:
-        """The model's name in a batch request body: without LiteLLM's provider prefix."""
-        return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
-
-    def cache_identity(self) -> str:
-        """The model and where it is served: the same name at two endpoints is two judges."""
-        return f"{self.litellm_model}@{self.api_base.rstrip('/')}" if self.api_base else self.litellm_model
-
-    async def complete(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        n: int,
-        timeout: float,
-        response_format: dict[str, Any] | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        """One request. Until a server at --api-base has taken a schema form, one call at a time
-        finds which (the others wait for its answer instead of all probing)."""
-        send = lambda: self._send(messages, n, timeout, response_format, temperature, max_tokens)  # noqa: E731
-        if response_format is None or self._form_settled:
-            return await send()
-        async with self._loop_locks.get()[0]:
-            if not self._form_settled:
-                return await self._probe_form(send)
-        return await send()
+    def bounds_replies(self) -> bool:
+        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
+        try:
+            return not _litellm().supports_reasoning(model=self.litellm_model)
+        except Exception:
+            return True
 
     async def _send(
         self,
@@ -133,7 +91,10 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
         form, sent_format = self.request_format(response_format, max_tokens)
         if sent_format is not None:
             options["response_format"] = sent_format
-        response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
+        try:
+            response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
+        except Exception as error:
+            raise judge_error_of(error) from error
         texts = [choice.message.content or "" for choice in response.choices]
         usage = getattr(response, "usage", None)
         tokens = Usage(
@@ -149,3 +110,45 @@ class LiteLLMBackend(AccessChecks, SchemaForms, SelfHosting):
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
             response_format=form,
         )
+
+
+def judge_error_of(error: Exception) -> Exception:
+    """LiteLLM's exception as one of flowrate's judge errors (`error` itself when it is none of
+    LiteLLM's: a bug is not a judge's answer)."""
+    import openai
+
+    litellm = _litellm()
+    message = str(error)
+    status = getattr(error, "status_code", None)
+    status = status if isinstance(status, int) else None
+    if isinstance(error, litellm.Timeout):  # LiteLLM's for a 408 too
+        return TimedOut(message, status=status)
+    if isinstance(error, openai.APIConnectionError) or _connection_lost(error):
+        return Unreachable(message)
+    if not isinstance(error, openai.APIError) or status is None:
+        return error
+    headers = getattr(error, "litellm_response_headers", None) or getattr(
+        getattr(error, "response", None), "headers", None
+    )
+    told_s = retry_after_seconds(headers)
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return ContextWindowExceeded(message, window_tokens=window_named(message), status=status, retry_after_s=told_s)
+    return error_of(status, message, retry_after_s=told_s)
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """Whether a connection failure lies in `error`'s causes: LiteLLM reports some as a 500
+    ("InternalServerError: OpenAIException - Connection error.") with the transport's error beneath."""
+    import aiohttp
+    import httpx
+    import openai
+
+    lost = (ConnectionError, httpx.ConnectError, aiohttp.ClientConnectionError, openai.APIConnectionError)
+    current = error.__cause__ or error.__context__
+    for _ in range(8):
+        if current is None:
+            return False
+        if isinstance(current, lost) and not isinstance(current, TimeoutError | openai.APITimeoutError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

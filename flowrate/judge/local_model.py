@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.errors import JudgeAccessError
-from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, PerLoop, Usage
+from flowrate.judge.address import GGUF_PREFIX, JudgeAddress
+from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, JudgeBackend, PerLoop, Usage
+from flowrate.judge.errors import CONTEXT_WORDS, ContextWindowExceeded, TimedOut, window_named
 from flowrate.judge.schema_forms import bounded_schema
 
-PREFIX = "gguf:"
 # The window loaded when FLOWRATE_GGUF_N_CTX does not say: the model's trained context, capped.
 # Qwen2.5's 32,768 tokens would reserve a KV cache of about 0.9 GB at 1.5B parameters for replies
 # to prompts that are 3,000-6,000 tokens long; 8,192 holds the rubric and a long conversation.
@@ -34,21 +35,21 @@ class Stopped(Exception):
     """The generation was stopped: its call timed out or the run is stopping."""
 
 
-class LocalModel:
+class LocalModel(JudgeBackend):
     """A GGUF file as a judge backend: one generation at a time, in a worker thread, stopped at
     the next token when its call is abandoned."""
 
-    def __init__(self, model: str):
-        self.path = Path(model.removeprefix(PREFIX)).expanduser()
-        self.model_name = f"{PREFIX}{self.path.name}"
+    def __init__(self, address: JudgeAddress):
+        """`address`: a `gguf:PATH` judge's (`JudgeAddress.parse`)."""
+        if address.gguf_path is None:
+            raise ValueError(f"{address.model!r} names no GGUF file")
+        self.path = address.gguf_path
+        self.model_name = f"{GGUF_PREFIX}{address.name}"
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowrate-gguf")
         self._load_lock = threading.Lock()
         self._slot = PerLoop(lambda: asyncio.Semaphore(1))
 
     # -- before any call ------------------------------------------------------------------
-    def check_keys(self) -> None:
-        """No key: the model is a file."""
-
     def check_access(self) -> None:
         """The model file is there, and llama-cpp-python is installed."""
         if not self.path.is_file():
@@ -65,22 +66,8 @@ class LocalModel:
     def _llama(self) -> Any:
         """The loaded model (seconds for a 1 GB file), with its trained window capped."""
         self.check_access()
-        from llama_cpp import Llama
-
-        wanted = int(os.environ.get("FLOWRATE_GGUF_N_CTX") or DEFAULT_N_CTX)
-        threads = int(os.environ.get("FLOWRATE_GGUF_THREADS") or os.cpu_count() or 1)  # its default: half the cores
         with self._load_lock:
-            try:
-                llama = Llama(model_path=str(self.path), n_ctx=wanted, n_threads=threads, verbose=False)
-                trained = next(
-                    (int(v) for k, v in llama.metadata.items() if k.endswith(".context_length") and v.isdigit()), 0
-                )
-                if 0 < trained < wanted:  # past its trained window a model's replies degrade
-                    del llama
-                    llama = Llama(model_path=str(self.path), n_ctx=trained, n_threads=threads, verbose=False)
-            except (ValueError, RuntimeError) as error:  # not a GGUF file, or one it cannot load
-                raise JudgeAccessError(f"{self.path}: llama-cpp-python cannot load it: {error}") from None
-        return llama
+            return load_llama(self.path)
 
     def context_window(self) -> int | None:
         """The loaded window, exact: the model's own tokenizer counts every prompt."""
@@ -90,12 +77,6 @@ class LocalModel:
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     # -- what the calls may ask ---------------------------------------------------------------
-    def supports_n(self) -> bool:
-        return False
-
-    def ignores_n(self) -> None:
-        """One reply per call already."""
-
     def default_timeout_s(self) -> float:
         return SELF_HOSTED_TIMEOUT_S
 
@@ -107,14 +88,8 @@ class LocalModel:
         """One call at a time at the model, so no call waits for the worker with its timeout running."""
         return self._slot.get()
 
-    def bounds_replies(self) -> bool:
-        return True
-
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return None  # no price list knows it: the cost is recorded as unknown, never as 0
-
     def cache_identity(self) -> str:
-        return f"{PREFIX}{self._identity}"
+        return f"{GGUF_PREFIX}{self._identity}"
 
     @cached_property
     def _identity(self) -> str:
@@ -122,9 +97,6 @@ class LocalModel:
 
     def response_format_id(self) -> str | None:
         return "gguf_grammar"
-
-    def response_format_ids(self) -> list[str | None]:
-        return ["gguf_grammar"]
 
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The schema in llama-cpp-python's form, which it compiles to a grammar."""
@@ -152,9 +124,32 @@ class LocalModel:
         generation.add_done_callback(lambda done: done.cancelled() or done.exception())  # a stopped one is not awaited
         try:
             return await asyncio.wait_for(asyncio.shield(generation), timeout)
+        except TimeoutError:
+            stop.set()
+            raise TimedOut(f"the model took longer than {timeout:g} seconds") from None
+        except ValueError as error:  # llama-cpp-python's "Requested tokens (N) exceed context window of M"
+            raise local_error(error) from error
         except BaseException:
             stop.set()
             raise
+
+
+def load_llama(path: Path) -> Any:
+    """llama-cpp-python's model of the file at `path`, its window FLOWRATE_GGUF_N_CTX (else
+    `DEFAULT_N_CTX`) capped at the trained one, on FLOWRATE_GGUF_THREADS threads (else every core)."""
+    from llama_cpp import Llama
+
+    wanted = int(os.environ.get("FLOWRATE_GGUF_N_CTX") or DEFAULT_N_CTX)
+    threads = int(os.environ.get("FLOWRATE_GGUF_THREADS") or os.cpu_count() or 1)  # its default: half the cores
+    try:
+        llama = Llama(model_path=str(path), n_ctx=wanted, n_threads=threads, verbose=False)
+        trained = next((int(v) for k, v in llama.metadata.items() if k.endswith(".context_length") and v.isdigit()), 0)
+        if 0 < trained < wanted:  # past its trained window a model's replies degrade
+            del llama
+            llama = Llama(model_path=str(path), n_ctx=trained, n_threads=threads, verbose=False)
+    except (ValueError, RuntimeError) as error:  # not a GGUF file, or one it cannot load
+        raise JudgeAccessError(f"{path}: llama-cpp-python cannot load it: {error}") from None
+    return llama
 
 
 def generate(
@@ -187,6 +182,14 @@ def generate(
         finish = choice.get("finish_reason") or finish
     usage = Usage(prompt_tokens=max(llama.n_tokens - generated, 0), completion_tokens=generated)
     return Completion(texts=["".join(parts)], usage=usage, finish_reasons=[finish], response_format="gguf_grammar")
+
+
+def local_error(error: ValueError) -> Exception:
+    """llama-cpp-python's error as one of flowrate's: a prompt past the loaded window, or `error` itself."""
+    message = str(error)
+    if CONTEXT_WORDS.search(message):
+        return ContextWindowExceeded(message, window_tokens=window_named(message))
+    return error
 
 
 def file_identity(path: Path) -> str:

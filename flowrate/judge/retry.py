@@ -7,7 +7,6 @@ its import costs seconds and `--help` or `validate` never need it.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import os
 import re
 import time
@@ -18,6 +17,16 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from flowrate.errors import JudgeAccessError
 from flowrate.judge.backend import Completion, JudgeBackend
+from flowrate.judge.errors import (
+    AuthRejected,
+    ChoicesRefused,
+    ContextWindowExceeded,
+    JudgeError,
+    ModelUnknown,
+    RequestRefused,
+    TimedOut,
+    Unreachable,
+)
 from flowrate.judge.limits import CallGate, RunStopped
 from flowrate.judge.server import SERVER_WINDOW_SHARE
 
@@ -40,92 +49,16 @@ class RetryPolicy:
 
     def wait_seconds(self, attempt: int, error: BaseException | None, jitter: float) -> float:
         exponential = self.backoff * (2 ** (attempt - 1)) * (0.5 + jitter)
-        return min(self.backoff_max, max(exponential, retry_after_seconds(error) or 0.0))
+        told_s = error.retry_after_s if isinstance(error, JudgeError) else None
+        return min(self.backoff_max, max(exponential, told_s or 0.0))
 
 
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
-
-
-def _status(error: BaseException) -> int | None:
-    status = getattr(error, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-INVALID_REQUEST_STATUS = {400, 413, 422}
-INVALID_REQUEST_NAMES = {"BadRequestError", "ContextWindowExceededError", "UnprocessableEntityError"}
-# What a server says when it refuses the request itself, whatever status it sends: llama-cpp-python
-# turns pydantic's validation errors into 500s ("Input should be 'text' or 'json_object'").
-INVALID_REQUEST_TEXT = re.compile(
-    r"input should be|validation error|invalid request|invalid_request_error|extra inputs are not permitted"
-    r"|field required|unsupported parameter|context length|context window|context size|maximum context"
-    r"|only one completion choice",
-    re.IGNORECASE,
-)
-# llama.cpp's llama-server refuses n != 1 with a 500 "Only one completion choice is allowed"
-N_REFUSED = re.compile(
-    r"only one completion choice|\bn\b\W{0,3}(must be 1|is not supported|unsupported)", re.IGNORECASE
-)
-FORM_NAMED = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
-FORM_REFUSED = re.compile(
-    r"input should be|not supported|unsupported|invalid|unknown|not allowed|must be|extra inputs", re.IGNORECASE
-)
-CONTEXT_TEXT = re.compile(
-    r"context length|context window|context size|maximum context|too many tokens|prompt is too long", re.IGNORECASE
-)
-
-
-def is_invalid_request(error: BaseException) -> bool:
-    """The server refused the request as such: sent again, it fails again."""
-    status = _status(error)
-    if status in INVALID_REQUEST_STATUS or type(error).__name__ in INVALID_REQUEST_NAMES:
-        return True
-    return status is not None and status >= 500 and bool(INVALID_REQUEST_TEXT.search(str(error)))
-
-
-def is_format_refusal(error: BaseException) -> bool:
-    """The server refused the form the schema was sent in (llama-cpp-python: a 500 with pydantic's
-    "Input should be 'text' or 'json_object'" at `response_format.type`)."""
-    status = _status(error)
-    text = str(error)
-    return (
-        status is not None
-        and status >= 400
-        and bool(FORM_NAMED.search(text) and FORM_REFUSED.search(text))
-        and not is_context_overflow(error)
-    )
-
-
-def is_n_refusal(error: BaseException) -> bool:
-    """The server refused to give several choices for one request (`n` > 1)."""
-    status = _status(error)
-    return status is not None and status >= 400 and bool(N_REFUSED.search(str(error)))
-
-
-def is_context_overflow(error: BaseException) -> bool:
-    """The prompt did not fit the model's context window."""
-    if type(error).__name__ == "ContextWindowExceededError":
-        return True
-    status = _status(error)
-    return status is not None and status >= 400 and bool(CONTEXT_TEXT.search(str(error)))
-
-
-def is_timeout(error: BaseException) -> bool:
-    return isinstance(error, (asyncio.TimeoutError, TimeoutError)) or type(error).__name__ == "Timeout"
-
-
-def is_retryable(error: BaseException) -> bool:
-    """Rate limits, 5xx, timeouts and dropped connections; never a request the server refused as invalid."""
-    if is_invalid_request(error):
-        return False
-    if isinstance(error, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
-        return True
-    status = _status(error)
-    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
-
-
-CONTEXT_SIZE_IN_MESSAGE = re.compile(
-    r"maximum context length is (\d+)|\"n_ctx\"\s*:\s*(\d+)|context window of (\d+)", re.IGNORECASE
-)
+def worth_retrying(error: BaseException, retries_timeouts: bool = True) -> bool:
+    """Rate limits, server errors, timeouts and dropped connections; never a request the server
+    refused as invalid, nor a timeout when `retries_timeouts` is False."""
+    if isinstance(error, TimedOut):
+        return retries_timeouts
+    return isinstance(error, JudgeError) and error.retryable
 
 
 # LiteLLM wraps a provider's message in its own class names, sometimes twice:
@@ -142,12 +75,8 @@ def without_wrappers(message: str) -> str:
 
 
 def told_window(error: BaseException) -> int | None:
-    """The context window a prompt-too-long refusal names, in the server's tokens (OpenAI's and
-    vLLM's "maximum context length is N", llama-cpp-python's "n_ctx": N); None if it names none."""
-    if not is_context_overflow(error):
-        return None
-    found = CONTEXT_SIZE_IN_MESSAGE.search(str(error))
-    return next((int(size) for size in found.groups() if size), None) if found else None
+    """The context window a prompt-too-long refusal names, in the server's tokens; None if it names none."""
+    return error.window_tokens if isinstance(error, ContextWindowExceeded) else None
 
 
 def error_message(error: BaseException, limit: int = 500) -> str:
@@ -155,9 +84,9 @@ def error_message(error: BaseException, limit: int = 500) -> str:
     context says which option makes long conversations fit, with the window where the server
     said it."""
     message = one_line(without_wrappers(redact_secrets(str(error))), limit)
-    if is_connection_failure(error):
+    if isinstance(error, Unreachable):
         return one_line(f"could not connect to the judge ({message})", limit)
-    if not is_context_overflow(error):
+    if not isinstance(error, ContextWindowExceeded):
         return message
     window = told_window(error)
     if window:
@@ -176,37 +105,18 @@ def error_message(error: BaseException, limit: int = 500) -> str:
 
 def raise_if_fatal(error: BaseException, backend: JudgeBackend) -> None:
     """A rejected key or an unknown model fails every call: stop the run."""
-    status = _status(error)
-    variable = getattr(backend, "key_variable", "the provider's API key variable")
-    if status in (401, 403):
+    status = f" ({error.status})" if isinstance(error, JudgeError) and error.status else ""
+    if isinstance(error, AuthRejected):
+        variable = getattr(backend, "key_variable", "the provider's API key variable")
         raise JudgeAccessError(
-            f"the judge rejected the API key for model {backend.model_name!r} ({status}): check {variable}"
+            f"the judge rejected the API key for model {backend.model_name!r}{status}: check {variable}"
         ) from None
-    if status == 404:
+    if isinstance(error, ModelUnknown):
         api_base = getattr(backend, "api_base", None)
         check = "check the model name and the path in --api-base" if api_base else "check the model name"
         raise JudgeAccessError(
-            f"the judge at {endpoint_of(backend)} does not know model {backend.model_name!r} (404): {check}"
+            f"the judge at {endpoint_of(backend)} does not know model {backend.model_name!r}{status}: {check}"
         ) from None
-
-
-def retry_after_seconds(error: BaseException | None) -> float | None:
-    headers = getattr(error, "litellm_response_headers", None)
-    if headers is None:
-        headers = getattr(getattr(error, "response", None), "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):  # neither seconds nor an HTTP date: no hint
-        return None
 
 
 @dataclass
@@ -250,8 +160,8 @@ async def complete_with_retries(
     sleep = control.sleep if control is not None else asyncio.sleep
     last_error: BaseException | None = None
 
-    def worth_retrying(error: BaseException) -> bool:
-        return is_retryable(error) and (retries_timeouts or not is_timeout(error))
+    def retried(error: BaseException) -> bool:
+        return worth_retrying(error, retries_timeouts)
 
     def call() -> Any:
         return backend.complete(
@@ -273,10 +183,10 @@ async def complete_with_retries(
             raise
         except Exception as error:
             last_error = error
-            stats.attempts += getattr(error, "flowrate_requests", 1) - 1
-            if control is not None and is_connection_failure(error):
+            stats.attempts += (error.requests if isinstance(error, JudgeError) else 1) - 1
+            if control is not None and isinstance(error, Unreachable):
                 control.connection_failed(endpoint_of(backend))
-            elif control is not None and is_invalid_request(error) and not is_n_refusal(error):
+            elif control is not None and isinstance(error, RequestRefused) and not isinstance(error, ChoicesRefused):
                 control.call_refused(refusal_of(error))
             raise
         stats.attempts += completion.requests - 1
@@ -292,12 +202,12 @@ async def complete_with_retries(
         except RunStopped:
             raise
         except Exception as error:
-            if policy.max_retries == 0 or not worth_retrying(error):
+            if policy.max_retries == 0 or not retried(error):
                 raise
             await sleep(policy.wait_seconds(1, error, rng.random()))
         retrying = AsyncRetrying(
             stop=stop_after_attempt(policy.max_retries),
-            retry=retry_if_exception(worth_retrying),
+            retry=retry_if_exception(retried),
             wait=lambda state: policy.wait_seconds(
                 state.attempt_number + 1, state.outcome.exception() if state.outcome else None, rng.random()
             ),
@@ -309,10 +219,10 @@ async def complete_with_retries(
                 completion = await attempt()
     except RunStopped:
         if control is not None and not control.interrupted and last_error is not None:
-            _raise_attempt_error(last_error, backend, stats)
+            _raise_attempt_error(last_error, backend)
         raise
     except Exception as error:
-        _raise_attempt_error(error, backend, stats)
+        _raise_attempt_error(error, backend)
     return completion
 
 
@@ -342,34 +252,20 @@ async def _timed(call, stats: CallStats) -> Completion:
         stats.latency_s += time.monotonic() - started
 
 
-def _raise_attempt_error(error: BaseException, backend: JudgeBackend, stats: CallStats):
+def _raise_attempt_error(error: BaseException, backend: JudgeBackend):
     raise_if_fatal(error, backend)
-    error.flowrate_attempts = stats.attempts  # type: ignore[attr-defined]
     raise error
 
 
-CONNECTION_ERROR_NAMES = {"APIConnectionError", "ConnectError", "ClientConnectorError", "ClientConnectionError"}
-
-
-def is_connection_failure(error: BaseException) -> bool:
-    """The endpoint could not be reached (refused, no route, DNS), as opposed to a slow or failing reply.
-    LiteLLM wraps such errors differently per provider, so the whole cause chain is looked at."""
-    seen = 0
-    current: BaseException | None = error
-    while current is not None and seen < 8:
-        if isinstance(current, ConnectionError) or type(current).__name__ in CONNECTION_ERROR_NAMES:
-            return True
-        if "Connection error" in str(current):
-            return True
-        current = current.__cause__ or current.__context__
-        seen += 1
-    return False
+def error_kind(error: BaseException) -> str:
+    """An error's name in its row (`error.type`): a judge error's `kind`, else its class's name."""
+    return error.kind if isinstance(error, JudgeError) else type(error).__name__
 
 
 def refusal_of(error: BaseException) -> str:
     """An invalid-request error as one line, its numbers blanked: the same refusal of two
     conversations differs only in token counts and request ids."""
-    return re.sub(r"\d+", "#", f"{type(error).__name__}: {one_line(redact_secrets(str(error)))}")
+    return re.sub(r"\d+", "#", f"{error_kind(error)}: {one_line(redact_secrets(str(error)))}")
 
 
 def endpoint_of(backend: JudgeBackend) -> str:

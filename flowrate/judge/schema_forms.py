@@ -2,11 +2,10 @@
 `{"type": "json_object", "schema": ...}` (llama-cpp-python's server), Ollama's `format`; learned from
 the server's answer once per run, one call probing while the others wait.
 
-`SchemaForms` is a part of `LiteLLMBackend`."""
+`SchemaForms` is a part of `ServedJudge`; it reads the judge's `api_base`, `provider` and `_structured`."""
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 from flowrate.judge.backend import (
@@ -14,12 +13,11 @@ from flowrate.judge.backend import (
     SCHEMA_FORMS,
     Completion,
 )
-from flowrate.judge.lazy_litellm import litellm as _litellm
-from flowrate.judge.retry import is_format_refusal
+from flowrate.judge.errors import FormRefused, JudgeError
 
 
 class SchemaForms:
-    """A LiteLLM backend's structured-output forms; see the module."""
+    """A served judge's structured-output forms; see the module."""
 
     @property
     def _learns_form(self) -> bool:
@@ -64,13 +62,6 @@ class SchemaForms:
             return [self._form]
         return [form for form in SCHEMA_FORMS if form is not None]
 
-    @cached_property
-    def _structured(self) -> bool:
-        try:
-            return bool(_litellm().supports_response_schema(model=self.litellm_model))
-        except Exception:
-            return False
-
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The `response_format` asking for `schema` in OpenAI's form, where the model can take a
         schema in some form: LiteLLM says it supports structured output, it is an Ollama model
@@ -98,12 +89,12 @@ class SchemaForms:
         while True:
             try:
                 completion = await send()
-            except Exception as error:
-                if is_format_refusal(error) and self._form_index + 1 < len(SCHEMA_FORMS):
+            except JudgeError as error:
+                if isinstance(error, FormRefused) and self._form_index + 1 < len(SCHEMA_FORMS):
                     self._form_index += 1
                     refused += 1
                     continue
-                error.flowrate_requests = refused + 1  # type: ignore[attr-defined]
+                error.requests = refused + 1
                 raise
             self._form_taken = True
             completion.requests += refused

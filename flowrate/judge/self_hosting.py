@@ -2,7 +2,8 @@
 model LiteLLM does not know at `--api-base`): the context window and slots the server tells, a
 timeout that lets a cold CPU-served model finish, no retry piled on a busy one-slot server.
 
-`SelfHosting` is a part of `LiteLLMBackend`."""
+`SelfHosting` is a part of `ServedJudge`; it reads the judge's `address`, `provider`, `api_base` and
+`_model_info`."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ from flowrate.judge.backend import (
     SELF_HOSTED_PROVIDERS,
     SELF_HOSTED_TIMEOUT_S,
 )
-from flowrate.judge.lazy_litellm import litellm as _litellm
 from flowrate.judge.server import ServerFacts, probe_server
 
 
 class SelfHosting:
-    """A LiteLLM backend's self-hosted defaults; see the module."""
+    """A served judge's self-hosted defaults; see the module."""
 
     @cached_property
     def self_hosted(self) -> bool:
@@ -41,17 +41,13 @@ class SelfHosting:
         base = self.api_base or (OLLAMA_DEFAULT_BASE if self.provider.startswith("ollama") else None)
         if base is None:
             return ServerFacts()
-        return probe_server(base, self._served_name, ollama=self.provider.startswith("ollama"))
+        return probe_server(base, self.address.name, ollama=self.provider.startswith("ollama"))
 
     def count_tokens(self, text: str) -> int:
         """Exact, through the server's /tokenize where it has one (vLLM, llama-server); LiteLLM's
         count otherwise. Only a conversation that may not fit is counted (see `Planning.plan`)."""
-        exact = self.server.count_tokens(text, self._served_name) if self.server.tokenize_url else None
+        exact = self.server.count_tokens(text, self.address.name) if self.server.tokenize_url else None
         return exact if exact is not None else self._estimated_tokens(text)
-
-    @property
-    def _served_name(self) -> str:
-        return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
 
     def context_window(self) -> int | None:
         """Input tokens the model takes: LiteLLM's facts, else what its server says (see `server`)."""
@@ -81,10 +77,3 @@ class SelfHosting:
         if self._server_slots() is None:
             return contextlib.nullcontext()
         return self._loop_locks.get()[1]
-
-    def bounds_replies(self) -> bool:
-        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
-        try:
-            return not _litellm().supports_reasoning(model=self.litellm_model)
-        except Exception:
-            return True

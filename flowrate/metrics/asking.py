@@ -6,8 +6,9 @@ each unusable reply re-asked once for just what was wrong, and the spend counted
 from __future__ import annotations
 
 from flowrate.judge.backend import Completion, Usage
+from flowrate.judge.errors import ChoicesRefused
 from flowrate.judge.limits import CallGate
-from flowrate.judge.retry import CallStats, complete_with_retries, is_n_refusal
+from flowrate.judge.retry import CallStats, complete_with_retries
 from flowrate.metrics.planning import JudgePlan
 from flowrate.metrics.step import first_look, second_look
 from flowrate.scores.reading import Judgement, UnparsableReply
@@ -46,9 +47,7 @@ class Asking:
         if self.samples > 1 and self.backend.supports_n():
             try:
                 completion = await call(plan.messages, self.samples)
-            except Exception as error:
-                if not is_n_refusal(error):
-                    raise
+            except ChoicesRefused:
                 self.backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
             else:
                 replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[: self.samples])]

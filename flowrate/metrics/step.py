@@ -22,7 +22,7 @@ from typing import Any
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage, chat_body
 from flowrate.judge.cache import messages_digest
-from flowrate.judge.retry import error_message
+from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan, Planning
 from flowrate.metrics.rows import charge
 from flowrate.results.rows import ErrorInfo, EvaluationRow
@@ -148,8 +148,8 @@ def build_request(metric: Planning, case: ConversationalEvalTestCase, *, lookup:
 
 def reply_from_answer(metric: Planning, request: JudgeRequest, answer: Any) -> Reply:
     """A decoded chat-completions answer to `request` as a `Reply`, priced as `flowrate eval`
-    prices it. Raises the error `flowrate eval` would (an `InternalServerError` for an answer that
-    is not a chat completion: an error body, say)."""
+    prices it. Raises the error `flowrate eval` would (a `BadReply` for an answer that is not a
+    chat completion: an error body, say)."""
     from flowrate.judge.direct import completion_of
 
     completion = completion_of(answer, request.response_format, None)
@@ -252,7 +252,7 @@ def settle_rows(
         message = error_message(outcome, ERROR_MESSAGE_LIMIT)
         reply = getattr(outcome, "reply", None)
         for row in rows:
-            row.error = ErrorInfo(type=type(outcome).__name__, message=message)
+            row.error = ErrorInfo(type=error_kind(outcome), message=message)
             row.raw_reply = reply
     else:
         metric._fill(rows, outcome)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from flowrate.judge.backend import litellm_model_name
+from flowrate.judge.address import JudgeAddress
 from tests.helpers import distinct, write_jsonl
 
 
@@ -20,7 +20,7 @@ from tests.helpers import distinct, write_jsonl
     ],
 )
 def test_model_strings(given, api_base, expected):
-    assert litellm_model_name(given, api_base) == expected
+    assert JudgeAddress.parse(given, api_base).litellm_model == expected
 
 
 def test_a_model_no_provider_serves_is_exit_2_before_any_call(run_flowrate, tmp_path):

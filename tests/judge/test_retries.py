@@ -6,15 +6,13 @@ import random
 import pytest
 
 from flowrate import RetryPolicy, evaluate_conversations
-from flowrate.judge.retry import retry_after_seconds
+from flowrate.judge.errors import RateLimited, retry_after_seconds
 from tests.helpers import PYDANTIC_500, conversation, http_metric, read_rows, turn_record, write_jsonl
 
 
-class FakeRateLimit(Exception):
-    status_code = 429
-
-    def __init__(self, retry_after):
-        self.litellm_response_headers = {"retry-after": retry_after}
+def rate_limited(retry_after: str) -> RateLimited:
+    """A 429 as a backend raises it, with the wait its Retry-After header asked for."""
+    return RateLimited("slow down", status=429, retry_after_s=retry_after_seconds({"Retry-After": retry_after}))
 
 
 async def test_rate_limit_then_success_counts_attempts(judge, api_key):
@@ -45,16 +43,16 @@ async def test_a_hung_call_times_out_and_is_retried(judge, api_key):
 
 def test_retry_after_is_honoured_and_capped():
     policy = RetryPolicy(backoff=0.5, backoff_max=10)
-    assert retry_after_seconds(FakeRateLimit("3")) == 3.0
-    assert policy.wait_seconds(1, FakeRateLimit("3"), jitter=0.5) == 3.0
-    assert policy.wait_seconds(1, FakeRateLimit("30"), jitter=0.5) == 10  # the cap wins
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert policy.wait_seconds(1, rate_limited("3"), jitter=0.5) == 3.0
+    assert policy.wait_seconds(1, rate_limited("30"), jitter=0.5) == 10  # the cap wins
     assert policy.wait_seconds(4, None, jitter=0.5) == 4.0  # 0.5 * 2**3
-    assert RetryPolicy(backoff=0, backoff_max=0).wait_seconds(3, FakeRateLimit("5"), jitter=random.random()) == 0
+    assert RetryPolicy(backoff=0, backoff_max=0).wait_seconds(3, rate_limited("5"), jitter=random.random()) == 0
 
 
 def test_a_retry_after_that_is_neither_seconds_nor_a_date_is_ignored():
-    assert retry_after_seconds(FakeRateLimit("soon")) is None
-    assert RetryPolicy(backoff=1, backoff_max=60).wait_seconds(2, FakeRateLimit("soon"), jitter=0.5) == 2.0
+    assert retry_after_seconds({"Retry-After": "soon"}) is None
+    assert RetryPolicy(backoff=1, backoff_max=60).wait_seconds(2, rate_limited("soon"), jitter=0.5) == 2.0
 
 
 @pytest.mark.parametrize(

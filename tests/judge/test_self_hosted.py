@@ -2,6 +2,7 @@
 
 import pytest
 
+from flowrate.judge.address import JudgeAddress
 from flowrate.judge.backend import HOSTED_TIMEOUT_S, SELF_HOSTED_TIMEOUT_S
 from flowrate.judge.litellm_backend import LiteLLMBackend
 from flowrate.settings.options import EvalSettings
@@ -11,9 +12,13 @@ from tests.helpers import chat_bodies, distinct, local_eval, long_conversation, 
 def test_a_self_hosted_model_gets_a_long_default_timeout_and_a_hosted_one_the_usual(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert EvalSettings().timeout is None  # no --timeout: the judge decides
-    assert LiteLLMBackend("smol", "http://127.0.0.1:1/v1").default_timeout_s() == SELF_HOSTED_TIMEOUT_S == 600
-    assert LiteLLMBackend("ollama:llama3").default_timeout_s() == SELF_HOSTED_TIMEOUT_S
-    assert LiteLLMBackend("gpt-4o").default_timeout_s() == HOSTED_TIMEOUT_S == 60
+    assert (
+        LiteLLMBackend(JudgeAddress.parse("smol", "http://127.0.0.1:1/v1")).default_timeout_s()
+        == SELF_HOSTED_TIMEOUT_S
+        == 600
+    )
+    assert LiteLLMBackend(JudgeAddress.parse("ollama:llama3")).default_timeout_s() == SELF_HOSTED_TIMEOUT_S
+    assert LiteLLMBackend(JudgeAddress.parse("gpt-4o")).default_timeout_s() == HOSTED_TIMEOUT_S == 60
 
 
 def test_a_timed_out_call_on_a_one_slot_server_is_not_sent_again_behind_itself(judge, run_flowrate, tmp_path):

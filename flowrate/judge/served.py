@@ -1,0 +1,113 @@
+"""What the LiteLLM backend and the direct transport share: a judge named by a `JudgeAddress`,
+its key checked without importing LiteLLM, the schema form and `n` learned from the server once
+per run (`SchemaForms`), a self-hosted server's window, slots and timeouts (`SelfHosting`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from abc import abstractmethod
+from typing import Any
+
+from flowrate.errors import JudgeAccessError
+from flowrate.judge.address import JudgeAddress
+from flowrate.judge.backend import ALSO_READ, KEY_VARIABLES, KEYLESS_PROVIDERS, Completion, JudgeBackend, PerLoop
+from flowrate.judge.model_map import model_facts
+from flowrate.judge.schema_forms import SchemaForms
+from flowrate.judge.self_hosting import SelfHosting
+
+
+class ServedJudge(SchemaForms, SelfHosting, JudgeBackend):
+    """A model served at an address; a transport writes `_send` and the facts it reads (`_model_info`,
+    `_supports_n`, `_structured`, `_estimated_tokens`)."""
+
+    def __init__(self, address: JudgeAddress):
+        """`address`: the model and where it is served (`JudgeAddress.parse`)."""
+        self.address = address
+        self.model_name = address.model
+        self.api_base = address.api_base
+        self.litellm_model = address.litellm_model
+        self.provider = address.provider
+        self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
+        # learned from the server during the run, shared by every call of it
+        self._form_index = 0  # into SCHEMA_FORMS: the form to send next
+        self._form_taken = False  # the server took a schema form: no more probing
+        self._n_ignored = False  # the server answered a request for n choices with fewer
+        # the lock held by the call that finds the schema form, and a self-hosted server's slots
+        self._loop_locks = PerLoop(lambda: (asyncio.Lock(), asyncio.Semaphore(self._server_slots() or 1)))
+
+    # -- what a transport tells -------------------------------------------------------------
+    _model_info: dict[str, Any] | None  #: the model's facts (window, prices, features); None: unknown
+    _supports_n: bool  #: the model takes `n`
+    _structured: bool  #: the model takes OpenAI's `json_schema`
+
+    @abstractmethod
+    def _estimated_tokens(self, text: str) -> int:
+        """Tokens in `text` by the transport's own count (no server asked)."""
+
+    @abstractmethod
+    async def _send(
+        self,
+        messages: list[dict[str, str]],
+        n: int,
+        timeout: float,
+        response_format: dict[str, Any] | None,
+        temperature: float,
+        max_tokens: int | None,
+    ) -> Completion:
+        """One request, as `complete` describes it; raises `judge.errors.JudgeError`."""
+
+    # -- shared ---------------------------------------------------------------------------------
+    def check_keys(self) -> None:
+        """A known provider's key, checked without importing LiteLLM (its import takes seconds),
+        so that a missing key is reported at once."""
+        if self.api_base or self.provider in KEYLESS_PROVIDERS or self.provider not in KEY_VARIABLES:
+            return
+        names = [self.key_variable, ALSO_READ.get(self.provider)]
+        if not any(os.environ.get(name, "").strip() for name in names if name):
+            other = f" (LiteLLM also reads {ALSO_READ[self.provider]})" if self.provider in ALSO_READ else ""
+            raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {self.key_variable}{other}")
+
+    def supports_n(self) -> bool:
+        return self._supports_n and not self._n_ignored
+
+    def ignores_n(self) -> None:
+        """The server answered `n` choices with fewer (llama-cpp-python returns one): ask one at a time."""
+        self._n_ignored = True
+
+    def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD at the model's batch price where LiteLLM's map knows one; None otherwise, never a guess."""
+        facts = model_facts(self.litellm_model) or {}
+        prompt, completion = facts.get("input_cost_per_token_batches"), facts.get("output_cost_per_token_batches")
+        if prompt is None or completion is None:
+            return None
+        return float(prompt * prompt_tokens + completion * completion_tokens)
+
+    @property
+    def batch_model(self) -> str:
+        """The model's name in a request body: without LiteLLM's provider prefix."""
+        return self.address.name
+
+    def cache_identity(self) -> str:
+        """The model and where it is served: the same name at two endpoints is two judges."""
+        return self.address.endpoint_id
+
+    async def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        timeout: float,
+        response_format: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One request. Until a server at --api-base has taken a schema form, one call at a time
+        finds which (the others wait for its answer instead of all probing)."""
+        send = lambda: self._send(messages, n, timeout, response_format, temperature, max_tokens)  # noqa: E731
+        if response_format is None or self._form_settled:
+            return await send()
+        async with self._loop_locks.get()[0]:
+            if not self._form_settled:
+                return await self._probe_form(send)
+        return await send()
