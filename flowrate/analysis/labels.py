@@ -20,8 +20,6 @@ from flowrate.inputs.formats import BOM
 from flowrate.inputs.selection import stable_hash
 from flowrate.results.summary import EvaluationRow
 
-FIELDS = ("conversation_id", "metric", "rating", "verdict", "score", "labeled_at", "labeler")
-
 
 @dataclass(frozen=True)
 class Label:

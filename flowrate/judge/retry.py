@@ -309,10 +309,10 @@ async def complete_with_retries(
                 completion = await attempt()
     except RunStopped:
         if control is not None and not control.interrupted and last_error is not None:
-            _raise_attempt_error(last_error, backend, stats)
+            _raise_attempt_error(last_error, backend)
         raise
     except Exception as error:
-        _raise_attempt_error(error, backend, stats)
+        _raise_attempt_error(error, backend)
     return completion
 
 
@@ -342,9 +342,8 @@ async def _timed(call, stats: CallStats) -> Completion:
         stats.latency_s += time.monotonic() - started
 
 
-def _raise_attempt_error(error: BaseException, backend: JudgeBackend, stats: CallStats):
+def _raise_attempt_error(error: BaseException, backend: JudgeBackend):
     raise_if_fatal(error, backend)
-    error.flowrate_attempts = stats.attempts  # type: ignore[attr-defined]
     raise error
 
 

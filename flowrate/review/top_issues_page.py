@@ -13,14 +13,9 @@ SHOWN_MODES = 20
 def top_issues_body(state: Any) -> str:
     """The page's body: per mode its label, conversations, share, severity and metrics, and its
     examples, each a link to the row that raised it."""
-    try:
-        from flowrate.analysis.top_issues import top_issues
-    except ImportError as error:  # its clustering library is an optional install
-        return f"<p>Top issues are not available here: {text(error)}</p>"
-    try:
-        modes = top_issues(state.queue_rows)[:SHOWN_MODES]
-    except ImportError as error:
-        return f"<p>Top issues are not available here: {text(error)}</p>"
+    from flowrate.analysis.top_issues import top_issues
+
+    modes = top_issues(state.queue_rows)[:SHOWN_MODES]
     if not modes:
         return "<p>No key issues in these rows.</p>"
     parts = []
