@@ -36,6 +36,38 @@ def judge_process(latency: float = 0.0, faults: str = ""):
         process.wait()
 
 
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dialogue-ratings"
+REALISTIC_FILE = "uss_sgd.jsonl"  # 1,000 task-oriented sessions, 12.8 turns and 3.9 KB a line on average
+
+
+def add_data_argument(parser) -> None:
+    """`--data DIR`: the human-rated dialogues (`../shared/data/dialogue-ratings` beside the repository)."""
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help=f"the dialogue-ratings directory holding {REALISTIC_FILE} (default: {DEFAULT_DATA})",
+    )
+
+
+def write_realistic(path: Path, count: int, data: Path) -> Path:
+    """`count` USS-SGD dialogues from `data`, whole lines (their labels and extras kept, as a
+    user's export would have them), repeated under new ids when `count` is above 1,000."""
+    source = data / REALISTIC_FILE
+    if not source.is_file():
+        raise SystemExit(
+            f"{source}: not found; the realistic benchmarks read USS-SGD dialogues from the dialogue-ratings"
+            " directory: give it with --data DIR"
+        )
+    lines = [line for line in source.read_bytes().splitlines() if line.strip()]
+    with path.open("wb") as handle:
+        for n in range(count):
+            record = json.loads(lines[n % len(lines)])
+            record["id"] = f"{record['id']}-{n // len(lines)}"
+            handle.write(json.dumps(record).encode() + b"\n")
+    return path
+
+
 def write_conversations(path: Path, count: int) -> Path:
     """`count` distinct support conversations of three to six turns."""
     with path.open("w") as handle:
