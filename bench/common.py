@@ -164,6 +164,28 @@ async def raw_aiohttp_loop(messages_per_conversation: list[list[dict]], base_url
     return time.perf_counter() - started
 
 
+def request_bodies(messages_per_conversation: list[list[dict]], path: Path) -> Path:
+    """The bodies `raw_aiohttp_loop` sends, one a line, for a raw loop in a process of its own."""
+    import orjson
+
+    from flowrate.judge.litellm_backend import LiteLLMBackend
+    from flowrate.metrics.rubric_metric import RubricMetric
+    from flowrate.rubric.model import load_rubric
+    from flowrate.scores.schema import reply_schema
+
+    base_url = "http://127.0.0.1:9/v1"  # only to make the backend: no call is made
+    response_format = LiteLLMBackend("gpt-4o", base_url).structured_output(
+        "conversational_flow_rate", reply_schema(load_rubric())
+    )
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
+    with path.open("wb") as handle:
+        for messages in messages_per_conversation:
+            body = {"model": "gpt-4o", "messages": messages, "temperature": 0, "max_tokens": max_tokens,
+                    "response_format": response_format}  # fmt: skip
+            handle.write(orjson.dumps(body) + b"\n")
+    return path
+
+
 def rendered_messages(path: Path) -> list[list[dict]]:
     """The exact prompts flowrate sends for the conversations in `path`."""
     from flowrate.inputs.files import InputSet, iter_cases

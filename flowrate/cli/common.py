@@ -129,7 +129,8 @@ RayAddressOption = Annotated[
     option(
         "--ray-address",
         env="FLOWRATE_RAY_ADDRESS",
-        help="The Ray cluster --engine ray joins (ray://HOST:10001, or HOST:6379 on the cluster)."
+        help="The Ray cluster --engine ray joins (ray://HOST:10001, which needs pip install 'ray[client]';"
+        " or HOST:6379 on the cluster)."
         " [default: RAY_ADDRESS, else a local cluster for the run]",
     ),
 ]
@@ -368,7 +369,7 @@ ConfigOption = Annotated[
 ]
 Paths = Annotated[
     list[str],
-    typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin."),
+    typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml/.parquet inside) or - for JSONL on stdin."),
 ]
 
 

@@ -39,7 +39,8 @@ class LocalModel:
     the next token when its call is abandoned."""
 
     def __init__(self, model: str):
-        self.path = Path(model.removeprefix(PREFIX)).expanduser()
+        self._given = model.removeprefix(PREFIX)
+        self.path = Path(self._given).expanduser()
         self.model_name = f"{PREFIX}{self.path.name}"
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowrate-gguf")
         self._load_lock = threading.Lock()
@@ -51,6 +52,8 @@ class LocalModel:
 
     def check_access(self) -> None:
         """The model file is there, and llama-cpp-python is installed."""
+        if not self._given.strip():  # Path("") is ".", which would be named as the missing file
+            raise JudgeAccessError("--model gguf: names no model file: give its path, --model gguf:PATH")
         if not self.path.is_file():
             raise JudgeAccessError(f"{self.path}: no such model file (--model gguf:PATH names a .gguf file)")
         try:
