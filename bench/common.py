@@ -37,7 +37,7 @@ def judge_process(latency: float = 0.0, faults: str = ""):
 
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dialogue-ratings"
-REALISTIC_FILE = "uss_sgd.jsonl"  # 1,000 task-oriented sessions, 12.8 turns and 3.9 KB a line on average
+REALISTIC_FILES = ("uss_sgd.jsonl", "uss_mwoz.jsonl")  # 1,000 task-oriented sessions each, 3.9 and 4.2 KB a line
 
 
 def add_data_argument(parser) -> None:
@@ -46,24 +46,31 @@ def add_data_argument(parser) -> None:
         "--data",
         type=Path,
         default=DEFAULT_DATA,
-        help=f"the dialogue-ratings directory holding {REALISTIC_FILE} (default: {DEFAULT_DATA})",
+        help=f"the dialogue-ratings directory holding {' and '.join(REALISTIC_FILES)} (default: {DEFAULT_DATA})",
     )
 
 
 def write_realistic(path: Path, count: int, data: Path) -> Path:
-    """`count` USS-SGD dialogues from `data`, whole lines (their labels and extras kept, as a
-    user's export would have them), repeated under new ids when `count` is above 1,000."""
-    source = data / REALISTIC_FILE
-    if not source.is_file():
-        raise SystemExit(
-            f"{source}: not found; the realistic benchmarks read USS-SGD dialogues from the dialogue-ratings"
-            " directory: give it with --data DIR"
-        )
-    lines = [line for line in source.read_bytes().splitlines() if line.strip()]
+    """`count` distinct real dialogues from `data`, whole lines (their labels and extras kept, as
+    a user's export would have them): USS-SGD's 1,000, then USS-MultiWOZ's 1,000; past 2,000 they
+    repeat, each repeat's first message numbered, so that no two prompts are alike (a repeated
+    prompt would be answered by the response cache, and flowrate would send fewer calls)."""
+    lines = []
+    for name in REALISTIC_FILES:
+        source = data / name
+        if not source.is_file():
+            raise SystemExit(
+                f"{source}: not found; the realistic benchmarks read the USS dialogues ({', '.join(REALISTIC_FILES)})"
+                " from the dialogue-ratings directory: give it with --data DIR"
+            )
+        lines += [line for line in source.read_bytes().splitlines() if line.strip()]
     with path.open("wb") as handle:
         for n in range(count):
             record = json.loads(lines[n % len(lines)])
-            record["id"] = f"{record['id']}-{n // len(lines)}"
+            repeat = n // len(lines)
+            if repeat:
+                record["id"] = f"{record['id']}-{repeat}"
+                record["turns"][0]["input"] = f"({repeat}) {record['turns'][0]['input']}"
             handle.write(json.dumps(record).encode() + b"\n")
     return path
 

@@ -2,7 +2,7 @@
 import LiteLLM (3-4 s here), nor must `flowrate eval` on the direct transport. Measured, each the
 median of `--repeat` alternating runs, against a minimal two-command Typer app in the same venv:
 `--help` (target 1.5 x) and `validate` of one USS-SGD dialogue (target 1.8 x); then the time from
-process start to the first judge request of `flowrate eval` over 2,000 USS-SGD dialogues
+process start to the first judge request of `flowrate eval` over 2,000 USS dialogues (SGD's, then MultiWOZ's)
 (validation of all 2,000 included), against a raw aiohttp loop started the same way that sends
 the same bodies, read ready-made from a file (target: at most 0.8 s on the direct transport).
 `flowrate eval` must not wait on the network at start-up: LiteLLM's price list is read locally
@@ -145,7 +145,7 @@ def first_requests(options, scratch: Path) -> None:
             command = [FLOWRATE, "eval", str(path), "--api-base", "{base_url}", "--transport", transport]
             times[transport].append(first_request_s([*command, "-o", str(scratch / "first.jsonl")], env))
     raw_s = times["raw aiohttp loop"]
-    print(f"first request after process start, 2,000 USS-SGD dialogues, median of {options.repeat} alternating runs:")
+    print(f"first request after process start, 2,000 USS dialogues, median of {options.repeat} alternating runs:")
     print(f"  raw aiohttp loop (the bodies ready-made): {statistics.median(raw_s):.3f} s (runs: {_runs(raw_s)})")
     for transport in transports:
         name = "direct" if transport == "auto" else transport
