@@ -4,8 +4,9 @@ In one run, alternating: wall time at N=1000 with 500 ms latency and N=2000 with
 for a raw aiohttp loop, flowrate over the direct transport and flowrate over LiteLLM, on the
 same prompts and the same scripted judge (a process of its own); then client CPU per call at
 latency 0. The conversations are realistic and distinct: USS-SGD's 1,000 dialogues, then
-USS-MultiWOZ's (12.8 and 10.6 turns, MultiWOZ's ending with an unanswered goodbye, 3.9 and 4.2 KB a line, their labels and extras kept), read
-from `--data` (../shared/data/dialogue-ratings beside the repository).
+USS-MultiWOZ's (12.8 and 10.6 turns, 3.9 and 4.2 KB a line, MultiWOZ's ending with an unanswered
+goodbye, their labels and extras kept), read from `--data` (../shared/data/dialogue-ratings
+beside the repository).
 Each figure is the median of the rounds; each ratio the median of the rounds' own ratios.
 
 python bench/direct.py [--rounds 3] [--data DIR] [--no-litellm]
