@@ -158,11 +158,11 @@ def proxy_for(url: str) -> tuple[Any, Any]:
     the credentials in its address; (None, None) for none. Read once per URL and run: aiohttp's
     `trust_env` reads them, and ~/.netrc, in a thread on every request (two thread hops a call,
     a GIL hand-over each, that the raw loop of bench/direct.py does not pay)."""
-    from aiohttp.helpers import get_env_proxy_for_url
-    from yarl import URL
-
     known = _PROXIES.setdefault(id(asyncio.get_running_loop()), {})
     if url not in known:
+        from aiohttp.helpers import get_env_proxy_for_url
+        from yarl import URL
+
         try:
             known[url] = get_env_proxy_for_url(URL(url))
         except LookupError:
