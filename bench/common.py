@@ -36,6 +36,45 @@ def judge_process(latency: float = 0.0, faults: str = ""):
         process.wait()
 
 
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dialogue-ratings"
+REALISTIC_FILES = ("uss_sgd.jsonl", "uss_mwoz.jsonl")  # 1,000 task-oriented sessions each, 3.9 and 4.2 KB a line
+
+
+def add_data_argument(parser) -> None:
+    """`--data DIR`: the human-rated dialogues (`../shared/data/dialogue-ratings` beside the repository)."""
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help=f"the dialogue-ratings directory holding {' and '.join(REALISTIC_FILES)} (default: {DEFAULT_DATA})",
+    )
+
+
+def write_realistic(path: Path, count: int, data: Path) -> Path:
+    """`count` distinct real dialogues from `data`, whole lines (their labels and extras kept, as
+    a user's export would have them): USS-SGD's 1,000, then USS-MultiWOZ's 1,000; past 2,000 they
+    repeat, each repeat's first message numbered, so that no two prompts are alike (a repeated
+    prompt would be answered by the response cache, and flowrate would send fewer calls)."""
+    lines = []
+    for name in REALISTIC_FILES:
+        source = data / name
+        if not source.is_file():
+            raise SystemExit(
+                f"{source}: not found; the realistic benchmarks read the USS dialogues ({', '.join(REALISTIC_FILES)})"
+                " from the dialogue-ratings directory: give it with --data DIR"
+            )
+        lines += [line for line in source.read_bytes().splitlines() if line.strip()]
+    with path.open("wb") as handle:
+        for n in range(count):
+            record = json.loads(lines[n % len(lines)])
+            repeat = n // len(lines)
+            if repeat:
+                record["id"] = f"{record['id']}-{repeat}"
+                record["turns"][0]["input"] = f"({repeat}) {record['turns'][0]['input']}"
+            handle.write(json.dumps(record).encode() + b"\n")
+    return path
+
+
 def write_conversations(path: Path, count: int) -> Path:
     """`count` distinct support conversations of three to six turns."""
     with path.open("w") as handle:
@@ -132,6 +171,28 @@ async def raw_aiohttp_loop(messages_per_conversation: list[list[dict]], base_url
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
         await asyncio.gather(*(one(client, messages) for messages in messages_per_conversation))
     return time.perf_counter() - started
+
+
+def request_bodies(messages_per_conversation: list[list[dict]], path: Path) -> Path:
+    """The bodies `raw_aiohttp_loop` sends, one a line, for a raw loop in a process of its own."""
+    import orjson
+
+    from flowrate.judge.litellm_backend import LiteLLMBackend
+    from flowrate.metrics.rubric_metric import RubricMetric
+    from flowrate.rubric.model import load_rubric
+    from flowrate.scores.schema import reply_schema
+
+    base_url = "http://127.0.0.1:9/v1"  # only to make the backend: no call is made
+    response_format = LiteLLMBackend("gpt-4o", base_url).structured_output(
+        "conversational_flow_rate", reply_schema(load_rubric())
+    )
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
+    with path.open("wb") as handle:
+        for messages in messages_per_conversation:
+            body = {"model": "gpt-4o", "messages": messages, "temperature": 0, "max_tokens": max_tokens,
+                    "response_format": response_format}  # fmt: skip
+            handle.write(orjson.dumps(body) + b"\n")
+    return path
 
 
 def rendered_messages(path: Path) -> list[list[dict]]:

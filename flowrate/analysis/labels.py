@@ -21,9 +21,19 @@ from flowrate.inputs.selection import stable_hash
 from flowrate.results.csv_file import csv_uncell, write_csv
 from flowrate.results.summary import EvaluationRow
 
-FIELDS = ("conversation_id", "metric", "rating", "verdict", "score", "labeled_at", "labeler")
-#: the columns of `write_template`'s CSV: the judge's, then the label's (`FIELDS`) to fill in
-TEMPLATE_COLUMNS = ["conversation_id", "metric", "judge_score", "judge_value", "judge_reason", *FIELDS[2:]]
+#: the columns of `write_template`'s CSV: the judge's, then the label's to fill in
+TEMPLATE_COLUMNS = [
+    "conversation_id",
+    "metric",
+    "judge_score",
+    "judge_value",
+    "judge_reason",
+    "rating",
+    "verdict",
+    "score",
+    "labeled_at",
+    "labeler",
+]
 
 
 @dataclass(frozen=True)
@@ -161,4 +171,4 @@ def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | 
 def _template_line(row: EvaluationRow) -> list[object]:
     """A line of the template: the judgement of `row`, and the label's cells left empty."""
     value = row.verdict or ("" if row.rating is None else str(row.rating))
-    return [row.id, row.metric, str(row.score), value, row.reason or ""] + [""] * (len(FIELDS) - 2)
+    return [row.id, row.metric, str(row.score), value, row.reason or ""] + [""] * (len(TEMPLATE_COLUMNS) - 5)

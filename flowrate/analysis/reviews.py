@@ -90,8 +90,3 @@ def current_reviews(connection: Any, metric: str | None = None) -> list[Review]:
     for review in _reviews(connection, where, parameters):
         latest[(review.conversation_id, review.metric, review.reviewer)] = review
     return list(latest.values())
-
-
-def review_trail(connection: Any, conversation_id: str, metric: str) -> list[Review]:
-    """Every answer ever given for one conversation and metric, by every reviewer, oldest first."""
-    return _reviews(connection, "WHERE conversation_id = ? AND metric = ?", [conversation_id, metric])

@@ -86,16 +86,6 @@ _DIGIT = re.compile(r"[1-9]")
 
 
 # -- one issue -----------------------------------------------------------------------
-def issue_turn(text: str) -> int | None:
-    """The turn a key issue names at its start ("turn 3: …", "turns 1 and 3: …" gives 1), or None."""
-    return _turn_in(text, _turn_reference(text)[0])
-
-
-def shown_text(text: str) -> str:
-    """A key issue as a label shows it: no turn reference, no quoted or numbered values."""
-    return _shown(_turn_reference(text)[1])
-
-
 def _turn_reference(text: str) -> tuple[tuple[int, int] | None, str]:
     """Where in `text` the first number of the turn reference at its start is (None: no
     reference), and the issue after that reference."""
@@ -136,11 +126,6 @@ def _without_marks(text: str) -> str:
         parts[index] = before
         parts[index + 1] = parts[index + 1].lstrip(" ,;")
     return " ".join(part for part in parts if part)
-
-
-def grouping_text(text: str) -> str:
-    """What grouping compares of a key issue: `shown_text`, lower case, words only."""
-    return _words(shown_text(text))
 
 
 def _words(shown: str) -> str:

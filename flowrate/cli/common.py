@@ -86,7 +86,7 @@ CacheDirOption = declared(groups.CacheOptions, "cache_dir")  # for the commands 
 RubricOption = declared(groups.PromptOptions, "rubric")  # review: the levels of a rubric of your own
 Paths = Annotated[
     list[str],
-    typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml inside) or - for JSONL on stdin."),
+    typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml/.parquet inside) or - for JSONL on stdin."),
 ]
 
 

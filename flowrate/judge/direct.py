@@ -39,19 +39,20 @@ def openai_endpoint(api_base: str | None) -> tuple[str, dict[str, str]]:
 
 # -- the pooled client --------------------------------------------------------------------------
 _SESSIONS: dict[int, Any] = {}  # event loop id -> its aiohttp session
+_PROXIES: dict[int, dict[str, tuple[Any, Any]]] = {}  # event loop id -> URL -> (proxy, its credentials)
 
 
 def session() -> Any:
     """The running event loop's HTTP client: one connection pool for every call of the run.
-    Proxies (HTTPS_PROXY, NO_PROXY) come from the environment, and certificates from the system's
-    store or SSL_CERT_FILE, as with the SDKs."""
+    Proxies (HTTPS_PROXY, NO_PROXY) come from the environment (`proxy_for`), and certificates
+    from the system's store or SSL_CERT_FILE, as with the SDKs."""
     import aiohttp
 
     loop = id(asyncio.get_running_loop())
     client = _SESSIONS.get(loop)
     if client is None or client.closed:
         connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)  # the call gate bounds concurrency
-        client = aiohttp.ClientSession(connector=connector, trust_env=True, json_serialize=_dumps)
+        client = aiohttp.ClientSession(connector=connector, json_serialize=_dumps)
         _SESSIONS[loop] = client
     return client
 
@@ -59,8 +60,26 @@ def session() -> Any:
 async def close_sessions() -> None:
     """Close the running loop's client, once its run is over."""
     client = _SESSIONS.pop(id(asyncio.get_running_loop()), None)
+    _PROXIES.pop(id(asyncio.get_running_loop()), None)
     if client is not None and not client.closed:
         await client.close()
+
+
+def proxy_for(url: str) -> tuple[Any, Any]:
+    """The proxy HTTPS_PROXY or HTTP_PROXY name for `url` (unless NO_PROXY covers its host) and
+    the credentials in its address; (None, None) for none. Read once per URL and run: aiohttp's
+    `trust_env` reads them, and ~/.netrc, in a thread on every request (two thread hops a call,
+    a GIL hand-over each, that the raw loop of bench/direct.py does not pay)."""
+    known = _PROXIES.setdefault(id(asyncio.get_running_loop()), {})
+    if url not in known:
+        from aiohttp.helpers import get_env_proxy_for_url
+        from yarl import URL
+
+        try:
+            known[url] = get_env_proxy_for_url(URL(url))
+        except LookupError:
+            known[url] = (None, None)
+    return known[url]
 
 
 def _dumps(value: Any) -> str:
@@ -119,10 +138,11 @@ class DirectBackend(ServedJudge):
         form, sent_format = self.request_format(response_format, max_tokens)
         body = chat_body(self.batch_model, messages, n, sent_format, temperature, max_tokens)
         url, headers = self._endpoint
+        proxy, proxy_auth = proxy_for(url)
         try:
             async with session().post(
                 url, data=orjson.dumps(body), headers={**headers, "Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=timeout),
+                timeout=aiohttp.ClientTimeout(total=timeout), proxy=proxy, proxy_auth=proxy_auth,
             ) as answer:  # fmt: skip
                 payload = await answer.read()
                 if answer.status >= 400:

@@ -43,6 +43,7 @@ class LocalModel(JudgeBackend):
         """`address`: a `gguf:PATH` judge's (`JudgeAddress.parse`)."""
         if address.gguf_path is None:
             raise ValueError(f"{address.model!r} names no GGUF file")
+        self._given = address.model.removeprefix(GGUF_PREFIX)
         self.path = address.gguf_path
         self.model_name = f"{GGUF_PREFIX}{address.name}"
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowrate-gguf")
@@ -52,6 +53,8 @@ class LocalModel(JudgeBackend):
     # -- before any call ------------------------------------------------------------------
     def check_access(self) -> None:
         """The model file is there, and llama-cpp-python is installed."""
+        if not self._given.strip():  # Path("") is ".", which would be named as the missing file
+            raise JudgeAccessError("--model gguf: names no model file: give its path, --model gguf:PATH")
         if not self.path.is_file():
             raise JudgeAccessError(f"{self.path}: no such model file (--model gguf:PATH names a .gguf file)")
         try:

@@ -131,6 +131,8 @@ def check_weights(weights: dict[str, float], rubric_path: str | None = None) -> 
 def check_names(settings: JudgeSettings, gates: GateSettings) -> None:
     """Raise `ConfigError` for a weight, threshold or gate that names nothing flowrate makes:
     a typo would otherwise be ignored without a word."""
+    if not (settings.weights or settings.thresholds or gates.per_metric):
+        return  # nothing named: no rubric to read for it
     check_weights(settings.weights, settings.rubric)
     known = known_row_names(settings.rubric)
     for option, names in (("thresholds", settings.thresholds), ("gates", gates.per_metric)):

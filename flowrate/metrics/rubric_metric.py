@@ -76,7 +76,6 @@ class RubricMetric(RowMaking, Planning, Asking):
         self.threshold = threshold
         self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}
         self.weights = {c.name: float((weights or {}).get(c.name, 1.0)) for c in self.rubric.criteria}
-        self.verbose = verbose
         self.language = language
         self.retry = retry or RetryPolicy()
         self.samples = samples

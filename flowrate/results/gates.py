@@ -10,7 +10,6 @@ from __future__ import annotations
 from flowrate.results.summary import GateResult, MetricStats, RunSummary
 from flowrate.settings.options import GateSettings
 
-GATES = ("min_pass_rate", "min_mean_score", "max_failures")
 DEFAULT_GATE = {"max_failures": 0}  # every row passes
 
 

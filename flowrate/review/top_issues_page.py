@@ -10,16 +10,12 @@ SHOWN_MODES = 20
 
 def top_issues_context(state: Any) -> dict[str, Any]:
     """The page's context (`templates/top_issues.html`): the modes, each with its examples and
-    the metric of the row each links to, as (mode, [(example, metric)]); or why there are none (`unavailable`)."""
-    try:  # its clustering library is an optional install
-        from flowrate.analysis.top_issues import top_issues
+    the metric of the row each links to, as (mode, [(example, metric)])."""
+    from flowrate.analysis.top_issues import top_issues
 
-        modes = top_issues(state.queue_rows)[:SHOWN_MODES]
-    except ImportError as error:
-        return {"modes": [], "unavailable": str(error)}
+    modes = top_issues(state.queue_rows)[:SHOWN_MODES]
     return {
         "modes": [(mode, [(e, _metric_of(state, e.id, mode.metrics)) for e in mode.examples]) for mode in modes],
-        "unavailable": None,
     }
 
 

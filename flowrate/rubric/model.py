@@ -164,12 +164,14 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
 @lru_cache(maxsize=8)
 def _packaged_rubric(file_name: str) -> Rubric:
     data = resources.files("flowrate.rubrics").joinpath(file_name).read_bytes()
-    return _parse_rubric(data, file_name)
+    # libyaml, where PyYAML has it, for the packaged files: 1 ms against 16 ms for the flow
+    # rubric; a user's file keeps the pure-Python loader, whose error messages quote the line
+    return _parse_rubric(data, file_name, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def _parse_rubric(data: bytes, shown: str) -> Rubric:
+def _parse_rubric(data: bytes, shown: str, loader: type = yaml.SafeLoader) -> Rubric:
     try:
-        raw = yaml.safe_load(data)
+        raw = yaml.load(data, Loader=loader)  # a safe loader: SafeLoader or CSafeLoader
     except yaml.YAMLError as error:
         raise ConfigError(f"{shown}: invalid YAML in rubric: {error}") from None
     if not isinstance(raw, dict):

@@ -387,7 +387,8 @@ class EngineOptions(Group):
     )
     ray_address: Annotated[str | None, flag()] = Field(
         None,
-        description="The Ray cluster --engine ray joins (ray://HOST:10001, or HOST:6379 on the cluster)."
+        description="The Ray cluster --engine ray joins (ray://HOST:10001, which needs pip install 'ray[client]';"
+        " or HOST:6379 on the cluster)."
         " [default: RAY_ADDRESS, else a local cluster for the run]",
     )
 

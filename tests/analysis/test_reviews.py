@@ -4,7 +4,7 @@ earlier value, each reviewer's latest answer counting as their label."""
 from datetime import datetime
 
 from flowrate.analysis.history import connect, stored_labels
-from flowrate.analysis.reviews import Review, current_reviews, record_review, review_trail
+from flowrate.analysis.reviews import Review, _reviews, current_reviews, record_review
 
 
 def test_an_answer_is_on_disk_once_given_and_a_changed_one_keeps_its_earlier_value(tmp_path):
@@ -21,7 +21,9 @@ def test_an_answer_is_on_disk_once_given_and_a_changed_one_keeps_its_earlier_val
     connection.close()
 
     connection = connect(path, read_only=True)
-    assert [(r.reviewer, r.value) for r in review_trail(connection, "c1", "flow")] == [
+    assert [
+        (r.reviewer, r.value) for r in _reviews(connection, "WHERE conversation_id = ? AND metric = ?", ["c1", "flow"])
+    ] == [
         ("ana", "mostly"),
         ("bo", "partially"),
         ("ana", "fully"),

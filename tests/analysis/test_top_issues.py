@@ -10,13 +10,29 @@ from flowrate.analysis.history import connect, import_results
 from flowrate.analysis.top_issues import (
     EXACT_LIMIT,
     TopIssues,
-    grouping_text,
-    issue_turn,
+    _shown,
+    _turn_in,
+    _turn_reference,
+    _words,
     load_top_issues,
-    shown_text,
     top_issues,
 )
 from tests.analysis.planted_issues import PLAN, PLANTED, issue_row, planted_mode, planted_rows
+
+
+def shown_text(text):
+    """A key issue as a label shows it: no turn reference, no quoted or numbered values."""
+    return _shown(_turn_reference(text)[1])
+
+
+def issue_turn(text):
+    """The turn a key issue names at its start, as grouping reads it."""
+    return _turn_in(text, _turn_reference(text)[0])
+
+
+def grouping_text(text):
+    """What grouping compares of a key issue: `shown_text`, lower case, words only."""
+    return _words(shown_text(text))
 
 
 def _planted_sequence(modes):

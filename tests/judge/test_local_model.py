@@ -17,6 +17,17 @@ def test_a_missing_model_file_is_named_with_exit_2_and_no_output(run_flowrate, t
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.parametrize("model", ["gguf:", "gguf:  "])
+def test_gguf_with_no_path_names_the_option_not_the_current_directory(run_flowrate, tmp_path, model):
+    write_jsonl(tmp_path / "c.jsonl", [turn_record("a", "x", "y")])
+    result = run_flowrate("eval", "c.jsonl", "--model", model, "-o", "out.jsonl")
+    assert result.returncode == 2
+    assert "--model gguf: names no model file: give its path, --model gguf:PATH" in result.stderr
+    assert ".: no such model file" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_without_the_local_extra_the_error_says_how_to_install_it(run_flowrate, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if llama-cpp-python were not installed
     (tmp_path / "model.gguf").write_bytes(b"GGUF")

@@ -112,3 +112,19 @@ def test_weights_that_sum_to_zero_are_refused(run_flowrate, tmp_path, judge):
     result = run_flowrate("eval", path, "--metric", "virtual_agent", "--api-base", judge.base_url, *zeros)
     assert result.returncode == 2 and "criteria sum to 0" in result.stderr, result.stderr
     assert judge.requests == 0
+
+
+def test_a_run_naming_no_weight_threshold_or_gate_reads_only_the_rubric_it_judges_with():
+    # every packaged rubric was read to check names nobody gave: start-up time on every run
+    from flowrate.metrics.catalog import build_metrics
+    from flowrate.rubric import model
+    from flowrate.settings.options import EvalSettings
+
+    model._packaged_rubric.cache_clear()
+    settings = EvalSettings(api_base="http://127.0.0.1:9/v1")
+    build_metrics(settings.judge_settings, None, settings.gate_settings)
+    assert model._packaged_rubric.cache_info().misses == 1
+    model._packaged_rubric.cache_clear()
+    named = EvalSettings(api_base="http://127.0.0.1:9/v1", weights={"no_such_criterion": 2.0})
+    with pytest.raises(Exception, match="unknown criterion 'no_such_criterion'"):
+        build_metrics(named.judge_settings, None, named.gate_settings)

@@ -1,0 +1,37 @@
+"""Names vulture (`.ci/run`) reports unused in `flowrate/` that are used where it cannot see:
+by users of the public API, by other libraries, or read by name. Each line says which.
+Decorated commands, validators and migrations are left out by `[tool.vulture]` in pyproject.toml."""
+
+# ruff: noqa: B018, F821
+# the lazy public API: `import flowrate; flowrate.evaluate_files` (PEP 562)
+__getattr__
+__dir__
+# results the public API returns and `asdict` writes out (JSON output, reports): read by users
+_.pearson  # analysis/agreement.py AgreementFigures
+_.improvements  # analysis/compare.py MetricComparison
+_.base_rate  # analysis/judge_report.py
+_.true_positive_rate  # analysis/judge_report.py
+_.true_negative_rate  # analysis/judge_report.py
+_.evaluation_cost  # results/rows.py MetricResult, eval_lib's field names
+_.evaluation_log  # results/rows.py MetricResult
+_.test_case  # results/rows.py ConversationResult
+_.metrics_data  # results/rows.py ConversationResult
+# public API for a caller's own Ray cluster with GPUs (documented in flowrate.api)
+vllm_processor
+# set on other libraries' objects: Ray's DataContext, LiteLLM's module
+_.enable_progress_bars
+_.print_on_execution_start
+_.suppress_debug_info
+_.about  # analysis/judge_bench.py, each benchmark dataset's description (shown in --help's list of sets)
+# pydantic fields read by name (getattr over a group's fields) or written out to JSON
+min_pass_rate  # settings/groups.py GateOptions, read through the group
+min_mean_score
+max_failures
+reruns  # analysis/judge_bench.py BenchEstimate, in judge-bench's JSON
+raw_reply  # results/rows.py, kept on the row for the review app's raw-reply view
+# set for other libraries: typer reads a function's __signature__, rich a column's overflow
+_.__signature__
+_.overflow
+# arguments whose signature Python fixes: a signal handler's frame, __exit__'s exception
+frame  # cli/entry.py
+exc  # reports/console.py
