@@ -9,7 +9,7 @@ the `--max-cost` budget (each conversation's estimate reserved before it is sent
 written as they arrive. The processor sends; what it cannot do is done in further rounds, each a
 dataset of its own: the re-asks `flowrate eval` would make, and the requests whose answer was an
 error the processor does not retry (its HTTP stage retries 429, 408, 502, 503 and 504 itself;
-a 500 comes back as the answer), up to `--max-retries` rounds.
+a 500 comes back as the answer), each request up to `--max-retries` times, as `flowrate eval` retries it.
 
 Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)."""
 
@@ -112,7 +112,7 @@ def preprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 
 def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     """The processor's postprocess: flowrate's reply parser, turning the answer into the rows
-    `flowrate eval` writes (a re-ask's answer goes back as it came, for the driver to finish)."""
+    `flowrate eval` writes (a re-ask's answer, once read as a completion, goes back as it came, for the driver to finish)."""
     answer = plain(row.get("http_response"))
     out = {name: row[name] for name in ROW_COLUMNS}
     out.update(rows="", reasks="", cache_texts="", answer=orjson.dumps(answer).decode(), failure="")
@@ -120,17 +120,17 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     if failure is not None:
         out["failure"] = orjson.dumps(failure).decode()
         return out
-    if row["kind"] == "reask":
-        return out
     metric = worker_metric(judge, row["metric"])
     request = JudgeRequest.from_dict(orjson.loads(row["request"]))
-    case = ConversationalEvalTestCase.model_validate_json(row["case"])
-    source = Source.model_validate_json(row["source"]) if row["source"] else None
     try:
         reply = reply_from_answer(metric, request, answer)
     except Exception as error:  # not a chat completion: as flowrate eval, an error row after retries
         out["failure"] = orjson.dumps({"status": 500, "message": str(error)}).decode()
         return out
+    if row["kind"] == "reask":
+        return out
+    case = ConversationalEvalTestCase.model_validate_json(row["case"])
+    source = Source.model_validate_json(row["source"]) if row["source"] else None
     step = rows_from_reply(metric, case, request, reply, source=source)
     out["rows"] = orjson.dumps([r.model_dump(mode="json") for r in step.rows]).decode()
     out["reasks"] = orjson.dumps([reask.to_dict() for reask in step.reasks]).decode()
@@ -147,8 +147,10 @@ ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sa
 
 def answer_error(answer: Any) -> dict[str, Any] | None:
     """The error an answer carries instead of a completion (OpenAI's `{"error": {...}}`), with the
-    status its `code` gives (500 when it gives none), or None for a completion."""
-    if not isinstance(answer, dict) or "error" not in answer or "choices" in answer:
+    status its `code` gives (500 when it gives none), or None for a completion. A key one answer of
+    a block lacks is None in it (Ray Data gives a block's rows one schema): an error answer holds
+    `"choices": None` when a completion shares its block, a completion `"error": None`."""
+    if not isinstance(answer, dict) or answer.get("error") is None or answer.get("choices") is not None:
         return None
     error = answer["error"]
     code = error.get("code") if isinstance(error, dict) else None
@@ -359,7 +361,7 @@ class RayRun(_Tally):
 
     def send(self, rows: list[dict[str, Any]]) -> None:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
-        does not retry itself (at most `--max-retries` rounds of those)."""
+        does not retry itself (each request at most `--max-retries` times)."""
         import ray
 
         retries = self.run.settings.judge_settings.max_retries
@@ -368,7 +370,7 @@ class RayRun(_Tally):
             again: list[dict[str, Any]] = []
             blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
             for out in self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows():
-                again.extend(self._take(dict(out), retry=self.rounds <= retries))
+                again.extend(self._take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own retries
             rows = again
             if rows and self.run.settings.judge_settings.backoff:
                 time.sleep(min(self.run.settings.judge_settings.backoff * 2 ** (self.rounds - 1), 60.0))
@@ -378,6 +380,8 @@ class RayRun(_Tally):
         order, name = int(out["order"]), out["metric"]
         case, source = self.cases[order]
         metric = self.metric_by_name[name]
+        if (order, name) in self.finished:  # a re-ask of another sample failed it already
+            return []
         if out["failure"]:
             failure = orjson.loads(out["failure"])
             if retry and failure["status"] in RETRYABLE_STATUS:
@@ -438,12 +442,22 @@ class RayRun(_Tally):
         """Error rows, as `flowrate eval` writes them for a call that failed after its retries."""
         from flowrate.judge.backend import Usage
 
-        self.waiting.pop((order, metric.name), None)
+        pending = self.waiting.pop((order, metric.name), None)
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
         rows = metric._new_rows(case, source, bool(request.truncated))
+        usage, cost_usd, form = Usage(), None, None
+        if pending is not None:  # a re-ask failed: the calls answered before it are paid, as eval counts them
+            replies = [
+                reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())
+            ]
+            usage.prompt_tokens = sum(reply.usage.prompt_tokens for reply in replies)
+            usage.completion_tokens = sum(reply.usage.completion_tokens for reply in replies)
+            costs = [reply.cost_usd for reply in replies]
+            cost_usd = None if None in costs else sum(costs)  # type: ignore[arg-type]
+            form = pending.request.response_format
         settle_rows(
-            metric, rows, failure_error(failure), cached=False, response_format=None,
-            usage=Usage(), cost_usd=None, attempts=int(out["tries"]),
+            metric, rows, failure_error(failure), cached=False, response_format=form,
+            usage=usage, cost_usd=cost_usd, attempts=int(out["tries"]),
         )  # fmt: skip
         self._emit_all(rows, order, metric.name)
 

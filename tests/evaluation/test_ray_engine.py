@@ -132,6 +132,52 @@ def test_429s_and_500s_are_retried_and_a_judge_that_keeps_failing_gets_flowrate_
         }
 
 
+def _script_faults(judge, count):
+    """Each conversation's own rule: a judge that answers 500s and replies with no JSON, on the
+    first call and on the re-ask (n % 4 == 1: garbage, then a 500 on the re-ask, then a verdict;
+    2: garbage, then 500s for good; 3: a 500, then a verdict)."""
+    for n in range(count):
+        if n % 4 == 1:
+            judge.script(f"MARK-F{n}.", {"content": "fine, I guess"}, {"status": 500}, {"verdict": "mostly"})
+        elif n % 4 == 2:
+            judge.script(f"MARK-F{n}.", {"content": "fine, I guess"}, {"status": 500, "message": "the judge is down"})
+        elif n % 4 == 3:
+            judge.script(f"MARK-F{n}.", {"status": 500}, {"verdict": "partial", "reason": "slow"})
+
+
+def test_a_judge_answering_500s_and_garbage_in_first_calls_and_re_asks_gives_flowrate_evals_rows_and_resumes(
+    ray_judge, run_flowrate, tmp_path
+):
+    # two blocks a round (-j 2): an error answer shares its block with completions, as on a real run
+    count = 24
+    records = [turn_record(f"g{n}", f"question {n} MARK-F{n}.", "answer") for n in range(count)]
+    path = write_jsonl(tmp_path / "c.jsonl", records)
+    common = ("--no-cache", "--max-retries", "1", "-j", "2")
+    _script_faults(ray_judge, count)
+    local = _eval(run_flowrate, ray_judge, path, "local.jsonl", *common)
+    ray_judge.reset()
+    _script_faults(ray_judge, count)
+    on_ray = _eval(run_flowrate, ray_judge, path, "ray.jsonl", *common, "--engine", "ray")
+    assert on_ray.returncode == local.returncode == 3, on_ray.stderr  # the judge that stays down: error rows
+    assert "Traceback" not in on_ray.stderr
+    local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
+    assert len(ray_rows) == count and ray_rows.keys() == local_rows.keys()
+    for key, row in local_rows.items():  # the HTTP stage does not tell its own retries: attempts aside
+        assert {k: v for k, v in ray_rows[key].items() if k != "attempts"} == {
+            k: v for k, v in row.items() if k != "attempts"
+        }, key
+    assert ray_rows[("g1", "conversational_flow_rate")]["verdict"] == "mostly"
+    assert "the judge is down" in ray_rows[("g2", "conversational_flow_rate")]["error"]["message"]
+    # resumed after losing the rows of the conversations re-asked: judged again, each once
+    kept = [row for row in read_rows(tmp_path / "ray.jsonl") if int(row["id"][1:]) % 4 not in (1, 2)]
+    write_jsonl(tmp_path / "ray.jsonl", kept)
+    ray_judge.reset()
+    _script_faults(ray_judge, count)
+    resumed = _eval(run_flowrate, ray_judge, path, "ray.jsonl", *common, "--engine", "ray", "--resume")
+    assert resumed.returncode == 3 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert _by_id(read_rows(tmp_path / "ray.jsonl")).keys() == local_rows.keys()
+
+
 def test_a_killed_ray_run_resumed_from_its_output_judges_only_what_is_missing(
     ray_judge, ray_address, run_flowrate, cli_env, tmp_path
 ):
