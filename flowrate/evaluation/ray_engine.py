@@ -15,7 +15,6 @@ Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import orjson
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import CostBudget, _Tally
 from flowrate.evaluation.file_run import FileRun, begin
+from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
@@ -61,26 +61,69 @@ def require_ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> Any:
-    """Join the Ray cluster at `address` (None: `RAY_ADDRESS`, else a local cluster started for
-    the run), unless this process has joined one already; Ray's own logs kept off the terminal."""
+def connect(address: str | None) -> tuple[Any, Any]:
+    """Join the Ray cluster at `address` (see `ray_cluster.connect`): `ray`, and the connection
+    to close at the run's end; Ray Data's progress output kept off the terminal."""
     import logging
 
+    from flowrate.evaluation.ray_cluster import connect as join_cluster
+
     ray = require_ray()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            where = address or os.environ.get("RAY_ADDRESS") or "a local cluster"
-            raise ConfigError(
-                f"--ray-address {where}: cannot join the Ray cluster ({error}); a cluster with token"
-                " authentication (Ray's default) also needs RAY_AUTH_MODE=token and its token here"
-            ) from None
+    connection = join_cluster(ray, address)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # a failed dataset is told by flowrate, once
-    return ray
+    return ray, connection
+
+
+class Stopped(Exception):
+    """Ctrl-C or SIGTERM while the driver waited for Ray Data's next row."""
+
+
+class StopSignals:
+    """Ctrl-C and SIGTERM during a Ray run, heard in this (the main) thread: the run is marked
+    interrupted and takes no more rows. `Stopped` is raised only while the driver waits for a row
+    (`waiting`), so a row being written is written whole. Ray's handler for SIGTERM (exit 15)
+    and asyncio's for Ctrl-C (which cancels the run only once Ray returns) are put aside meanwhile."""
+
+    def __init__(self, summary: RunSummary):
+        self.summary = summary
+        self.requested = False
+        self.waiting = False
+        self.replaced: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.replaced[number] = signal.signal(number, self.heard)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for number, previous in self.replaced.items():
+            signal.signal(number, previous)
+
+    def heard(self, number: int, frame: Any) -> None:
+        import signal
+
+        self.requested = self.summary.interrupted = True
+        if number == signal.SIGTERM:
+            self.summary.terminated = True
+        if self.waiting:
+            raise Stopped()
+
+    def wait(self, step: Any, *args: Any) -> Any:
+        """`step(*args)` with `Stopped` let through it (Ray Data's next row, a sleep)."""
+        self.waiting = True
+        try:
+            return step(*args)
+        finally:
+            self.waiting = False
 
 
 # -- what runs on the workers ------------------------------------------------------------------
@@ -328,11 +371,13 @@ class RayRun(_Tally):
         self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
         self.rounds = 0
 
-    async def first_round(self) -> list[dict[str, Any]]:
+    async def first_round(self, stop: StopSignals) -> list[dict[str, Any]]:
         """The rows of the first dataset: every selected conversation's metric not in the output,
-        not cached and within the budget; the others are answered here."""
+        not cached and within the budget; the others are answered here (until a stop)."""
         rows: list[dict[str, Any]] = []
         for order, (case, source) in enumerate(self.run.items(self.listener), start=1):
+            if stop.requested:
+                break
             wanted = self._wanted(case, order)
             self.cases[order] = (case, source)
             for index, metric in enumerate(wanted):
@@ -359,21 +404,28 @@ class RayRun(_Tally):
             if (row.id, row.metric) not in self.done:
                 self._emit(row, order)
 
-    def send(self, rows: list[dict[str, Any]]) -> None:
+    def send(self, rows: list[dict[str, Any]], stop: StopSignals) -> None:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
-        does not retry itself (each request at most `--max-retries` times)."""
+        does not retry itself (each request at most `--max-retries` times). A stop ends it at once:
+        the rows out are kept, the rest is left for --resume (the caller leaves Ray, which ends
+        the run's workers and so its calls)."""
         import ray
 
         retries = self.run.settings.judge_settings.max_retries
-        while rows:
-            self.rounds += 1
-            again: list[dict[str, Any]] = []
-            blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
-            for out in self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows():
-                again.extend(self._take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own retries
-            rows = again
-            if rows and self.run.settings.judge_settings.backoff:
-                time.sleep(min(self.run.settings.judge_settings.backoff * 2 ** (self.rounds - 1), 60.0))
+        backoff = self.run.settings.judge_settings.backoff
+        try:
+            while rows and not stop.requested:
+                self.rounds += 1
+                again: list[dict[str, Any]] = []
+                blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
+                outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
+                while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
+                    again.extend(self._take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
+                rows = again
+                if rows and backoff and not stop.requested:
+                    stop.wait(time.sleep, min(backoff * 2 ** (self.rounds - 1), 60.0))
+        except Stopped:
+            pass
 
     def _take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
         """One processed row: its rows emitted and cached, or what the next round must send."""
@@ -476,33 +528,29 @@ class RayRun(_Tally):
 async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
     """Judge every selected conversation of `run` on Ray Data, telling `listener` each row as it
     comes (the results file is the listener's first part), through `processor` (default: the
-    HTTP processor for the judge's endpoint). Returns the summary, gates applied."""
+    HTTP processor for the judge's endpoint). Returns the summary, gates applied; Ctrl-C and
+    SIGTERM stop it as they stop `flowrate eval` (`StopSignals`)."""
     started = time.monotonic()
     try:
         judge = run.settings.judge_settings
         if processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
+        before_import(run.settings.engine_settings.ray_address)
         require_ray()
     except BaseException:
         run.close()
         raise
     done, summary = begin(run, listener)
-    listener.stage("starting Ray")
-    ray = connect(run.settings.engine_settings.ray_address)
-    actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
-    processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
-    ray_run = RayRun(run, listener, summary, done, processor, run.concurrency)
-    listener.stage("judging on Ray")
+    connection = None
     try:
-        rows = await ray_run.first_round()
-        ray_run.send(rows)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    except Exception as error:  # the processor gave up: its retries spent on an unreachable judge
-        if type(error).__module__.split(".")[0] != "ray" and "RayTaskError" not in type(error).__name__:
-            raise
-        ray_run.stop_unreachable(judge.api_base or judge.model)
-        listener.notice(f"Ray Data stopped: {ray_failure(error)}")
+        listener.stage("starting Ray")
+        ray, connection = connect(run.settings.engine_settings.ray_address)
+        actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
+        processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
+        ray_run = RayRun(run, listener, summary, done, processor, run.concurrency)
+        listener.stage("judging on Ray")
+        with StopSignals(summary) as stop:
+            await _judge(ray_run, stop, judge)
     finally:
         run.close()
         if "flowrate.judge.direct" in sys.modules:  # the client of a conversation judged here (`first_round`)
@@ -511,8 +559,25 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
             cache.flush()
             if cache.lost_writes:
                 listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
+        if connection is not None:
+            connection.close()
     summary.resumed_elsewhere = len(done) - summary.resumed
     apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)
     listener.finished(summary)
     return summary
+
+
+async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> None:
+    """The first round, then the rounds on Ray; a processor that gave up (its retries spent on
+    an unreachable judge) leaves what was not finished, as `flowrate eval` leaves it."""
+    try:
+        rows = await ray_run.first_round(stop)
+        ray_run.send(rows, stop)
+    except Exception as error:
+        if type(error).__module__.split(".")[0] != "ray" and "RayTaskError" not in type(error).__name__:
+            raise
+        if stop.requested:  # the stop broke the dataset: nothing to tell
+            return
+        ray_run.stop_unreachable(judge.api_base or judge.model)
+        ray_run.listener.notice(f"Ray Data stopped: {ray_failure(error)}")
