@@ -497,32 +497,38 @@ class RayRun(_Tally):
         pending = self.waiting.pop((order, metric.name), None)
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
         rows = metric._new_rows(case, source, bool(request.truncated))
-        usage, cost_usd, form = Usage(), None, None
-        if pending is not None:  # a re-ask failed: the calls answered before it are paid, as eval counts them
-            replies = [
-                reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())
-            ]
-            usage.prompt_tokens = sum(reply.usage.prompt_tokens for reply in replies)
-            usage.completion_tokens = sum(reply.usage.completion_tokens for reply in replies)
-            costs = [reply.cost_usd for reply in replies]
-            cost_usd = None if None in costs else sum(costs)  # type: ignore[arg-type]
-            form = pending.request.response_format
+        usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
         settle_rows(
             metric, rows, failure_error(failure), cached=False, response_format=form,
             usage=usage, cost_usd=cost_usd, attempts=int(out["tries"]),
         )  # fmt: skip
         self._emit_all(rows, order, metric.name)
 
-    def stop_unreachable(self, url: str) -> None:
-        """The processor gave up (its retries spent, the judge unreachable): what was not
-        finished is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
-        self.summary.unreachable = url
-        for order, (case, source) in self.cases.items():
-            missing = [m for m in self.metrics if self._missing(case, m) and (order, m.name) not in self.finished]
-            for metric in missing:
-                self.summary.skip_unreachable(case.id, self._missing(case, metric))
-            if missing:
-                self.listener.skipped(case.id or "", source, "unreachable")
+
+def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | None]:
+    """The tokens, cost and schema form of the calls a conversation whose re-ask failed had
+    answered before it (its first call, its other re-asks): paid, as `flowrate eval` counts them."""
+    from flowrate.judge.backend import Usage
+
+    replies = [reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())]
+    usage = Usage(
+        prompt_tokens=sum(reply.usage.prompt_tokens for reply in replies),
+        completion_tokens=sum(reply.usage.completion_tokens for reply in replies),
+    )
+    costs = [reply.cost_usd for reply in replies]
+    return usage, None if None in costs else sum(costs), pending.request.response_format  # type: ignore[arg-type]
+
+
+def stop_unreachable(ray_run: RayRun, url: str) -> None:
+    """The processor gave up (its retries spent, the judge unreachable): what was not finished
+    is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
+    ray_run.summary.unreachable = url
+    for order, (case, source) in ray_run.cases.items():
+        missing = [m for m in ray_run.metrics if ray_run._missing(case, m) and (order, m.name) not in ray_run.finished]
+        for metric in missing:
+            ray_run.summary.skip_unreachable(case.id, ray_run._missing(case, metric))
+        if missing:
+            ray_run.listener.skipped(case.id or "", source, "unreachable")
 
 
 async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
@@ -579,5 +585,5 @@ async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> No
             raise
         if stop.requested:  # the stop broke the dataset: nothing to tell
             return
-        ray_run.stop_unreachable(judge.api_base or judge.model)
+        stop_unreachable(ray_run, judge.api_base or judge.model)
         ray_run.listener.notice(f"Ray Data stopped: {ray_failure(error)}")
