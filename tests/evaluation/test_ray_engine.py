@@ -413,8 +413,13 @@ def _wait_for_rows(process, output, count, timeout_s):
     raise AssertionError(f"not {count} rows in {timeout_s} s: {process.poll()}")
 
 
-def test_ctrl_c_stops_a_ray_run_sending_nothing_more_with_the_summary_and_the_resume_command(
-    ray_judge, ray_address, cli_env, tmp_path
+@pytest.mark.parametrize(
+    "stop, status, again",
+    [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)],
+    ids=["ctrl-c twice", "sigterm"],
+)
+def test_ctrl_c_and_sigterm_stop_a_ray_run_sending_nothing_more_with_the_summary_and_the_resume_command(
+    stop, status, again, ray_judge, ray_address, cli_env, tmp_path
 ):
     ray_judge.latency_s = 0.5
     write_jsonl(tmp_path / "c.jsonl", distinct(200))
@@ -422,18 +427,23 @@ def test_ctrl_c_stops_a_ray_run_sending_nothing_more_with_the_summary_and_the_re
     process = _start_on_ray(cli_env, tmp_path, *args, "--no-cache", "--ray-address", ray_address)
     _wait_for_rows(process, tmp_path / "out.jsonl", 8, 120)
     sent = ray_judge.requests
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
+    if again:  # a second Ctrl-C, while Ray is left: no traceback of Ray's
+        time.sleep(1)
+        process.send_signal(stop)
     _, stderr = process.communicate(timeout=60)
     settled = time.monotonic() + 30
     while ray_judge.in_flight and time.monotonic() < settled:
         time.sleep(0.1)
     after = ray_judge.requests - sent
-    assert process.returncode == 130, stderr
+    # a second Ctrl-C that comes once the summary is out, as Python exits, ends it by SIGINT: 130 to a shell too
+    assert process.returncode in ((status, -stop) if again else (status,)), stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     rows = read_rows(tmp_path / "out.jsonl")
     assert 8 <= len(rows) < 200 and len({row["id"] for row in rows}) == len(rows)
     assert "resume with: flowrate eval c.jsonl" in stderr and "--resume" in stderr
-    assert after <= 8, after  # the 4 calls in flight end, and at most one more each before the job's end
+    # the 4 calls in flight, 0.5 s each, for the at most 5 s a stop may take (eval's grace): 40 (not the 190 left)
+    assert after <= 40, after
 
 
 def _processes():
