@@ -9,13 +9,12 @@ the `--max-cost` budget (each conversation's estimate reserved before it is sent
 written as they arrive. The processor sends; what it cannot do is done in further rounds, each a
 dataset of its own: the re-asks `flowrate eval` would make, and the requests whose answer was an
 error the processor does not retry (its HTTP stage retries 429, 408, 502, 503 and 504 itself;
-a 500 comes back as the answer), up to `--max-retries` rounds.
+a 500 comes back as the answer), each request up to `--max-retries` times, as `flowrate eval` retries it.
 
 Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import orjson
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import CostBudget, _Tally
 from flowrate.evaluation.file_run import FileRun, begin
+from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
@@ -48,7 +48,6 @@ BATCH_SIZE = 16  # rows a vLLM actor takes at a time
 # flight 58.2 s, 1 block per call 25.5 s (each block is a task of Ray's, tens of ms on 2 cores).
 HTTP_BATCH = 4  # rows of an HTTP stage's batch
 BLOCKS_PER_CALL_IN_FLIGHT = 1
-RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}  # as flowrate's own retry policy retries them
 
 
 def require_ray() -> Any:
@@ -61,26 +60,69 @@ def require_ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> Any:
-    """Join the Ray cluster at `address` (None: `RAY_ADDRESS`, else a local cluster started for
-    the run), unless this process has joined one already; Ray's own logs kept off the terminal."""
+def connect(address: str | None) -> tuple[Any, Any]:
+    """Join the Ray cluster at `address` (see `ray_cluster.connect`): `ray`, and the connection
+    to close at the run's end; Ray Data's progress output kept off the terminal."""
     import logging
 
+    from flowrate.evaluation.ray_cluster import connect as join_cluster
+
     ray = require_ray()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            where = address or os.environ.get("RAY_ADDRESS") or "a local cluster"
-            raise ConfigError(
-                f"--ray-address {where}: cannot join the Ray cluster ({error}); a cluster with token"
-                " authentication (Ray's default) also needs RAY_AUTH_MODE=token and its token here"
-            ) from None
+    connection = join_cluster(ray, address)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # a failed dataset is told by flowrate, once
-    return ray
+    return ray, connection
+
+
+class Stopped(Exception):
+    """Ctrl-C or SIGTERM while the driver waited for Ray Data's next row."""
+
+
+class StopSignals:
+    """Ctrl-C and SIGTERM during a Ray run, heard in this (the main) thread: the run is marked
+    interrupted and takes no more rows. `Stopped` is raised only while the driver waits for a row
+    (`waiting`), so a row being written is written whole. Ray's handler for SIGTERM (exit 15)
+    and asyncio's for Ctrl-C (which cancels the run only once Ray returns) are put aside meanwhile."""
+
+    def __init__(self, summary: RunSummary):
+        self.summary = summary
+        self.requested = False
+        self.waiting = False
+        self.replaced: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.replaced[number] = signal.signal(number, self.heard)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for number, previous in self.replaced.items():
+            signal.signal(number, previous)
+
+    def heard(self, number: int, frame: Any) -> None:
+        import signal
+
+        self.requested = self.summary.interrupted = True
+        if number == signal.SIGTERM:
+            self.summary.terminated = True
+        if self.waiting:
+            raise Stopped()
+
+    def wait(self, step: Any, *args: Any) -> Any:
+        """`step(*args)` with `Stopped` let through it (Ray Data's next row, a sleep)."""
+        self.waiting = True
+        try:
+            return step(*args)
+        finally:
+            self.waiting = False
 
 
 # -- what runs on the workers ------------------------------------------------------------------
@@ -112,7 +154,7 @@ def preprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 
 def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     """The processor's postprocess: flowrate's reply parser, turning the answer into the rows
-    `flowrate eval` writes (a re-ask's answer goes back as it came, for the driver to finish)."""
+    `flowrate eval` writes (a re-ask's answer, once read as a completion, goes back as it came, for the driver to finish)."""
     answer = plain(row.get("http_response"))
     out = {name: row[name] for name in ROW_COLUMNS}
     out.update(rows="", reasks="", cache_texts="", answer=orjson.dumps(answer).decode(), failure="")
@@ -120,17 +162,17 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     if failure is not None:
         out["failure"] = orjson.dumps(failure).decode()
         return out
-    if row["kind"] == "reask":
-        return out
     metric = worker_metric(judge, row["metric"])
     request = JudgeRequest.from_dict(orjson.loads(row["request"]))
-    case = ConversationalEvalTestCase.model_validate_json(row["case"])
-    source = Source.model_validate_json(row["source"]) if row["source"] else None
     try:
         reply = reply_from_answer(metric, request, answer)
     except Exception as error:  # not a chat completion: as flowrate eval, an error row after retries
         out["failure"] = orjson.dumps({"status": 500, "message": str(error)}).decode()
         return out
+    if row["kind"] == "reask":
+        return out
+    case = ConversationalEvalTestCase.model_validate_json(row["case"])
+    source = Source.model_validate_json(row["source"]) if row["source"] else None
     step = rows_from_reply(metric, case, request, reply, source=source)
     out["rows"] = orjson.dumps([r.model_dump(mode="json") for r in step.rows]).decode()
     out["reasks"] = orjson.dumps([reask.to_dict() for reask in step.reasks]).decode()
@@ -147,8 +189,10 @@ ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sa
 
 def answer_error(answer: Any) -> dict[str, Any] | None:
     """The error an answer carries instead of a completion (OpenAI's `{"error": {...}}`), with the
-    status its `code` gives (500 when it gives none), or None for a completion."""
-    if not isinstance(answer, dict) or "error" not in answer or "choices" in answer:
+    status its `code` gives (500 when it gives none), or None for a completion. A key one answer of
+    a block lacks is None in it (Ray Data gives a block's rows one schema): an error answer holds
+    `"choices": None` when a completion shares its block, a completion `"error": None`."""
+    if not isinstance(answer, dict) or answer.get("error") is None or answer.get("choices") is not None:
         return None
     error = answer["error"]
     code = error.get("code") if isinstance(error, dict) else None
@@ -157,12 +201,12 @@ def answer_error(answer: Any) -> dict[str, Any] | None:
 
 
 def failure_error(failure: dict[str, Any]) -> Exception:
-    """The error `flowrate eval`'s direct transport raises for the same answer (`judge.direct.error_for`)."""
-    from flowrate.judge.direct import InternalServerError, error_for
+    """The error `flowrate eval`'s direct transport raises for the same answer (`judge.errors.error_for`)."""
+    from flowrate.judge.errors import ServerError, error_for
 
     if failure.get("body"):
         return error_for(failure["status"], failure["body"].encode(), {})
-    return InternalServerError(failure["message"], failure["status"])
+    return ServerError(failure["message"], status=failure["status"])
 
 
 def plain(value: Any) -> Any:
@@ -180,9 +224,11 @@ def plain(value: Any) -> Any:
 def endpoint(judge: JudgeSettings) -> tuple[str, dict[str, str]]:
     """The chat-completions URL and headers of the judge (`ConfigError` for one that does not speak
     OpenAI's protocol: the processor sends that protocol only)."""
-    from flowrate.judge.direct import direct_applies, openai_endpoint
+    from flowrate.judge.address import JudgeAddress
+    from flowrate.judge.direct import openai_endpoint
 
-    if not direct_applies(judge.model, judge.api_base) or (judge.api_base is None and "azure" in judge.model):
+    address = JudgeAddress.parse(judge.model, judge.api_base)
+    if not address.direct or (judge.api_base is None and address.provider == "azure"):
         raise ConfigError(
             f"--engine ray sends OpenAI chat-completions requests; model {judge.model!r} is not served that way"
             " (give an OpenAI model, or --api-base of an OpenAI-compatible server such as vLLM)"
@@ -326,11 +372,13 @@ class RayRun(_Tally):
         self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
         self.rounds = 0
 
-    async def first_round(self) -> list[dict[str, Any]]:
+    async def first_round(self, stop: StopSignals) -> list[dict[str, Any]]:
         """The rows of the first dataset: every selected conversation's metric not in the output,
-        not cached and within the budget; the others are answered here."""
+        not cached and within the budget; the others are answered here (until a stop)."""
         rows: list[dict[str, Any]] = []
         for order, (case, source) in enumerate(self.run.items(self.listener), start=1):
+            if stop.requested:
+                break
             wanted = self._wanted(case, order)
             self.cases[order] = (case, source)
             for index, metric in enumerate(wanted):
@@ -357,30 +405,39 @@ class RayRun(_Tally):
             if (row.id, row.metric) not in self.done:
                 self._emit(row, order)
 
-    def send(self, rows: list[dict[str, Any]]) -> None:
+    def send(self, rows: list[dict[str, Any]], stop: StopSignals) -> None:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
-        does not retry itself (at most `--max-retries` rounds of those)."""
+        does not retry itself (each request at most `--max-retries` times). A stop ends it at once:
+        the rows out are kept, the rest is left for --resume (the caller leaves Ray, which ends
+        the run's workers and so its calls)."""
         import ray
 
         retries = self.run.settings.judge_settings.max_retries
-        while rows:
-            self.rounds += 1
-            again: list[dict[str, Any]] = []
-            blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
-            for out in self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows():
-                again.extend(self._take(dict(out), retry=self.rounds <= retries))
-            rows = again
-            if rows and self.run.settings.judge_settings.backoff:
-                time.sleep(min(self.run.settings.judge_settings.backoff * 2 ** (self.rounds - 1), 60.0))
+        backoff = self.run.settings.judge_settings.backoff
+        try:
+            while rows and not stop.requested:
+                self.rounds += 1
+                again: list[dict[str, Any]] = []
+                blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
+                outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
+                while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
+                    again.extend(self._take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
+                rows = again
+                if rows and backoff and not stop.requested:
+                    stop.wait(time.sleep, min(backoff * 2 ** (self.rounds - 1), 60.0))
+        except Stopped:
+            pass
 
     def _take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
         """One processed row: its rows emitted and cached, or what the next round must send."""
         order, name = int(out["order"]), out["metric"]
         case, source = self.cases[order]
         metric = self.metric_by_name[name]
+        if (order, name) in self.finished:  # a re-ask of another sample failed it already
+            return []
         if out["failure"]:
             failure = orjson.loads(out["failure"])
-            if retry and failure["status"] in RETRYABLE_STATUS:
+            if retry and failure_error(failure).retryable:  # as flowrate's own retry policy decides
                 return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
             self._fail(metric, case, source, order, out, failure)
             return []
@@ -438,57 +495,69 @@ class RayRun(_Tally):
         """Error rows, as `flowrate eval` writes them for a call that failed after its retries."""
         from flowrate.judge.backend import Usage
 
-        self.waiting.pop((order, metric.name), None)
+        pending = self.waiting.pop((order, metric.name), None)
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
         rows = metric._new_rows(case, source, bool(request.truncated))
+        usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
         settle_rows(
-            metric, rows, failure_error(failure), cached=False, response_format=None,
-            usage=Usage(), cost_usd=None, attempts=int(out["tries"]),
+            metric, rows, failure_error(failure), cached=False, response_format=form,
+            usage=usage, cost_usd=cost_usd, attempts=int(out["tries"]),
         )  # fmt: skip
         self._emit_all(rows, order, metric.name)
 
-    def stop_unreachable(self, url: str) -> None:
-        """The processor gave up (its retries spent, the judge unreachable): what was not
-        finished is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
-        self.summary.unreachable = url
-        for order, (case, source) in self.cases.items():
-            missing = [m for m in self.metrics if self._missing(case, m) and (order, m.name) not in self.finished]
-            for metric in missing:
-                self.summary.skip_unreachable(case.id, self._missing(case, metric))
-            if missing:
-                self.listener.skipped(case.id or "", source, "unreachable")
+
+def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | None]:
+    """The tokens, cost and schema form of the calls a conversation whose re-ask failed had
+    answered before it (its first call, its other re-asks): paid, as `flowrate eval` counts them."""
+    from flowrate.judge.backend import Usage
+
+    replies = [reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())]
+    usage = Usage(
+        prompt_tokens=sum(reply.usage.prompt_tokens for reply in replies),
+        completion_tokens=sum(reply.usage.completion_tokens for reply in replies),
+    )
+    costs = [reply.cost_usd for reply in replies]
+    return usage, None if None in costs else sum(costs), pending.request.response_format  # type: ignore[arg-type]
+
+
+def stop_unreachable(ray_run: RayRun, url: str) -> None:
+    """The processor gave up (its retries spent, the judge unreachable): what was not finished
+    is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
+    ray_run.summary.unreachable = url
+    for order, (case, source) in ray_run.cases.items():
+        missing = [m for m in ray_run.metrics if ray_run._missing(case, m) and (order, m.name) not in ray_run.finished]
+        for metric in missing:
+            ray_run.summary.skip_unreachable(case.id, ray_run._missing(case, metric))
+        if missing:
+            ray_run.listener.skipped(case.id or "", source, "unreachable")
 
 
 async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
     """Judge every selected conversation of `run` on Ray Data, telling `listener` each row as it
     comes (the results file is the listener's first part), through `processor` (default: the
-    HTTP processor for the judge's endpoint). Returns the summary, gates applied."""
+    HTTP processor for the judge's endpoint). Returns the summary, gates applied; Ctrl-C and
+    SIGTERM stop it as they stop `flowrate eval` (`StopSignals`)."""
     started = time.monotonic()
     try:
         judge = run.settings.judge_settings
         if processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
+        before_import(run.settings.engine_settings.ray_address)
         require_ray()
     except BaseException:
         run.close()
         raise
     done, summary = begin(run, listener)
-    listener.stage("starting Ray")
-    ray = connect(run.settings.engine_settings.ray_address)
-    actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
-    processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
-    ray_run = RayRun(run, listener, summary, done, processor, run.concurrency)
-    listener.stage("judging on Ray")
+    connection = None
     try:
-        rows = await ray_run.first_round()
-        ray_run.send(rows)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    except Exception as error:  # the processor gave up: its retries spent on an unreachable judge
-        if type(error).__module__.split(".")[0] != "ray" and "RayTaskError" not in type(error).__name__:
-            raise
-        ray_run.stop_unreachable(judge.api_base or judge.model)
-        listener.notice(f"Ray Data stopped: {ray_failure(error)}")
+        listener.stage("starting Ray")
+        ray, connection = connect(run.settings.engine_settings.ray_address)
+        actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
+        processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
+        ray_run = RayRun(run, listener, summary, done, processor, run.concurrency)
+        listener.stage("judging on Ray")
+        with StopSignals(summary) as stop:
+            await _judge(ray_run, stop, judge)
     finally:
         run.close()
         if "flowrate.judge.direct" in sys.modules:  # the client of a conversation judged here (`first_round`)
@@ -497,8 +566,25 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
             cache.flush()
             if cache.lost_writes:
                 listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
+        if connection is not None:
+            connection.close()
     summary.resumed_elsewhere = len(done) - summary.resumed
     apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)
     listener.finished(summary)
     return summary
+
+
+async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> None:
+    """The first round, then the rounds on Ray; a processor that gave up (its retries spent on
+    an unreachable judge) leaves what was not finished, as `flowrate eval` leaves it."""
+    try:
+        rows = await ray_run.first_round(stop)
+        ray_run.send(rows, stop)
+    except Exception as error:
+        if type(error).__module__.split(".")[0] != "ray" and "RayTaskError" not in type(error).__name__:
+            raise
+        if stop.requested:  # the stop broke the dataset: nothing to tell
+            return
+        stop_unreachable(ray_run, judge.api_base or judge.model)
+        ray_run.listener.notice(f"Ray Data stopped: {ray_failure(error)}")

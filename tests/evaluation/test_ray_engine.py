@@ -11,7 +11,7 @@ import time
 import pytest
 
 from flowrate import ConversationalEvalTestCase, EvalTestCase
-from tests.helpers import FLOWRATE, read_rows, turn_record, write_jsonl
+from tests.helpers import FLOWRATE, distinct, read_rows, turn_record, write_jsonl
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data.llm")
@@ -130,6 +130,52 @@ def test_429s_and_500s_are_retried_and_a_judge_that_keeps_failing_gets_flowrate_
         assert {k: v for k, v in rows[key].items() if k != "attempts"} == {
             k: v for k, v in row.items() if k != "attempts"
         }
+
+
+def _script_faults(judge, count):
+    """Each conversation's own rule: a judge that answers 500s and replies with no JSON, on the
+    first call and on the re-ask (n % 4 == 1: garbage, then a 500 on the re-ask, then a verdict;
+    2: garbage, then 500s for good; 3: a 500, then a verdict)."""
+    for n in range(count):
+        if n % 4 == 1:
+            judge.script(f"MARK-F{n}.", {"content": "fine, I guess"}, {"status": 500}, {"verdict": "mostly"})
+        elif n % 4 == 2:
+            judge.script(f"MARK-F{n}.", {"content": "fine, I guess"}, {"status": 500, "message": "the judge is down"})
+        elif n % 4 == 3:
+            judge.script(f"MARK-F{n}.", {"status": 500}, {"verdict": "partial", "reason": "slow"})
+
+
+def test_a_judge_answering_500s_and_garbage_in_first_calls_and_re_asks_gives_flowrate_evals_rows_and_resumes(
+    ray_judge, run_flowrate, tmp_path
+):
+    # two blocks a round (-j 2): an error answer shares its block with completions, as on a real run
+    count = 24
+    records = [turn_record(f"g{n}", f"question {n} MARK-F{n}.", "answer") for n in range(count)]
+    path = write_jsonl(tmp_path / "c.jsonl", records)
+    common = ("--no-cache", "--max-retries", "1", "-j", "2")
+    _script_faults(ray_judge, count)
+    local = _eval(run_flowrate, ray_judge, path, "local.jsonl", *common)
+    ray_judge.reset()
+    _script_faults(ray_judge, count)
+    on_ray = _eval(run_flowrate, ray_judge, path, "ray.jsonl", *common, "--engine", "ray")
+    assert on_ray.returncode == local.returncode == 3, on_ray.stderr  # the judge that stays down: error rows
+    assert "Traceback" not in on_ray.stderr
+    local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
+    assert len(ray_rows) == count and ray_rows.keys() == local_rows.keys()
+    for key, row in local_rows.items():  # the HTTP stage does not tell its own retries: attempts aside
+        assert {k: v for k, v in ray_rows[key].items() if k != "attempts"} == {
+            k: v for k, v in row.items() if k != "attempts"
+        }, key
+    assert ray_rows[("g1", "conversational_flow_rate")]["verdict"] == "mostly"
+    assert "the judge is down" in ray_rows[("g2", "conversational_flow_rate")]["error"]["message"]
+    # resumed after losing the rows of the conversations re-asked: judged again, each once
+    kept = [row for row in read_rows(tmp_path / "ray.jsonl") if int(row["id"][1:]) % 4 not in (1, 2)]
+    write_jsonl(tmp_path / "ray.jsonl", kept)
+    ray_judge.reset()
+    _script_faults(ray_judge, count)
+    resumed = _eval(run_flowrate, ray_judge, path, "ray.jsonl", *common, "--engine", "ray", "--resume")
+    assert resumed.returncode == 3 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert _by_id(read_rows(tmp_path / "ray.jsonl")).keys() == local_rows.keys()
 
 
 def test_a_killed_ray_run_resumed_from_its_output_judges_only_what_is_missing(
@@ -294,3 +340,159 @@ def test_a_server_that_refuses_openais_schema_form_is_judged_on_ray_in_the_form_
     assert {row["response_format"] for row in rows.values()} == {"json_object_schema"}
     sent = [body.get("response_format", {}).get("type") for body in ray_judge.bodies]
     assert sent == ["json_schema"] + ["json_object"] * 12  # one refusal in the whole run
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_ray_address_that_does_not_answer_is_a_usage_error_within_the_join_bound(run_process, tmp_path):
+    from flowrate.evaluation.ray_cluster import JOIN_TIMEOUT_S
+
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("a", "q", "a")])
+    started = time.monotonic()
+    result = run_process(
+        "eval",
+        path,
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--engine",
+        "ray",
+        "--ray-address",
+        f"127.0.0.1:{_closed_port()}",
+        timeout=JOIN_TIMEOUT_S + 80,
+    )  # Ray alone retries that GCS for good
+    assert result.returncode == 2, result.stderr
+    assert f"cannot join the Ray cluster (no answer within {JOIN_TIMEOUT_S:g} s)" in result.stderr
+    assert "Traceback" not in result.stderr and time.monotonic() - started < JOIN_TIMEOUT_S + 80
+
+
+@pytest.mark.parametrize("stop, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_and_sigterm_end_a_join_that_gets_no_answer(stop, status, start_process, tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("a", "q", "a")])
+    process = start_process(
+        "eval", path, "--api-base", "http://127.0.0.1:9/v1", "--engine", "ray",
+        "--ray-address", f"127.0.0.1:{_closed_port()}",
+    )  # fmt: skip
+    told = ""
+    while "starting Ray" not in told:
+        told += process.stderr.readline()
+        assert process.poll() is None, told
+    time.sleep(1)
+    process.send_signal(stop)
+    signalled = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == status, stderr
+    assert time.monotonic() - signalled < 5 and "Traceback" not in stderr
+
+
+def _start_on_ray(cli_env, tmp_path, *args):
+    """A real `flowrate eval --engine ray` process in the scratch directory, stderr read as text."""
+    env = {key: value for key, value in cli_env.items() if key != "RAY_ADDRESS"}
+    env["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE", "token")  # as the module's cluster (see the kill test)
+    return subprocess.Popen(
+        [FLOWRATE, *map(str, args), "--engine", "ray"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_rows(process, output, count, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if output.exists() and len(output.read_bytes().splitlines()) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not {count} rows in {timeout_s} s: {process.poll()}")
+
+
+@pytest.mark.parametrize(
+    "stop, status, again",
+    [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)],
+    ids=["ctrl-c twice", "sigterm"],
+)
+def test_ctrl_c_and_sigterm_stop_a_ray_run_sending_nothing_more_with_the_summary_and_the_resume_command(
+    stop, status, again, ray_judge, ray_address, cli_env, tmp_path
+):
+    ray_judge.latency_s = 0.5
+    write_jsonl(tmp_path / "c.jsonl", distinct(200))
+    args = ["eval", "c.jsonl", "--api-base", ray_judge.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "-j", "4"]
+    process = _start_on_ray(cli_env, tmp_path, *args, "--no-cache", "--ray-address", ray_address)
+    _wait_for_rows(process, tmp_path / "out.jsonl", 8, 120)
+    sent = ray_judge.requests
+    process.send_signal(stop)
+    if again:  # a second Ctrl-C, while Ray is left: no traceback of Ray's
+        time.sleep(1)
+        process.send_signal(stop)
+    _, stderr = process.communicate(timeout=60)
+    settled = time.monotonic() + 30
+    while ray_judge.in_flight and time.monotonic() < settled:
+        time.sleep(0.1)
+    after = ray_judge.requests - sent
+    # a second Ctrl-C that comes once the summary is out, as Python exits, ends it by SIGINT: 130 to a shell too
+    assert process.returncode in ((status, -stop) if again else (status,)), stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert 8 <= len(rows) < 200 and len({row["id"] for row in rows}) == len(rows)
+    assert "resume with: flowrate eval c.jsonl" in stderr and "--resume" in stderr
+    # the 4 calls in flight, 0.5 s each, for the at most 5 s a stop may take (eval's grace): 40 (not the 190 left)
+    assert after <= 40, after
+
+
+def _processes():
+    """Every live process: pid -> (parent pid, command line), from /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            found[int(entry)] = (int(parent), command.strip())
+    return found
+
+
+def _descendants(pid):
+    table, found, frontier = _processes(), {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, command) in table.items():
+            if ppid == parent and child not in found:
+                found[child] = command
+                frontier.append(child)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_a_ray_run_killed_with_kill_9_leaves_no_process_of_its_local_cluster(judge_server, cli_env, tmp_path):
+    judge_server.reset()
+    judge_server.latency_s = 0.5
+    write_jsonl(tmp_path / "c.jsonl", distinct(100))
+    args = ["eval", "c.jsonl", "--api-base", judge_server.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "-j", "4"]
+    process = _start_on_ray(cli_env, tmp_path, *args, "--no-cache")  # no --ray-address: a local cluster for the run
+    try:
+        _wait_for_rows(process, tmp_path / "out.jsonl", 3, 240)
+        time.sleep(1)
+        run = _descendants(process.pid)
+        commands = " | ".join(run.values())
+        assert "raylet" in commands and "DashboardAgent" in commands and "RuntimeEnvAgent" in commands, commands
+        process.kill()
+        process.wait(30)
+        deadline = time.monotonic() + 30
+        while (left := set(run) & set(_processes())) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not left, [run[pid] for pid in left]
+    finally:
+        judge_server.reset()
+        judge_server.latency_s = 0.0
