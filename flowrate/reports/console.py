@@ -338,7 +338,7 @@ def print_table(console: Console, table: Table, keys: tuple[int, ...] = (0,), wr
         column.no_wrap = index not in wrapping
         if column.no_wrap and isinstance(column.header, str):
             column.header = column.header.replace(" ", "\n")
-    if table.__rich_measure__(console, console.options).minimum <= console.width:
+    if _needed_width(table) <= console.width:
         console.print(table)
         return
     if table.title:
@@ -351,6 +351,24 @@ def print_table(console: Console, table: Table, keys: tuple[int, ...] = (0,), wr
         for index, (header, _) in enumerate(columns):
             if index not in keys and cells[index]:
                 console.print(f"  {header}: {cells[index]}", markup=False, highlight=False)
+
+
+def _needed_width(table: Table) -> int:
+    """The width `table` needs with nothing cut: a no-wrap column its longest line, a wrapping one
+    its longest word, each with its padding, and the borders. (Rich's own measure gives a no-wrap
+    column its longest word as its minimum, so a table it says fits is then cut.)"""
+    from rich.cells import cell_len
+
+    total = len(table.columns) + 1 if table.box else 0
+    for column in table.columns:
+        texts = [str(column.header), *(str(cell.plain if isinstance(cell, Text) else cell) for cell in column.cells)]
+        pieces = (
+            [line for text in texts for line in text.split("\n")]
+            if column.no_wrap
+            else [word for text in texts for word in text.split()]
+        )
+        total += max((cell_len(piece) for piece in pieces), default=0) + sum(table.padding[1::2])
+    return total
 
 
 def counted(count: int, noun: str) -> str:

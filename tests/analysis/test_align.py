@@ -3,6 +3,7 @@ examples, the held-out split is disjoint and the same on every run, held-out lab
 learnt from, both held-out runs go through the cache and the budget, and too few labels are refused."""
 
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -122,7 +123,11 @@ def test_both_held_out_runs_go_through_the_cache_and_side_by_side(tmp_path, run_
     assert old["n"] == new["n"] == len(held)
     assert old["pass_fail"]["true_positive_rate"]["value"] == (0.0 if minor else None)  # the old judge passes all
     assert new["pass_fail"]["agreement"]["value"] == round((len(minor)) / len(held), 4)  # the new says minor to all
-    assert "on the held-out conversations" in first.stderr and "old rubric" in first.stderr
+    # side by side, with nothing cut: a table where it fits, else a row at a time (`console.print_table`)
+    flat = " ".join(first.stderr.split())
+    assert "on the held-out conversations" in flat
+    as_table = re.search(r"┃\s*old\s*┃\s*new\s*┃.*┃\s*rubric\s*┃\s*rubric\s*┃", flat)
+    assert as_table or ("old rubric: 87.5% [62.5%, 100.0%]" in flat and "new rubric: 12.5%" in flat)
     requests = judge.requests
     second = align(run_flowrate, judge, "--holdout", "0.3")
     assert second.returncode == 0 and judge.requests == requests  # both runs answered by the cache
