@@ -27,6 +27,7 @@ STAGES = [
     "cli",
 ]
 LONGEST_DEFINITION_LINES = 150
+LONGEST_DEFINITION_LINES_IN = {"analysis": 100}  # stages held to issue 26's shorter bound
 
 
 def stage_of(module: str) -> str | None:
@@ -119,12 +120,13 @@ def test_the_import_graph_has_no_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-def test_no_function_or_class_is_longer_than_about_150_lines():
+def test_no_function_or_class_is_longer_than_about_150_lines_nor_100_in_the_analysis():
     long = []
     for module, path in modules().items():
+        bound = LONGEST_DEFINITION_LINES_IN.get(stage_of(module), LONGEST_DEFINITION_LINES)
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 size = node.end_lineno - node.lineno + 1
-                if size > LONGEST_DEFINITION_LINES:
-                    long.append(f"{module}.{node.name}: {size} lines")
+                if size > bound:
+                    long.append(f"{module}.{node.name}: {size} lines (at most {bound})")
     assert not long, "\n".join(long)

@@ -11,20 +11,15 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
+from flowrate.analysis.statistics import Statistic, bootstrap_ci95, rounded
 from flowrate.errors import ConfigError
 from flowrate.inputs.files import InputSet, iter_cases
 from flowrate.inputs.selection import raise_for_problems, scan
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import shown_value
 
-BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_SEED = 20240229
 MAX_KAPPA_LEVELS = 11  # an integer scale with more levels is not "small"
-
-
-class Statistic(BaseModel):
-    value: float | None
-    ci95: list[float] | None = None
+CORRELATIONS = ("spearman", "kendall", "pearson")
 
 
 class Kappa(BaseModel):
@@ -72,38 +67,35 @@ def agreement_report(
     rubric); the confusion table then shows every value, seen or not. `pairs` are `Pair`s
     (`pair_up`) or plain (value, score, label) tuples: they are read by position."""
     import numpy as np
-    from scipy import stats
 
     scores = np.array([score for _, score, _ in pairs], dtype=float)
     labels = np.array([value for _, _, value in pairs], dtype=float)
-    measures = {
-        "spearman": lambda a, b: stats.spearmanr(a, b).statistic,
-        "kendall": lambda a, b: stats.kendalltau(a, b, variant="b").statistic,
-        "pearson": lambda a, b: stats.pearsonr(a, b).statistic,
-    }
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    resamples = rng.integers(0, len(pairs), size=(BOOTSTRAP_RESAMPLES, len(pairs))) if len(pairs) > 2 else None
-    results = {name: with_interval(measure, scores, labels, resamples) for name, measure in measures.items()}
+    results = {name: correlation(name, scores, labels) for name in CORRELATIONS}
     kappa, confusion = _ordinal_agreement(pairs, labels, scale)
     return AgreementReport(label=label, metric=metric, n=len(pairs), kappa=kappa, confusion=confusion, **results)
 
 
-def with_interval(measure, scores, labels, resamples) -> Statistic:
-    """`measure(scores, labels)` and its 95 % interval over `resamples` (rows of indices; None:
-    too few pairs); no value where either side has no spread or there are fewer than 3 pairs."""
+def correlation(name: str, scores, labels) -> Statistic:
+    """The correlation `name` (one of `CORRELATIONS`: Spearman, Kendall tau-b, Pearson) of the
+    arrays `scores` and `labels`, paired by position, with its bootstrap interval over the
+    pairs; no value where either side has no spread or there are fewer than 3 pairs."""
     import warnings
 
     import numpy as np
+    from scipy import stats
 
+    measure = {
+        "spearman": lambda a, b: stats.spearmanr(a, b).statistic,
+        "kendall": lambda a, b: stats.kendalltau(a, b, variant="b").statistic,
+        "pearson": lambda a, b: stats.pearsonr(a, b).statistic,
+    }[name]
     if len(scores) < 3 or np.ptp(scores) == 0 or np.ptp(labels) == 0:
         return Statistic(value=None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a resample with no spread has no correlation: left out
-        value = float(measure(scores, labels))
-        draws = np.array([measure(scores[index], labels[index]) for index in resamples], dtype=float)
-    draws = draws[~np.isnan(draws)]
-    interval = [round(float(x), 4) for x in np.percentile(draws, [2.5, 97.5])] if len(draws) else None
-    return Statistic(value=round(value, 4), ci95=interval)
+        value = measure(scores, labels)
+        interval = bootstrap_ci95(lambda index: measure(scores[index], labels[index]), len(scores), vectorised=False)
+    return Statistic(value=rounded(value), ci95=interval)
 
 
 def _ordinal_agreement(pairs: list[Pair], labels, scale) -> tuple[Kappa | None, Confusion | None]:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from flowrate.analysis.statistics import bootstrap_ci95
 from flowrate.errors import ConfigError
 from flowrate.results.files import read_rows
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import mean4, shown_value
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20240229
+MEAN_DELTA_RESAMPLES = 2000
 
 
 class Change(BaseModel):
@@ -142,15 +142,10 @@ def _judge_warnings(before, after) -> list[str]:
 def _bootstrap(deltas: list[float]) -> list[float] | None:
     """The 95 % interval of the mean delta, by a seeded bootstrap over the paired conversations
     (sorted by id by the caller, so the same files give the same interval)."""
-    if len(deltas) < 2:
-        return None
     import numpy as np
 
     values = np.array(deltas, dtype=float)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    means = values[rng.integers(0, len(values), size=(BOOTSTRAP_RESAMPLES, len(values)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return [round(float(low), 4), round(float(high), 4)]
+    return bootstrap_ci95(lambda index: values[index].mean(axis=1), len(values), MEAN_DELTA_RESAMPLES)
 
 
 def _rate(rows: list[EvaluationRow]) -> float | None:

@@ -17,16 +17,7 @@ from itertools import combinations
 from pydantic import BaseModel
 
 from flowrate.analysis.labels import Label
-
-BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_SEED = 20240229
-
-
-class Interval(BaseModel):
-    """A figure and its seeded bootstrap 95 % interval (None: not defined on these data)."""
-
-    value: float | None
-    ci95: list[float] | None = None
+from flowrate.analysis.statistics import Statistic, bootstrap_ci95, rounded
 
 
 class PeopleAgreement(BaseModel):
@@ -39,9 +30,9 @@ class PeopleAgreement(BaseModel):
     conversations: int
     reviewers: int
     level: str
-    alpha: Interval
+    alpha: Statistic
     pairs: int
-    exact_agreement: Interval
+    exact_agreement: Statistic
 
 
 def nearest_value(score: float, scores: list[float]) -> int:
@@ -115,37 +106,20 @@ def people_agreement(metric: str, labels: list[Label], scale: list[float] | None
         pairs = list(combinations(given, 2))
         same.append((sum(a == b for a, b in pairs), len(pairs)))
     agreed = np.array(same, dtype=float)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    resamples = rng.integers(0, len(keys), size=(BOOTSTRAP_RESAMPLES, len(keys)))
-    alphas = [krippendorff_alpha(table[:, index], level, domain) for index in resamples]
-    exact = agreed[resamples, 0].sum(axis=1) / agreed[resamples, 1].sum(axis=1)
     return PeopleAgreement(
         metric=metric,
         conversations=len(keys),
         reviewers=len(reviewers),
         level=level,
-        alpha=Interval(
-            value=_round(krippendorff_alpha(table, level, domain)),
-            ci95=percentiles([alpha for alpha in alphas if alpha is not None]) if len(keys) > 1 else None,
+        alpha=Statistic(
+            value=rounded(krippendorff_alpha(table, level, domain)),
+            ci95=bootstrap_ci95(
+                lambda index: krippendorff_alpha(table[:, index], level, domain), len(keys), vectorised=False
+            ),
         ),
         pairs=int(agreed[:, 1].sum()),
-        exact_agreement=Interval(
-            value=round(float(agreed[:, 0].sum() / agreed[:, 1].sum()), 4),
-            ci95=percentiles(list(exact)) if len(keys) > 1 else None,
+        exact_agreement=Statistic(
+            value=rounded(agreed[:, 0].sum() / agreed[:, 1].sum()),
+            ci95=bootstrap_ci95(lambda index: agreed[index, 0].sum(axis=1) / agreed[index, 1].sum(axis=1), len(keys)),
         ),
     )
-
-
-def percentiles(draws: list[float]) -> list[float] | None:
-    """The 2.5th and 97.5th percentiles of bootstrap `draws` (NaN left out), 4 places; None with none."""
-    import numpy as np
-
-    values = np.asarray(draws, dtype=float)
-    values = values[~np.isnan(values)]
-    if not len(values):
-        return None
-    return [round(float(x), 4) for x in np.percentile(values, [2.5, 97.5])]
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)

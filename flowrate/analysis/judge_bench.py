@@ -20,7 +20,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from flowrate.analysis.agreement import Statistic, agreement_report, pair_up
+from flowrate.analysis.agreement import agreement_report, pair_up
+from flowrate.analysis.statistics import Statistic
 from flowrate.errors import ConfigError
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary, shown_value

@@ -16,15 +16,15 @@ the nearest value of the metric's scale; it passes when that mean reaches the ro
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from flowrate.analysis.agreement import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Statistic, with_interval
-from flowrate.analysis.interrater import Interval, PeopleAgreement, nearest_value, people_agreement, percentiles
+from flowrate.analysis.agreement import correlation
+from flowrate.analysis.interrater import PeopleAgreement, nearest_value, people_agreement
 from flowrate.analysis.labels import Label
+from flowrate.analysis.statistics import Statistic, bootstrap_ci95, rounded
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import shown_value
 
@@ -50,11 +50,11 @@ class PassFail(BaseModel):
     false_positive: int
     true_negative: int
     majority: str
-    agreement: Interval
-    base_rate: Interval
-    kappa: Interval
-    true_positive_rate: Interval
-    true_negative_rate: Interval
+    agreement: Statistic
+    base_rate: Statistic
+    kappa: Statistic
+    true_positive_rate: Statistic
+    true_negative_rate: Statistic
 
 
 class Figures(BaseModel):
@@ -200,37 +200,27 @@ def figures(judged: list[Judged], scale: list[tuple[str, float]] | None) -> Figu
 
     judge_scores = np.array([item.judge_score for item in judged], dtype=float)
     human_scores = np.array([item.human_score for item in judged], dtype=float)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    resamples = rng.integers(0, len(judged), size=(BOOTSTRAP_RESAMPLES, len(judged))) if len(judged) > 1 else None
-    from scipy import stats
-
     return Figures(
         n=len(judged),
-        pass_fail=pass_fail(judged, resamples),
+        pass_fail=pass_fail(judged),
         confusion=confusion(judged, scale),
-        spearman=with_interval(lambda a, b: stats.spearmanr(a, b).statistic, judge_scores, human_scores, resamples),
-        kendall=with_interval(
-            lambda a, b: stats.kendalltau(a, b, variant="b").statistic, judge_scores, human_scores, resamples
-        ),
+        spearman=correlation("spearman", judge_scores, human_scores),
+        kendall=correlation("kendall", judge_scores, human_scores),
     )
 
 
-def pass_fail(judged: list[Judged], resamples: Any = None) -> PassFail:
+def pass_fail(judged: list[Judged]) -> PassFail:
     """Pass/fail agreement, base rate, Cohen's kappa and the failing class's true-positive and
-    true-negative rates, each with a bootstrap interval over `resamples` (rows of indices into
-    `judged`; None: no interval)."""
+    true-negative rates over `judged`, each with a bootstrap interval over conversations."""
     import numpy as np
 
     judge = np.array([item.judge_pass for item in judged], dtype=bool)
     human = np.array([item.human_pass for item in judged], dtype=bool)
-    value = _rates(judge[None, :], human[None, :])
-    drawn = _rates(judge[resamples], human[resamples]) if resamples is not None else None
 
-    def interval(name: str) -> Interval:
-        number = float(value[name][0])
-        return Interval(
-            value=None if math.isnan(number) else round(number, 4),
-            ci95=None if drawn is None else percentiles(list(drawn[name])),
+    def interval(name: str) -> Statistic:
+        return Statistic(
+            value=rounded(_rates(judge[None, :], human[None, :])[name][0]),
+            ci95=bootstrap_ci95(lambda index: _rates(judge[index], human[index])[name], len(judged)),
         )
 
     return PassFail(

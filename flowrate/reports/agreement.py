@@ -8,8 +8,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from flowrate.analysis.interrater import Interval, PeopleAgreement
+from flowrate.analysis.interrater import PeopleAgreement
 from flowrate.analysis.judge_report import Figures, JudgeReport, MetricJudgeReport
+from flowrate.analysis.statistics import Statistic
 from flowrate.reports.console import print_table, shown, table_text
 
 ROWS = (
@@ -21,7 +22,7 @@ ROWS = (
 )
 
 
-def _figure(value: Interval, share: bool = True) -> tuple[str, str]:
+def _figure(value: Statistic, share: bool = True) -> tuple[str, str]:
     """A figure and its interval as text: shares in percent, others to 3 places."""
 
     def text(number: float) -> str:
@@ -38,14 +39,8 @@ def figure_rows(figures: Figures) -> list[tuple[str, str, str]]:
     found = []
     for name, field in ROWS:
         found.append((name, *_figure(getattr(figures.pass_fail, field), share=field != "kappa")))
-    for name in ("spearman", "kendall"):
-        statistic = getattr(figures, name)
-        found.append(
-            (
-                "spearman" if name == "spearman" else "kendall tau-b",
-                *_figure(Interval(value=statistic.value, ci95=statistic.ci95), share=False),
-            )
-        )
+    for name, field in (("spearman", "spearman"), ("kendall tau-b", "kendall")):
+        found.append((name, *_figure(getattr(figures, field), share=False)))
     return found
 
 

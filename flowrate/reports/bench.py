@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from flowrate.analysis.agreement import Statistic
 from flowrate.analysis.judge_bench import Anchor, BenchReport, BenchScore
+from flowrate.analysis.statistics import Statistic
 from flowrate.reports.console import print_table, table_text
 from flowrate.reports.templating import render
 
