@@ -80,8 +80,8 @@ class SchemaForms(ServedFacts):
         """The form the schema goes in now, and `response_format` as that form sends it: OpenAI's
         as given, llama-cpp-python's with its bounds (`bounded_schema`), none without a form."""
         form = self._form if response_format else None
-        if form == "json_object_schema":
-            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)  # type: ignore[index]
+        if form == "json_object_schema" and response_format is not None:
+            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)
             return form, {"type": "json_object", "schema": schema}
         return form, response_format if form is not None else None
 
