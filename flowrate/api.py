@@ -23,7 +23,12 @@ from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.options import EvalSettings, in_github
 
 if TYPE_CHECKING:
-    from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
+    from flowrate.analysis.alignment import Correction
+    from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchScore, BenchSet
+    from flowrate.analysis.judge_report import MetricJudgeReport
+    from flowrate.analysis.labels import Label
+    from flowrate.analysis.top_issues import FailureMode
+    from flowrate.results.rows import EvaluationRow
 
 
 class BatchesLeftRunning(FlowrateError):
@@ -69,7 +74,7 @@ def evaluate_files(
     paths: list[str],
     settings: EvalSettings,
     listeners: list[RunListener] | None = None,
-    batch_command: dict | None = None,
+    batch_command: dict[str, Any] | None = None,
     defer_late_errors: bool = False,
 ) -> Evaluation:
     """Judge the conversations in `paths` (files, directories, `-` for stdin) as `flowrate eval`
@@ -101,7 +106,7 @@ async def evaluate_files_async(
     paths: list[str],
     settings: EvalSettings,
     listeners: list[RunListener] | None = None,
-    batch_command: dict | None = None,
+    batch_command: dict[str, Any] | None = None,
     ray_processor: Any = None,
 ) -> Evaluation:
     """`evaluate_files` for code that runs an event loop already: the same arguments, and a
@@ -153,8 +158,8 @@ def write_after_run(
         except FlowrateError as error:
             failures.append(error)
 
-    if settings.output_parquet:
-        attempt(lambda: evaluation.reports.append(_parquet_copy(settings)))
+    if parquet := settings.output_parquet:
+        attempt(lambda: evaluation.reports.append(_parquet_copy(settings.output, parquet)))
     if book is not None:
         attempt(lambda: evaluation.reports.extend(write_run_reports(paths, settings, book, evaluation.summary)))
     if settings.history:
@@ -169,15 +174,15 @@ def write_after_run(
         evaluation.reports.extend(f"error: {error}" for error in failures[1:])
 
 
-def _parquet_copy(settings: EvalSettings) -> str:
-    """Write `--output-parquet` from the results file (its complete rows: `complete_results`);
-    returns its notice."""
+def _parquet_copy(output: str, parquet: str) -> str:
+    """Write `--output-parquet` `parquet` from the results file `output` (its complete rows:
+    `complete_results`); returns its notice."""
     from flowrate.results.files import complete_results
     from flowrate.results.parquet import write_parquet
 
-    with complete_results(Path(settings.output)) as rows_file:
-        rows = write_parquet(str(rows_file), settings.output_parquet)
-    return f"Parquet rows: {settings.output_parquet} ({rows} rows)"
+    with complete_results(Path(output)) as rows_file:
+        rows = write_parquet(str(rows_file), parquet)
+    return f"Parquet rows: {parquet} ({rows} rows)"
 
 
 def evaluate_dataset(
@@ -270,23 +275,26 @@ def check_history(settings: EvalSettings) -> None:
 def append_history(settings: EvalSettings, wall_time_s: float, listener: RunListener) -> int | None:
     """Add the run's rows (from `settings.output`) and the run itself, started `wall_time_s`
     ago, to the history `settings.history`, in one short transaction (waiting while another
-    process, the review app, holds the file); returns the rows added (None when the rows went to
-    stdout, which `listener` is told). Raises `HistoryNotUpdated` (exit 4) when they could not
+    process, the review app, holds the file); returns the rows added (None when no history is
+    asked, or when the rows went to stdout, which `listener` is told). Raises `HistoryNotUpdated` (exit 4) when they could not
     be added: none of them then was."""
     from flowrate.analysis.history import import_results, writing
 
+    history = settings.history
+    if history is None:
+        return None
     if settings.output == "-":
         listener.notice("--history needs --output to be a file; the history was not updated")
         return None
     started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
     try:
-        with writing(settings.history) as connection:
+        with writing(history) as connection:
             return import_results(connection, settings.output, started.replace(tzinfo=None))
     except FlowrateError as error:
         raise HistoryNotUpdated(
-            f"the history {settings.history} was not updated: {error}; the rows are kept in {settings.output}",
+            f"the history {history} was not updated: {error}; the rows are kept in {settings.output}",
             settings.output,
-            settings.history,
+            history,
         ) from None
 
 
@@ -403,7 +411,7 @@ def _bench_estimate(plan: _Bench) -> BenchEstimate:
     from flowrate.analysis.judge_bench import BenchEstimate
 
     estimate = BenchEstimate()
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[Judge, str, str, bool], int] = {}
     for (judge, name), output in plan.outputs.items():
         bench = plan.named[name]
         Path(output).parent.mkdir(parents=True, exist_ok=True)
@@ -427,7 +435,7 @@ def _bench_estimate(plan: _Bench) -> BenchEstimate:
     return estimate
 
 
-def _rows_written(run: Evaluation, output: str) -> list:
+def _rows_written(run: Evaluation, output: str) -> list[EvaluationRow]:
     """The rows a run wrote: none when it judged nothing (an earlier benchmark's file is then
     left as it was, and is not this run's)."""
     return list(read_rows(Path(output))) if run.summary.rows_written else []
@@ -469,7 +477,7 @@ class _Bench:
         self.spent_usd = 0.0
         self.evaluate = evaluate
 
-    def settings_for(self, judge: Judge, bench: BenchSet, output: str, **update) -> EvalSettings:
+    def settings_for(self, judge: Judge, bench: BenchSet, output: str, **update: Any) -> EvalSettings:
         """The settings of one run: the judge's, the set's metric and cut, the budget left."""
         run = {"model": judge.model, "api_base": judge.api_base, "metric": [bench.metric], "cut_logs": bench.cut_logs}
         limits = [count for count in (self.settings.limit, bench.limit, update.pop("limit", None)) if count]
@@ -493,7 +501,7 @@ class _Bench:
 
         return [output.removesuffix(".jsonl") + f".rerun{number}.jsonl" for number in range(1, STABILITY_RUNS)]
 
-    def rerun(self, judge: Judge, bench: BenchSet, output: str, rows: list, score) -> bool:
+    def rerun(self, judge: Judge, bench: BenchSet, output: str, rows: list[EvaluationRow], score: BenchScore) -> bool:
         """The stability reruns of the run that wrote `rows` to `output`: judged again without the
         cache, their spend added to `score`, its `stability` set. Returns whether Ctrl-C stopped one."""
         from flowrate.analysis.judge_bench import stability
@@ -526,16 +534,16 @@ class Alignment:
     training: list[str]
     held_out: list[str]
     corrections: int
-    examples: list = field(default_factory=list)
-    before: object | None = None
-    after: object | None = None
+    examples: list[Correction] = field(default_factory=list)
+    before: MetricJudgeReport | None = None
+    after: MetricJudgeReport | None = None
     runs: list[Evaluation] = field(default_factory=list)
 
 
 def align_rubric(
     conversations: list[str],
-    rows: list,
-    labels: list,
+    rows: list[EvaluationRow],
+    labels: list[Label],
     metric: str,
     output: str,
     settings: EvalSettings | None = None,
@@ -574,7 +582,7 @@ def align_rubric(
     found = alignment.read_conversations(conversations, set(judged))
     languages = {key: language_of(case.metadata) for key, (case, _) in found.items()}
     wrong = alignment.corrections(judged, training, criterion, comments, {k: v for k, v in languages.items() if v})
-    by_conversation: dict[str, dict] = {}
+    by_conversation: dict[str, dict[str, EvaluationRow]] = {}
     for row in rows:
         by_conversation.setdefault(row.id, {})[row.metric] = row
     candidates = []
@@ -656,7 +664,7 @@ def top_issues(
     growth: float = 0.05,
     metric: str | None = None,
     name_with_judge: EvalSettings | None = None,
-) -> list:
+) -> list[FailureMode]:
     """`flowrate top-issues`: the failure modes (`analysis.top_issues.FailureMode`) of the
     results files `paths`, or else of the history file `history`, ranked by severity then
     conversations, each with its trend per `by` period (day, week or month) of `date`

@@ -210,7 +210,7 @@ def iter_cases(inputs: InputSet) -> Iterator[Record]:
 
 def with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> Iterator[Record]:
     for record in records:
-        if record.case is not None:
+        if record.case is not None and record.case.id is not None:  # a record read has an id (`parse_record`)
             first = seen.setdefault(record.case.id, str(record.source))
             if first != str(record.source):
                 record.problems.append(f"{record.source}: id: duplicate id {record.case.id!r} (first seen at {first})")
@@ -225,6 +225,7 @@ def load_transcripts(paths: list[str], ids: set[str]) -> dict[str, Conversationa
     except InputError:
         return {}
     try:
-        return {record.case.id: record.case for record in iter_cases(inputs) if record.case.id in ids}  # type: ignore[union-attr,misc]
+        cases = (record.case for record in iter_cases(inputs))
+        return {case.id: case for case in cases if case is not None and case.id is not None and case.id in ids}
     finally:
         inputs.close()

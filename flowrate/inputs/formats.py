@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic_core import ErrorDetails
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase, Source
 
@@ -252,6 +253,7 @@ def parse_record(raw: Any, source: Source, default_id: str, where: str | None = 
             format="unknown",
             problems=[f"{where}: a conversation must be an object, got {_type_name(raw)}"],
         )
+    model: type[_TurnRecord] | type[_ChatRecord]
     if "turns" in raw:
         model, fmt = _TurnRecord, "turns"
     elif "messages" in raw:
@@ -364,13 +366,13 @@ def _where(source: Source) -> str:
     return str(source)
 
 
-def _explain_all(errors: list[dict[str, Any]]) -> list[str]:
+def _explain_all(errors: list[ErrorDetails]) -> list[str]:
     """Plain words for each field, one line a field.
 
     A union (`content` may be a string, a list of parts or null) reports one error
     per branch: keep the deepest, and merge the branches' expectations at one field.
     """
-    by_field: dict[str, list[dict[str, Any]]] = {}
+    by_field: dict[str, list[ErrorDetails]] = {}
     for error in errors:
         by_field.setdefault(_field_path(error["loc"]), []).append(error)
     lines = []
@@ -397,7 +399,7 @@ _EXPECTED = {
 }
 
 
-def _explain(error: dict[str, Any]) -> str:
+def _explain(error: ErrorDetails) -> str:
     """A pydantic error in plain words, with the field path first."""
     location = _field_path(error["loc"])
     kind = error["type"]

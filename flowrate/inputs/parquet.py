@@ -59,7 +59,7 @@ def read_parquet(path: Path, shown: str, id_base: str, pushdown: Any = None) -> 
                 if _limit_reached(pushdown):
                     rest = f"SELECT count(*) FROM read_parquet({_literal(path)}, file_row_number = true){where}"
                     rest += (" AND " if where else " WHERE ") + f"file_row_number > {last}"
-                    pushdown.left_out["limit"] += connection.execute(rest).fetchone()[0]
+                    pushdown.left_out["limit"] += connection.execute(rest).fetchall()[0][0]
                     return
                 raw = dict(zip(names, values))
                 last = number = int(raw.pop("file_row_number"))
@@ -129,7 +129,7 @@ def _limit_reached(pushdown: Any) -> bool:
 
 def _count_left_out(connection: Any, counts: dict[str, str], pushdown: Any) -> None:
     for reason, query in counts.items():
-        left = connection.execute(query).fetchone()[0]
+        left = connection.execute(query).fetchall()[0][0]
         if left:
             pushdown.left_out[reason] += left
 

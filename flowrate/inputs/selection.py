@@ -131,21 +131,22 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
     selection = selection or Selection()
     inputs.push_down(selection)  # a Parquet file's query skips what the selection cannot choose
     for record in with_duplicates_marked(inputs.records(), seen):
-        if record.problems:
+        case = record.case  # a record without problems has its conversation (`parse_record`)
+        if record.problems or case is None:
             report.invalid_sources.add(str(record.source))
             report.invalid_records.append(record.source)
             report.invalid_names[str(record.source)] = record.name
             report.problems.extend(record.problems)
         else:
             report.valid += 1
-            chosen = selection.choose(record.case)  # type: ignore[arg-type]
+            chosen = selection.choose(case)
             report.selected += chosen
             report.formats[record.format] += 1
             unreadable: list[str] = []
-            if chosen and chat_date(record.case, date_field, unreadable) is None and unreadable:  # type: ignore[arg-type]
+            if chosen and chat_date(case, date_field, unreadable) is None and unreadable:
                 report.unreadable_dates += 1
                 if not report.first_unreadable_date:
-                    report.first_unreadable_date = f"{record.source} id {record.case.id!r}: {unreadable[0]}"  # type: ignore[union-attr]
+                    report.first_unreadable_date = f"{record.source} id {case.id!r}: {unreadable[0]}"
     report.left_out = dict(selection.left_out)
     return report
 

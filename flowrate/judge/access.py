@@ -1,16 +1,17 @@
 """Checks that fail before anything is spent: a missing key (told before LiteLLM is imported, since its
 import takes seconds), a key LiteLLM finds missing, a model no provider serves.
 
-`AccessChecks` is a part of `LiteLLMBackend`."""
+`AccessChecks` is a part of `LiteLLMBackend`; it reads the judge's address (declared by `ServedFacts`)."""
 
 from __future__ import annotations
 
 from flowrate.errors import JudgeAccessError
 from flowrate.judge.backend import KEY_VARIABLES, KEYLESS_PROVIDERS
 from flowrate.judge.lazy_litellm import litellm as _litellm
+from flowrate.judge.served_base import ServedFacts
 
 
-class AccessChecks:
+class AccessChecks(ServedFacts):
     """A LiteLLM backend's checks before any call; see the module."""
 
     def check_access(self) -> None:

@@ -568,10 +568,10 @@ class Provider:
         except Exception as error:  # LiteLLM's mapped errors, the OpenAI SDK's and the transport's
             raise batch_api_error(what, judge_error_of(error), self.where) from None
 
-    async def _direct(self, what: str, method: str, path: str, **arguments: Any) -> Any:
-        """`OpenAIFiles.call`; its errors as one plain `BatchApiError` saying `what` failed."""
+    async def _direct(self, files: OpenAIFiles, what: str, method: str, path: str, **arguments: Any) -> Any:
+        """`files.call`; its errors as one plain `BatchApiError` saying `what` failed."""
         try:
-            return await self._files.call(method, path, **arguments)  # type: ignore[union-attr]
+            return await files.call(method, path, **arguments)
         except JudgeError as error:
             raise batch_api_error(what, error, self.where) from None
 
@@ -581,9 +581,9 @@ class Provider:
         sends it, and through LiteLLM the OpenAI SDK gets the open file, which httpx reads 64 KB at a
         time (given bytes or a path, the SDK holds the whole file in memory, the form a copy)."""
         if self._files is not None:
-            uploaded = await self._direct("upload a batch file", "POST", "/files", upload=requests.handle)
+            uploaded = await self._direct(self._files, "upload a batch file", "POST", "/files", upload=requests.handle)
             body = {"input_file_id": uploaded.id, "endpoint": ENDPOINT, "completion_window": "24h"}
-            batch = await self._direct("create a batch", "POST", "/batches", json=body)
+            batch = await self._direct(self._files, "create a batch", "POST", "/batches", json=body)
             return uploaded.id, batch.id
         requests.handle.seek(0)
         uploaded = await self._call(
@@ -597,7 +597,7 @@ class Provider:
     async def retrieve(self, batch_id: str) -> Any:
         """The provider's record of batch `batch_id`: its status, request counts and files."""
         if self._files is not None:
-            return await self._direct(f"retrieve batch {batch_id}", "GET", f"/batches/{batch_id}")
+            return await self._direct(self._files, f"retrieve batch {batch_id}", "GET", f"/batches/{batch_id}")
         # Asked for a finished batch, LiteLLM's success logging would fetch the whole output file
         # again to price it, and leaves that call's coroutine unawaited ("coroutine
         # 'OpenAIFilesAPI.afile_content' was never awaited" on the user's terminal, from a
@@ -618,7 +618,7 @@ class Provider:
             return
         what = f"read file {file_id}"
         if self._files is not None:
-            await self._direct(what, "GET", f"/files/{file_id}/content", into=into)
+            await self._direct(self._files, what, "GET", f"/files/{file_id}/content", into=into)
         else:
             response = await self._call(
                 what, "afile_content", file_id=file_id, stream=True, chunk_size=DOWNLOAD_CHUNK_BYTES
@@ -639,7 +639,7 @@ class Provider:
     async def cancel(self, batch_id: str) -> Any:
         """Ask the provider to cancel batch `batch_id`; returns its record, whose status says what it did."""
         if self._files is not None:
-            return await self._direct(f"cancel batch {batch_id}", "POST", f"/batches/{batch_id}/cancel")
+            return await self._direct(self._files, f"cancel batch {batch_id}", "POST", f"/batches/{batch_id}/cancel")
         return await self._call(f"cancel batch {batch_id}", "acancel_batch", batch_id=batch_id)
 
 

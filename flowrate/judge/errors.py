@@ -36,7 +36,7 @@ class RequestRefused(JudgeError):
     """The server refused the request as such (400, 413, 422, or a 5xx saying so): sent again, it fails again."""
 
     @property
-    def kind(self) -> str:  # type: ignore[override]
+    def kind(self) -> str:  # type: ignore[override]  # read-only where the others' is a class attribute: only read
         """A refusal sent with a 5xx or a 422 has been named by its status in rows."""
         if (self.status or 0) >= 500:
             return "InternalServerError"

@@ -2,10 +2,12 @@
 `{"type": "json_object", "schema": ...}` (llama-cpp-python's server), Ollama's `format`; learned from
 the server's answer once per run, one call probing while the others wait.
 
-`SchemaForms` is a part of `ServedJudge`; it reads the judge's `api_base`, `provider` and `_structured`."""
+`SchemaForms` is a part of `ServedJudge`; it reads the judge's `api_base`, `provider` and `_structured`
+(declared by `ServedFacts`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowrate.judge.backend import (
@@ -14,9 +16,10 @@ from flowrate.judge.backend import (
     Completion,
 )
 from flowrate.judge.errors import FormRefused, JudgeError
+from flowrate.judge.served_base import ServedFacts
 
 
-class SchemaForms:
+class SchemaForms(ServedFacts):
     """A served judge's structured-output forms; see the module."""
 
     @property
@@ -77,12 +80,12 @@ class SchemaForms:
         """The form the schema goes in now, and `response_format` as that form sends it: OpenAI's
         as given, llama-cpp-python's with its bounds (`bounded_schema`), none without a form."""
         form = self._form if response_format else None
-        if form == "json_object_schema":
-            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)  # type: ignore[index]
+        if form == "json_object_schema" and response_format is not None:
+            schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)
             return form, {"type": "json_object", "schema": schema}
         return form, response_format if form is not None else None
 
-    async def _probe_form(self, send) -> Completion:
+    async def _probe_form(self, send: Callable[[], Awaitable[Completion]]) -> Completion:
         """Send, stepping down `SCHEMA_FORMS` while the server refuses the form; the form the
         server takes is kept for the run."""
         refused = 0

@@ -3,7 +3,7 @@ model LiteLLM does not know at `--api-base`): the context window and slots the s
 timeout that lets a cold CPU-served model finish, no retry piled on a busy one-slot server.
 
 `SelfHosting` is a part of `ServedJudge`; it reads the judge's `address`, `provider`, `api_base` and
-`_model_info`."""
+`_model_info` (declared by `ServedFacts`)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from flowrate.judge.backend import (
     SELF_HOSTED_PROVIDERS,
     SELF_HOSTED_TIMEOUT_S,
 )
+from flowrate.judge.served_base import ServedFacts
 from flowrate.judge.server import ServerFacts, probe_server
 
 
-class SelfHosting:
+class SelfHosting(ServedFacts):
     """A served judge's self-hosted defaults; see the module."""
 
     @cached_property
@@ -63,7 +64,8 @@ class SelfHosting:
         request at a time: it keeps working on the abandoned attempt, and the retry would queue
         behind it (issue 14: 119.8 s for one row). vLLM and llama.cpp with several slots serve the
         retry beside it."""
-        return not self.self_hosted or self._server_slots() is None or self._server_slots() > 1
+        slots = self._server_slots()
+        return not self.self_hosted or slots is None or slots > 1
 
     def _server_slots(self) -> int | None:
         """Requests the server works on at once: None for no known bound (a hosted API, vLLM)."""

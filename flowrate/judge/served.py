@@ -11,15 +11,16 @@ from typing import Any
 
 from flowrate.errors import JudgeAccessError
 from flowrate.judge.address import JudgeAddress
-from flowrate.judge.backend import ALSO_READ, KEY_VARIABLES, KEYLESS_PROVIDERS, Completion, JudgeBackend, PerLoop
+from flowrate.judge.backend import ALSO_READ, KEY_VARIABLES, KEYLESS_PROVIDERS, Completion, PerLoop
 from flowrate.judge.model_map import model_facts
 from flowrate.judge.schema_forms import SchemaForms
 from flowrate.judge.self_hosting import SelfHosting
+from flowrate.judge.served_base import ServedFacts
 
 
-class ServedJudge(SchemaForms, SelfHosting, JudgeBackend):
-    """A model served at an address; a transport writes `_send` and the facts it reads (`_model_info`,
-    `_supports_n`, `_structured`, `_estimated_tokens`)."""
+class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
+    """A model served at an address; a transport writes `_send` and the facts `ServedFacts`
+    declares (`_model_info`, `_supports_n`, `_structured`, `_estimated_tokens`)."""
 
     def __init__(self, address: JudgeAddress):
         """`address`: the model and where it is served (`JudgeAddress.parse`)."""
@@ -29,22 +30,13 @@ class ServedJudge(SchemaForms, SelfHosting, JudgeBackend):
         self.litellm_model = address.litellm_model
         self.provider = address.provider
         self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
-        # learned from the server during the run, shared by every call of it
-        self._form_index = 0  # into SCHEMA_FORMS: the form to send next
-        self._form_taken = False  # the server took a schema form: no more probing
-        self._n_ignored = False  # the server answered a request for n choices with fewer
-        # the lock held by the call that finds the schema form, and a self-hosted server's slots
+        # learned from the server during the run (see `ServedFacts`)
+        self._form_index = 0
+        self._form_taken = False
+        self._n_ignored = False
         self._loop_locks = PerLoop(lambda: (asyncio.Lock(), asyncio.Semaphore(self._server_slots() or 1)))
 
-    # -- what a transport tells -------------------------------------------------------------
-    _model_info: dict[str, Any] | None  #: the model's facts (window, prices, features); None: unknown
-    _supports_n: bool  #: the model takes `n`
-    _structured: bool  #: the model takes OpenAI's `json_schema`
-
-    @abstractmethod
-    def _estimated_tokens(self, text: str) -> int:
-        """Tokens in `text` by the transport's own count (no server asked)."""
-
+    # -- what a transport tells besides `ServedFacts`' ---------------------------------------
     @abstractmethod
     async def _send(
         self,

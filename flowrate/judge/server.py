@@ -7,7 +7,7 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 # -- what a self-hosted server says about its window ------------------------------------------
 PROBE_TIMEOUT_S = 2.0  # each question to the server; it answers these at once, even while busy
@@ -88,14 +88,14 @@ def probe_server(api_base: str, model: str, ollama: bool = False) -> ServerFacts
         mine = [entry for entry in models if isinstance(entry, dict) and entry.get("id") == model] or models
         length = next((entry.get("max_model_len") for entry in mine if isinstance(entry, dict)), None)
         if _positive(length):
-            return _with_tokenizer(ServerFacts("vllm", int(length), None), f"{root}/tokenize", model)
+            return _with_tokenizer(ServerFacts("vllm", length, None), f"{root}/tokenize", model)
     props = _ask(f"{root}/props")
     if isinstance(props, dict):
         settings = props.get("default_generation_settings") or {}
-        window = settings.get("n_ctx") if isinstance(settings, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
         slots = props.get("total_slots")
-        if _positive(window):
-            facts = ServerFacts("llama.cpp", int(window), int(slots) if _positive(slots) else None)
+        if _positive(n_ctx):
+            facts = ServerFacts("llama.cpp", n_ctx, slots if _positive(slots) else None)
             return _with_tokenizer(facts, f"{root}/tokenize", model)
     return ServerFacts()
 
@@ -129,5 +129,6 @@ def _ask(url: str, body: dict[str, Any] | None = None) -> Any:
         return None
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: object) -> TypeGuard[int]:
+    """`value` is a count above zero (JSON's `true` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -40,13 +40,13 @@ def write_reports(
         _write_report("--html", html, lambda target: write_html(target, book, summary, transcripts or {}))
         notices.append(f"HTML report: {html}")
     if github:
-        from flowrate.reports.github import annotations, append_summary, step_summary
+        from flowrate.reports.github import annotation_lines, append_summary, step_summary
 
         target = append_summary(step_summary(book, summary))
         if target is not None:
             notices.append(f"GitHub step summary appended to {target}")
         if annotate is not None:
-            for line in annotations(book, summary):
+            for line in annotation_lines(book, summary):
                 annotate(line)
     return notices
 

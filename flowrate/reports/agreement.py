@@ -48,10 +48,10 @@ def print_judge_report(console: Console, report: JudgeReport) -> None:
     """Every metric of `report`, then a line per metric with labelled conversations the rows lack."""
     for metric in report.metrics.values():
         _print_metric(console, metric)
-    for metric, count in report.unpaired.items():
+    for name, count in report.unpaired.items():
         console.print(
             shown(
-                f"flowrate: {count} labelled conversation(s) of {metric} have no usable row (missing, or an error row)"
+                f"flowrate: {count} labelled conversation(s) of {name} have no usable row (missing, or an error row)"
             ),
             markup=False,
             highlight=False,
@@ -82,8 +82,8 @@ def _print_metric(console: Console, metric: MetricJudgeReport) -> None:
         confusion.add_column("people")
         for value in metric.confusion.values:
             confusion.add_column(table_text(value), justify="right")
-        for value, row in zip(metric.confusion.values, metric.confusion.counts):
-            confusion.add_row(table_text(value), *map(str, row))
+        for value, counts_of_value in zip(metric.confusion.values, metric.confusion.counts):
+            confusion.add_row(table_text(value), *map(str, counts_of_value))
         print_table(console, confusion)
     if metric.worst:
         worst = Table(title=f"the {len(metric.worst)} worst disagreement(s)", title_justify="left")

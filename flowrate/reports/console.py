@@ -5,9 +5,10 @@ It depends on results (rows and the run's summary) only, never on the judging en
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -58,7 +59,7 @@ class Reporter(RunListener):
         self._started = time.monotonic()
         self._last_line = self._started
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> Reporter:
         if self.console.is_terminal:
@@ -77,8 +78,7 @@ class Reporter(RunListener):
 
     def started(self, total_rows: int) -> None:
         self.total = total_rows
-        if self._bar is not None:
-            self._bar.update(self._task, total=total_rows)
+        self._show(total=total_rows)
 
     def notice(self, text: str) -> None:
         self.console.print(shown(f"flowrate: {text}"), markup=False, highlight=False)
@@ -88,10 +88,15 @@ class Reporter(RunListener):
 
     def stage(self, text: str) -> None:
         """What the run is doing before rows come: `loading the judge…`, then `judging`."""
-        if self._bar is not None:
-            self._bar.update(self._task, description=text)
-        elif text != "judging":
+        if not self._show(description=text) and text != "judging":
             self.console.print(f"flowrate: {text}", markup=False, highlight=False)
+
+    def _show(self, **fields: Any) -> bool:
+        """Update the progress bar's `fields`; False when there is no bar (not a terminal)."""
+        if self._bar is None or self._task is None:
+            return False
+        self._bar.update(self._task, **fields)
+        return True
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
@@ -102,8 +107,7 @@ class Reporter(RunListener):
         self.errors += row.error is not None
         if self.verbose:
             self.console.print(shown(describe_row(row)), markup=False, highlight=False)
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, errors=self.errors)
+        if self._show(completed=self.done, errors=self.errors):
             return
         now = time.monotonic()
         if now - self._last_line >= PLAIN_PROGRESS_EVERY_S:
@@ -121,6 +125,7 @@ def describe_row(row: EvaluationRow) -> str:
     name = f" {row.metric}" if row.metric != "conversational_flow_rate" else ""
     if row.error:
         return f"[{row.id}]{name} error {row.error.type}: {row.error.message}"
+    assert row.score is not None, "a row without an error has a score (the engine's rows, `read_rows`)"
     mark = "pass" if row.success else "FAIL"
     issues = "; ".join(row.key_issues) or "no key issues"
     agreement = f" agreement {row.agreement:.0%}" if row.agreement is not None else ""
@@ -345,7 +350,7 @@ def print_table(console: Console, table: Table, keys: tuple[int, ...] = (0,), wr
         console.print(table.title, markup=False, highlight=False)
     columns = [(str(column.header).replace("\n", " "), list(column.cells)) for column in table.columns]
     for row in range(table.row_count):
-        cells = [str(cells[row].plain if isinstance(cells[row], Text) else cells[row]) for _, cells in columns]
+        cells = [str(cell.plain if isinstance(cell := cells[row], Text) else cell) for _, cells in columns]
         if keys:
             console.print("  ".join(cells[index] for index in keys), markup=False, highlight=False)
         for index, (header, _) in enumerate(columns):
@@ -450,7 +455,7 @@ def print_trends(console: Console, points: list[TrendPoint]) -> None:
         for column in columns:
             table.add_column(column, justify="left" if column == "period" else "right")
         for point in (point for point in points if point.metric == metric):
-            cells = [table_text(point.period), str(point.conversations), _number(point.mean_score)]
+            cells: list[Text | str] = [table_text(point.period), str(point.conversations), _number(point.mean_score)]
             cells.append(_share(point.pass_rate))
             if labelled:
                 lower, upper = point.lower, point.upper

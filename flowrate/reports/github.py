@@ -63,16 +63,16 @@ def _failing_rows(summary: RunSummary) -> int:
     return sum(stats.failed + stats.errors for stats in summary.metrics.values())
 
 
-def annotations(book: ReportBook, summary: RunSummary) -> list[str]:
+def annotation_lines(book: ReportBook, summary: RunSummary) -> list[str]:
     """At most `ANNOTATIONS` error annotations at the worst failing conversations of `book`, and
     a notice with how many more failing rows `summary` counted. Paths are relative to the
     workspace (`annotation_path`); titles and messages have no control characters and are
     escaped as workflow commands require."""
-    worst = [case for case in worst_failures(book) if case.path]
+    worst = [(case, path) for case in worst_failures(book) if (path := case.path)]
     lines = []
-    for case in worst[:ANNOTATIONS]:
+    for case, path in worst[:ANNOTATIONS]:
         title = strip_control(f"flowrate {case.metric}: {case.id}")
-        properties = {"file": annotation_path(case.path), "line": case.line or 1, "title": title}
+        properties = {"file": annotation_path(path), "line": case.line or 1, "title": title}
         shown = ",".join(f"{key}={_property(str(value))}" for key, value in properties.items())
         message = case.error or f"{case.value}: " + (case.key_issues[0] if case.key_issues else case.reason or "")
         lines.append(f"::error {shown}::{_data(strip_control(message, keep_newlines=True))}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from flowrate.analysis.top_issues import FailureMode
 from flowrate.reports.console import counted, print_table, shown, sparkline, table_text
@@ -60,7 +61,7 @@ def print_top_issues(
     if trend:
         table.add_column("trend")
     for rank, mode in enumerate(modes[:top], start=1):
-        cells = [str(rank), table_text(mode.label), f"{mode.conversations} ({mode.share:.1%})"]
+        cells: list[Text | str] = [str(rank), table_text(mode.label), f"{mode.conversations} ({mode.share:.1%})"]
         cells += [f"{mode.severity:.1f}", _where(mode)]
         if trend:
             peak = max((point.share for point in mode.trend), default=0.0) or 1.0

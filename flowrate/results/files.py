@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from pydantic import ValidationError
 
@@ -162,7 +162,7 @@ class ResultsFile(RunListener):
 
     def __init__(self, output: str, append: bool):
         self.output = output
-        self.mode = "ab" if append else "wb"
+        self.mode: Literal["ab", "wb"] = "ab" if append else "wb"
         self.rows_written = 0
         self._handle: BinaryIO | None = sys.stdout.buffer if output == "-" else None
         self._stopped: OutputStopped | None = None

@@ -36,7 +36,7 @@ def write_parquet(results: str, parquet: str) -> int:
             else:
                 struct = "{" + ", ".join(f"{_literal(name)}: {_literal(kind)}" for name, kind in columns.items()) + "}"
                 rows = f"read_json({_literal(source)}, format = 'newline_delimited', columns = {struct})"
-            count = connection.execute(f"SELECT count(*) FROM {rows}").fetchone()[0]
+            count = connection.execute(f"SELECT count(*) FROM {rows}").fetchall()[0][0]
             connection.execute(f"COPY (SELECT * FROM {rows}) TO {_literal(partial)} (FORMAT parquet)")
         finally:
             connection.close()

@@ -76,11 +76,14 @@ def format_score(score: float, threshold: float | None = None, digits: int = 2) 
 
 def shown_value(row: EvaluationRow) -> str:
     """A row's judgement as people read it: the verdict, the rating on its scale, or the score
-    (`format_score` against the row's threshold)."""
+    (`format_score` against the row's threshold). Raises `ValueError` for a row without a
+    judgement (an error row)."""
     if row.verdict is not None:
         return row.verdict
     if row.rating is not None:
         return f"{row.rating}/{row.scale}"
+    if row.score is None:
+        raise ValueError(f"the row of {row.id} {row.metric} has no judgement (an error row)")
     return format_score(row.score, row.threshold)
 
 

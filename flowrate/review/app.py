@@ -83,7 +83,7 @@ def row_page(request: Any) -> Any:
     reviewer = _reviewer(state, request)
     own = state.own_answers(row.metric, reviewer).get(row.id) if reviewer else None
     models = ", ".join(dict.fromkeys(each.model for each in run.rows))
-    context = {"run": run, "row": row, "case": case, "by_turn": by_turn, "loose": loose, "own": own}
+    context: dict[str, Any] = {"run": run, "row": row, "case": case, "by_turn": by_turn, "loose": loose, "own": own}
     return _page(request, "row.html", row.id, models=models, record=state.request_of(row), **context)
 
 

@@ -72,7 +72,7 @@ class ReviewState:
         """The row of `conversation_id` and `metric` in run `key`, or in the newest run holding it."""
         for run in [self.run(key)] if key else self.runs:
             row = run.row(conversation_id, metric) if run is not None else None
-            if row is not None:
+            if run is not None and row is not None:
                 return run, row
         return None
 

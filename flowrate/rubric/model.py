@@ -54,15 +54,23 @@ class Scale(BaseModel):
     @property
     def values(self) -> list[str] | list[int]:
         """Every value the judge may give, lowest score first."""
-        if self.levels is not None:
-            return sorted(self.levels, key=lambda name: self.levels[name])  # type: ignore[index]
-        return list(range(1, self.points + 1))  # type: ignore[operator]
+        levels = self.levels
+        if levels is not None:
+            return sorted(levels, key=levels.__getitem__)
+        return list(range(1, self.top_rating + 1))
 
     def score(self, value: str | int) -> float:
         """The row score in [0, 1]: the level's score, or rating / S, exact (rounding is for the screen)."""
         if self.levels is not None:
             return self.levels[str(value)]
-        return int(value) / self.points  # type: ignore[operator]
+        return int(value) / self.top_rating
+
+    @property
+    def top_rating(self) -> int:
+        """S, the highest rating of a scale on points; `ValueError` for a scale on levels."""
+        if self.points is None:
+            raise ValueError("a scale on named levels has no ratings")
+        return self.points
 
     def describe(self) -> str:
         if self.levels is not None:

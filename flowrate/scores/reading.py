@@ -142,7 +142,7 @@ def _rating(part: dict[str, Any], criterion: Criterion) -> Rating:
             number = float(str(raw).strip())
         except ValueError:
             number = float("nan")
-        if not number.is_integer() or not 1 <= number <= scale.points:  # type: ignore[operator]
+        if not number.is_integer() or not 1 <= number <= scale.top_rating:
             raise UnparsableReply(f"rating {raw!r} for {criterion.name} is not on its scale 1..{scale.points}")
         value = int(number)
     issues = part.get("key_issues") or []

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from flowrate.errors import ConfigError
 from flowrate.settings.groups import (
@@ -305,7 +306,7 @@ _PLAIN = {
 _PATTERN_MEANS = {r"^\d+/\d+$": "must look like I/N (for example 1/4)"}
 
 
-def plain_validation_message(error: dict[str, Any]) -> str:
+def plain_validation_message(error: ErrorDetails) -> str:
     """A pydantic error as a person reads it: "must be at least 1", not "Input should be
     greater than or equal to 1"; a validator's own sentence without pydantic's "Value error, "."""
     kind, context = error.get("type", ""), error.get("ctx") or {}

@@ -57,7 +57,7 @@ def test_junit_past_the_limit_lists_gates_and_the_worst_rows(tmp_path):
 
 
 def test_past_10000_rows_the_reports_give_true_counts_and_say_what_they_leave_out(tmp_path):
-    from flowrate.reports.github import annotations, step_summary
+    from flowrate.reports.github import annotation_lines, step_summary
     from flowrate.reports.junit import write_junit
     from flowrate.results.gates import apply_gates
     from flowrate.settings.options import GateSettings
@@ -78,7 +78,7 @@ def test_past_10000_rows_the_reports_give_true_counts_and_say_what_they_leave_ou
     properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert properties["testcases_left_out"] == "19000"
     assert "19000 of 20000 rows are not listed" in suite.find("system-out").text
-    lines = annotations(book, summary)
+    lines = annotation_lines(book, summary)
     assert len(lines) == 11 and lines[-1] == "::notice::7990 more failing rows; see the step summary"
     assert "### Worst failures (20 of 8000)" in step_summary(book, summary)
 

@@ -38,3 +38,14 @@ def test_a_broken_rubric_names_the_file_and_field(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"r.yaml: rubric field examples.0.turns"):
         load_rubric(path)
+
+
+def test_a_scale_on_points_has_a_top_rating_and_one_on_levels_has_none():
+    from flowrate.rubric.model import Scale
+
+    points = Scale(points=5)
+    assert points.top_rating == 5 and points.values == [1, 2, 3, 4, 5] and points.score(4) == 0.8
+    levels = Scale(levels={"fully": 1.0, "partly": 0.5, "not": 0.0})
+    assert levels.values == ["not", "partly", "fully"]
+    with pytest.raises(ValueError, match="no ratings"):
+        _ = levels.top_rating
