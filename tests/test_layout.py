@@ -128,3 +128,30 @@ def test_no_function_or_class_is_longer_than_about_150_lines():
                 if size > LONGEST_DEFINITION_LINES:
                     long.append(f"{module}.{node.name}: {size} lines")
     assert not long, "\n".join(long)
+
+
+def test_data_only_analysis_modules_import_no_judge():
+    """Analysis is data only, apart from `analysis.judged` (judge-bench, align, naming the top
+    issues): no other analysis module reaches `flowrate.judge`, at the top or in a function."""
+    reaching = [
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        if stage_of(module) == "analysis" and not module.startswith("flowrate.analysis.judged")
+        for target in targets
+        if stage_of(target) == "judge"
+    ]
+    assert not reaching, "data-only analysis modules importing the judge:\n" + "\n".join(sorted(reaching))
+
+
+def test_no_definition_in_the_cli_or_the_settings_is_longer_than_100_lines():
+    long = []
+    for module, path in modules().items():
+        if stage_of(module) not in ("cli", "settings"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                size = node.end_lineno - first + 1
+                if size > 100:
+                    long.append(f"{module}.{node.name}: {size} lines")
+    assert not long, "\n".join(long)

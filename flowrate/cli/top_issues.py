@@ -75,7 +75,7 @@ def top_issues_command(
     run = load_top_issues(paths, history, by, date_kind, growth, metric)
     modes = run.modes()
     if name_with_judge:
-        from flowrate.analysis.mode_naming import NamingError, NamingOverBudget, name_top_issues
+        from flowrate.analysis.judged.mode_naming import NamingError, NamingOverBudget, name_top_issues
 
         settings = given.settings()
         try:
