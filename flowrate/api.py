@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.analysis.judged.alignment import Alignment
 from flowrate.analysis.judged.bench import Judge
-from flowrate.errors import ExitCode, FlowrateError, OutputError
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, OutputError
 from flowrate.evaluation.file_run import FileRun
+from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
 from flowrate.results.files import ResultsFile
@@ -27,6 +28,8 @@ from flowrate.settings.options import EvalSettings, in_github
 if TYPE_CHECKING:
     from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
     from flowrate.analysis.labels import Label
+    from flowrate.judge.batch_api import BatchRecord, BatchState
+    from flowrate.judge.retry import RetryPolicy
     from flowrate.results.rows import EvaluationRow
 
 
@@ -215,8 +218,6 @@ def check_engine(settings: EvalSettings) -> None:
     """The engine options make sense together, before anything is read: `--engine ray` is not
     `--batch`, and `--output-parquet` needs `--output` to be a file it can be written from
     (`FileRun` checks the Parquet file itself, with every other written path)."""
-    from flowrate.errors import ConfigError
-
     if settings.engine == "ray" and settings.batch:
         raise ConfigError("--engine ray and --batch are two ways of sending the requests; choose one")
     if settings.ray_address and settings.engine != "ray":
@@ -306,6 +307,98 @@ def export_requests(paths: list[str], settings: EvalSettings, path: str) -> int:
     from flowrate.evaluation.provider_batch import export_batch
 
     return export_batch(FileRun(paths, settings), path)
+
+
+def batch_retry(max_retries: int | None, backoff: float | None, backoff_max: float | None) -> RetryPolicy:
+    """How hard `batch status` and `batch cancel` try each call: `max_retries`, `backoff` and
+    `backoff_max` as given, else eval's defaults (`settings.groups.RetryOptions`)."""
+    from flowrate.judge.retry import RetryPolicy
+    from flowrate.settings.groups import RetryOptions
+
+    defaults = RetryOptions()
+    return RetryPolicy(
+        max_retries=defaults.max_retries if max_retries is None else max_retries,
+        backoff=defaults.backoff if backoff is None else backoff,
+        backoff_max=defaults.backoff_max if backoff_max is None else backoff_max,
+    )
+
+
+def recorded_batches(
+    cache_dir: str | None, ids: list[str] | None = None, every: bool = False
+) -> tuple[BatchState, list[BatchRecord]]:
+    """The batch state of `cache_dir` (default: the user cache folder), created by none of the
+    batch commands (no state yet reads as no batch recorded), and its batches that `ids` name, in
+    that order (every batch of an id two endpoints gave); without `ids`, every recorded batch with
+    `every`, else those not collected yet. An id never recorded is a `ConfigError` (exit 2) naming
+    it and the most recent recorded ones."""
+    from flowrate.judge.batch_api import BatchState
+    from flowrate.settings.groups import cache_folder
+
+    state = BatchState(cache_folder(cache_dir), create=False)
+    if not ids:
+        return state, state.all() if every else state.uncollected()
+    batches = state.all()
+    recorded = {batch.batch_id: batch for batch in batches}
+    unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
+    if unknown:
+        known = list(reversed(recorded))  # newest first
+        listed = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        where = (
+            f"recorded: {listed} (flowrate batch status --all lists them)"
+            if known
+            else f"no batch is recorded in {state.path.parent}"
+        )
+        raise ConfigError(f"unknown batch id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; {where}")
+    return state, [batch for batch_id in dict.fromkeys(ids) for batch in batches if batch.batch_id == batch_id]
+
+
+def batch_statuses(
+    batches: list[BatchRecord], retry: RetryPolicy, tell: Callable[[BatchRecord, Any | None], None]
+) -> None:
+    """Ask the provider the status of each of `batches` (trying each call as `retry` says) and
+    `tell` it, batch by batch, with the provider's batch object (None: collected already, not asked)."""
+    from flowrate.judge.batch_api import Provider
+
+    async def ask() -> None:
+        for batch in batches:
+            if batch.collected:
+                tell(batch, None)
+            else:
+                tell(batch, await Provider(batch.provider, batch.api_base, retry=retry).retrieve(batch.batch_id))
+
+    asyncio.run(ask())
+
+
+def cancel_batches(
+    state: BatchState, batches: list[BatchRecord], retry: RetryPolicy, tell: Callable[[BatchRecord, str, bool], None]
+) -> None:
+    """Cancel `batches` (of `state`) at the provider, trying each call as `retry` says; a batch
+    collected or finished already is left as it is. `tell` hears each batch, batch by batch, with
+    its status and whether it was cancelled now; `state` keeps the status."""
+    from flowrate.judge.batch_api import TERMINAL, Provider
+
+    async def cancel() -> None:
+        for batch in batches:
+            if batch.collected:
+                tell(batch, batch.status, False)
+                continue
+            provider = Provider(batch.provider, batch.api_base, retry=retry)
+            info = await provider.retrieve(batch.batch_id)
+            cancelled = info.status not in TERMINAL
+            if cancelled:
+                info = await provider.cancel(batch.batch_id)
+            tell(batch, info.status, cancelled)
+            state.mark(batch, info.status)
+
+    asyncio.run(cancel())
+
+
+def recorded_settings(batch: BatchRecord) -> tuple[list[str], EvalSettings]:
+    """The paths and settings the command that submitted `batch` ran with, to collect it as that
+    command would."""
+    return batch.command["paths"], EvalSettings.model_validate(
+        {**batch.command["settings"], "batch_submit_only": False}
+    )
 
 
 def collect_batches(
@@ -415,3 +508,22 @@ def top_issues(
     from flowrate.analysis.judged.mode_naming import name_top_issues
 
     return name_top_issues(run, modes, name_with_judge)[0]
+
+
+def cache_stats(cache_dir: str | None) -> dict[str, Any]:
+    """`flowrate cache stats`: the entries per model, the bytes on disk and the path of the
+    response cache in `cache_dir` (default: the user cache folder, which may not exist yet; a
+    `cache_dir` named must exist)."""
+    from flowrate.judge.cache import read_stats
+    from flowrate.settings.groups import cache_folder
+
+    return read_stats(cache_folder(cache_dir), must_exist=cache_dir is not None)
+
+
+def clear_cache(cache_dir: str | None) -> int:
+    """`flowrate cache clear`: remove every reply of the response cache in `cache_dir`
+    (default: the user cache folder); returns how many were removed."""
+    from flowrate.judge.cache import ResponseCache
+    from flowrate.settings.groups import cache_folder
+
+    return ResponseCache(cache_folder(cache_dir)).clear()

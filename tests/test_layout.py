@@ -155,3 +155,25 @@ def test_no_definition_in_the_cli_or_the_settings_is_longer_than_100_lines():
                 if size > 100:
                     long.append(f"{module}.{node.name}: {size} lines")
     assert not long, "\n".join(long)
+
+
+def test_the_cli_only_translates_it_imports_no_judge_and_no_duckdb():
+    """A command calls the library: no `flowrate.cli` module reaches `flowrate.judge` or
+    DuckDB itself (nor `flowrate.analysis.history`, which opens it), at the top or in a function."""
+    reaching = []
+    for module, path in modules().items():
+        if stage_of(module) != "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            reaching += [
+                f"{module} -> {name}"
+                for name in names
+                if name == "duckdb" or name.startswith("flowrate.judge") or name == "flowrate.analysis.history"
+            ]
+    assert not reaching, "\n".join(sorted(reaching))

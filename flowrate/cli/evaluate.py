@@ -82,7 +82,7 @@ def run_with_progress(
 
 def tell_outcome(evaluation: Any) -> None:
     """What a person reads after `flowrate eval`: the summary, and the commands that continue."""
-    from flowrate.judge.limits import UNREACHABLE_AFTER
+    from flowrate.api import UNREACHABLE_AFTER
     from flowrate.reports.console import print_summary
 
     summary, settings = evaluation.summary, evaluation.settings

@@ -12,7 +12,7 @@ from flowrate.cli.common import CacheDirOption, Paths, command, print_notices, s
 from flowrate.cli.options import Given, declared, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
-from flowrate.settings.groups import cache_folder, weight_pairs
+from flowrate.settings.groups import weight_pairs
 
 WeightOption = declared(groups.MetricOptions, "weights")
 AllowEmptyOption = declared(groups.SelectionOptions, "allow_empty")
@@ -94,12 +94,6 @@ def report_command(
     say(f"HTML report: {html} ({sum(stats.rows for stats in summary.metrics.values())} rows)")
 
 
-def _open_cache(cache_dir: str | None):
-    from flowrate.judge.cache import ResponseCache
-
-    return ResponseCache(cache_folder(cache_dir))
-
-
 @command(cache_app, "stats")
 def cache_stats_command(
     cache_dir: CacheDirOption = None,
@@ -108,10 +102,9 @@ def cache_stats_command(
     """Entries per model, size on disk and where the cache is."""
     import orjson
 
-    from flowrate.judge.cache import read_stats
+    from flowrate.api import cache_stats
 
-    # a directory named with --cache-dir must exist; the default one may not yet
-    stats = read_stats(cache_folder(cache_dir), must_exist=cache_dir is not None)
+    stats = cache_stats(cache_dir)
     if as_json:
         write_stdout(orjson.dumps(stats).decode())
     models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
@@ -121,7 +114,9 @@ def cache_stats_command(
 @command(cache_app, "clear")
 def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
     """Remove every cached reply."""
-    removed = _open_cache(cache_dir).clear()
+    from flowrate.api import clear_cache
+
+    removed = clear_cache(cache_dir)
     say(f"removed {removed} cached replies")
 
 

@@ -50,8 +50,9 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     of the files and of the history, their transcripts and the response cache; and what to say
     about it (rows imported, runs left out)."""
     from flowrate.analysis.history import connect_waiting, import_results
+    from flowrate.judge.cache import existing_cache
     from flowrate.review.queue import unknown_scales
-    from flowrate.review.runs import load_runs, load_transcripts, open_cache
+    from flowrate.review.runs import load_runs, load_transcripts
     from flowrate.rubric.model import load_rubric
 
     if options.rubric is not None:
@@ -82,7 +83,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
         rule=options.rule,
         show_judge=options.show_judge,
         reviewer=options.reviewer,
-        cache=open_cache(options.cache_dir),
+        cache=existing_cache(options.cache_dir),
         notes=notes,
         rubric=options.rubric,
     )
