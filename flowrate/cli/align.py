@@ -70,8 +70,8 @@ def align_command(
 ) -> None:
     """Write a rubric whose worked examples are people's corrections of the judge; with
     --holdout, judge held-out conversations with the old and the new rubric, side by side."""
+    from flowrate.analysis.sources import review_comments, rows_and_labels
     from flowrate.api import align_rubric
-    from flowrate.cli.analysis import _rows_and_labels
     from flowrate.cli.evaluate import run_with_progress
 
     if history is not None and labels_file is not None:
@@ -80,10 +80,8 @@ def align_command(
         raise ConfigError("--history FILE or --labels FILE gives people's labels")
     if results is None and history is None:
         raise ConfigError("--results RESULTS gives the judge's rows (or --history, with its rows)")
-    rows, labels = _rows_and_labels([str(results)] if results else None, history, labels_file)
-    comments = _comments(history, metric) if history is not None else {}
-    if rubric and Path(output).expanduser().resolve() == Path(rubric).expanduser().resolve():
-        raise ConfigError(f"--output {output}: is the rubric to start from; name another file")
+    rows, labels = rows_and_labels([str(results)] if results else None, history, labels_file)
+    comments = review_comments(history, metric) if history is not None else {}
     alignment = align_rubric(
         paths,
         rows,
@@ -143,19 +141,3 @@ def _tell(alignment, output: str, metric: str, as_json: bool) -> None:
                 }
             ).decode()
         )
-
-
-def _comments(history: str, metric: str) -> dict[str, list[str]]:
-    """Each conversation's current review comments for `metric`, oldest first."""
-    from flowrate.analysis.history import connect
-    from flowrate.analysis.reviews import current_reviews
-
-    connection = connect(history, read_only=True)
-    try:
-        found: dict[str, list[str]] = {}
-        for review in current_reviews(connection, metric):
-            if review.comment:
-                found.setdefault(review.conversation_id, []).append(review.comment)
-        return found
-    finally:
-        connection.close()

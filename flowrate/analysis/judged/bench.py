@@ -18,11 +18,14 @@ from flowrate.analysis.judge_bench import (
     BenchScore,
     BenchSet,
     bench_score,
+    own_labels,
     set_file,
+    sets_named,
     slug,
     stability,
 )
 from flowrate.analysis.judged import Evaluate, Evaluated
+from flowrate.errors import ConfigError
 from flowrate.evaluation.file_run import FileRun
 from flowrate.results.files import read_rows
 from flowrate.results.rows import EvaluationRow
@@ -202,3 +205,32 @@ class _Bench:
 def _estimate(paths: list[str], settings: EvalSettings) -> DryRunEstimate:
     """What `flowrate eval --dry-run` would say of one run: calls, tokens and cost; nothing is sent."""
     return FileRun(paths, settings).estimate()
+
+
+def judges_of(models: list[str], bases: list[str]) -> list[Judge]:
+    """The judges of `models` (`--model`) at `bases` (`--api-base`): one server for all, or one
+    per model in order; none: each model's provider. Another count is a `ConfigError`."""
+    if len(bases) > 1 and len(bases) != len(models):
+        raise ConfigError(
+            f"option api-base: give one for all judges or one per --model ({len(models)}), not {len(bases)}"
+        )
+    return [
+        Judge(name, bases[0] if len(bases) == 1 else (bases[i] if bases else None)) for i, name in enumerate(models)
+    ]
+
+
+def sets_chosen(sets: str | None, labels: str | None, label: str | None, metric: str, cut_logs: bool) -> list[BenchSet]:
+    """The sets named in `sets` (comma-separated, `NAME:N` for the first N conversations;
+    default: fed, or none with `labels`), and the conversations of `labels` with the human label
+    `label`, judged by `metric` (cut as `cut_logs` says), as a set of its own. `labels` without
+    `label` (or the other way), or no set at all, is a `ConfigError`."""
+    from flowrate.metrics.catalog import metric_making
+
+    if (labels is None) != (label is None):
+        raise ConfigError("options labels and label go together: --labels FILE --label NAME")
+    chosen = sets_named(name.strip() for name in (sets or ("" if labels else "fed")).split(",") if name.strip())
+    if labels is not None and label is not None:
+        chosen.append(own_labels(labels, label, metric_making(metric), metric, cut_logs))
+    if not chosen:
+        raise ConfigError("option sets: no set to judge")
+    return chosen
