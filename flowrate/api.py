@@ -315,11 +315,11 @@ def batch_retry(max_retries: int | None, backoff: float | None, backoff_max: flo
     from flowrate.judge.retry import RetryPolicy
     from flowrate.settings.groups import RetryOptions
 
-    defaults = RetryOptions()
+    defaults = RetryOptions.model_fields
     return RetryPolicy(
-        max_retries=defaults.max_retries if max_retries is None else max_retries,
-        backoff=defaults.backoff if backoff is None else backoff,
-        backoff_max=defaults.backoff_max if backoff_max is None else backoff_max,
+        max_retries=defaults["max_retries"].default if max_retries is None else max_retries,
+        backoff=defaults["backoff"].default if backoff is None else backoff,
+        backoff_max=defaults["backoff_max"].default if backoff_max is None else backoff_max,
     )
 
 

@@ -153,7 +153,11 @@ def calibrate_files(
     from flowrate.inputs.files import check_apart
 
     try:
-        inputs = [*(paths or []), *([labels_file] if labels_file else []), *([history] if history else [])]
+        inputs: list[str | Path] = [
+            *(paths or []),
+            *([labels_file] if labels_file else []),
+            *([history] if history else []),
+        ]
         check_apart([("--adjusted-output", adjusted_output)], inputs, of="calibrate")
         rows, found = rows_and_labels(paths, history, labels_file)
         if found is None:

@@ -4,7 +4,7 @@ checked on held-out labels with the old rubric and the new side by side."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +13,9 @@ from flowrate.cli.common import Paths, command, say, stderr, write_stdout
 from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
+
+if TYPE_CHECKING:
+    from flowrate.analysis.judged.alignment import Alignment
 
 
 @command(app, "align")
@@ -105,7 +108,7 @@ def align_command(
     raise typer.Exit(int(ExitCode.INCOMPLETE if unjudged else ExitCode.OK))
 
 
-def _tell(alignment, output: str, metric: str, as_json: bool) -> None:
+def _tell(alignment: Alignment, output: str, metric: str, as_json: bool) -> None:
     """What was aligned, on stderr; with `as_json`, as JSON on stdout too."""
     from flowrate.reports.agreement import print_side_by_side
 

@@ -271,7 +271,7 @@ def trends_command(
     from flowrate.reports.trends_page import write_trends
 
     try:
-        inputs = [*(paths or []), *([history] if history else []), *([labels] if labels else [])]
+        inputs: list[str | Path] = [*(paths or []), *([history] if history else []), *([labels] if labels else [])]
         check_apart([("--html", html)], inputs, of="trends")
         points, undated = trends_of(paths, history, labels, by, date_kind, metric)
         if html:

@@ -9,13 +9,13 @@ import typer
 
 from flowrate.cli.app import batch_app
 from flowrate.cli.common import CacheDirOption, Paths, command, say, stderr
-from flowrate.cli.options import Given, declared, takes
+from flowrate.cli.options import Given, option_of, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
 
-MaxRetriesOption = declared(groups.RetryOptions, "max_retries")
-BackoffOption = declared(groups.RetryOptions, "backoff")
-BackoffMaxOption = declared(groups.RetryOptions, "backoff_max")
+MaxRetriesOption = Annotated[int | None, option_of(groups.RetryOptions, "max_retries")]
+BackoffOption = Annotated[float | None, option_of(groups.RetryOptions, "backoff")]
+BackoffMaxOption = Annotated[float | None, option_of(groups.RetryOptions, "backoff_max")]
 
 
 @command(batch_app, "status")
@@ -60,7 +60,7 @@ def batch_collect_command(
     from flowrate.reports.console import print_summary
 
     _, batches = recorded_batches(cache_dir, ids)
-    submitted = {}
+    submitted: dict[str, Any] = {}
     for batch in batches:
         if batch.collected:
             say(f"flowrate: {batch.batch_id} was collected already ({batch.status}) into {batch.output}")

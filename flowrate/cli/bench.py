@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from flowrate.cli.app import app
 from flowrate.cli.common import command, option, say, stderr
-from flowrate.cli.options import Given, declared, takes
+from flowrate.cli.options import Given, option_of, takes
 from flowrate.errors import ExitCode
 from flowrate.settings import groups
 
 if TYPE_CHECKING:
     from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
     from flowrate.analysis.judged.bench import Judge
+    from flowrate.api import Evaluation
+    from flowrate.settings.options import EvalSettings
 
-CutLogsOption = declared(groups.PromptOptions, "cut_logs")
+CutLogsOption = Annotated[bool | None, option_of(groups.PromptOptions, "cut_logs")]
 
 
 @command(app, "judge-bench")
@@ -147,7 +149,7 @@ def _announcer(judges: list[Judge], chosen: list[BenchSet]) -> Callable[[BenchEs
     return announce
 
 
-def _evaluate_one(paths: list[str], run: Any) -> Any:
+def _evaluate_one(paths: list[str], run: EvalSettings) -> Evaluation:
     """One judge on one set, with progress on stderr."""
     from flowrate.cli.evaluate import run_with_progress
 

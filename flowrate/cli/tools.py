@@ -9,13 +9,13 @@ import typer
 
 from flowrate.cli.app import app, cache_app
 from flowrate.cli.common import CacheDirOption, Paths, command, print_notices, say, stderr, write_stdout
-from flowrate.cli.options import Given, declared, takes
+from flowrate.cli.options import Given, option_of, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
 from flowrate.settings.groups import weight_pairs
 
-WeightOption = declared(groups.MetricOptions, "weights")
-AllowEmptyOption = declared(groups.SelectionOptions, "allow_empty")
+WeightOption = Annotated[list[str] | None, option_of(groups.MetricOptions, "weights")]
+AllowEmptyOption = Annotated[bool | None, option_of(groups.SelectionOptions, "allow_empty")]
 
 
 @command(app, "metrics")

@@ -121,7 +121,14 @@ def align_rubric(
         alignment.write_conversations(found, held, folder / "held_out.jsonl")
         held_labels = [label for label in labels if label.metric == metric and label.conversation_id in held]
         _judge_held_out(
-            result, folder, rubric, criterion, rubric_path, held_labels, settings or EvalSettings(), evaluate
+            result,
+            folder,
+            rubric,
+            criterion,
+            rubric_path,
+            held_labels,
+            settings or EvalSettings.model_validate({}),
+            evaluate,
         )
     return result
 
@@ -170,13 +177,12 @@ def _judge_held_out(
         scale = [(f"{value}/{criterion.scale.points}", score) for value, score in scale]
     for name, run_rubric in (("old", rubric_path), ("new", result.rubric_path)):
         spent = sum(run.summary.run_cost_usd for run in result.runs)
-        chosen_rubric = {"rubric": run_rubric} if run_rubric else {"metric": [rubric.name]}
-        run_settings = EvalSettings(
-            **given,
-            **chosen_rubric,
-            output=str(folder / f"{name}.jsonl"),
-            max_cost=None if budget is None else max(budget - spent, 0.0),
-        )
+        chosen_rubric: dict[str, Any] = {"rubric": run_rubric} if run_rubric else {"metric": [rubric.name]}
+        run_fields = {
+            "output": str(folder / f"{name}.jsonl"),
+            "max_cost": None if budget is None else max(budget - spent, 0.0),
+        }
+        run_settings = EvalSettings(**(given | chosen_rubric | run_fields))
         run = evaluate([str(folder / "held_out.jsonl")], run_settings)
         result.runs.append(run)
         run_rows = list(read_rows(Path(run_settings.output))) if run.summary.rows_written else []
