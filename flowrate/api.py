@@ -21,7 +21,7 @@ from flowrate.evaluation.file_run import FileRun
 from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
-from flowrate.results.files import ResultsFile
+from flowrate.results.files import ResultsFile, read_rows
 from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.options import EvalSettings, in_github
 
@@ -527,3 +527,36 @@ def clear_cache(cache_dir: str | None) -> int:
     from flowrate.settings.groups import cache_folder
 
     return ResponseCache(cache_folder(cache_dir)).clear()
+
+
+def merge_files(paths: list[str], output: str, settings: EvalSettings, allow_empty: bool = False) -> RunSummary:
+    """`flowrate merge`: the results files of the shards of one run, `paths`, joined into
+    `output` (`-`: stdout) and one summary, the gates of `settings` applied; files with no row
+    are an input error unless `allow_empty`."""
+    from flowrate.results.gates import apply_gates
+    from flowrate.results.merge import merge_results
+
+    summary = merge_results(paths, output, allow_empty=allow_empty)
+    apply_gates(summary, settings.gate_settings)
+    return summary
+
+
+def write_report(paths: list[str], html: str, inputs: list[str] | None = None) -> int:
+    """`flowrate report`: a self-contained HTML page at `html` of the results files `paths` (the
+    totals, a table of rows, and the transcripts read from `inputs`, the conversation files);
+    returns the rows shown. A page that cannot be written is a `ConfigError` naming `--html`."""
+    from flowrate.inputs.files import check_apart, load_transcripts
+    from flowrate.reports.html import write_html
+
+    book, summary = ReportBook(), RunSummary()
+    try:
+        check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
+        for path in paths:
+            for order, row in enumerate(read_rows(Path(path)), start=1):
+                book.add(row)
+                summary.add(row, order)
+        ids = {case.id for cases in book.cases.values() for case in cases}
+        write_html(html, book, summary, load_transcripts(inputs or [], ids))
+    except OSError as error:
+        raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
+    return sum(stats.rows for stats in summary.metrics.values())

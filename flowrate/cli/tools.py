@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,7 +9,7 @@ import typer
 from flowrate.cli.app import app, cache_app
 from flowrate.cli.common import CacheDirOption, Paths, command, print_notices, say, stderr, write_stdout
 from flowrate.cli.options import Given, option_of, takes
-from flowrate.errors import ConfigError, ExitCode
+from flowrate.errors import ExitCode
 from flowrate.settings import groups
 from flowrate.settings.groups import weight_pairs
 
@@ -53,13 +52,10 @@ def merge_command(
     given: Given,
 ) -> None:
     """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
+    from flowrate.api import merge_files
     from flowrate.reports.console import print_summary
-    from flowrate.results.gates import apply_gates
-    from flowrate.results.merge import merge_results
 
-    settings = given.settings()
-    summary = merge_results(paths, output, allow_empty=bool(allow_empty))
-    apply_gates(summary, settings.gate_settings)
+    summary = merge_files(paths, output, given.settings(), allow_empty=bool(allow_empty))
     print_summary(stderr(), summary, output)
     raise typer.Exit(int(summary.exit_code))
 
@@ -74,24 +70,10 @@ def report_command(
     ] = None,
 ) -> None:
     """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
-    from flowrate.inputs.files import check_apart, load_transcripts
-    from flowrate.reports.html import write_html
-    from flowrate.results.book import ReportBook
-    from flowrate.results.files import read_rows
-    from flowrate.results.summary import RunSummary
+    from flowrate.api import write_report
 
-    book, summary = ReportBook(), RunSummary()
-    try:
-        check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
-        for path in paths:
-            for order, row in enumerate(read_rows(Path(path)), start=1):
-                book.add(row)
-                summary.add(row, order)
-        ids = {case.id for cases in book.cases.values() for case in cases}
-        write_html(html, book, summary, load_transcripts(inputs or [], ids))
-    except OSError as error:
-        raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
-    say(f"HTML report: {html} ({sum(stats.rows for stats in summary.metrics.values())} rows)")
+    rows = write_report(paths, html, inputs)
+    say(f"HTML report: {html} ({rows} rows)")
 
 
 @command(cache_app, "stats")
