@@ -14,8 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flowrate.analysis.judged.alignment import Alignment
+from flowrate.analysis.judged.bench import Judge
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, OutputError
 from flowrate.evaluation.file_run import FileRun
+from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
 from flowrate.results.files import ResultsFile, read_rows
@@ -23,11 +26,11 @@ from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.options import EvalSettings, in_github
 
 if TYPE_CHECKING:
-    from flowrate.analysis.alignment import Correction
-    from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchScore, BenchSet
-    from flowrate.analysis.judge_report import MetricJudgeReport
+    from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
     from flowrate.analysis.labels import Label
     from flowrate.analysis.top_issues import FailureMode
+    from flowrate.judge.batch_api import BatchRecord, BatchState
+    from flowrate.judge.retry import RetryPolicy
     from flowrate.results.rows import EvaluationRow
 
 
@@ -216,8 +219,6 @@ def check_engine(settings: EvalSettings) -> None:
     """The engine options make sense together, before anything is read: `--engine ray` is not
     `--batch`, and `--output-parquet` needs `--output` to be a file it can be written from
     (`FileRun` checks the Parquet file itself, with every other written path)."""
-    from flowrate.errors import ConfigError
-
     if settings.engine == "ray" and settings.batch:
         raise ConfigError("--engine ray and --batch are two ways of sending the requests; choose one")
     if settings.ray_address and settings.engine != "ray":
@@ -312,6 +313,98 @@ def export_requests(paths: list[str], settings: EvalSettings, path: str) -> int:
     return export_batch(FileRun(paths, settings), path)
 
 
+def batch_retry(max_retries: int | None, backoff: float | None, backoff_max: float | None) -> RetryPolicy:
+    """How hard `batch status` and `batch cancel` try each call: `max_retries`, `backoff` and
+    `backoff_max` as given, else eval's defaults (`settings.groups.RetryOptions`)."""
+    from flowrate.judge.retry import RetryPolicy
+    from flowrate.settings.groups import RetryOptions
+
+    defaults = RetryOptions.model_fields
+    return RetryPolicy(
+        max_retries=defaults["max_retries"].default if max_retries is None else max_retries,
+        backoff=defaults["backoff"].default if backoff is None else backoff,
+        backoff_max=defaults["backoff_max"].default if backoff_max is None else backoff_max,
+    )
+
+
+def recorded_batches(
+    cache_dir: str | None, ids: list[str] | None = None, every: bool = False
+) -> tuple[BatchState, list[BatchRecord]]:
+    """The batch state of `cache_dir` (default: the user cache folder), created by none of the
+    batch commands (no state yet reads as no batch recorded), and its batches that `ids` name, in
+    that order (every batch of an id two endpoints gave); without `ids`, every recorded batch with
+    `every`, else those not collected yet. An id never recorded is a `ConfigError` (exit 2) naming
+    it and the most recent recorded ones."""
+    from flowrate.judge.batch_api import BatchState
+    from flowrate.settings.groups import cache_folder
+
+    state = BatchState(cache_folder(cache_dir), create=False)
+    if not ids:
+        return state, state.all() if every else state.uncollected()
+    batches = state.all()
+    recorded = {batch.batch_id: batch for batch in batches}
+    unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
+    if unknown:
+        known = list(reversed(recorded))  # newest first
+        listed = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        where = (
+            f"recorded: {listed} (flowrate batch status --all lists them)"
+            if known
+            else f"no batch is recorded in {state.path.parent}"
+        )
+        raise ConfigError(f"unknown batch id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; {where}")
+    return state, [batch for batch_id in dict.fromkeys(ids) for batch in batches if batch.batch_id == batch_id]
+
+
+def batch_statuses(
+    batches: list[BatchRecord], retry: RetryPolicy, tell: Callable[[BatchRecord, Any | None], None]
+) -> None:
+    """Ask the provider the status of each of `batches` (trying each call as `retry` says) and
+    `tell` it, batch by batch, with the provider's batch object (None: collected already, not asked)."""
+    from flowrate.judge.batch_api import Provider
+
+    async def ask() -> None:
+        for batch in batches:
+            if batch.collected:
+                tell(batch, None)
+            else:
+                tell(batch, await Provider(batch.provider, batch.api_base, retry=retry).retrieve(batch.batch_id))
+
+    asyncio.run(ask())
+
+
+def cancel_batches(
+    state: BatchState, batches: list[BatchRecord], retry: RetryPolicy, tell: Callable[[BatchRecord, str, bool], None]
+) -> None:
+    """Cancel `batches` (of `state`) at the provider, trying each call as `retry` says; a batch
+    collected or finished already is left as it is. `tell` hears each batch, batch by batch, with
+    its status and whether it was cancelled now; `state` keeps the status."""
+    from flowrate.judge.batch_api import TERMINAL, Provider
+
+    async def cancel() -> None:
+        for batch in batches:
+            if batch.collected:
+                tell(batch, batch.status, False)
+                continue
+            provider = Provider(batch.provider, batch.api_base, retry=retry)
+            info = await provider.retrieve(batch.batch_id)
+            cancelled = info.status not in TERMINAL
+            if cancelled:
+                info = await provider.cancel(batch.batch_id)
+            tell(batch, info.status, cancelled)
+            state.mark(batch, info.status)
+
+    asyncio.run(cancel())
+
+
+def recorded_settings(batch: BatchRecord) -> tuple[list[str], EvalSettings]:
+    """The paths and settings the command that submitted `batch` ran with, to collect it as that
+    command would."""
+    return batch.command["paths"], EvalSettings.model_validate(
+        {**batch.command["settings"], "batch_submit_only": False}
+    )
+
+
 def collect_batches(
     paths: list[str], settings: EvalSettings, only: set[str] | None, listeners: list[RunListener] | None = None
 ) -> RunSummary:
@@ -341,12 +434,9 @@ def import_batch_file(paths: list[str], settings: EvalSettings, results_file: Pa
         results.close()
 
 
-@dataclass(frozen=True)
-class Judge:
-    """A candidate judge of `bench_judges`: a model, and the server it is at (None: its provider)."""
-
-    model: str
-    api_base: str | None = None
+def _evaluate_deferred(paths: list[str], settings: EvalSettings) -> Evaluation:
+    """`evaluate_files` with a late report or history failure kept on the result."""
+    return evaluate_files(paths, settings, defer_late_errors=True)
 
 
 def bench_judges(
@@ -359,185 +449,21 @@ def bench_judges(
     evaluate: Callable[[list[str], EvalSettings], Evaluation] | None = None,
     estimated: Callable[[BenchEstimate], None] | None = None,
 ) -> BenchReport:
-    """`flowrate judge-bench`: each of `judges` judges each of `sets` (`BenchSet`s, read from
-    `data_dir` or, for the user's own labels, from their path) as `flowrate eval` would under
-    `settings` (its limit, concurrency, retries, cache and budget), and is scored against the
-    set's human label with the agreement statistics and their intervals.
+    """`flowrate judge-bench`: `analysis.judged.bench.bench_judges` with the same arguments
+    (`judges`, `sets`, `settings`, `data_dir`, `work_dir`, `stability_conversations`,
+    `estimated`), each run through `evaluate` (default `evaluate_files`)."""
+    from flowrate.analysis.judged.bench import bench_judges as bench
 
-    The rows of each judge and set go to `work_dir/JUDGE/SET.jsonl`. The whole benchmark, the
-    stability reruns included, is estimated first (calls the cache does not answer, and their
-    cost) and `estimated` is told before any call; `settings.max_cost` then bounds the spend of
-    all runs together. With `stability_conversations` N, the first N conversations of each set
-    are judged twice more without the cache, and the share given the same verdict every time is
-    reported; the reruns' calls, tokens, time and cost are the score's too, and the conversations
-    a spent budget left out of a rerun are counted (`Stability.not_judged`).
-    `evaluate` runs one evaluation (default `evaluate_files`; the CLI's shows progress).
-    Stops after a run Ctrl-C interrupted, with `interrupted` set on the report."""
-    from importlib.metadata import version
-
-    from flowrate.analysis.judge_bench import BenchReport, bench_score
-
-    evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
-    bench = _Bench(judges, sets, settings, data_dir, work_dir, stability_conversations, evaluate)
-    estimate = _bench_estimate(bench)
-    if estimated is not None:
-        estimated(estimate)
-    report = BenchReport(
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        flowrate_version=version("flowrate"),
-        judges=[judge.model for judge in judges],
-        estimate=estimate,
+    return bench(
+        judges,
+        sets,
+        settings,
+        data_dir,
+        work_dir,
+        stability_conversations,
+        evaluate=evaluate or _evaluate_deferred,
+        estimated=estimated,
     )
-    for (judge, name), output in bench.outputs.items():
-        chosen = bench.named[name]
-        run = bench.run(name, bench.settings_for(judge, chosen, output))
-        rows = _rows_written(run, output)
-        score = bench_score(
-            judge.model, chosen, rows, bench.labels[name], run.summary, output, bench.selected[judge, name]
-        )
-        report.scores.append(score)
-        if run.summary.interrupted:
-            report.interrupted = True
-        elif stability_conversations:
-            report.interrupted = bench.rerun(judge, chosen, output, rows, score)
-        if report.interrupted:
-            break
-    return report
-
-
-def _bench_estimate(plan: _Bench) -> BenchEstimate:
-    """Every run of `plan`, the stability reruns included: its calls and cost before any call; a
-    set with another's file and metric is answered by the cache."""
-    from flowrate.analysis.judge_bench import BenchEstimate
-
-    estimate = BenchEstimate()
-    seen: dict[tuple[Judge, str, str, bool], int] = {}
-    for (judge, name), output in plan.outputs.items():
-        bench = plan.named[name]
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        same = (judge, plan.files[name], bench.metric, bench.cut_logs)
-        if same in seen and not plan.settings.no_cache:
-            plan.selected[judge, name] = seen[same]
-            estimate.conversations += seen[same]
-            estimate.cached += seen[same]
-        else:
-            guess = estimate_files([plan.files[name]], plan.settings_for(judge, bench, output, max_cost=None))
-            seen[same] = plan.selected[judge, name] = guess.conversations
-            estimate.conversations += guess.conversations
-            estimate.add(guess)
-        for again in plan.rerun_outputs(output) if plan.stability_conversations else []:
-            rerun = plan.settings_for(
-                judge, bench, again, max_cost=None, limit=plan.stability_conversations, no_cache=True
-            )
-            guess = estimate_files([plan.files[name]], rerun)
-            estimate.reruns += guess.conversations
-            estimate.add(guess)
-    return estimate
-
-
-def _rows_written(run: Evaluation, output: str) -> list[EvaluationRow]:
-    """The rows a run wrote: none when it judged nothing (an earlier benchmark's file is then
-    left as it was, and is not this run's)."""
-    return list(read_rows(Path(output))) if run.summary.rows_written else []
-
-
-class _Bench:
-    """`bench_judges`' plan: each judge and set's output, settings and selection, the estimate,
-    the spend so far under the budget, and the stability reruns."""
-
-    def __init__(
-        self,
-        judges: list[Judge],
-        sets: list[BenchSet],
-        settings: EvalSettings,
-        data_dir: str | None,
-        work_dir: str,
-        stability_conversations: int,
-        evaluate: Callable[[list[str], EvalSettings], Evaluation],
-    ):
-        from flowrate.analysis.agreement import labels_named
-        from flowrate.analysis.judge_bench import set_file, slug
-
-        self.settings = settings
-        self.given = settings.model_dump(exclude_unset=True)
-        self.stability_conversations = stability_conversations
-        self.named = {bench.name: bench for bench in sets}
-        self.files = {bench.name: str(set_file(bench, data_dir)) for bench in sets}
-        self.labels = {bench.name: labels_named([self.files[bench.name]], bench.label) for bench in sets}
-        folders: dict[Judge, str] = {}
-        for judge in judges:  # two judges whose names make one file name get one folder each
-            name = slug(judge.model)
-            folders[judge] = name if name not in folders.values() else f"{name}-{len(folders) + 1}"
-        self.outputs = {
-            (judge, bench.name): str(Path(work_dir) / folders[judge] / f"{bench.name}.jsonl")
-            for judge in judges
-            for bench in sets
-        }
-        self.selected: dict[tuple[Judge, str], int] = {}
-        self.spent_usd = 0.0
-        self.evaluate = evaluate
-
-    def settings_for(self, judge: Judge, bench: BenchSet, output: str, **update: Any) -> EvalSettings:
-        """The settings of one run: the judge's, the set's metric and cut, the budget left."""
-        run = {"model": judge.model, "api_base": judge.api_base, "metric": [bench.metric], "cut_logs": bench.cut_logs}
-        limits = [count for count in (self.settings.limit, bench.limit, update.pop("limit", None)) if count]
-        fixed = {"output": output, "skip_invalid": True, "limit": min(limits) if limits else None}
-        budget = {"max_cost": self.budget_left()}
-        return EvalSettings(**(self.given | run | fixed | budget | update))
-
-    def budget_left(self) -> float | None:
-        """What `settings.max_cost` leaves for the next run (None: no budget)."""
-        return None if self.settings.max_cost is None else max(self.settings.max_cost - self.spent_usd, 0.0)
-
-    def run(self, name: str, settings: EvalSettings) -> Evaluation:
-        """One evaluation of the set `name`, its spend counted against the budget."""
-        done = self.evaluate([self.files[name]], settings)
-        self.spent_usd += done.summary.run_cost_usd
-        return done
-
-    def rerun_outputs(self, output: str) -> list[str]:
-        """Where the stability reruns of the run writing `output` write theirs."""
-        from flowrate.analysis.judge_bench import STABILITY_RUNS
-
-        return [output.removesuffix(".jsonl") + f".rerun{number}.jsonl" for number in range(1, STABILITY_RUNS)]
-
-    def rerun(self, judge: Judge, bench: BenchSet, output: str, rows: list[EvaluationRow], score: BenchScore) -> bool:
-        """The stability reruns of the run that wrote `rows` to `output`: judged again without the
-        cache, their spend added to `score`, its `stability` set. Returns whether Ctrl-C stopped one."""
-        from flowrate.analysis.judge_bench import stability
-
-        runs = [rows]
-        wanted = min(self.stability_conversations, self.selected[judge, bench.name])
-        for again in self.rerun_outputs(output):
-            rerun = self.run(
-                bench.name, self.settings_for(judge, bench, again, limit=self.stability_conversations, no_cache=True)
-            )
-            runs.append(_rows_written(rerun, again))
-            score.add_run(runs[-1], rerun.summary)
-            if rerun.summary.interrupted:
-                score.stability = stability(runs, bench.row, wanted)
-                return True
-        score.stability = stability(runs, bench.row, wanted)
-        return False
-
-
-@dataclass
-class Alignment:
-    """What `align_rubric` did: the new rubric at `rubric_path`; the labelled conversations of
-    `metric` (`training` ids and `held_out` ids, disjoint), the disagreements among the training
-    ones (`corrections`) and those that became worked examples (`examples`); with a holdout, the
-    figures of the old rubric (`before`) and the new (`after`) on the held-out conversations, and
-    both runs (`runs`, old first)."""
-
-    rubric_path: str
-    metric: str
-    training: list[str]
-    held_out: list[str]
-    corrections: int
-    examples: list[Correction] = field(default_factory=list)
-    before: MetricJudgeReport | None = None
-    after: MetricJudgeReport | None = None
-    runs: list[Evaluation] = field(default_factory=list)
 
 
 def align_rubric(
@@ -547,112 +473,18 @@ def align_rubric(
     metric: str,
     output: str,
     settings: EvalSettings | None = None,
-    rubric_path: str | None = None,
-    comments: dict[str, list[str]] | None = None,
-    holdout: float | None = None,
-    seed: int = 0,
-    budget_tokens: int | None = None,
-    max_examples: int | None = None,
-    work_dir: str = "flowrate-align",
     evaluate: Callable[[list[str], EvalSettings], Evaluation] | None = None,
+    **options: Any,
 ) -> Alignment:
-    """`flowrate align`: a new rubric file at `output` whose worked examples add corrected cases
-    of `metric`, people's value and `comments` (by conversation id) as the reply.
+    """`flowrate align`: `analysis.judged.alignment.align_rubric` with the same arguments
+    (`conversations`, `rows`, `labels`, `metric`, `output`, `settings` and its keyword `options`:
+    `rubric_path`, `comments`, `holdout`, `seed`, `budget_tokens`, `max_examples`, `work_dir`),
+    the held-out runs through `evaluate` (default `evaluate_files`)."""
+    from flowrate.analysis.judged.alignment import align_rubric as align
 
-    `rows` are the judge's (the latest per conversation counts), `labels` people's, and
-    `conversations` the files holding the conversations' text. The base rubric is `rubric_path`,
-    else the packaged one rating `metric`. With `holdout` a fraction, labelled conversations are
-    split by a hash of their id seeded with `seed`; only the training part is learnt from, and the
-    held-out part is judged under `settings` with the old rubric, then the new (rows in
-    `work_dir`), through `evaluate` (default `evaluate_files`: the cache, limits and
-    `settings.max_cost`, which bounds both runs together, apply as in any run). The examples'
-    tokens stay within `budget_tokens`, their number within `max_examples`. Raises `ConfigError`
-    (exit 2) for fewer than `alignment.MIN_LABELS` labelled conversations, or nothing to learn."""
-    from flowrate.analysis import alignment
-    from flowrate.analysis.judge_report import judge_report, language_of
-    from flowrate.judge.model_map import count_tokens
-    from flowrate.rubric.model import load_rubric
-
-    rubric, data, criterion = alignment.base_rubric(metric, rubric_path)
-    judged = alignment.labelled(rows, labels, metric)
-    alignment.need_labels(len(judged), metric)
-    training, held = alignment.split(list(judged), holdout, seed)
-    if holdout and not held:
-        raise ConfigError(f"--holdout {holdout}: holds out none of the {len(judged)} labelled conversations")
-    found = alignment.read_conversations(conversations, set(judged))
-    languages = {key: language_of(case.metadata) for key, (case, _) in found.items()}
-    wrong = alignment.corrections(judged, training, criterion, comments, {k: v for k, v in languages.items() if v})
-    by_conversation: dict[str, dict[str, EvaluationRow]] = {}
-    for row in rows:
-        by_conversation.setdefault(row.id, {})[row.metric] = row
-    candidates = []
-    for correction in wrong:
-        if correction.conversation_id in found:
-            case = found[correction.conversation_id][0]
-            example = alignment.example_of(
-                correction, case, rubric, by_conversation.get(correction.conversation_id, {})
-            )
-            if example is not None:
-                candidates.append((correction, example))
-    if not candidates:
-        raise ConfigError(
-            f"no labelled conversation of {metric} outside the holdout disagrees with the judge and has its text in"
-            f" {', '.join(conversations)}: nothing to correct"
-        )
-    chosen = alignment.choose(
-        candidates,
-        rubric,
-        criterion,
-        budget_tokens or alignment.DEFAULT_EXAMPLE_TOKENS,
-        max_examples or alignment.DEFAULT_MAX_EXAMPLES,
-        count_tokens,
+    return align(
+        conversations, rows, labels, metric, output, settings, evaluate=evaluate or _evaluate_deferred, **options
     )
-    if not chosen:
-        raise ConfigError(f"no corrected case fits the example budget of {budget_tokens} tokens; raise it")
-    try:
-        Path(output).write_text(alignment.aligned_rubric_text(data, rubric, chosen, metric), encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"--output {output}: cannot be written: {error.strerror}") from None
-    load_rubric(Path(output))  # the file written is a valid rubric, or a ConfigError names the field
-    result = Alignment(output, metric, training, held, len(wrong), [correction for correction, _ in chosen])
-    if not held:
-        return result
-    missing = [key for key in held if key not in found]
-    if missing:
-        raise ConfigError(
-            f"{len(missing)} held-out conversation(s) are not in {', '.join(conversations)} (first: {missing[0]})"
-        )
-    folder = Path(work_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    alignment.write_conversations(found, held, folder / "held_out.jsonl")
-    evaluate = evaluate or (lambda paths, run_settings: evaluate_files(paths, run_settings, defer_late_errors=True))
-    given = (settings or EvalSettings()).model_dump(exclude_unset=True)
-    for name in ("metric", "rubric", "output", "resume", "retry_errors", "history", "html", "junit", "batch", "shard",
-                 "sample", "limit", "only", "exclude", "min_words", "output_parquet", "batch_export", "max_cost",
-                 "min_pass_rate", "min_mean_score", "max_failures", "gates"):  # fmt: skip
-        given.pop(name, None)
-    budget = (settings or EvalSettings()).max_cost
-    held_labels = [label for label in labels if label.metric == metric and label.conversation_id in held]
-    scale = [(str(value), criterion.scale.score(value)) for value in criterion.scale.values]
-    if criterion.scale.points is not None:
-        scale = [(f"{value}/{criterion.scale.points}", score) for value, score in scale]
-    for name, run_rubric in (("old", rubric_path), ("new", output)):
-        spent = sum(run.summary.run_cost_usd for run in result.runs)
-        chosen_rubric = {"rubric": run_rubric} if run_rubric else {"metric": [rubric.name]}
-        run_settings = EvalSettings(
-            **given,
-            **chosen_rubric,
-            output=str(folder / f"{name}.jsonl"),
-            max_cost=None if budget is None else max(budget - spent, 0.0),
-        )
-        run = evaluate([str(folder / "held_out.jsonl")], run_settings)
-        result.runs.append(run)
-        run_rows = list(read_rows(Path(run_settings.output))) if run.summary.rows_written else []
-        figures = judge_report(run_rows, held_labels, {metric: scale}).metrics.get(metric)
-        setattr(result, "before" if name == "old" else "after", figures)
-        if run.summary.interrupted:
-            break
-    return result
 
 
 def top_issues(
@@ -677,6 +509,58 @@ def top_issues(
     modes = run.modes()
     if name_with_judge is None:
         return modes
-    from flowrate.analysis.mode_naming import name_top_issues
+    from flowrate.analysis.judged.mode_naming import name_top_issues
 
     return name_top_issues(run, modes, name_with_judge)[0]
+
+
+def cache_stats(cache_dir: str | None) -> dict[str, Any]:
+    """`flowrate cache stats`: the entries per model, the bytes on disk and the path of the
+    response cache in `cache_dir` (default: the user cache folder, which may not exist yet; a
+    `cache_dir` named must exist)."""
+    from flowrate.judge.cache import read_stats
+    from flowrate.settings.groups import cache_folder
+
+    return read_stats(cache_folder(cache_dir), must_exist=cache_dir is not None)
+
+
+def clear_cache(cache_dir: str | None) -> int:
+    """`flowrate cache clear`: remove every reply of the response cache in `cache_dir`
+    (default: the user cache folder); returns how many were removed."""
+    from flowrate.judge.cache import ResponseCache
+    from flowrate.settings.groups import cache_folder
+
+    return ResponseCache(cache_folder(cache_dir)).clear()
+
+
+def merge_files(paths: list[str], output: str, settings: EvalSettings, allow_empty: bool = False) -> RunSummary:
+    """`flowrate merge`: the results files of the shards of one run, `paths`, joined into
+    `output` (`-`: stdout) and one summary, the gates of `settings` applied; files with no row
+    are an input error unless `allow_empty`."""
+    from flowrate.results.gates import apply_gates
+    from flowrate.results.merge import merge_results
+
+    summary = merge_results(paths, output, allow_empty=allow_empty)
+    apply_gates(summary, settings.gate_settings)
+    return summary
+
+
+def write_report(paths: list[str], html: str, inputs: list[str] | None = None) -> int:
+    """`flowrate report`: a self-contained HTML page at `html` of the results files `paths` (the
+    totals, a table of rows, and the transcripts read from `inputs`, the conversation files);
+    returns the rows shown. A page that cannot be written is a `ConfigError` naming `--html`."""
+    from flowrate.inputs.files import check_apart, load_transcripts
+    from flowrate.reports.html import write_html
+
+    book, summary = ReportBook(), RunSummary()
+    try:
+        check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
+        for path in paths:
+            for order, row in enumerate(read_rows(Path(path)), start=1):
+                book.add(row)
+                summary.add(row, order)
+        ids = {case.id for cases in book.cases.values() for case in cases}
+        write_html(html, book, summary, load_transcripts(inputs or [], ids))
+    except OSError as error:
+        raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
+    return sum(stats.rows for stats in summary.metrics.values())

@@ -130,3 +130,52 @@ def test_no_function_or_class_is_longer_than_about_150_lines_nor_100_in_the_anal
                 if size > bound:
                     long.append(f"{module}.{node.name}: {size} lines (at most {bound})")
     assert not long, "\n".join(long)
+
+
+def test_data_only_analysis_modules_import_no_judge():
+    """Analysis is data only, apart from `analysis.judged` (judge-bench, align, naming the top
+    issues): no other analysis module reaches `flowrate.judge`, at the top or in a function."""
+    reaching = [
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        if stage_of(module) == "analysis" and not module.startswith("flowrate.analysis.judged")
+        for target in targets
+        if stage_of(target) == "judge"
+    ]
+    assert not reaching, "data-only analysis modules importing the judge:\n" + "\n".join(sorted(reaching))
+
+
+def test_no_definition_in_the_cli_or_the_settings_is_longer_than_100_lines():
+    long = []
+    for module, path in modules().items():
+        if stage_of(module) not in ("cli", "settings"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                size = node.end_lineno - first + 1
+                if size > 100:
+                    long.append(f"{module}.{node.name}: {size} lines")
+    assert not long, "\n".join(long)
+
+
+def test_the_cli_only_translates_it_imports_no_judge_and_no_duckdb():
+    """A command calls the library: no `flowrate.cli` module reaches `flowrate.judge` or
+    DuckDB itself (nor `flowrate.analysis.history`, which opens it), at the top or in a function."""
+    reaching = []
+    for module, path in modules().items():
+        if stage_of(module) != "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            reaching += [
+                f"{module} -> {name}"
+                for name in names
+                if name == "duckdb" or name.startswith("flowrate.judge") or name == "flowrate.analysis.history"
+            ]
+    assert not reaching, "\n".join(sorted(reaching))

@@ -153,8 +153,11 @@ def labels_named(paths: list[str], label: str) -> dict[str, float]:
         for record in iter_cases(inputs):
             seen.update(record.labels)
             value = record.labels.get(label)
-            if value is not None:
-                labels[record.case.id] = float(value)  # type: ignore[union-attr]
+            case = record.case
+            if (
+                value is not None and case is not None and case.id is not None
+            ):  # iter_cases yields valid records, each with its id
+                labels[case.id] = float(value)
     finally:
         inputs.close()
     if not labels:

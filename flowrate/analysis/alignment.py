@@ -126,7 +126,7 @@ def corrections(
     """The conversations of `ids` where people's value differs from the judge's, on the
     criterion's scale; `comments` by conversation id (the reviewers'), `languages` by id."""
     scale = criterion.scale
-    values = list(scale.values)
+    values: list[str | int] = list(scale.values)
     scores = [scale.score(value) for value in values]
     found = []
     for key in ids:
@@ -159,13 +159,15 @@ def example_of(
     reason = (
         " ".join(correction.comments) or f"People who reviewed this conversation rated it {correction.human_value}."
     )
-    parts = {}
+    parts: dict[str, dict[str, Any]] = {}
     for criterion in rubric.criteria:
         if criterion.name == correction.metric:
             parts[criterion.name] = {"reason": reason, "key_issues": [], criterion.scale.field: correction.human_value}
             continue
         row = others.get(criterion.name)
-        value = None if row is None else (row.verdict if criterion.scale.levels is not None else row.rating)
+        if row is None:
+            return None
+        value = row.verdict if criterion.scale.levels is not None else row.rating
         if value is None:
             return None
         parts[criterion.name] = {
@@ -203,7 +205,7 @@ def choose(
     language, that level has fewest of so far, then the language fewest chosen overall, then the
     largest gap, then the id's hash; each only if it fits what is left of `budget_tokens`."""
     values = [str(value) for value in criterion.scale.values]
-    have = defaultdict(int)
+    have: defaultdict[str, int] = defaultdict(int)
     for example in rubric.examples:
         part = example.reply.get("criteria", {}).get(criterion.name) if rubric.is_suite else example.reply
         if isinstance(part, dict):
@@ -286,8 +288,13 @@ def read_conversations(paths: list[str], ids: set[str]) -> dict[str, tuple[Conve
     from flowrate.inputs.files import InputSet, iter_cases
 
     inputs = InputSet(paths)
+    found: dict[str, tuple[ConversationalEvalTestCase, Any]] = {}
     try:
-        return {record.case.id: (record.case, record.source) for record in iter_cases(inputs) if record.case.id in ids}  # type: ignore[union-attr,misc]
+        for record in iter_cases(inputs):
+            case = record.case
+            if case is not None and case.id is not None and case.id in ids:
+                found[case.id] = (case, record.source)
+        return found
     finally:
         inputs.close()
 

@@ -163,11 +163,13 @@ def calibrate_satisfaction(
     labeled: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for label in labels:
         labeled[label.conversation_id][label.metric].append(label.score)
-    gaps, autos = [], []
+    gaps: list[float] = []
+    autos: list[float] = []
     for row in satisfaction:
         weights = row.weights or {}
         judge = criteria.get(row.id, {})
         auto = row.score
+        assert auto is not None  # `satisfaction` holds scored rows only
         autos.append(auto)
         mine = {name: scores for name, scores in labeled.get(row.id, {}).items() if name in judge}
         if not mine:

@@ -78,7 +78,7 @@ def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 
             for key in sorted(mine_before.keys() & mine_after.keys())
             if mine_before[key].score is not None and mine_after[key].score is not None
         ]
-        deltas = [new.score - old.score for old, new in paired]  # type: ignore[operator]
+        deltas = [_score(new) - _score(old) for old, new in paired]
         for old, new in paired:
             if shown_value(old) != shown_value(new):
                 changes.append(
@@ -87,16 +87,16 @@ def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 
                         metric=metric,
                         before=shown_value(old),
                         after=shown_value(new),
-                        delta=round(new.score - old.score, 4),
-                    )  # type: ignore[operator]
+                        delta=round(_score(new) - _score(old), 4),
+                    )
                 )
         interval = _bootstrap(deltas)
         results.append(
             MetricComparison(
                 metric=metric,
                 paired=len(paired),
-                mean_before=mean4([old.score for old, _ in paired]),
-                mean_after=mean4([new.score for _, new in paired]),
+                mean_before=mean4([_score(old) for old, _ in paired]),
+                mean_after=mean4([_score(new) for _, new in paired]),
                 mean_delta=mean4(deltas),
                 ci95=interval,
                 pass_rate_before=_rate([old for old, _ in paired]),
@@ -124,6 +124,12 @@ def compare_files(baseline: str | Path, current: str | Path, tolerance: float = 
         changes=changes,
         warnings=warnings,
     )
+
+
+def _score(row: EvaluationRow) -> float:
+    """The score of a row `compare_files` paired: it pairs scored rows only."""
+    assert row.score is not None
+    return row.score
 
 
 def _judge_warnings(before, after) -> list[str]:

@@ -233,7 +233,7 @@ def stored_rows(connection: Any) -> list:
     """The rows as results rows (the fields calibration reads)."""
     import orjson
 
-    from flowrate.results.summary import EvaluationRow
+    from flowrate.results.rows import ErrorInfo, EvaluationRow
 
     found = connection.execute(
         "SELECT conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale,"
@@ -273,7 +273,7 @@ def stored_rows(connection: Any) -> list:
                 score=score,
                 threshold=threshold,
                 success=success,
-                error={"type": error, "message": ""} if error else None,
+                error=ErrorInfo(type=error, message="") if error else None,
                 cost_usd=cost,
                 weights=orjson.loads(weights) if weights else None,
             )

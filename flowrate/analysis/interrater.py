@@ -12,7 +12,9 @@ it is imported by the function that needs it.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from itertools import combinations
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -58,7 +60,16 @@ def several_reviewers(labels: list[Label]) -> int:
     return sum(len(mine) > 1 for mine in latest_per_reviewer(labels).values())
 
 
-def krippendorff_alpha(table, level: str, domain: list[float] | None = None) -> float | None:
+# the levels of measurement krippendorff.alpha knows, by the names the callers give them
+LEVELS: dict[str, Literal["nominal", "ordinal", "interval", "ratio"]] = {
+    "nominal": "nominal",
+    "ordinal": "ordinal",
+    "interval": "interval",
+    "ratio": "ratio",
+}
+
+
+def krippendorff_alpha(table: Any, level: str, domain: Sequence[float] | None = None) -> float | None:
     """Krippendorff's alpha of `table` (one row per reviewer, one column per conversation,
     NaN where a reviewer gave no label) at `level`, over the values `domain` when given;
     None where it is not defined (no pairable values, or no variation at all)."""
@@ -77,7 +88,7 @@ def krippendorff_alpha(table, level: str, domain: list[float] | None = None) -> 
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # no expected disagreement: alpha is undefined, NaN
         try:
-            value = float(krippendorff.alpha(data, value_domain=domain, level_of_measurement=level))
+            value = float(krippendorff.alpha(data, value_domain=domain, level_of_measurement=LEVELS[level]))
         except ValueError:  # every pairable value the same: nothing to measure against
             return None
     return None if np.isnan(value) else value

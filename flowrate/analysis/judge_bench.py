@@ -1,6 +1,6 @@
 """Which judge agrees with people: the human-rated sets `flowrate judge-bench` knows, the published
 figures beside them, and what one judge scored on one set (agreement, parsing, errors, spend,
-verdict stability). Data only: `flowrate.api.bench_judges` runs the judges.
+verdict stability). Data only: `analysis.judged.bench` runs the judges.
 
 A set is a JSONL file in flowrate's turns format whose records carry human ratings in `labels`
 (the line format of the public dialogue-ratings collection; see the README's "Judge benchmark").

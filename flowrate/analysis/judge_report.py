@@ -315,7 +315,7 @@ def metric_scales(
             if points:
                 values = [(f"{point}/{points}", point / points) for point in range(1, points + 1)]
             elif any(row.verdict for row in mine):
-                levels = {row.verdict: row.score for row in mine if row.verdict}
+                levels = {row.verdict: row.score for row in mine if row.verdict and row.score is not None}
                 values = sorted(levels.items(), key=lambda item: item[1])
         if values:
             found[metric] = values

@@ -91,7 +91,8 @@ def read_labels(path: str | Path, scales: Scales) -> list[Label]:
         raise InputError(
             [f"{path}: not UTF-8 text (byte {error.start})"], headline="problem(s) in the labels"
         ) from None
-    labels, problems = [], []
+    labels: list[Label] = []
+    problems: list[str] = []
     for number, raw in _records(path, text, problems):
         try:
             labels.append(_label(raw, scales))
@@ -171,4 +172,4 @@ def write_template(rows: list[EvaluationRow], path: str | Path, sample: float | 
 def _template_line(row: EvaluationRow) -> list[object]:
     """A line of the template: the judgement of `row`, and the label's cells left empty."""
     value = row.verdict or ("" if row.rating is None else str(row.rating))
-    return [row.id, row.metric, str(row.score), value, row.reason or ""] + [""] * (len(TEMPLATE_COLUMNS) - 5)
+    return [row.id, row.metric, str(row.score), value, row.reason or "", *[""] * (len(TEMPLATE_COLUMNS) - 5)]

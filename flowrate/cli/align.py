@@ -4,7 +4,7 @@ checked on held-out labels with the old rubric and the new side by side."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +13,9 @@ from flowrate.cli.common import Paths, command, say, stderr, write_stdout
 from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
+
+if TYPE_CHECKING:
+    from flowrate.analysis.judged.alignment import Alignment
 
 
 @command(app, "align")
@@ -70,8 +73,8 @@ def align_command(
 ) -> None:
     """Write a rubric whose worked examples are people's corrections of the judge; with
     --holdout, judge held-out conversations with the old and the new rubric, side by side."""
+    from flowrate.analysis.sources import review_comments, rows_and_labels
     from flowrate.api import align_rubric
-    from flowrate.cli.analysis import _rows_and_labels
     from flowrate.cli.evaluate import run_with_progress
 
     if history is not None and labels_file is not None:
@@ -80,10 +83,8 @@ def align_command(
         raise ConfigError("--history FILE or --labels FILE gives people's labels")
     if results is None and history is None:
         raise ConfigError("--results RESULTS gives the judge's rows (or --history, with its rows)")
-    rows, labels = _rows_and_labels([str(results)] if results else None, history, labels_file)
-    comments = _comments(history, metric) if history is not None else {}
-    if rubric and Path(output).expanduser().resolve() == Path(rubric).expanduser().resolve():
-        raise ConfigError(f"--output {output}: is the rubric to start from; name another file")
+    rows, labels = rows_and_labels([str(results)] if results else None, history, labels_file)
+    comments = review_comments(history, metric) if history is not None else {}
     alignment = align_rubric(
         paths,
         rows,
@@ -107,7 +108,7 @@ def align_command(
     raise typer.Exit(int(ExitCode.INCOMPLETE if unjudged else ExitCode.OK))
 
 
-def _tell(alignment, output: str, metric: str, as_json: bool) -> None:
+def _tell(alignment: Alignment, output: str, metric: str, as_json: bool) -> None:
     """What was aligned, on stderr; with `as_json`, as JSON on stdout too."""
     from flowrate.reports.agreement import print_side_by_side
 
@@ -143,19 +144,3 @@ def _tell(alignment, output: str, metric: str, as_json: bool) -> None:
                 }
             ).decode()
         )
-
-
-def _comments(history: str, metric: str) -> dict[str, list[str]]:
-    """Each conversation's current review comments for `metric`, oldest first."""
-    from flowrate.analysis.history import connect
-    from flowrate.analysis.reviews import current_reviews
-
-    connection = connect(history, read_only=True)
-    try:
-        found: dict[str, list[str]] = {}
-        for review in current_reviews(connection, metric):
-            if review.comment:
-                found.setdefault(review.conversation_id, []).append(review.comment)
-        return found
-    finally:
-        connection.close()

@@ -119,7 +119,7 @@ def _judge_report_form(
     """`agreement --results RESULTS (--history FILE | --labels FILE)`: the judge report."""
     import orjson
 
-    from flowrate.analysis.judge_report import report_of
+    from flowrate.analysis.sources import judge_report_of
     from flowrate.reports.agreement import print_judge_report
 
     if label is not None:
@@ -128,16 +128,7 @@ def _judge_report_form(
         raise ConfigError("--history and --labels compare people's labels with the rows of --results RESULTS")
     if history is not None and labels_file is not None:
         raise ConfigError("give --history or --labels, not both")
-    rows, found = _rows_and_labels([str(results)], history, labels_file)
-    if metric is not None:
-        found = [item for item in found or [] if item.metric == metric]
-    report = report_of(rows, found or [], paths or None, rubric)
-    if not report.metrics:
-        where = f"--history {history}" if history is not None else f"--labels {labels_file}"
-        raise ConfigError(
-            f"no labelled conversation in {where} has a usable row in {results}"
-            + (f" of metric {metric!r}" if metric else "")
-        )
+    report = judge_report_of(results, history, labels_file, metric, paths, rubric)
     print_judge_report(stderr(), report)
     if as_json:
         write_stdout(orjson.dumps(report.model_dump(mode="json")).decode())
@@ -189,9 +180,10 @@ def labels_template_command(
 ) -> None:
     """Write the CSV a person fills in: id, metric, the judge's score and reason, empty label columns."""
     from flowrate.analysis.labels import write_template
+    from flowrate.analysis.sources import rows_of
 
     try:
-        rows = _rows_of(paths)
+        rows = rows_of(paths)
         written = write_template(rows, output, sample, sample_seed)
     except OSError as error:
         raise ConfigError(f"--output {output}: cannot be written: {error.strerror}") from None
@@ -204,11 +196,9 @@ def labels_import_command(
     history: HistoryOption = None,
 ) -> None:
     """Add labels to the history (each distinct label once)."""
-    from flowrate.analysis.history import connect, import_labels, stored_rows
-    from flowrate.analysis.labels import Scales, read_labels
+    from flowrate.analysis.sources import import_label_file
 
-    connection = connect(_need_history(history))
-    added = import_labels(connection, read_labels(path, Scales(stored_rows(connection))))
+    added = import_label_file(history, path)
     say(f"{added} new label(s) in {history}")
 
 
@@ -218,50 +208,10 @@ def history_import_command(
     history: HistoryOption = None,
 ) -> None:
     """Add results files to the history; a row already there is not added again."""
-    from flowrate.analysis.history import connect, import_results
+    from flowrate.analysis.sources import import_results_files
 
-    connection = connect(_need_history(history))
-    added = [import_results(connection, path) for path in paths]
-    say(f"{sum(added)} new row(s) in {history} from {len(paths)} file(s)")
-
-
-def _need_history(history: str | None) -> str:
-    if not history:
-        raise ConfigError("--history PATH (or FLOWRATE_HISTORY) names the history file")
-    return history
-
-
-def _rows_of(paths: list[str]) -> list:
-    from flowrate.results.files import read_rows
-
-    return [row for path in paths for row in read_rows(Path(path))]
-
-
-def _rows_and_labels(paths: list[str] | None, history: str | None, labels_file: Path | None):
-    """Rows from results files, or else from the history; labels from the file, or else the
-    history's whenever it is given. The history is opened read-only: it must exist."""
-    from flowrate.analysis.labels import Scales, read_labels
-
-    connection = None
-    if history:
-        from flowrate.analysis.history import connect, stored_rows
-
-        connection = connect(history, read_only=True)
-    if paths:
-        rows = _rows_of(paths)
-    elif connection is not None:
-        rows = stored_rows(connection)
-    else:
-        raise ConfigError("give results files, or --history PATH")
-    if labels_file is not None:
-        labels = read_labels(labels_file, Scales(rows))
-    elif connection is not None:
-        from flowrate.analysis.history import stored_labels
-
-        labels = stored_labels(connection)
-    else:
-        labels = None
-    return rows, labels
+    added = import_results_files(history, paths)
+    say(f"{added} new row(s) in {history} from {len(paths)} file(s)")
 
 
 @command(app, "calibrate")
@@ -283,31 +233,12 @@ def calibrate_command(
     ] = None,
 ) -> None:
     """How far the judge sits from human labels, per metric, and scores adjusted by that band."""
-    from datetime import date
-
     import orjson
 
-    from flowrate.analysis.calibration import adjusted_rows, calibrate
-    from flowrate.inputs.files import check_apart
+    from flowrate.analysis.sources import calibrate_files
     from flowrate.reports.console import print_calibration
 
-    try:
-        inputs = [*(paths or []), *([labels] if labels else []), *([history] if history else [])]
-        check_apart([("--adjusted-output", adjusted_output)], inputs, of="calibrate")
-        rows, found = _rows_and_labels(paths, history, labels)
-        if found is None:
-            raise ConfigError("--labels FILE names the human labels (or --history with labels imported)")
-        try:
-            day = date.fromisoformat(as_of) if as_of else date.today()
-        except ValueError:
-            raise ConfigError(f"option as-of: {as_of!r} is not a date (YYYY-MM-DD)") from None
-        report = calibrate(rows, found, day, window)
-        if adjusted_output:
-            with open(adjusted_output, "wb") as handle:
-                for item in adjusted_rows(rows, report.bands):
-                    handle.write(orjson.dumps(item) + b"\n")
-    except OSError as error:
-        raise ConfigError(f"--adjusted-output {adjusted_output}: cannot be written: {error.strerror}") from None
+    report = calibrate_files(paths, history, labels, as_of, window, adjusted_output)
     print_calibration(stderr(), report)
     if as_json:
         write_stdout(orjson.dumps(report.model_dump()).decode())
@@ -334,42 +265,15 @@ def trends_command(
     score, the adjusted mean and the deviation band."""
     import orjson
 
-    from flowrate.analysis.history import (
-        connect,
-        import_labels,
-        import_results,
-        label_count,
-        replace_labels,
-        stored_labels,
-        stored_rows,
-    )
-    from flowrate.analysis.labels import Scales, read_labels
-    from flowrate.analysis.trends import trends, undated_rows
+    from flowrate.analysis.sources import trends_of
     from flowrate.inputs.files import check_apart
     from flowrate.reports.console import print_trends
     from flowrate.reports.trends_page import write_trends
 
     try:
-        inputs = [*(paths or []), *([history] if history else []), *([labels] if labels else [])]
+        inputs: list[str | Path] = [*(paths or []), *([history] if history else []), *([labels] if labels else [])]
         check_apart([("--html", html)], inputs, of="trends")
-        if paths:
-            connection = connect(None)
-            for path in paths:
-                import_results(connection, path)
-            if history and labels is None:  # results files, with the history's labels
-                source = connect(history, read_only=True)
-                try:
-                    import_labels(connection, stored_labels(source))
-                finally:
-                    source.close()
-        elif history:
-            connection = connect(history, read_only=True)
-        else:
-            raise ConfigError("give results files, or --history PATH")
-        if labels is not None:
-            replace_labels(connection, read_labels(labels, Scales(stored_rows(connection))))
-        points = trends(connection, by, date_kind, metric, label_count(connection) > 0)
-        undated = undated_rows(connection, metric) if date_kind == "chat" else 0
+        points, undated = trends_of(paths, history, labels, by, date_kind, metric)
         if html:
             write_trends(html, points)
     except OSError as error:

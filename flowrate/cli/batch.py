@@ -3,60 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
 from flowrate.cli.app import batch_app
 from flowrate.cli.common import CacheDirOption, Paths, command, say, stderr
-from flowrate.cli.options import Given, declared, takes
+from flowrate.cli.options import Given, option_of, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
 
-MaxRetriesOption = declared(groups.RetryOptions, "max_retries")
-BackoffOption = declared(groups.RetryOptions, "backoff")
-BackoffMaxOption = declared(groups.RetryOptions, "backoff_max")
-
-if TYPE_CHECKING:  # for the annotations only: the commands import flowrate.batches when they run
-    from flowrate.judge.batch_api import BatchRecord, BatchState
-    from flowrate.judge.retry import RetryPolicy
-
-
-def _batch_state(cache_dir: str | None) -> BatchState:
-    """The batch state the commands read, created by none of them: no state yet (no directory,
-    no file) reads as no batch recorded."""
-    from flowrate.judge.batch_api import BatchState
-    from flowrate.settings.groups import cache_folder
-
-    return BatchState(cache_folder(cache_dir), create=False)
-
-
-def _named_batches(state: BatchState, ids: list[str]) -> list[BatchRecord]:
-    """The recorded batches of `state` that `ids` name, in that order (every batch of an id two
-    endpoints gave). An id never recorded is an error (exit 2) that names it and the most recent
-    recorded ones."""
-    batches = state.all()
-    recorded = {batch.batch_id: batch for batch in batches}
-    unknown = [batch_id for batch_id in dict.fromkeys(ids) if batch_id not in recorded]
-    if unknown:
-        known = list(reversed(recorded))  # newest first
-        listed = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
-        where = (
-            f"recorded: {listed} (flowrate batch status --all lists them)"
-            if known
-            else f"no batch is recorded in {state.path.parent}"
-        )
-        raise ConfigError(f"unknown batch id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; {where}")
-    return [batch for batch_id in dict.fromkeys(ids) for batch in batches if batch.batch_id == batch_id]
-
-
-def _retry_policy(max_retries: int | None, backoff: float | None, backoff_max: float | None) -> RetryPolicy:
-    """How hard `batch status` and `batch cancel` try each call: the options, else eval's defaults."""
-    from flowrate.judge.retry import RetryPolicy
-
-    given = {"max_retries": max_retries, "backoff": backoff, "backoff_max": backoff_max}
-    defaults = groups.RetryOptions.model_fields
-    return RetryPolicy(**{name: defaults[name].default if value is None else value for name, value in given.items()})
+MaxRetriesOption = Annotated[int | None, option_of(groups.RetryOptions, "max_retries")]
+BackoffOption = Annotated[float | None, option_of(groups.RetryOptions, "backoff")]
+BackoffMaxOption = Annotated[float | None, option_of(groups.RetryOptions, "backoff_max")]
 
 
 @command(batch_app, "status")
@@ -69,29 +28,23 @@ def batch_status_command(
     backoff_max: BackoffMaxOption = None,
 ) -> None:
     """The recorded batches with their provider status and request counts."""
-    import asyncio
+    from flowrate.api import batch_retry, batch_statuses, recorded_batches
 
-    from flowrate.judge.batch_api import Provider
-
-    retry = _retry_policy(max_retries, backoff, backoff_max)
-    state = _batch_state(cache_dir)
-    batches = _named_batches(state, ids) if ids else state.all() if show_all else state.uncollected()
-
+    retry = batch_retry(max_retries, backoff, backoff_max)
+    _, batches = recorded_batches(cache_dir, ids, every=show_all)
     ids_seen = [batch.batch_id for batch in batches]
 
-    async def show() -> None:
-        for batch in batches:
-            shared = ids_seen.count(batch.batch_id) > 1  # two endpoints gave it: say whose this is
-            where = f" at {batch.api_base or batch.provider}" if shared else ""
-            line = f"{batch.batch_id}{where}: {len(batch.custom_ids)} requests for {batch.output}"
-            if batch.collected:
-                say(f"{line}: {batch.status}, collected")
-                continue
-            info = await Provider(batch.provider, batch.api_base, retry=retry).retrieve(batch.batch_id)
+    def tell(batch: Any, info: Any) -> None:
+        shared = ids_seen.count(batch.batch_id) > 1  # two endpoints gave it: say whose this is
+        where = f" at {batch.api_base or batch.provider}" if shared else ""
+        line = f"{batch.batch_id}{where}: {len(batch.custom_ids)} requests for {batch.output}"
+        if info is None:
+            say(f"{line}: {batch.status}, collected")
+        else:
             counts = info.request_counts
             say(f"{line}: {info.status}, {counts.completed} done, {counts.failed} failed of {counts.total}")
 
-    asyncio.run(show())
+    batch_statuses(batches, retry, tell)
     if not batches:
         say("no batches to show")
 
@@ -103,25 +56,23 @@ def batch_collect_command(
 ) -> None:
     """Collect every finished batch not yet collected into its results file, as the command that
     submitted it would; exit 3 while some are still running."""
-    from flowrate.api import collect_batches
+    from flowrate.api import collect_batches, recorded_batches, recorded_settings
     from flowrate.reports.console import print_summary
-    from flowrate.settings.options import EvalSettings
 
-    state = _batch_state(cache_dir)
-    named = _named_batches(state, ids) if ids else None
-    commands = {}
-    for batch in state.uncollected() if named is None else named:
+    _, batches = recorded_batches(cache_dir, ids)
+    submitted: dict[str, Any] = {}
+    for batch in batches:
         if batch.collected:
             say(f"flowrate: {batch.batch_id} was collected already ({batch.status}) into {batch.output}")
         else:
-            commands.setdefault(batch.output, batch.command)
-    if not commands:
+            submitted.setdefault(batch.output, batch)
+    if not submitted:
         say("no batches to collect")
         raise typer.Exit(int(ExitCode.OK))
     worst = ExitCode.OK
-    for output, recorded in commands.items():
-        settings = EvalSettings.model_validate({**recorded["settings"], "batch_submit_only": False})
-        summary = collect_batches(recorded["paths"], settings, set(ids) if ids else None)
+    for output, batch in submitted.items():
+        paths, settings = recorded_settings(batch)
+        summary = collect_batches(paths, settings, set(ids) if ids else None)
         print_summary(stderr(), summary, output)
         code = ExitCode.INCOMPLETE if summary.still_running else summary.exit_code
         if summary.still_running:
@@ -141,38 +92,25 @@ def batch_cancel_command(
 ) -> None:
     """Cancel batches at the provider, saying for each what the provider did; a batch that has
     finished is left as it is. `collect` then judges online what the cancelled ones left."""
-    import asyncio
+    from flowrate.api import batch_retry, cancel_batches, recorded_batches
 
-    from flowrate.judge.batch_api import TERMINAL, Provider
-
-    retry = _retry_policy(max_retries, backoff, backoff_max)
-    state = _batch_state(cache_dir)
-    if ids:
-        batches = _named_batches(state, ids)
-    elif cancel_all:
-        batches = state.uncollected()
-    else:
+    retry = batch_retry(max_retries, backoff, backoff_max)
+    if not ids and not cancel_all:
         raise ConfigError("name the batches to cancel, or --all")
+    state, batches = recorded_batches(cache_dir, ids)
     if not batches:
         say("flowrate: no batches to cancel")
         raise typer.Exit(int(ExitCode.OK))
 
-    async def cancel() -> None:
-        for batch in batches:
-            batch_id = batch.batch_id
-            if batch.collected:
-                say(f"{batch_id}: collected already ({batch.status}), nothing to cancel")
-                continue
-            provider = Provider(batch.provider, batch.api_base, retry=retry)
-            info = await provider.retrieve(batch_id)
-            if info.status not in TERMINAL:
-                info = await provider.cancel(batch_id)
-                say(f"{batch_id}: {info.status} (flowrate batch collect then judges online what it left)")
-            else:
-                say(f"{batch_id}: already {info.status}, nothing to cancel (flowrate batch collect collects it)")
-            state.mark(batch, info.status)
+    def tell(batch: Any, status: str, cancelled: bool) -> None:
+        if batch.collected:
+            say(f"{batch.batch_id}: collected already ({status}), nothing to cancel")
+        elif cancelled:
+            say(f"{batch.batch_id}: {status} (flowrate batch collect then judges online what it left)")
+        else:
+            say(f"{batch.batch_id}: already {status}, nothing to cancel (flowrate batch collect collects it)")
 
-    asyncio.run(cancel())
+    cancel_batches(state, batches, retry, tell)
 
 
 @command(batch_app, "import-results")

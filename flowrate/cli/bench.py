@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from flowrate.cli.app import app
 from flowrate.cli.common import command, option, say, stderr
-from flowrate.cli.options import Given, declared, takes
-from flowrate.errors import ConfigError, ExitCode
+from flowrate.cli.options import Given, option_of, takes
+from flowrate.errors import ExitCode
 from flowrate.settings import groups
 
-CutLogsOption = declared(groups.PromptOptions, "cut_logs")
+if TYPE_CHECKING:
+    from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
+    from flowrate.analysis.judged.bench import Judge
+    from flowrate.api import Evaluation
+    from flowrate.settings.options import EvalSettings
+
+CutLogsOption = Annotated[bool | None, option_of(groups.PromptOptions, "cut_logs")]
 
 
 @command(app, "judge-bench")
@@ -82,14 +88,13 @@ def judge_bench_command(
 ) -> None:
     """Measure which judge agrees with people: each --model judges each set, and is scored with
     Spearman and Kendall and their 95 % intervals, beside the published figures for that set."""
-    from flowrate.analysis.judge_bench import stability_gaps
+    from flowrate.analysis.judged.bench import judges_of, sets_chosen
     from flowrate.api import bench_judges
     from flowrate.inputs.files import check_apart
-    from flowrate.reports.bench import print_bench, write_bench_html
     from flowrate.results.files import check_output_path
 
-    judges = _judges(model, api_base or [])
-    chosen = _sets(sets, labels, label, metric, bool(cut_logs))
+    judges = judges_of(model, api_base or [])
+    chosen = sets_chosen(sets, labels, label, metric, bool(cut_logs))
     for path, option_name in ((json_path, "--json"), (html_path, "--html")):
         if path is not None:
             check_output_path(str(path), option_name)
@@ -106,6 +111,16 @@ def judge_bench_command(
         evaluate=_evaluate_one,
         estimated=_announcer(judges, chosen),
     )
+    _finish(report, settings.max_cost is not None, json_path, html_path)
+
+
+def _finish(report: BenchReport, budgeted: bool, json_path: Path | None, html_path: Path | None) -> None:
+    """The report on stderr, in `json_path` and `html_path` when given, and the exit status: 130
+    interrupted, 3 when a judge left conversations unjudged or a stability rerun short (the
+    budget spent, when `budgeted`), else 0."""
+    from flowrate.analysis.judge_bench import stability_gaps
+    from flowrate.reports.bench import print_bench, write_bench_html
+
     print_bench(stderr(), report)
     if json_path is not None:
         json_path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -115,18 +130,15 @@ def judge_bench_command(
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     gaps = stability_gaps(report)
     for gap in gaps:
-        say(
-            f"flowrate: judge-bench: {gap}"
-            + (" (the --max-cost budget was spent)" if settings.max_cost is not None else "")
-        )
+        say(f"flowrate: judge-bench: {gap}" + (" (the --max-cost budget was spent)" if budgeted else ""))
     incomplete = gaps or any(score.errors or score.n < score.conversations for score in report.scores)
     raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete else ExitCode.OK))
 
 
-def _announcer(judges: list, chosen: list) -> Callable[[Any], None]:
+def _announcer(judges: list[Judge], chosen: list[BenchSet]) -> Callable[[BenchEstimate], None]:
     """What judge-bench says of its estimate before any call."""
 
-    def announce(estimate: Any) -> None:
+    def announce(estimate: BenchEstimate) -> None:
         cost = "unknown (no price for a judge)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
         say(
             f"flowrate: judge-bench: {len(judges)} judge(s) on {', '.join(bench.name for bench in chosen)}:"
@@ -137,37 +149,9 @@ def _announcer(judges: list, chosen: list) -> Callable[[Any], None]:
     return announce
 
 
-def _evaluate_one(paths: list[str], run: Any) -> Any:
+def _evaluate_one(paths: list[str], run: EvalSettings) -> Evaluation:
     """One judge on one set, with progress on stderr."""
     from flowrate.cli.evaluate import run_with_progress
 
     say(f"flowrate: judge-bench: {run.model} on {Path(run.output).stem}")
     return run_with_progress(paths, run)
-
-
-def _judges(models: list[str], bases: list[str]) -> list:
-    """The judges of --model and --api-base: one server for all, or one per model in order."""
-    from flowrate.api import Judge
-
-    if len(bases) > 1 and len(bases) != len(models):
-        raise ConfigError(
-            f"option api-base: give one for all judges or one per --model ({len(models)}), not {len(bases)}"
-        )
-    return [
-        Judge(name, bases[0] if len(bases) == 1 else (bases[i] if bases else None)) for i, name in enumerate(models)
-    ]
-
-
-def _sets(sets: str | None, labels: str | None, label: str | None, metric: str, cut_logs: bool) -> list:
-    """The sets of --sets, and --labels FILE --label NAME as a set of its own."""
-    from flowrate.analysis.judge_bench import own_labels, sets_named
-    from flowrate.metrics.catalog import metric_making
-
-    if (labels is None) != (label is None):
-        raise ConfigError("options labels and label go together: --labels FILE --label NAME")
-    chosen = sets_named(name.strip() for name in (sets or ("" if labels else "fed")).split(",") if name.strip())
-    if labels is not None and label is not None:
-        chosen.append(own_labels(labels, label, metric_making(metric), metric, cut_logs))
-    if not chosen:
-        raise ConfigError("option sets: no set to judge")
-    return chosen

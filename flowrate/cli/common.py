@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flowrate.cli.options import declared
+from flowrate.cli.options import option_of
 from flowrate.errors import ExitCode, FlowrateError, InputError, exit_code_for
 from flowrate.settings import groups
 
@@ -81,9 +81,15 @@ def option(*names: str, env: str, help: str, **extra: Any) -> Any:
     return typer.Option(*names, envvar=env, help=help, show_default=False, **extra)
 
 
-HistoryOption = declared(groups.ReportOptions, "history")  # for the commands that only read the history
-CacheDirOption = declared(groups.CacheOptions, "cache_dir")  # for the commands that only read the cache
-RubricOption = declared(groups.PromptOptions, "rubric")  # review: the levels of a rubric of your own
+HistoryOption = Annotated[
+    str | None, option_of(groups.ReportOptions, "history")
+]  # for the commands that only read the history
+CacheDirOption = Annotated[
+    str | None, option_of(groups.CacheOptions, "cache_dir")
+]  # for the commands that only read the cache
+RubricOption = Annotated[
+    str | None, option_of(groups.PromptOptions, "rubric")
+]  # review: the levels of a rubric of your own
 Paths = Annotated[
     list[str],
     typer.Argument(help="Files, directories (every .jsonl/.json/.yaml/.yml/.parquet inside) or - for JSONL on stdin."),

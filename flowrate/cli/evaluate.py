@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,11 @@ from flowrate.cli.common import (
 from flowrate.cli.options import Given, takes
 from flowrate.errors import ExitCode
 from flowrate.settings import groups
+
+if TYPE_CHECKING:
+    from flowrate.api import Evaluation
+    from flowrate.results.events import RunListener
+    from flowrate.settings.options import EvalSettings
 
 EVAL_GROUPS = (
     groups.JudgeOptions, groups.RetryOptions, groups.LimitOptions, groups.CacheOptions, groups.PromptOptions,
@@ -62,8 +67,11 @@ def eval_command(
 
 
 def run_with_progress(
-    paths: list[str], settings: Any, listeners: list | None = None, batch_command: dict | None = None
-) -> Any:
+    paths: list[str],
+    settings: EvalSettings,
+    listeners: list[RunListener] | None = None,
+    batch_command: dict[str, Any] | None = None,
+) -> Evaluation:
     """`api.evaluate_files` with progress and notices on stderr; a late report or history
     failure stays on the result for `tell_outcome`."""
     from flowrate.api import BatchesLeftRunning, evaluate_files
@@ -80,9 +88,9 @@ def run_with_progress(
         raise typer.Exit(int(error.exit_code)) from None
 
 
-def tell_outcome(evaluation: Any) -> None:
+def tell_outcome(evaluation: Evaluation) -> None:
     """What a person reads after `flowrate eval`: the summary, and the commands that continue."""
-    from flowrate.judge.limits import UNREACHABLE_AFTER
+    from flowrate.api import UNREACHABLE_AFTER
     from flowrate.reports.console import print_summary
 
     summary, settings = evaluation.summary, evaluation.settings
@@ -133,9 +141,9 @@ def tell_history_import(error: BaseException) -> None:
         say(f"add them to the history later with: {command}")
 
 
-def _batch_command(paths: list[str], settings: Any) -> dict:
+def _batch_command(paths: list[str], settings: EvalSettings) -> dict[str, Any]:
     """What `flowrate batch collect` needs to collect a batch as the submitting command would."""
-    command = {
+    command: dict[str, Any] = {
         "paths": [str(Path(p).resolve()) if p != "-" else p for p in paths],
         "settings": settings.model_dump(mode="json"),
     }

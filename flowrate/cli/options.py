@@ -58,7 +58,7 @@ def _cli_type(info: FieldInfo, flag: Flag) -> Any:
     if flag.cli_type is not None:
         return flag.cli_type | None
     kinds = [kind for kind in typing.get_args(info.annotation) if kind is not type(None)]
-    kind = kinds[0] if isinstance(info.annotation, types.UnionType) else info.annotation
+    kind: Any = kinds[0] if isinstance(info.annotation, types.UnionType) else info.annotation
     return (str if typing.get_origin(kind) is Literal else kind) | None
 
 
@@ -92,9 +92,21 @@ def options_of(group: type[BaseModel]) -> dict[str, tuple[inspect.Parameter, Fla
     return found
 
 
-def declared(group: type[BaseModel], name: str) -> Any:
-    """The annotation of the option `name` of `group`, for a command that reads it by itself."""
-    return options_of(group)[name][0].annotation
+def option_of(group: type[BaseModel], name: str) -> Any:
+    """The typer option of the field `name` of `group`, for a command that reads it by itself:
+    `Annotated[T, option_of(group, name)]`, where `T` is what the command is given
+    (`cli_type_of(group, name)`; `tests/cli/test_option_groups.py` holds the two together)."""
+    declared = typing.get_args(options_of(group)[name][0].annotation)[1]
+    declared.declared_as = (group, name)
+    return declared
+
+
+def cli_type_of(group: type[BaseModel], name: str) -> Any:
+    """What typer parses for the option `name` of `group` (None: not given)."""
+    info = group.model_fields[name]
+    flag = _flag(info)
+    assert flag is not None, f"{group.__name__}.{name} is a config key only, not an option"
+    return _cli_type(info, flag)
 
 
 def takes(

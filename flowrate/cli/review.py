@@ -9,7 +9,6 @@ import typer
 
 from flowrate.cli.app import app
 from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, RubricOption, command, say
-from flowrate.errors import ConfigError
 
 DEFAULT_HISTORY = "flowrate-history.duckdb"
 
@@ -67,22 +66,11 @@ def review_command(
     from flowrate.review.server import ReviewOptions, serve
 
     try:
-        if not 0 <= sample_passing <= 1:
-            raise ConfigError(f"--sample-passing {sample_passing}: a share between 0 and 1")
-        if recent is not None and recent < 1 or days < 0:
-            raise ConfigError("--recent takes a count of 1 or more, --days a number of days of 0 or more")
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"--port {port}: not a port (0 to 65535)")
-        if reviewer is not None and not reviewer.strip():
-            raise ConfigError("--reviewer: an empty name")
-        missing = [name for name in paths or [] if not Path(name).is_file()]
-        if missing:
-            raise ConfigError(f"{missing[0]}: no such results file")
         rule = QueueRule(sample_passing, seed, recent, days, tuple(metric or ()))
         options = ReviewOptions(
             results=[Path(name) for name in paths or []],
             history=Path(history or DEFAULT_HISTORY),
-            reviewer=reviewer.strip() if reviewer else None,
+            reviewer=reviewer,
             port=port,
             host=host,
             allow_remote=allow_remote,

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from flowrate.cli.app import app, cache_app
 from flowrate.cli.common import CacheDirOption, Paths, command, print_notices, say, stderr, write_stdout
-from flowrate.cli.options import Given, declared, takes
-from flowrate.errors import ConfigError, ExitCode
+from flowrate.cli.options import Given, option_of, takes
+from flowrate.errors import ExitCode
 from flowrate.settings import groups
-from flowrate.settings.groups import cache_folder, weight_pairs
+from flowrate.settings.groups import weight_pairs
 
-WeightOption = declared(groups.MetricOptions, "weights")
-AllowEmptyOption = declared(groups.SelectionOptions, "allow_empty")
+WeightOption = Annotated[list[str] | None, option_of(groups.MetricOptions, "weights")]
+AllowEmptyOption = Annotated[bool | None, option_of(groups.SelectionOptions, "allow_empty")]
 
 
 @command(app, "metrics")
@@ -53,13 +52,10 @@ def merge_command(
     given: Given,
 ) -> None:
     """Join the results of shards (--shard I/N) into one file and one summary, gates included."""
+    from flowrate.api import merge_files
     from flowrate.reports.console import print_summary
-    from flowrate.results.gates import apply_gates
-    from flowrate.results.merge import merge_results
 
-    settings = given.settings()
-    summary = merge_results(paths, output, allow_empty=bool(allow_empty))
-    apply_gates(summary, settings.gate_settings)
+    summary = merge_files(paths, output, given.settings(), allow_empty=bool(allow_empty))
     print_summary(stderr(), summary, output)
     raise typer.Exit(int(summary.exit_code))
 
@@ -74,30 +70,10 @@ def report_command(
     ] = None,
 ) -> None:
     """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
-    from flowrate.inputs.files import check_apart, load_transcripts
-    from flowrate.reports.html import write_html
-    from flowrate.results.book import ReportBook
-    from flowrate.results.files import read_rows
-    from flowrate.results.summary import RunSummary
+    from flowrate.api import write_report
 
-    book, summary = ReportBook(), RunSummary()
-    try:
-        check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
-        for path in paths:
-            for order, row in enumerate(read_rows(Path(path)), start=1):
-                book.add(row)
-                summary.add(row, order)
-        ids = {case.id for cases in book.cases.values() for case in cases}
-        write_html(html, book, summary, load_transcripts(inputs or [], ids))
-    except OSError as error:
-        raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
-    say(f"HTML report: {html} ({sum(stats.rows for stats in summary.metrics.values())} rows)")
-
-
-def _open_cache(cache_dir: str | None):
-    from flowrate.judge.cache import ResponseCache
-
-    return ResponseCache(cache_folder(cache_dir))
+    rows = write_report(paths, html, inputs)
+    say(f"HTML report: {html} ({rows} rows)")
 
 
 @command(cache_app, "stats")
@@ -108,10 +84,9 @@ def cache_stats_command(
     """Entries per model, size on disk and where the cache is."""
     import orjson
 
-    from flowrate.judge.cache import read_stats
+    from flowrate.api import cache_stats
 
-    # a directory named with --cache-dir must exist; the default one may not yet
-    stats = read_stats(cache_folder(cache_dir), must_exist=cache_dir is not None)
+    stats = cache_stats(cache_dir)
     if as_json:
         write_stdout(orjson.dumps(stats).decode())
     models = ", ".join(f"{name}: {count}" for name, count in stats["models"].items()) or "no entries"
@@ -121,7 +96,9 @@ def cache_stats_command(
 @command(cache_app, "clear")
 def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
     """Remove every cached reply."""
-    removed = _open_cache(cache_dir).clear()
+    from flowrate.api import clear_cache
+
+    removed = clear_cache(cache_dir)
     say(f"removed {removed} cached replies")
 
 

@@ -4,7 +4,7 @@ modes, ranked by severity then frequency, with each mode's trend per period."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +13,9 @@ from flowrate.cli.common import HistoryOption, ResultsPaths, command, fail, say,
 from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.settings import groups
+
+if TYPE_CHECKING:
+    from flowrate.analysis.judged.mode_naming import NamingCall
 
 
 @command(app, "top-issues")
@@ -75,7 +78,7 @@ def top_issues_command(
     run = load_top_issues(paths, history, by, date_kind, growth, metric)
     modes = run.modes()
     if name_with_judge:
-        from flowrate.analysis.mode_naming import NamingError, NamingOverBudget, name_top_issues
+        from flowrate.analysis.judged.mode_naming import NamingError, NamingOverBudget, name_top_issues
 
         settings = given.settings()
         try:
@@ -90,15 +93,16 @@ def top_issues_command(
     elif dry_run:
         raise ConfigError("--dry-run shows the --name-with-judge call; without it nothing is called")
     trend = len(run.periods) > 1
-    for option, target, write in (
-        ("--csv", csv_path, lambda: Path(csv_path).write_text(top_issues_csv(modes), encoding="utf-8", newline="")),
-        ("--html", html, lambda: write_top_issues_page(html, modes, top)),
-    ):
-        if target is not None:
-            try:
-                write()
-            except OSError as error:
-                raise ConfigError(f"{option} {target}: cannot be written: {error.strerror}") from None
+    for option, target in (("--csv", csv_path), ("--html", html)):
+        if target is None:
+            continue
+        try:
+            if option == "--csv":
+                Path(target).write_text(top_issues_csv(modes), encoding="utf-8", newline="")
+            else:
+                write_top_issues_page(target, modes, top)
+        except OSError as error:
+            raise ConfigError(f"{option} {target}: cannot be written: {error.strerror}") from None
     print_top_issues(stderr(), modes, run.conversations, top, run.empty_because)
     if as_json:
         write_stdout(orjson.dumps({"modes": [mode.as_json(trend) for mode in modes]}).decode())
@@ -106,7 +110,7 @@ def top_issues_command(
         raise fail(late)
 
 
-def _call_line(call, model: str, dry_run: bool) -> str:
+def _call_line(call: NamingCall, model: str, dry_run: bool) -> str:
     if dry_run:
         cost = "unknown" if call.estimated_cost_usd is None else f"${call.estimated_cost_usd:.6f}"
         return (

@@ -300,3 +300,15 @@ class ResponseCache:
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+
+def existing_cache(directory: str | None) -> ResponseCache | None:
+    """The response cache in `directory` (default: the user cache folder), or None when none
+    has been written there yet; nothing is created. A `directory` that is not a directory is a
+    `ConfigError` (exit 2)."""
+    from flowrate.settings.groups import cache_folder
+
+    folder = cache_folder(directory)
+    if directory and folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--cache-dir {directory}: is not a directory")
+    return ResponseCache(folder) if (folder / CACHE_FILE).exists() else None

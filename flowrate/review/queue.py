@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 
+from flowrate.errors import ConfigError
 from flowrate.inputs.selection import stable_hash
 from flowrate.results.rows import EvaluationRow
 
@@ -31,6 +32,12 @@ class QueueRule:
     recent: int | None = None
     days: int = 10
     metrics: tuple[str, ...] = ()  # only these metrics (none: every metric with a scale)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.passing_share <= 1:
+            raise ConfigError(f"--sample-passing {self.passing_share}: a share between 0 and 1")
+        if self.recent is not None and self.recent < 1 or self.days < 0:
+            raise ConfigError("--recent takes a count of 1 or more, --days a number of days of 0 or more")
 
 
 @dataclass(frozen=True)

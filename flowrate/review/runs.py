@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.errors import FlowrateError
 from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.results.rows import EvaluationRow
 
@@ -163,15 +163,3 @@ def _json_string(text: str) -> str:
     import orjson
 
     return orjson.dumps(text).decode()[1:-1]
-
-
-def open_cache(directory: str | None) -> Any:
-    """The response cache in `directory` (default: the user cache directory), or None when
-    there is none yet; never created here."""
-    from flowrate.judge.cache import CACHE_FILE, ResponseCache
-    from flowrate.settings.groups import cache_folder
-
-    folder = cache_folder(directory)
-    if directory and folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--cache-dir {directory}: is not a directory")
-    return ResponseCache(folder) if (folder / CACHE_FILE).exists() else None

@@ -35,6 +35,18 @@ class ReviewOptions:
     allowed_hosts: list[str] = field(default_factory=list)  # --allowed-host: Host names accepted
     rubric: str | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse a port out of range, an empty reviewer's name and a results file that is not one;
+        the reviewer's name is kept without the spaces around it."""
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port {self.port}: not a port (0 to 65535)")
+        if self.reviewer is not None and not self.reviewer.strip():
+            raise ConfigError("--reviewer: an empty name")
+        self.reviewer = self.reviewer.strip() if self.reviewer else None
+        missing = [path for path in self.results if not path.is_file()]
+        if missing:
+            raise ConfigError(f"{missing[0]}: no such results file")
+
 
 def check_host(host: str, allow_remote: bool) -> None:
     """Refuse a host other than loopback (127.0.0.0/8, ::1, localhost) unless `--allow-remote` says so."""
@@ -50,8 +62,9 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     of the files and of the history, their transcripts and the response cache; and what to say
     about it (rows imported, runs left out)."""
     from flowrate.analysis.history import connect_waiting, import_results
+    from flowrate.judge.cache import existing_cache
     from flowrate.review.queue import unknown_scales
-    from flowrate.review.runs import load_runs, load_transcripts, open_cache
+    from flowrate.review.runs import load_runs, load_transcripts
     from flowrate.rubric.model import load_rubric
 
     if options.rubric is not None:
@@ -82,7 +95,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
         rule=options.rule,
         show_judge=options.show_judge,
         reviewer=options.reviewer,
-        cache=open_cache(options.cache_dir),
+        cache=existing_cache(options.cache_dir),
         notes=notes,
         rubric=options.rubric,
     )

@@ -258,7 +258,7 @@ def test_the_library_call_reads_results_files_as_the_command_does(tmp_path):
 def test_a_naming_reply_counts_each_mode_once_and_ignores_numbers_out_of_range():
     import pytest
 
-    from flowrate.analysis.mode_naming import NamingError, read_naming
+    from flowrate.analysis.judged.mode_naming import NamingError, read_naming
 
     reply = '{"modes": [{"merge": [1, 2], "label": " A  name "}, {"merge": [2, 9, 3], "label": "B"}, {"merge": [], "label": "C"}]}'
     assert read_naming(reply, 3) == [([1, 2], "A name"), ([3], "B")]

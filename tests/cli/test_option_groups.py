@@ -105,3 +105,30 @@ def test_a_cache_dir_under_the_home_folder_is_the_same_folder_for_eval_and_cache
     assert not (tmp_path / "~").exists()
     stats = run_flowrate("cache", "stats", "--cache-dir", "~/judge-cache", "--json", env=env)
     assert stats.returncode == 0 and '"entries":1' in stats.stdout.replace(" ", "")
+
+
+def test_an_option_a_command_reads_by_itself_has_the_type_its_group_declares():
+    """`Annotated[T, option_of(group, name)]`: T, written for the type checker, is what typer
+    parses for the field (a command whose T said int for a float field would cut 0.5 to 0)."""
+    import inspect
+    import typing
+
+    from flowrate.cli import app
+    from flowrate.cli.options import cli_type_of
+
+    def commands(typer_app):
+        yield from (command.callback for command in typer_app.registered_commands)
+        for group in typer_app.registered_groups:
+            yield from commands(group.typer_instance)
+
+    checked = []
+    for callback in commands(app):
+        for parameter in inspect.signature(callback, eval_str=True).parameters.values():
+            if typing.get_origin(parameter.annotation) is not typing.Annotated:
+                continue
+            kind, *metadata = typing.get_args(parameter.annotation)
+            for item in metadata:
+                if hasattr(item, "declared_as"):
+                    checked.append(parameter.name)
+                    assert kind == cli_type_of(*item.declared_as), f"{callback.__name__}: {parameter.name}"
+    assert {"history", "cache_dir", "rubric", "weight", "allow_empty", "cut_logs", "backoff"} <= set(checked)

@@ -7,7 +7,7 @@ import json
 
 import orjson
 
-from flowrate.analysis.mode_naming import MARKER
+from flowrate.analysis.judged.mode_naming import MARKER
 from tests.analysis.planted_issues import planted_mode, planted_rows
 from tests.helpers import SUITE_MARK, distinct, suite_reply, write_jsonl
 

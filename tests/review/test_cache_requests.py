@@ -47,3 +47,20 @@ def test_a_cache_from_before_requests_were_kept_opens_and_its_replies_stay_usabl
     assert [(r.texts, r.messages) for r in cache.records_for("c9")] == [(["new"], [{"role": "user", "content": "hi"}])]
     assert cache.stats()["entries"] == 2
     cache.close()
+
+
+def test_the_review_app_opens_a_cache_only_where_one_was_written_and_never_creates_one(tmp_path):
+    import pytest
+
+    from flowrate.errors import ConfigError
+    from flowrate.judge.cache import existing_cache
+
+    folder = tmp_path / "cache"
+    assert existing_cache(str(folder)) is None and not folder.exists()
+    ResponseCache(folder).close()
+    opened = existing_cache(str(folder))
+    assert opened is not None and opened.path == folder / CACHE_FILE
+    opened.close()
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ConfigError, match="--cache-dir .*a-file: is not a directory"):
+        existing_cache(str(tmp_path / "a-file"))

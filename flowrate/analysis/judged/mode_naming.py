@@ -104,7 +104,8 @@ def read_naming(text: str, count: int) -> list[tuple[list[int], str]]:
     for entry in entries:
         if not isinstance(entry, dict) or not str(entry.get("label") or "").strip():
             continue
-        numbers = entry.get("merge") if isinstance(entry.get("merge"), list) else []
+        merge = entry.get("merge")
+        numbers = merge if isinstance(merge, list) else []
         kept = [n for n in numbers if isinstance(n, int) and 1 <= n <= count and n not in taken]
         if kept:
             taken.update(kept)
