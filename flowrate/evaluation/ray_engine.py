@@ -440,7 +440,7 @@ class RayRun(_Tally):
 
         self.waiting.pop((order, metric.name), None)
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        rows = metric._new_rows(case, source, bool(request.truncated))
+        rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
         settle_rows(
             metric, rows, failure_error(failure), cached=False, response_format=None,
             usage=Usage(), cost_usd=None, attempts=int(out["tries"]),
