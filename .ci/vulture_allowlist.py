@@ -35,3 +35,5 @@ _.overflow
 # arguments whose signature Python fixes: a signal handler's frame, __exit__'s exception
 frame  # cli/entry.py
 exc  # reports/console.py
+# a Protocol's member, implemented by each engine and called through `engine_for`'s result
+_.__call__  # evaluation/engines.py Engine

@@ -26,13 +26,13 @@ import orjson
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import CostBudget, _Tally
-from flowrate.evaluation.file_run import FileRun, begin
+from flowrate.evaluation.file_run import FileRun, begin, finish
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
+from flowrate.metrics.rubric_metric import RubricMetric
 from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply, settle_rows
 from flowrate.results.events import RunListener
-from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 from flowrate.settings.options import JudgeSettings
@@ -334,7 +334,7 @@ class RayRun(_Tally):
             wanted = self._wanted(case, order)
             self.cases[order] = (case, source)
             for index, metric in enumerate(wanted):
-                if not getattr(metric, "calls_per_conversation", 0) or not hasattr(metric, "rubric"):
+                if not isinstance(metric, RubricMetric) or not metric.calls_per_conversation:
                     self._emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
                     continue
                 request = build_request(metric, case)
@@ -498,7 +498,4 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
             if cache.lost_writes:
                 listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
     summary.resumed_elsewhere = len(done) - summary.resumed
-    apply_gates(summary, run.settings.gate_settings)
-    summary.wall_time_s = round(time.monotonic() - started, 3)
-    listener.finished(summary)
-    return summary
+    return finish(run, listener, summary, started)

@@ -75,7 +75,8 @@ class JudgeRequest:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeRequest:
         """The request `to_dict` gave."""
-        return cls(**{name: data.get(name) for name in REQUEST_FIELDS})
+        fields: dict[str, Any] = {name: data.get(name) for name in REQUEST_FIELDS}
+        return cls(**fields)
 
 
 @dataclass
