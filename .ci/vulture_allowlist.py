@@ -35,3 +35,8 @@ _.overflow
 # arguments whose signature Python fixes: a signal handler's frame, __exit__'s exception
 frame  # cli/entry.py
 exc  # reports/console.py
+# a Protocol's member, implemented by each engine and called through `engine_for`'s result
+_.__call__  # evaluation/engines.py Engine
+# read by tests/cli/test_option_groups.py, which holds a command's own option type to its group's declaration
+_.declared_as
+cli_type_of

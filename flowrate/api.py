@@ -115,8 +115,7 @@ async def evaluate_files_async(
     """`evaluate_files` for code that runs an event loop already: the same arguments, and a
     late report or history failure always kept on the result as `late_error`. `ray_processor`
     replaces the HTTP processor of `--engine ray` (`ray_engine.vllm_processor`, say)."""
-    from flowrate.evaluation.online import judge_online
-    from flowrate.evaluation.provider_batch import judge_in_batches
+    from flowrate.evaluation.engines import engine_for
 
     check_engine(settings)
     run = FileRun(paths, settings)
@@ -129,14 +128,7 @@ async def evaluate_files_async(
     book = ReportBook() if settings.report_settings.wanted else None
     listener = Listeners([results, *([book] if book is not None else []), *(listeners or [])])
     try:
-        if settings.batch:
-            summary = await judge_in_batches(run, listener, command=batch_command)
-        elif settings.engine == "ray":
-            from flowrate.evaluation.ray_engine import judge_on_ray
-
-            summary = await judge_on_ray(run, listener, ray_processor)
-        else:
-            summary = await judge_online(run, listener)
+        summary = await engine_for(settings, batch_command, ray_processor)(run, listener)
     finally:
         results.close()
     evaluation = Evaluation(settings, summary)

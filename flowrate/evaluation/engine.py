@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.limits import CallGate, RunControl, RunStopped
@@ -158,18 +159,18 @@ class Scheduler(_Tally):
         """Judge every item; returns the summary (also on Ctrl-C, SIGTERM or a stopped output)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        self.control = RunControl()
-        self.gate = CallGate(self.concurrency, self.rpm, self.tpm, self.control)
+        control = self.control = RunControl()
+        self.gate = CallGate(self.concurrency, self.rpm, self.tpm, control)
         self._budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
-        self._queue = _StopAwareQueue(self.concurrency * 2, self.control.stopping)
+        self._queue = _StopAwareQueue(self.concurrency * 2, control.stopping)
         self._workers: list[asyncio.Task] = []
         tasks: list[asyncio.Task] = []
 
         def interrupt(signal_number: int = signal.SIGINT) -> None:
-            if self.control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
+            if control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
                 for task in tasks:
                     task.cancel()
-            self.control.interrupt()
+            control.interrupt()
             self.summary.interrupted = True
             if signal_number == signal.SIGTERM:
                 self.summary.terminated = True
@@ -343,10 +344,11 @@ def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
         yield batch
 
 
-def _raise_failure(done: set[asyncio.Future], stopping: asyncio.Future) -> None:
+def _raise_failure(done: Iterable[asyncio.Future[Any]], stopping: asyncio.Future[Any]) -> None:
+    """Raise the error of the first task in `done` (other than `stopping`) that failed."""
     for task in done:
-        if task is not stopping and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        if task is not stopping and not task.cancelled() and (error := task.exception()) is not None:
+            raise error
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # Ctrl-C, and how CI runners, `timeout` and Kubernetes stop a job
@@ -421,16 +423,17 @@ async def evaluate_conversations(
     else:
         why = "not judged: the run was interrupted"
     for case in cases:  # every conversation comes back with a result per metric, an error when not judged
-        judged = {row.metric for row in rows.get(case.id, [])}  # type: ignore[arg-type]
+        cid = case.id or ""  # every case has its id by now
+        judged = {row.metric for row in rows.get(cid, [])}
         for metric in metrics:
             missing = [name for name in metric.row_names if name not in judged]
-            rows.setdefault(case.id, []).extend(error_rows(metric, case, None, "NotJudged", why, missing))  # type: ignore[arg-type]
+            rows.setdefault(cid, []).extend(error_rows(metric, case, None, "NotJudged", why, missing))
     order = {name: n for n, name in enumerate(name for metric in metrics for name in metric.row_names)}
     return [
         ConversationResult(
             test_case=original,
             metrics_data=[
-                MetricResult.from_row(row) for row in sorted(rows.get(case.id, []), key=lambda r: order[r.metric])
+                MetricResult.from_row(row) for row in sorted(rows.get(case.id or "", []), key=lambda r: order[r.metric])
             ],
         )
         for original, case in zip(conversations, cases)

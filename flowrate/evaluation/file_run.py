@@ -1,9 +1,11 @@
 """A run over files: the input validated once, the selection, the cache and the metrics, set up
-before any call; the ways of judging it (online, provider batches) take it from here."""
+before any call; every engine that judges it (`engines.Engine`) begins with `begin` and ends
+with `finish`."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from flowrate.judge.cache import ResponseCache
 from flowrate.metrics.catalog import build_metrics
 from flowrate.results.events import RunListener
 from flowrate.results.files import check_output_path
+from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.groups import cache_folder
@@ -58,8 +61,7 @@ def check_report_paths(settings: EvalSettings) -> None:
 
 
 class FileRun:
-    """A run over input paths: validated on creation; `online.judge_online` and
-    `provider_batch.judge_in_batches` judge it.
+    """A run over input paths: validated on creation; an `engines.Engine` judges it.
 
     Creating it reads every record once and raises `InputError` (no judge call made)
     unless `settings.skip_invalid` lets it skip the invalid ones. A run that selects no
@@ -219,3 +221,13 @@ def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], Ev
     except BaseException:
         run.close()
         raise
+
+
+def finish(run: FileRun, listener: RunListener, summary: RunSummary, started: float) -> RunSummary:
+    """How every engine ends `run`: its gates applied to `summary`, the wall clock since `started`
+    (`time.monotonic()` when the engine was called: loading the judge included, as the progress
+    clock), `listener` told the run finished. Returns `summary`."""
+    apply_gates(summary, run.settings.gate_settings)
+    summary.wall_time_s = round(time.monotonic() - started, 3)
+    listener.finished(summary)
+    return summary

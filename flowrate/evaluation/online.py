@@ -6,9 +6,8 @@ import gc
 import time
 
 from flowrate.evaluation.engine import Scheduler
-from flowrate.evaluation.file_run import FileRun, begin
+from flowrate.evaluation.file_run import FileRun, begin, finish
 from flowrate.results.events import RunListener
-from flowrate.results.gates import apply_gates
 from flowrate.results.summary import RunSummary
 
 
@@ -44,7 +43,4 @@ async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
             f"{run.settings.output}: {summary.resumed_elsewhere} row(s) are for conversations not in this input;"
             " kept in the file, not counted"
         )
-    apply_gates(summary, run.settings.gate_settings)
-    summary.wall_time_s = round(time.monotonic() - started, 3)  # loading the judge included, as the progress clock
-    listener.finished(summary)
-    return summary
+    return finish(run, listener, summary, started)

@@ -22,10 +22,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
-from flowrate.evaluation.file_run import FileRun, tell_lost_cache_writes
+from flowrate.evaluation.file_run import FileRun, finish, tell_lost_cache_writes
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.batch_api import (
     TERMINAL,
@@ -39,7 +40,7 @@ from flowrate.judge.batch_api import (
     line_error,
     result_texts,
 )
-from flowrate.metrics.protocol import Metric
+from flowrate.metrics.protocol import JudgedMetric, Metric
 from flowrate.results.events import RunListener
 from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
@@ -165,10 +166,7 @@ async def judge_in_batches(
         _tell_disk_troubles(run, state, batches, listener)
     if run.settings.batch_settings.submit_only:
         return summary
-    apply_gates(summary, run.settings.gate_settings)
-    summary.wall_time_s = round(time.monotonic() - started, 3)
-    listener.finished(summary)
-    return summary
+    return finish(run, listener, summary, started)
 
 
 def _tell_disk_troubles(run: FileRun, state: BatchState, batches: _Batches | None, listener: RunListener) -> None:
@@ -243,7 +241,8 @@ async def _poll(run, listener, provider, state, batches, write, summary, submit,
     recorded = batches.recorded
     remaining = list(recorded)
     while remaining:
-        still, finished = [], []
+        still: list[tuple[BatchRecord, Any]] = []  # (the record, the provider's batch object)
+        finished: list[tuple[BatchRecord, Any]] = []
         done_requests = failed_requests = total_requests = 0
         for batch in remaining:
             info = await provider.retrieve(batch.batch_id)
@@ -369,7 +368,14 @@ async def _download(
 
 
 def _rows_from_line(
-    metric: Metric, case, source, cid: str, finished: tuple, lines: tuple[ResultFile, ResultFile], write, order: int
+    metric: JudgedMetric,
+    case,
+    source,
+    cid: str,
+    finished: tuple,
+    lines: tuple[ResultFile, ResultFile],
+    write,
+    order: int,
 ) -> str | None:
     """Write the rows of `case` (at `order`) for `metric` from its line (custom id `cid`) in the
     results or errors file (`lines`) of the batch `finished` ((record, provider's record));
@@ -438,7 +444,7 @@ def _open_batch_results(path: str) -> ResultFile:
 async def _imported_rows(
     case: ConversationalEvalTestCase, source: Source | None, metric: Metric, plan, cid, results: ResultFile, path: str
 ) -> list[EvaluationRow]:
-    if plan is None:  # an offline metric
+    if plan is None or not isinstance(metric, JudgedMetric):  # an offline metric
         return await metric.evaluate(case, source)
     found = results.get(cid)
     replies = result_texts(found) if found is not None else None

@@ -25,14 +25,15 @@ import orjson
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import CostBudget, _Tally
-from flowrate.evaluation.file_run import FileRun, begin
+from flowrate.evaluation.file_run import FileRun, begin, finish
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.errors import JudgeError
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
+from flowrate.metrics.rubric_metric import RubricMetric
 from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply, settle_rows
 from flowrate.results.events import RunListener
-from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
 from flowrate.settings.options import JudgeSettings
@@ -200,7 +201,7 @@ def answer_error(answer: Any) -> dict[str, Any] | None:
     return {"status": status, "body": orjson.dumps(answer).decode()}
 
 
-def failure_error(failure: dict[str, Any]) -> Exception:
+def failure_error(failure: dict[str, Any]) -> JudgeError:
     """The error `flowrate eval`'s direct transport raises for the same answer (`judge.errors.error_for`)."""
     from flowrate.judge.errors import ServerError, error_for
 
@@ -382,14 +383,17 @@ class RayRun(_Tally):
             wanted = self._wanted(case, order)
             self.cases[order] = (case, source)
             for index, metric in enumerate(wanted):
-                if not getattr(metric, "calls_per_conversation", 0) or not hasattr(metric, "rubric"):
+                if not isinstance(metric, RubricMetric) or not metric.calls_per_conversation:
                     self._emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
                     continue
                 request = build_request(metric, case)
                 if request.cached_replies is not None:
                     self._emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
                     continue
-                if self.budget is not None and not self.budget.reserve(metric.estimate(request.plan).cost_usd or 0.0):
+                plan = request.plan  # build_request plans every request it makes; from_dict's alone have none
+                if plan is None:
+                    raise ValueError(f"{case.id}: a request built without its plan")
+                if self.budget is not None and not self.budget.reserve(metric.estimate(plan).cost_usd or 0.0):
                     self._skip_for_budget(case, source, wanted[index:])
                     break
                 if not getattr(metric.backend, "form_settled", True):  # judged here, which finds the form
@@ -497,7 +501,7 @@ class RayRun(_Tally):
 
         pending = self.waiting.pop((order, metric.name), None)
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        rows = metric._new_rows(case, source, bool(request.truncated))
+        rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
         usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
         settle_rows(
             metric, rows, failure_error(failure), cached=False, response_format=form,
@@ -569,10 +573,7 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
         if connection is not None:
             connection.close()
     summary.resumed_elsewhere = len(done) - summary.resumed
-    apply_gates(summary, run.settings.gate_settings)
-    summary.wall_time_s = round(time.monotonic() - started, 3)
-    listener.finished(summary)
-    return summary
+    return finish(run, listener, summary, started)
 
 
 async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> None:

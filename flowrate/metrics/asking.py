@@ -1,78 +1,32 @@
 """The rubric metric's call: one judge request (or K, where the server cannot return several),
-each unusable reply re-asked once for just what was wrong, and the spend counted.
-
-`Asking` is a part of `RubricMetric`; it reads the metric's rubric, backend, samples and retry policy."""
+each unusable reply re-asked once for just what was wrong, a prompt refitted once to a window the
+server named in its refusal, and the spend counted."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from flowrate.errors import JudgeAccessError
+from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.backend import Completion, Usage
 from flowrate.judge.errors import ChoicesRefused
-from flowrate.judge.limits import CallGate
-from flowrate.judge.retry import CallStats, complete_with_retries
-from flowrate.metrics.planning import JudgePlan
-from flowrate.metrics.step import first_look, second_look
+from flowrate.judge.limits import CallGate, RunStopped
+from flowrate.judge.retry import CallStats, RetryPolicy, complete_with_retries, told_window
+from flowrate.metrics.planning import JudgePlan, Planner
+from flowrate.metrics.replies import cached_judgements, first_look, second_look
 from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
 
-
-class Asking:
-    """Making a conversation's judge call, with its re-asks; see the module."""
-
-    async def _judge(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> list[Judgement]:
-        """`samples` judgements: one request with n=K where the provider takes it, else K requests;
-        a server that answers n=K with fewer choices (llama-cpp-python), or refuses n (llama-server),
-        is asked for the rest one at a time, and from then on. Each unusable reply gets one re-ask saying what was wrong (see `_usable`)."""
-        tokens = plan.estimated_prompt_tokens + self.expected_completion_tokens
-
-        async def call(messages: list[dict[str, str]], n: int) -> Completion:
-            completion = await complete_with_retries(
-                self.backend,
-                messages,
-                n=n,
-                policy=self.retry,
-                rng=self._rng,
-                gate=gate,
-                estimated_tokens=tokens,
-                stats=spent.stats,
-                response_format=self._response_format,
-                temperature=self.temperature,
-                max_tokens=self._reply_limit,
-            )
-            spent.add(completion)
-            if not completion.texts:
-                raise UnparsableReply("the judge returned no reply")
-            return completion
-
-        replies: list[tuple[str, bool]] = []  # (text, cut at the token limit)
-        if self.samples > 1 and self.backend.supports_n():
-            try:
-                completion = await call(plan.messages, self.samples)
-            except ChoicesRefused:
-                self.backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
-            else:
-                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[: self.samples])]
-                if len(replies) < self.samples:
-                    self.backend.ignores_n()
-        while len(replies) < self.samples:
-            completion = await call(plan.messages, 1)
-            replies.append((completion.texts[0], completion.cut(0)))
-        return [await self._usable(plan, text, cut, call) for text, cut in replies]
-
-    async def _usable(self, plan: JudgePlan, text: str, cut: bool, call) -> Judgement:
-        """The judgement in one reply, re-asking once when it is unusable, by the step API's rules
-        (`step.first_look`, `step.second_look`): the re-ask says what was wrong; when only some
-        criteria of a suite were, it asks for those alone and keeps the rest."""
-        look = first_look(self, text, cut)
-        if look.judgement is not None:
-            return look.judgement
-        retry = await call(corrective_messages(plan.messages, text, look.why, self.rubric, look.only), 1)
-        return second_look(self, text, cut, look, retry.texts[0], retry.cut(0))
+Call = Callable[[list[dict[str, str]], int], Awaitable[Completion]]
 
 
 class Spend:
-    """Tokens, cost and attempts of all calls made for one conversation."""
+    """Tokens, cost and attempts of all calls made for one conversation, planned as `plan`."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: JudgePlan) -> None:
+        self.plan = plan  # the plan last sent: refitted once when a server names its window
         self.usage = Usage()
         self.cost_usd: float | None = 0.0
         self.stats = CallStats()
@@ -80,9 +34,120 @@ class Spend:
         self.response_format: str | None = None  # the form of the last reply's schema
 
     def add(self, completion: Completion) -> None:
+        """Count one call's `completion`: its tokens, its cost (None from the first unpriced one) and its form."""
         self.calls += 1
         self.response_format = completion.response_format
         self.usage.prompt_tokens += completion.usage.prompt_tokens
         self.usage.completion_tokens += completion.usage.completion_tokens
         if self.cost_usd is not None:
             self.cost_usd = None if completion.cost_usd is None else self.cost_usd + completion.cost_usd
+
+
+@dataclass(eq=False)
+class Asker:
+    """The judge calls for one conversation's plan. `planner` gives the backend, the messages,
+    the reply schema, the reply limit, the samples and the temperature; `retry` is the policy
+    for failed calls (its waits drawn from `rng`)."""
+
+    planner: Planner
+    retry: RetryPolicy
+    rng: random.Random = field(default_factory=random.Random)
+
+    async def outcome(
+        self, case: ConversationalEvalTestCase, plan: JudgePlan, gate: CallGate | None
+    ) -> tuple[list[Judgement] | Exception, Spend]:
+        """What judging `case` by `plan` came to, its calls held by `gate`: the judgements (read
+        from the cache when `plan` found them there, else asked and then cached unless one was
+        cut), or the error that stopped it, and what was spent. A rejected key raises
+        `JudgeAccessError`, a stopping run `RunStopped`."""
+        spent = Spend(plan)
+        try:
+            if plan.cached_texts is not None:
+                spent.response_format = plan.cached_form
+                return cached_judgements(self.planner.rubric, plan.cached_texts), spent
+            judgements = await self.ask(case, spent, gate)
+            if not any(judgement.cut for judgement in judgements):  # a cut judgement may be missing issues
+                self.planner.remember(spent.plan, [judgement.text for judgement in judgements], spent.response_format)
+        except (JudgeAccessError, RunStopped):
+            raise
+        except Exception as error:
+            return error, spent
+        return judgements, spent
+
+    async def ask(self, case: ConversationalEvalTestCase, spent: Spend, gate: CallGate | None) -> list[Judgement]:
+        """The judgements for `spent.plan` of `case`, its calls counted in `spent` and held by
+        `gate`. A server that refuses the prompt as too long and names its window is asked once
+        more with the conversation refitted to that window (then `spent.plan` is the new plan)."""
+        plan = spent.plan
+        try:
+            return await self.judge(plan, spent, gate)
+        except Exception as error:
+            told = told_window(error)
+            if told is None:
+                raise
+            self.planner.budget.learn_window(told)
+            refitted = self.planner.plan(case, lookup=False)
+            if refitted.messages == plan.messages:
+                raise
+            spent.plan = refitted
+            return await self.judge(refitted, spent, gate)
+
+    async def judge(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> list[Judgement]:
+        """`samples` judgements: one request with n=K where the provider takes it, else K requests;
+        a server that answers n=K with fewer choices (llama-cpp-python), or refuses n (llama-server),
+        is asked for the rest one at a time, and from then on. Each unusable reply gets one re-ask
+        saying what was wrong (see `usable`)."""
+        backend, samples = self.planner.backend, self.planner.samples
+        call = self._caller(plan, spent, gate)
+        replies: list[tuple[str, bool]] = []  # (text, cut at the token limit)
+        if samples > 1 and backend.supports_n():
+            try:
+                completion = await call(plan.messages, samples)
+            except ChoicesRefused:
+                backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
+            else:
+                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[:samples])]
+                if len(replies) < samples:
+                    backend.ignores_n()
+        while len(replies) < samples:
+            completion = await call(plan.messages, 1)
+            replies.append((completion.texts[0], completion.cut(0)))
+        return [await self.usable(plan, text, cut, call) for text, cut in replies]
+
+    def _caller(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> Call:
+        """One call with `plan`'s settings, retried by the policy, counted in `spent`."""
+        planner = self.planner
+        tokens = plan.estimated_prompt_tokens + planner.expected_completion_tokens
+
+        async def call(messages: list[dict[str, str]], n: int) -> Completion:
+            completion = await complete_with_retries(
+                planner.backend,
+                messages,
+                n=n,
+                policy=self.retry,
+                rng=self.rng,
+                gate=gate,
+                estimated_tokens=tokens,
+                stats=spent.stats,
+                response_format=planner.response_format,
+                temperature=planner.temperature,
+                max_tokens=planner.budget.reply_limit,
+            )
+            spent.add(completion)
+            if not completion.texts:
+                raise UnparsableReply("the judge returned no reply")
+            return completion
+
+        return call
+
+    async def usable(self, plan: JudgePlan, text: str, cut: bool, call: Call) -> Judgement:
+        """The judgement in one reply, `text` (`cut`: stopped at its token limit), re-asking once
+        through `call` when it is unusable, by the step API's rules (`step.first_look`,
+        `step.second_look`): the re-ask says what was wrong; when only some criteria of a suite
+        were, it asks for those alone and keeps the rest."""
+        rubric, limit = self.planner.rubric, self.planner.budget.reply_limit
+        look = first_look(rubric, limit, text, cut)
+        if look.judgement is not None:
+            return look.judgement
+        retry = await call(corrective_messages(plan.messages, text, look.why, rubric, look.only), 1)
+        return second_look(rubric, limit, text, cut, look, retry.texts[0], retry.cut(0))

@@ -70,6 +70,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
     for shown, source in sources:
         if isinstance(source, str) and source not in NAMES:
             raise ConfigError(f"option metric: unknown metric {source!r} (known: {', '.join(NAMES)})")
+        metric: RepetitionCheck | RubricMetric
         if source == OFFLINE:
             metric = RepetitionCheck(settings.threshold, settings.thresholds, settings.date_field)
         else:

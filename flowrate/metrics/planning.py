@@ -1,8 +1,6 @@
 """The rubric metric's planning, before any call: the prompt for a conversation with its middle
-left out where it would not fit the judge's context (its budget in `context_budget`), the
-response cache asked (in one query for many plans), cost estimates, and a batch request.
-
-`Planning` is a part of `RubricMetric`; it reads the metric's rubric, backend, samples and cache."""
+left out where it would not fit the judge's context (its budget in `budget`), the response
+cache asked (in one query for many plans), cost estimates, and a batch request."""
 
 from __future__ import annotations
 
@@ -13,9 +11,11 @@ from typing import Any
 import orjson
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.judge.cache import cache_key, messages_digest
-from flowrate.metrics.context_budget import ContextBudget
+from flowrate.judge.backend import JudgeBackend
+from flowrate.judge.cache import ResponseCache, cache_key, messages_digest
+from flowrate.metrics.budget import Budget
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
+from flowrate.rubric.model import Rubric
 from flowrate.scores.schema import reply_schema
 
 ERROR_MESSAGE_LIMIT = 500
@@ -50,17 +50,27 @@ class CallEstimate:
     cost_usd: float | None = 0.0  # None when the model has no known price
 
 
-class Planning(ContextBudget):
-    """Planning a conversation's judge call; see the module."""
+@dataclass(eq=False)
+class Planner:
+    """The plan of one conversation before any call: its messages fitted to `budget`, its cache
+    keys and any reply `cache` holds, its estimate and its batch request line. `rubric`,
+    `language` and `cut_logs` make the messages (`cut_logs`: a final user message nobody
+    answered is left out); `backend` counts tokens, names the response forms and prices;
+    `samples` and `temperature` are part of what a cached reply answers."""
 
-    # -- before the call -----------------------------------------------------------
-    @cached_property
-    def _response_format(self) -> dict[str, Any] | None:
-        return self.backend.structured_output(self.name, reply_schema(self.rubric))
+    rubric: Rubric
+    budget: Budget
+    backend: JudgeBackend
+    cache: ResponseCache | None
+    language: str
+    cut_logs: bool
+    samples: int
+    temperature: float
 
     @cached_property
-    def _prefix_bytes(self) -> int:
-        return sum(len(m["content"].encode()) + PER_MESSAGE_OVERHEAD for m in self.rubric.prefix_messages)
+    def response_format(self) -> dict[str, Any] | None:
+        """The reply schema in the form the backend sends it (None: the backend sends none)."""
+        return self.backend.structured_output(self.rubric.name, reply_schema(self.rubric))
 
     @cached_property
     def expected_completion_tokens(self) -> int:
@@ -69,8 +79,13 @@ class Planning(ContextBudget):
         size = sum(len(reply) for reply in replies) / len(replies)
         return self.samples * round(size / BYTES_PER_TOKEN_ESTIMATE)
 
+    @property
+    def calls_per_conversation(self) -> int:
+        """Judge calls one conversation takes: one, or `samples` where the backend cannot return several."""
+        return 1 if self.samples == 1 or self.backend.supports_n() else self.samples
+
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
-        """The messages for a conversation (its middle left out if too long) and any cached reply;
+        """The messages for `case` (its middle left out if too long) and any cached reply;
         with `lookup` False the cache is left for `fill_from_cache` to ask in one go.
 
         Bytes bound tokens from above, so the tokenizer runs only for a conversation that may
@@ -78,48 +93,48 @@ class Planning(ContextBudget):
         """
         case = case.judged_turns(self.cut_logs)
         messages = self.rubric.build_messages(case, self.language)
-        size = self._prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
+        size = self.budget.prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
         fitted = case
-        if self._window is not None and size > self._window - self._reply_reserve:
-            fitted, elided = fit_turns(case, self.input_budget or 0, self.backend.count_tokens)
+        if self.budget.may_overflow(size):
+            fitted, elided = fit_turns(case, self.budget.input_budget or 0, self.backend.count_tokens)
             if fitted is not case:
                 messages = self.rubric.build_messages(fitted, self.language, elided)
         keys = []
         if self.cache is not None:
             digest = messages_digest(messages)
-            keys = [(self._cache_key(digest, form), form) for form in self.backend.response_format_ids()]
+            keys = [(self.cache_key(digest, form), form) for form in self.backend.response_format_ids()]
         estimated = size // BYTES_PER_TOKEN_ESTIMATE
-        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self._window)
+        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self.budget.window)
         if lookup and self.cache is not None:
-            self._take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
+            take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
         return plan
 
-    def _cache_key(self, messages: list[dict[str, str]] | str, form: str | None) -> str:
-        """What makes a reply: the judge, the rubric, the messages, the temperature, the samples
-        and the form the reply schema was sent in."""
+    def cache_key(self, messages: list[dict[str, str]] | str, form: str | None) -> str:
+        """Where the reply to `messages` (or their digest) sent in response form `form` is cached:
+        the judge, the rubric, the messages, the temperature, the samples and the form make it."""
         return cache_key(
             self.backend.cache_identity(), self.rubric.version, messages, self.temperature, self.samples, form
         )
 
     def fill_from_cache(self, plans: list[JudgePlan]) -> None:
-        """Look up many plans' replies with one query."""
+        """Look up the replies of all `plans` with one query."""
         if self.cache is None or not plans:
             return
         found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
         for plan in plans:
-            self._take_cached(plan, found)
+            take_cached(plan, found)
 
-    @staticmethod
-    def _take_cached(plan: JudgePlan, found: dict[str, list[str]]) -> None:
-        """The plan's cached replies, under the first of its forms that has them."""
-        plan.cached_texts = None
-        for key, form in plan.keys:
-            if key in found:
-                plan.cached_texts, plan.cached_form = found[key], form
-                return
+    def remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
+        """Put a judge's usable replies `texts` to `plan` in the cache, under the response form
+        `form` the schema was sent in, with the messages they answer (`flowrate review` shows a
+        row's exact request)."""
+        if self.cache is not None:
+            key = next((key for key, planned in plan.keys if planned == form), None)
+            key = key or self.cache_key(plan.messages, form)
+            self.cache.put(key, self.backend.model_name, self.rubric.version, texts, plan.messages, plan.case.id)
 
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
-        """What the plan would send and cost by the price list: the one estimator that both the
+        """What `plan` would send and cost by the price list: the one estimator that both the
         budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
         Nothing for a cached plan; `cost_usd` None when the price is unknown."""
         if plan.cached_texts is not None:
@@ -127,17 +142,27 @@ class Planning(ContextBudget):
         calls = self.calls_per_conversation
         prompt = plan.estimated_prompt_tokens
         if exact:
-            prompt = (
-                self._prefix_tokens + self.backend.count_tokens(plan.messages[-1]["content"]) + PER_MESSAGE_OVERHEAD
-            )
+            counted = self.backend.count_tokens(plan.messages[-1]["content"])
+            prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
         completion = self.expected_completion_tokens
         return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
 
     def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
-        """The plan as one line of an OpenAI batch input file."""
+        """`plan` as one line of an OpenAI batch input file, with custom id `cid`."""
         from flowrate.judge.batch_api import request_line
 
         n = self.samples if self.samples > 1 and self.backend.supports_n() else 1
-        model = getattr(self.backend, "batch_model", self.model)
-        return request_line(cid, model, plan.messages, n, self._response_format, self.temperature, self._reply_limit)
+        model: str = getattr(self.backend, "batch_model", self.backend.model_name)
+        limit = self.budget.reply_limit
+        return request_line(cid, model, plan.messages, n, self.response_format, self.temperature, limit)
+
+
+def take_cached(plan: JudgePlan, found: dict[str, list[str]]) -> None:
+    """Set `plan`'s cached replies from `found` (cache key to replies), under the first of its
+    forms that has them."""
+    plan.cached_texts = None
+    for key, form in plan.keys:
+        if key in found:
+            plan.cached_texts, plan.cached_form = found[key], form
+            return

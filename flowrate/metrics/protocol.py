@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.backend import JudgeBackend
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
+from flowrate.judge.retry import RetryPolicy
 from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
 
@@ -17,8 +19,7 @@ class Metric(Protocol):
 
     `RubricMetric` (a judge call per conversation) and `RepetitionCheck` (no judge) both
     implement all of it; `tests/metrics/test_protocol.py` checks every metric in the catalog.
-    A metric with `calls_per_conversation` above 0 is judged, and provider batches also use
-    its `batch_request` and `rows_from_replies`.
+    A metric with `calls_per_conversation` above 0 is judged: it is a `JudgedMetric` too.
     """
 
     name: str  #: the metric's name, as `--metric` takes it
@@ -56,4 +57,24 @@ class Metric(Protocol):
         *,
         plan: JudgePlan | None = None,
         gate: CallGate | None = None,
+    ) -> list[EvaluationRow]: ...
+
+
+@runtime_checkable
+class JudgedMetric(Metric, Protocol):
+    """A metric that calls a judge (`RubricMetric`): what provider batches use besides `Metric`."""
+
+    backend: JudgeBackend  #: the judge its calls go to
+    retry: RetryPolicy  #: the policy for failed calls, which a provider batch's requests follow too
+
+    def batch_request(self, cid: str, plan: JudgePlan) -> bytes: ...
+
+    def rows_from_replies(
+        self,
+        case: ConversationalEvalTestCase,
+        source: Source | None,
+        plan: JudgePlan,
+        texts: list[str],
+        usage: dict[str, int],
+        batch_id: str,
     ) -> list[EvaluationRow]: ...

@@ -133,7 +133,7 @@ class RepetitionCheck:
         return True
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
-        return JudgePlan(case, [], False, None, None, 0)
+        return JudgePlan(case, [], False, [], None, 0)
 
     def fill_from_cache(self, plans: list[JudgePlan]) -> None:
         return None

@@ -1,39 +1,50 @@
-"""The rubric metric's rows: one per criterion of the rubric (and `user_satisfaction`, the weighted mean,
-for a suite), from judgements made online or read from a provider batch, put in the cache.
-
-`RowMaking` is a part of `RubricMetric`; it reads the metric's rubric, thresholds and weights."""
+"""The rubric metric's rows: one per criterion of the rubric (and `user_satisfaction`, the weighted
+mean, for a suite), from judgements made online or read from a provider batch."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
 from flowrate.judge.backend import Usage
-from flowrate.metrics.planning import JudgePlan
-from flowrate.results.rows import EvaluationRow
-from flowrate.rubric.model import USER_SATISFACTION
-from flowrate.scores.reading import (
-    Judgement,
-    majority,
-    parse_reply,
-    weighted_mean,
-)
+from flowrate.judge.retry import error_kind, error_message
+from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
+from flowrate.results.rows import ErrorInfo, EvaluationRow
+from flowrate.rubric.model import USER_SATISFACTION, Rubric
+from flowrate.scores.reading import Judgement, majority, parse_reply, weighted_mean
 
 
-class RowMaking:
-    """Making a conversation's rows from its judgements; see the module."""
+@dataclass(eq=False)
+class RowMaker:
+    """Judgements to rows. `rubric` names the rows and reads the replies; a row passes at its
+    `thresholds[name]`; `weights` (criterion name to weight) make a suite's `user_satisfaction`;
+    `model` and the rubric's version are the judge's identity on every row; `samples` is the
+    judgements asked per conversation; `date_field` names the metadata field with the chat's date
+    (None: `chat_date`, `started_at` or `timestamp`)."""
 
-    # -- the call ------------------------------------------------------------------
+    rubric: Rubric
+    thresholds: dict[str, float]
+    weights: dict[str, float]
+    model: str
+    samples: int
+    date_field: str | None = None
+
+    @property
+    def judge_identity(self) -> dict[str, str]:
+        """What makes rows comparable: a results file never mixes two judges."""
+        return {"model": self.model, "rubric version": self.rubric.version}
+
     def new_row(
         self, case: ConversationalEvalTestCase, source: Source | None = None, name: str | None = None
     ) -> EvaluationRow:
-        """A row for `case` and the row name `name` (default: the first), before any judgement."""
-        name = name or self.row_names[0]
+        """A row for `case` (read from `source`) and the row name `name` (default: the first), before any judgement."""
+        name = name or self.rubric.row_names[0]
         return EvaluationRow(
             id=case.id or "",
             source=source,
             metric=name,
-            suite=self.name if self.rubric.is_suite else None,
+            suite=self.rubric.name if self.rubric.is_suite else None,
             threshold=self.thresholds[name],
             model=self.model,
             rubric_version=self.rubric.version,
@@ -42,52 +53,77 @@ class RowMaking:
             chat_date=chat_date(case, self.date_field),
         )
 
-    def _new_rows(
-        self, case: ConversationalEvalTestCase, source: Source | None, truncated: bool
-    ) -> list[EvaluationRow]:
-        """A row per name in `row_names`, before any judgement (`truncated`: the prompt left turns out)."""
-        rows = [self.new_row(case, source, name) for name in self.row_names]
+    def new_rows(self, case: ConversationalEvalTestCase, source: Source | None, truncated: bool) -> list[EvaluationRow]:
+        """A row per row name of the rubric for `case` (read from `source`), before any judgement
+        (`truncated`: the prompt left turns out)."""
+        rows = [self.new_row(case, source, name) for name in self.rubric.row_names]
         for row in rows:
             row.truncated = truncated
             row.samples = self.samples
         return rows
 
-    def _remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
-        """Put a judge's usable replies in the cache, under the form the schema was sent in, with
-        the messages they answer (`flowrate review` shows a row's exact request)."""
-        if self.cache is not None:
-            key = next((key for key, planned in plan.keys if planned == form), None)
-            key = key or self._cache_key(plan.messages, form)
-            self.cache.put(key, self.model, self.rubric.version, texts, plan.messages, plan.case.id)
-
-    def rows_from_replies(
+    def batch_rows(
         self,
-        case: ConversationalEvalTestCase,
-        source: Source | None,
-        plan: JudgePlan,
+        rows: list[EvaluationRow],
         texts: list[str],
-        usage: dict[str, int],
+        *,
         batch_id: str,
+        form: str | None,
+        usage: Usage,
+        cost_usd: float | None,
     ) -> list[EvaluationRow]:
-        """Rows from the replies a provider batch returned for `plan`: parsed as online, put in the
-        cache, priced at the batch price (null when unknown). Raises `UnparsableReply` when a reply
-        holds no judgement, for the caller to send the conversation online."""
-        judgements = [parse_reply(text, self.rubric) for text in texts]
-        form = "json_schema" if self._response_format else None  # a batch line carries OpenAI's form
-        self._remember(plan, texts, form)
-        rows = self._new_rows(case, source, plan.truncated)
-        self._fill(rows, judgements)
+        """Fill new `rows` from the replies `texts` a provider batch `batch_id` returned, sent in
+        response form `form`, with its `usage` and `cost_usd` on the first row. Raises
+        `UnparsableReply` when a reply holds no judgement."""
+        self.fill(rows, [parse_reply(text, self.rubric) for text in texts])
         for row in rows:
             row.batch = True
             row.batch_id = batch_id
             row.response_format = form
-        price = getattr(self.backend, "batch_price", lambda prompt, completion: None)
-        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
-        charge(rows, Usage(**usage), cost).attempts = 1
+        charge(rows, usage, cost_usd).attempts = 1
         return rows
 
-    def _fill(self, rows: list[EvaluationRow], judgements: list[Judgement]) -> None:
+    def settle(
+        self,
+        rows: list[EvaluationRow],
+        outcome: list[Judgement] | BaseException,
+        *,
+        cached: bool,
+        response_format: str | None,
+        usage: Usage,
+        cost_usd: float | None = 0.0,
+        attempts: int = 0,
+        latency_s: float = 0.0,
+        wait_s: float = 0.0,
+    ) -> list[EvaluationRow]:
+        """Fill a conversation's new `rows` (`new_rows`) from its judgements, or from the error that
+        stopped it (`outcome`); `cached`: the replies came from the cache, sent in `response_format`.
+        The call's `usage`, `cost_usd`, `attempts` and clocks (`latency_s`, `wait_s`) go on the first
+        row, the others carry cost 0 (null when the price is unknown), so totals add up."""
+        if isinstance(outcome, BaseException):
+            message = error_message(outcome, ERROR_MESSAGE_LIMIT)
+            reply = getattr(outcome, "reply", None)
+            for row in rows:
+                row.error = ErrorInfo(type=error_kind(outcome), message=message)
+                row.raw_reply = reply
+        else:
+            self.fill(rows, outcome)
+        now = datetime.now(UTC)  # when the verdict (or the error) arrived
+        for row in rows:
+            row.evaluated_at = now
+            row.cached = cached
+            row.response_format = response_format
+        first = charge(rows, usage, cost_usd)
+        first.attempts = attempts
+        first.latency_s = round(latency_s, 3)
+        first.wait_s = round(wait_s, 3)
+        return rows
+
+    def fill(self, rows: list[EvaluationRow], judgements: list[Judgement]) -> None:
+        """Fill a conversation's new `rows` from its `judgements`: each criterion's majority rating,
+        the samples' agreement, and for a suite the weighted mean."""
         by_name = {row.metric: row for row in rows}
+        scores: dict[str, float] = {}
         for criterion in self.rubric.criteria:
             row = by_name[criterion.name]
             rating, agreement, values = majority(judgements, criterion.name)
@@ -96,7 +132,7 @@ class RowMaking:
             else:
                 row.rating = int(rating.value)
                 row.scale = criterion.scale.points
-            row.score = rating.score
+            row.score = scores[criterion.name] = rating.score
             row.success = row.score >= row.threshold
             row.reason = rating.reason
             row.key_issues = rating.key_issues
@@ -110,12 +146,14 @@ class RowMaking:
             row.cut = any(judgement.cut for judgement in judgements)
             row.reasked = "; ".join(reasons) or None
         if self.rubric.user_satisfaction:
-            row = by_name[USER_SATISFACTION]
-            scores = {c.name: by_name[c.name].score for c in self.rubric.criteria}
-            row.score = weighted_mean(scores, self.weights)  # type: ignore[arg-type]
-            row.success = row.score >= row.threshold
-            row.weights = dict(self.weights)
-            row.reason = f"weighted mean of the {len(scores)} criteria's scores"
+            self._fill_mean(by_name[USER_SATISFACTION], scores)
+
+    def _fill_mean(self, row: EvaluationRow, scores: dict[str, float]) -> None:
+        """A suite's `user_satisfaction` `row`: the weighted mean of its criteria's `scores`."""
+        row.score = weighted_mean(scores, self.weights)
+        row.success = row.score >= row.threshold
+        row.weights = dict(self.weights)
+        row.reason = f"weighted mean of the {len(scores)} criteria's scores"
 
 
 def charge(rows: list[EvaluationRow], usage: Usage, cost_usd: float | None) -> EvaluationRow:

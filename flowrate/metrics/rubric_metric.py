@@ -13,23 +13,22 @@ import random
 from pathlib import Path
 from typing import Any
 
-from flowrate.errors import JudgeAccessError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.backend import Usage
 from flowrate.judge.cache import ResponseCache
-from flowrate.judge.limits import CallGate, RunStopped
-from flowrate.judge.retry import RetryPolicy, told_window
+from flowrate.judge.limits import CallGate
+from flowrate.judge.retry import RetryPolicy
 from flowrate.judge.transports import make_backend
-from flowrate.metrics.asking import Asking, Spend
-from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, JudgePlan, Planning
-from flowrate.metrics.rows import RowMaking
-from flowrate.metrics.step import cached_judgements, settle_rows
+from flowrate.metrics.asking import Asker
+from flowrate.metrics.budget import Budget
+from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEstimate, JudgePlan, Planner
+from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
-from flowrate.scores.reading import Judgement
 from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD
 
 
-class RubricMetric(RowMaking, Planning, Asking):
+class RubricMetric:
     """One judge call per conversation that rates every criterion of `rubric`.
 
     `rubric` is a `Rubric`, a rubric file's path or a packaged metric's name. `model` is a
@@ -43,6 +42,12 @@ class RubricMetric(RowMaking, Planning, Asking):
     left out rather than judged as a user left hanging (a record's `log_cut` says so for itself).
     `transport` is how a model speaking OpenAI's protocol is called: "auto" and "direct" over
     flowrate's own HTTP client, "litellm" through LiteLLM (other providers always are).
+    `verbose` is taken for eval_lib's signature and changes nothing; `retry` is the policy for
+    failed calls, `api_base` the judge server's address, `language` the prompt's language.
+
+    It holds four parts, each with its inputs declared, and delegates to them: `budget` (the
+    context window), `planner` (a conversation's plan before any call), `asker` (the calls and
+    re-asks) and `row_maker` (judgements to rows).
     """
 
     def __init__(
@@ -69,31 +74,33 @@ class RubricMetric(RowMaking, Planning, Asking):
         if samples < 1:
             raise ValueError("samples must be at least 1")
         self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
-        self.name = self.rubric.name
-        self.row_names = self.rubric.row_names
+        self.name, self.row_names = self.rubric.name, self.rubric.row_names
         self.backend = make_backend(model, api_base, transport)
-        self.model = self.backend.model_name
-        self.threshold = threshold
+        self.model: str = self.backend.model_name
+        self.threshold, self.samples, self.cache, self.retry = threshold, samples, cache, retry or RetryPolicy()
         self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}
-        self.weights = {c.name: float((weights or {}).get(c.name, 1.0)) for c in self.rubric.criteria}
-        self.language = language
-        self.retry = retry or RetryPolicy()
-        self.samples = samples
+        weighted = {c.name: float((weights or {}).get(c.name, 1.0)) for c in self.rubric.criteria}
         self.temperature = SAMPLING_TEMPERATURE if samples > 1 else TEMPERATURE
-        self.cache = cache
-        self.date_field = date_field
-        self.cut_logs = cut_logs
-        self._max_input_tokens = max_input_tokens
-        self._rng = random.Random()
+        self.budget = Budget(self.rubric, self.backend, language, max_input_tokens)
+        self.planner = Planner(self.rubric, self.budget, self.backend, cache, language, cut_logs, samples, self.temperature)  # fmt: skip
+        self.asker = Asker(self.planner, self.retry, random.Random())
+        self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, samples, date_field)
+        self.weights, self.judge_identity = weighted, self.row_maker.judge_identity
 
     @property
     def calls_per_conversation(self) -> int:
-        return 1 if self.samples == 1 or self.backend.supports_n() else self.samples
+        """Judge calls one conversation takes (`Planner.calls_per_conversation`)."""
+        return self.planner.calls_per_conversation
 
     @property
-    def judge_identity(self) -> dict[str, str]:
-        """What makes rows comparable: a results file never mixes two judges."""
-        return {"model": self.model, "rubric version": self.rubric.version}
+    def reply_token_limit(self) -> int:
+        """max_tokens of each reply (`Budget.reply_token_limit`)."""
+        return self.budget.reply_token_limit
+
+    @property
+    def input_budget(self) -> int | None:
+        """Tokens a conversation may take of the judge's window (`Budget.input_budget`)."""
+        return self.budget.input_budget
 
     def check_keys(self) -> None:
         """Raise `JudgeAccessError` now when the provider's key is missing (no LiteLLM import)."""
@@ -104,71 +111,70 @@ class RubricMetric(RowMaking, Planning, Asking):
         self.backend.check_access()
 
     def price_known(self) -> bool:
+        """Whether the model has a known price (else costs are null)."""
         return self.backend.price(1000, 100) is not None
 
     def warm_up(self) -> None:
-        """Import and look up now what every call needs (the model's window, its response format),
-        and check that the context budget holds the rubric and a conversation."""
-        _ = self._window
-        _ = self._response_format
-        self.check_budget()
+        """Look up now what every call needs (the model's window, its response format), and check
+        that the context budget holds the rubric and a conversation."""
+        _ = self.budget.window, self.planner.response_format
+        self.budget.check()
+
+    def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
+        """The plan of `case` (`Planner.plan`; `lookup` False: the cache is left for `fill_from_cache`)."""
+        return self.planner.plan(case, lookup)
+
+    def fill_from_cache(self, plans: list[JudgePlan]) -> None:
+        """Look up the replies of all `plans` with one query."""
+        self.planner.fill_from_cache(plans)
+
+    def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
+        """What `plan` would send and cost (`Planner.estimate`; `exact`: counted with the model's tokenizer)."""
+        return self.planner.estimate(plan, exact)
+
+    def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
+        """`plan` as one line of an OpenAI batch input file, with custom id `cid`."""
+        return self.planner.batch_request(cid, plan)
+
+    def new_row(
+        self, case: ConversationalEvalTestCase, source: Source | None = None, name: str | None = None
+    ) -> EvaluationRow:
+        """A row for `case` (read from `source`) and the row name `name` (default: the first), before any judgement."""
+        return self.row_maker.new_row(case, source, name)
+
+    def rows_from_replies(
+        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan, texts: list[str],
+        usage: dict[str, int], batch_id: str,
+    ) -> list[EvaluationRow]:  # fmt: skip
+        """Rows for `case` (read from `source`) from the replies `texts` a provider batch `batch_id`
+        returned for `plan`, with its `usage`: parsed as online, put in the cache, priced at the
+        batch price (null when unknown). Raises `UnparsableReply` when a reply holds no judgement."""
+        form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
+        price = getattr(self.backend, "batch_price", lambda prompt, completion: None)
+        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        rows = self.row_maker.new_rows(case, source, plan.truncated)
+        self.row_maker.batch_rows(rows, texts, batch_id=batch_id, form=form, usage=Usage(**usage), cost_usd=cost)
+        self.planner.remember(plan, texts, form)
+        return rows
 
     async def evaluate(
-        self,
-        case: ConversationalEvalTestCase,
-        source: Source | None = None,
-        *,
-        plan: JudgePlan | None = None,
-        gate: CallGate | None = None,
-    ) -> list[EvaluationRow]:
-        """Judge one conversation: one row per name in `row_names`. Judge failures become error
-        rows; a rejected key raises `JudgeAccessError`, a stopping run `RunStopped`.
-
-        The call's tokens, cost, attempts and timings are on the first row; the suite's other
-        rows carry none of them (cost 0, or null when the price is unknown), so totals add up."""
+        self, case: ConversationalEvalTestCase, source: Source | None = None, *,
+        plan: JudgePlan | None = None, gate: CallGate | None = None,
+    ) -> list[EvaluationRow]:  # fmt: skip
+        """Judge `case` (read from `source`) by `plan` (default: planned now), its calls held by
+        `gate`: one row per name in `row_names`, error rows for judge failures (`Asker.outcome`);
+        the call's tokens, cost, attempts and clocks on the first row."""
         plan = plan or self.plan(case)
-        if plan.cached_texts is None and plan.window != self._window:  # planned before the server named its window
+        if plan.cached_texts is None and plan.window != self.budget.window:  # fitted before a server named its window
             plan = self.plan(case)
-        truncated = plan.truncated
-        spent = Spend()
+        outcome, spent = await self.asker.outcome(case, plan, gate)
         cached = plan.cached_texts is not None
-        outcome: list[Judgement] | Exception
-        try:
-            if cached:
-                outcome = cached_judgements(self, plan.cached_texts)  # type: ignore[arg-type]
-                spent.response_format = plan.cached_form
-            else:
-                try:
-                    outcome = await self._judge(plan, spent, gate)
-                except Exception as error:
-                    told = told_window(error)
-                    if told is None:
-                        raise
-                    self.learn_window(told)
-                    refitted = self.plan(case, lookup=False)
-                    if refitted.messages == plan.messages:
-                        raise
-                    plan = refitted  # once: planned for the window the server named
-                    truncated = plan.truncated
-                    outcome = await self._judge(plan, spent, gate)
-                if not any(judgement.cut for judgement in outcome):  # a cut judgement may be missing issues
-                    self._remember(plan, [judgement.text for judgement in outcome], spent.response_format)
-        except (JudgeAccessError, RunStopped):
-            raise
-        except Exception as error:
-            outcome = error
-        return settle_rows(
-            self,
-            self._new_rows(case, source, truncated),
-            outcome,
-            cached=cached,
-            response_format=spent.response_format,
-            usage=spent.usage,
+        return self.row_maker.settle(
+            self.row_maker.new_rows(case, source, spent.plan.truncated), outcome, cached=cached,
+            response_format=spent.response_format, usage=spent.usage,
             cost_usd=spent.cost_usd if spent.calls or cached else None,
-            attempts=spent.stats.attempts,
-            latency_s=spent.stats.latency_s,
-            wait_s=spent.stats.wait_s,
-        )
+            attempts=spent.stats.attempts, latency_s=spent.stats.latency_s, wait_s=spent.stats.wait_s,
+        )  # fmt: skip
 
 
 class ConversationalFlowRateMetric(RubricMetric):

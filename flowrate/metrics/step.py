@@ -1,6 +1,6 @@
 """The judging step as a public, pure API: the exact request one conversation's judging sends, and
-the rows a reply to it makes. `RubricMetric.evaluate` is built from these pieces (its re-asks
-through `first_look` and `second_look`, its rows through `settle_rows`), and an engine that sends
+the rows a reply to it makes. `RubricMetric.evaluate` is built from the same pieces (its re-asks
+by `replies.first_look` and `replies.second_look`, its rows by `RowMaker.settle`), and an engine that sends
 the requests itself (Ray Data, a queue of your own) uses the same two public functions:
 
     request = build_request(metric, case)               # messages, body, cache key, rubric version
@@ -16,27 +16,19 @@ has one and `lookup` is left on), and `StepResult.cache_texts` says what to put 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage, chat_body
 from flowrate.judge.cache import messages_digest
-from flowrate.judge.retry import error_kind, error_message
-from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan, Planning
-from flowrate.metrics.rows import charge
-from flowrate.results.rows import ErrorInfo, EvaluationRow
+from flowrate.metrics.planning import JudgePlan
+from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
+from flowrate.metrics.rubric_metric import RubricMetric
+from flowrate.results.rows import EvaluationRow
+from flowrate.rubric.model import Rubric
 from flowrate.scores.reading import (
-    REPLY_EXCERPT_CHARS,
-    CopiedExample,
     Judgement,
-    Reading,
-    ReplyCut,
     UnparsableReply,
-    copied_example,
-    judgement_text,
-    parse_reply,
-    read_reply,
 )
 from flowrate.scores.schema import corrective_messages
 
@@ -83,7 +75,8 @@ class JudgeRequest:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeRequest:
         """The request `to_dict` gave."""
-        return cls(**{name: data.get(name) for name in REQUEST_FIELDS})
+        fields: dict[str, Any] = {name: data.get(name) for name in REQUEST_FIELDS}
+        return cls(**fields)
 
 
 @dataclass
@@ -116,20 +109,20 @@ class StepResult:
 
 
 # -- the request ---------------------------------------------------------------------------
-def build_request(metric: Planning, case: ConversationalEvalTestCase, *, lookup: bool = True) -> JudgeRequest:
+def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, lookup: bool = True) -> JudgeRequest:
     """The exact request judging `case` with `metric` (a `RubricMetric`) sends, as `flowrate eval`
     sends it: the prompt (the conversation's middle left out where it would not fit the judge's
     context), the reply schema in the form the judge's server takes, the cache key and the rubric
     version. With `lookup` (and a metric with a cache) the cache is read: `cached_replies` then
     holds the replies, and nothing need be sent."""
     plan = metric.plan(case, lookup=lookup)
-    backend = metric.backend
+    backend, planner, limit = metric.backend, metric.planner, metric.budget.reply_limit
     n = metric.samples if metric.samples > 1 and backend.supports_n() else 1
     form, sent = None, None
-    if metric._response_format is not None and hasattr(backend, "request_format"):
-        form, sent = backend.request_format(metric._response_format, metric._reply_limit)
-    model = getattr(backend, "batch_model", metric.model)
-    body = chat_body(model, plan.messages, n, sent, metric.temperature, metric._reply_limit)
+    if planner.response_format is not None and hasattr(backend, "request_format"):
+        form, sent = backend.request_format(planner.response_format, limit)
+    model: str = getattr(backend, "batch_model", metric.model)
+    body = chat_body(model, plan.messages, n, sent, metric.temperature, limit)
     key = next((key for key, planned in plan.keys if planned == form), None)
     return JudgeRequest(
         conversation_id=case.id or "",
@@ -137,7 +130,7 @@ def build_request(metric: Planning, case: ConversationalEvalTestCase, *, lookup:
         messages=plan.messages,
         body=body,
         response_format=form,
-        cache_key=key or metric._cache_key(messages_digest(plan.messages), form),
+        cache_key=key or planner.cache_key(messages_digest(plan.messages), form),
         rubric_version=metric.rubric.version,
         truncated=plan.truncated,
         cached_replies=plan.cached_texts,
@@ -146,7 +139,7 @@ def build_request(metric: Planning, case: ConversationalEvalTestCase, *, lookup:
     )
 
 
-def reply_from_answer(metric: Planning, request: JudgeRequest, answer: Any) -> Reply:
+def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) -> Reply:
     """A decoded chat-completions answer to `request` as a `Reply`, priced as `flowrate eval`
     prices it. Raises the error `flowrate eval` would (a `BadReply` for an answer that is not a
     chat completion: an error body, say)."""
@@ -165,7 +158,7 @@ def reply_from_answer(metric: Planning, request: JudgeRequest, answer: Any) -> R
 
 # -- the reply -------------------------------------------------------------------------------
 def rows_from_reply(
-    metric: Planning,
+    metric: RubricMetric,
     case: ConversationalEvalTestCase,
     request: JudgeRequest,
     reply: Reply | None,
@@ -179,13 +172,14 @@ def rows_from_reply(
     index) makes error rows of type `ReaskNeeded` saying why, and the re-ask to send is in
     `StepResult.reasks`; a re-ask's reply that is unusable too makes the error rows `flowrate eval`
     writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`)."""
-    rows = metric._new_rows(case, source, request.truncated)
+    rows = metric.row_maker.new_rows(case, source, request.truncated)
     if reply is None:
         if request.cached_replies is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
-        judgements = cached_judgements(metric, request.cached_replies)
-        settle_rows(metric, rows, judgements, cached=True, response_format=request.cached_form, usage=Usage())
+        cached = cached_judgements(metric.rubric, request.cached_replies)
+        settle_rows(metric, rows, cached, cached=True, response_format=request.cached_form, usage=Usage())
         return StepResult(rows)
+    rubric, limit = metric.rubric, metric.budget.reply_limit
     usage = Usage(**reply.usage.model_dump())
     cost, attempts, latency, wait = reply.cost_usd, reply.attempts, reply.latency_s, reply.wait_s
     judgements: list[Judgement] = []
@@ -197,20 +191,20 @@ def rows_from_reply(
         if len(reply.texts) < metric.samples:
             raise UnparsableReply(f"the judge returned {len(reply.texts)} of the {metric.samples} replies asked for")
         for index, text in enumerate(reply.texts[: metric.samples]):
-            look = first_look(metric, text, reply.is_cut(index))
+            look = first_look(rubric, limit, text, reply.is_cut(index))
             if look.judgement is not None:
                 judgements.append(look.judgement)
                 continue
             again = (reask_replies or {}).get(index)
             if again is None:
-                reasks.append(corrective_request(metric, request, text, look, index))
+                reasks.append(corrective_request(rubric, request, text, look, index))
                 continue
             usage.prompt_tokens += again.usage.prompt_tokens
             usage.completion_tokens += again.usage.completion_tokens
             cost = None if cost is None or again.cost_usd is None else cost + again.cost_usd
             attempts, latency, wait = attempts + again.attempts, latency + again.latency_s, wait + again.wait_s
             retry_text = again.texts[0] if again.texts else ""
-            judgements.append(second_look(metric, text, reply.is_cut(index), look, retry_text, again.is_cut(0)))
+            judgements.append(second_look(rubric, limit, text, reply.is_cut(index), look, retry_text, again.is_cut(0)))
         if reasks:
             why = "; ".join(dict.fromkeys(reask.why or "" for reask in reasks))
             raise ReaskNeeded(f"a re-ask would have been needed: {why}", reasks[0].reask_of)
@@ -224,16 +218,8 @@ def rows_from_reply(
     return StepResult(rows, reasks, [judgement.text for judgement in judgements] if usable else None)
 
 
-def cached_judgements(metric: Planning, texts: list[str]) -> list[Judgement]:
-    """The judgements in cached replies (no reply was read this run, so none is `repaired`)."""
-    judgements = [parse_reply(text, metric.rubric) for text in texts]
-    for judgement in judgements:
-        judgement.repaired = False
-    return judgements
-
-
 def settle_rows(
-    metric: Planning,
+    metric: RubricMetric,
     rows: list[EvaluationRow],
     outcome: list[Judgement] | BaseException,
     *,
@@ -245,57 +231,20 @@ def settle_rows(
     latency_s: float = 0.0,
     wait_s: float = 0.0,
 ) -> list[EvaluationRow]:
-    """Fill a conversation's new `rows` (`RowMaking._new_rows`) from its judgements, or from the
-    error that stopped it (`outcome`); the call's tokens, cost, attempts and clocks go on the first
-    row, the others carry cost 0 (null when the price is unknown), so totals add up."""
-    if isinstance(outcome, BaseException):
-        message = error_message(outcome, ERROR_MESSAGE_LIMIT)
-        reply = getattr(outcome, "reply", None)
-        for row in rows:
-            row.error = ErrorInfo(type=error_kind(outcome), message=message)
-            row.raw_reply = reply
-    else:
-        metric._fill(rows, outcome)
-    now = datetime.now(UTC)  # when the verdict (or the error) arrived
-    for row in rows:
-        row.evaluated_at = now
-        row.cached = cached
-        row.response_format = response_format
-    first = charge(rows, usage, cost_usd)
-    first.attempts = attempts
-    first.latency_s = round(latency_s, 3)
-    first.wait_s = round(wait_s, 3)
-    return rows
+    """Fill `metric`'s new `rows` for a conversation from its judgements, or from the error that
+    stopped it (`outcome`), as `RowMaker.settle` does (the other arguments are its own)."""
+    return metric.row_maker.settle(
+        rows, outcome, cached=cached, response_format=response_format, usage=usage, cost_usd=cost_usd,
+        attempts=attempts, latency_s=latency_s, wait_s=wait_s,
+    )  # fmt: skip
 
 
-# -- the re-ask rules -----------------------------------------------------------------------------
-@dataclass
-class Look:
-    """One reply read: its `judgement` when usable, else what the re-ask must say (`why`), the
-    criteria to ask again for (`only`; None: the whole reply), the error `kind` it would be, and
-    the `reading` whose usable criteria a partial re-ask keeps."""
-
-    judgement: Judgement | None
-    kind: type[UnparsableReply] = UnparsableReply
-    why: str = ""
-    only: list[str] | None = None
-    reading: Reading | None = None
-
-
-def first_look(metric: Planning, text: str, cut: bool) -> Look:
-    """Read a reply (`cut`: it stopped at its token limit); see `Look`."""
-    reading = read_reply(text, metric.rubric)
-    problem = problem_of(metric, reading, cut)
-    if problem is None:
-        return Look(Judgement(reading.ratings, text, repaired=reading.repaired, cut=cut))
-    kind, why, only = problem
-    return Look(None, kind, why, only, reading)
-
-
-def corrective_request(metric: Planning, request: JudgeRequest, text: str, look: Look, sample: int = 0) -> JudgeRequest:
-    """The one re-ask after `text`, the unusable reply `sample` to `request`: the messages say what
-    was wrong (`scores.schema.corrective_messages`); the body asks for one reply, as before."""
-    messages = corrective_messages(request.messages, text, look.why, metric.rubric, look.only)
+# -- the re-ask ------------------------------------------------------------------------------------
+def corrective_request(rubric: Rubric, request: JudgeRequest, text: str, look: Look, sample: int = 0) -> JudgeRequest:
+    """The one re-ask after `text`, the unusable reply `sample` to `request` (judged by `rubric`):
+    the messages say what was wrong (`scores.schema.corrective_messages`); the body asks for one
+    reply, as before."""
+    messages = corrective_messages(request.messages, text, look.why, rubric, look.only)
     body = {key: value for key, value in request.body.items() if key != "n"}
     body["messages"] = messages
     return JudgeRequest(
@@ -312,50 +261,3 @@ def corrective_request(metric: Planning, request: JudgeRequest, text: str, look:
         why=look.why,
         only=look.only,
     )
-
-
-def second_look(metric: Planning, text: str, cut: bool, look: Look, retry_text: str, retry_cut: bool) -> Judgement:
-    """The judgement after a re-ask: `retry_text` is the reply to the re-ask `look` called for
-    after `text`. When only some criteria of a suite were asked again, the others are kept from
-    `text`. Raises `UnparsableReply`, `CopiedExample` or `ReplyCut` (with both replies) when the
-    re-ask's reply is unusable too."""
-    why, only = look.why, look.only
-    again = read_reply(retry_text, metric.rubric, only)
-    still = problem_of(metric, again, retry_cut, only)
-    if still is not None:
-        kind, wrong, _ = still
-        replies = f"{excerpt(text)}\n--- the reply to the re-ask ---\n{excerpt(retry_text)}"
-        said = f"{wrong} (and again after a re-ask)" if wrong == why else f"{wrong} (asked again after: {why})"
-        raise kind(said, replies)
-    if not only:
-        return Judgement(again.ratings, retry_text, again.repaired, why, retry_cut)
-    reading = look.reading
-    ratings = {c.name: (again.ratings.get(c.name) or reading.ratings[c.name]) for c in metric.rubric.criteria}  # type: ignore[union-attr]
-    repaired = reading.repaired or again.repaired  # type: ignore[union-attr]
-    return Judgement(ratings, judgement_text(ratings, metric.rubric), repaired, why, cut or retry_cut)
-
-
-def problem_of(
-    metric: Planning, reading: Reading, cut: bool, only: list[str] | None = None
-) -> tuple[type[UnparsableReply], str, list[str] | None] | None:
-    """What makes a reply unusable: its kind, what to tell the judge, and the criteria to ask
-    again for (None: the whole reply). None for a usable reply."""
-    if reading.usable:
-        copied = copied_example(reading, metric.rubric)
-        return (CopiedExample, copied, None) if copied else None
-    if cut:
-        return (
-            ReplyCut,
-            f"it stopped at its limit of {metric._reply_limit} tokens before the JSON object was complete;"
-            " keep the reason to a few sentences and list only the most serious key issues",
-            None,
-        )
-    if reading.problem is None and metric.rubric.is_suite and reading.ratings and only is None:
-        return UnparsableReply, reading.describe(), list(reading.problems)
-    return UnparsableReply, reading.describe(), None
-
-
-def excerpt(text: str) -> str:
-    """An unusable reply as kept on its error row: the first half of `REPLY_EXCERPT_CHARS`."""
-    limit = REPLY_EXCERPT_CHARS // 2
-    return text if len(text) <= limit else text[: limit - 1] + "…"
