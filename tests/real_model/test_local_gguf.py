@@ -19,10 +19,10 @@ from tests.conftest import FLOWRATE
 from tests.real_model.conftest import PROCESS_LIMIT_S, flowrate_env, read_rows
 from tests.real_model.test_real_judge import (
     FLOW,
-    JUDGED_OR_FAILED,
     SAMPLES,
     assert_each_once,
     copied_example,
+    exit_codes_for,
     long_conversation,
     sample_ids,
 )
@@ -54,7 +54,7 @@ def run_gguf(workdir: Path, *args, env: dict[str, str] | None = None) -> tuple[i
 
 def test_a_model_file_judges_in_process_each_reply_read_on_its_first_call_then_from_the_cache(model_file, tmp_path):
     status, stderr, rows = run_gguf(tmp_path, "eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", LIMIT)
-    assert status in JUDGED_OR_FAILED and "Traceback" not in stderr, stderr
+    assert status in exit_codes_for(rows) and "Traceback" not in stderr, stderr
     ids = sample_ids()[:LIMIT]
     assert_each_once(rows, ids, [FLOW])
     unread = [row for row in rows if not copied_example(row) and (row["error"] or row["reasked"] or row["repaired"])]
@@ -77,7 +77,7 @@ def test_a_conversation_past_the_loaded_window_is_cut_to_it_by_the_models_own_to
     status, stderr, rows = run_gguf(
         tmp_path, "eval", "long.jsonl", "--model", f"gguf:{model_file}", env={"FLOWRATE_GGUF_N_CTX": str(window)}
     )
-    assert status in JUDGED_OR_FAILED, stderr
+    assert status in exit_codes_for(rows), stderr
     (row,) = rows
     assert row["truncated"] is True and row["error"] is None and row["attempts"] == 1, row
     assert row["usage"]["prompt_tokens"] + 512 <= window, row["usage"]

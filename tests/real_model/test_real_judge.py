@@ -115,6 +115,16 @@ def assert_each_once(rows: list[dict], ids: list[str], metrics: list[str]) -> No
 COPIED = "repeats the rubric's worked example"  # a reply read fine, rejected for its content
 
 
+def exit_codes_for(rows: list[dict]) -> tuple[int, ...]:
+    """The exit statuses flowrate's contract gives these rows, whatever a 135M model rated: 3 when
+    a reply was unusable as a copy of a rubric example (an error row: the summary counts it), else
+    0 or 1 (the gate's verdict on its ratings). Any other error row is the pipeline's own: none."""
+    errors = [row for row in rows if row["error"]]
+    if any(not copied_example(row) for row in errors):
+        return ()
+    return (3,) if errors else JUDGED_OR_FAILED
+
+
 def copied_example(row: dict) -> bool:
     """The row's reply was valid JSON on its scales, rejected as a copy of the rubric's worked
     example (and re-asked once): what a judgement says, which these tests never assert on."""
@@ -174,21 +184,23 @@ def test_each_sample_conversation_is_judged_once_with_its_reply_read_on_the_firs
     assert_ran(run)
     assert_each_once(run.rows, sample_ids(), [FLOW])
     assert_parsed_on_the_first_call(run, sample_ids(), {"reason", "key_issues", "verdict"})
-    assert run.returncode in JUDGED_OR_FAILED, run.stderr
+    assert run.returncode in exit_codes_for(run.rows), run.stderr
 
 
 def test_a_rerun_from_the_cache_sends_no_request_and_gives_the_same_rows(real_judge, flow_samples):
     first, proxy, workdir = flow_samples
     again = run_flowrate(proxy, workdir, workdir / "cache", "eval", SAMPLES, "-m", real_judge.model,
                          "--api-base", proxy.url, "-j", "1", output="again.jsonl")  # fmt: skip
-    assert again.returncode == first.returncode, again.stderr
-    assert again.completions == []
+    assert again.returncode in exit_codes_for(again.rows), again.stderr
     assert_each_once(again.rows, sample_ids(), [FLOW])
-    assert all(row["cached"] and row["attempts"] == 0 for row in again.rows), [
-        (row["id"], row["cached"], row["attempts"]) for row in again.rows
+    unusable = {row["id"] for row in first.rows if row["error"]}  # never cached, so asked again
+    cached = [row for row in again.rows if row["id"] not in unusable]
+    assert all(row["cached"] and row["attempts"] == 0 for row in cached), [
+        (row["id"], row["cached"], row["attempts"]) for row in cached
     ]
-    verdicts = {row["id"]: (row["verdict"], row["reason"]) for row in first.rows}
-    assert {row["id"]: (row["verdict"], row["reason"]) for row in again.rows} == verdicts
+    assert len(again.completions) == sum(row["attempts"] for row in again.rows if row["id"] in unusable)
+    verdicts = {row["id"]: (row["verdict"], row["reason"]) for row in first.rows if row["id"] not in unusable}
+    assert {row["id"]: (row["verdict"], row["reason"]) for row in cached} == verdicts
 
 
 # -- a conversation longer than the server's window ------------------------------------------
@@ -225,7 +237,7 @@ def test_a_conversation_past_the_servers_window_is_cut_to_the_window_its_refusal
     assert len(run.completions) == 2 + len(form_refusals(run.completions))
     assert f"{real_judge.n_ctx}" in json.dumps(refusals[0].answer)
     (row,) = run.rows
-    assert run.returncode in JUDGED_OR_FAILED, run.stderr
+    assert run.returncode in exit_codes_for(run.rows), run.stderr
     assert row["truncated"] is True and row["error"] is None and row["reasked"] is None, row
     sent = accepted[0].body
     prompt = json.dumps(sent["messages"], ensure_ascii=False)
@@ -241,7 +253,7 @@ def test_three_samples_are_three_choices_really_obtained_from_a_server_that_igno
     ids = short_conversations(tmp_path / "one.jsonl", 1, "samples")
     run = run_flowrate(proxy, tmp_path, tmp_path / "cache", "eval", "one.jsonl", "-m", real_judge.model,
                        "--api-base", proxy.url, "-j", "1", "--samples", "3")  # fmt: skip
-    assert run.returncode in JUDGED_OR_FAILED, run.stderr
+    assert run.returncode in exit_codes_for(run.rows), run.stderr
     assert_each_once(run.rows, ids, [FLOW])
     (row,) = run.rows
     assert row["error"] is None and row["reasked"] is None, row
@@ -288,7 +300,7 @@ def test_ctrl_c_mid_run_keeps_each_row_once_and_resume_completes_the_rest(real_j
     process = start_flowrate(tmp_path, cache, *words[1:])
     _, stderr = process.communicate(timeout=PROCESS_LIMIT_S)
     after = read_rows(output)
-    assert process.returncode in JUDGED_OR_FAILED, stderr
+    assert process.returncode in exit_codes_for(after), stderr
     assert_each_once(after, ids, [FLOW])
     assert [row for row in after if row["id"] in {r["id"] for r in before}] == before  # kept as they were
     new = [row for row in after if row["id"] not in {r["id"] for r in before}]
@@ -306,6 +318,6 @@ def test_the_suite_rates_each_sample_conversation_in_one_request_read_on_the_fir
     assert_each_once(run.rows, sample_ids(), SUITE_ROWS)
     assert_parsed_on_the_first_call(run, sample_ids(), {"criteria"})
     copied = any(copied_example(row) and row["error"] for row in run.rows)
-    assert run.returncode in (*JUDGED_OR_FAILED, *((3,) if copied else ())), run.stderr
+    assert run.returncode in exit_codes_for(run.rows), run.stderr
     if copied:  # counted, as the summary says
         assert "copied a rubric example" in run.stderr, run.stderr

@@ -11,9 +11,9 @@ import pytest
 from tests.real_model.conftest import run_flowrate
 from tests.real_model.test_real_judge import (
     FLOW,
-    JUDGED_OR_FAILED,
     assert_ran,
     assert_schema_sent_as_the_server_takes_it,
+    exit_codes_for,
     form_refusals,
     short_conversations,
 )
@@ -27,7 +27,7 @@ def test_ray_judges_each_conversation_once_in_the_schema_form_the_real_server_ta
     run = run_flowrate(proxy, tmp_path, tmp_path / "cache", "eval", tmp_path / "c.jsonl", "-m", real_judge.model,
                        "--api-base", proxy.url, "--engine", "ray")  # fmt: skip
     assert_ran(run)
-    assert run.returncode in JUDGED_OR_FAILED, run.stderr
+    assert run.returncode in exit_codes_for(run.rows), run.stderr
     assert Counter((row["id"], row["metric"]) for row in run.rows) == Counter({(cid, FLOW): 1 for cid in ids})
     # llama-cpp-python refuses OpenAI's json_schema (a 500): one refusal on the driver's first call,
     # then every request in the form it takes, the workers' included
