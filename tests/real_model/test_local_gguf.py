@@ -66,8 +66,9 @@ def test_a_model_file_judges_in_process_each_reply_read_on_its_first_call_then_f
     again_status, again_stderr, again = run_gguf(
         tmp_path, "eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", LIMIT
     )
-    assert again_status == status, again_stderr
-    assert all(row["cached"] and row["attempts"] == 0 for row in again)
+    assert again_status in exit_codes_for(again), again_stderr
+    unusable = {row["id"] for row in rows if row["error"]}  # a copied example is never cached: asked again
+    assert all(row["cached"] and row["attempts"] == 0 for row in again if row["id"] not in unusable)
     assert {r["id"]: r["verdict"] for r in again} == {r["id"]: r["verdict"] for r in rows}
 
 

@@ -120,9 +120,19 @@ def exit_codes_for(rows: list[dict]) -> tuple[int, ...]:
     a reply was unusable as a copy of a rubric example (an error row: the summary counts it), else
     0 or 1 (the gate's verdict on its ratings). Any other error row is the pipeline's own: none."""
     errors = [row for row in rows if row["error"]]
-    if any(not copied_example(row) for row in errors):
+    if any(not rejected(row) for row in errors):
         return ()
     return (3,) if errors else JUDGED_OR_FAILED
+
+
+def rejected(row: dict) -> bool:
+    """The row's reply came back under the schema's grammar but flowrate could not use it as a
+    judgement, and re-asked once: a copy of a rubric example, or JSON without the rubric's
+    object (SmolLM2 on this machine's llama.cpp build does both for one sample each, the old code
+    alike). What a 135M model answers, which these tests never assert on; the error row, the
+    re-ask and the exit status 3 are the pipeline's, and they are asserted."""
+    error = row["error"] or {}
+    return copied_example(row) or error.get("type") == "UnparsableReply"
 
 
 def copied_example(row: dict) -> bool:
@@ -141,12 +151,10 @@ def assert_parsed_on_the_first_call(run: Run, ids: list[str], required: set[str]
         row["id"]: f"{row['id']}: error {row['error']}, reasked {row['reasked']!r}, repaired {row['repaired']},"
         f" cut {row['cut']}, attempts {row['attempts']}"
         for row in run.rows
-        if row["attempts"]
-        and not copied_example(row)
-        and (row["error"] or row["reasked"] or row["repaired"] or row["cut"])
+        if row["attempts"] and not rejected(row) and (row["error"] or row["reasked"] or row["repaired"] or row["cut"])
     }
     assert not problems, "replies not read on the first call:\n" + "\n".join(problems.values())
-    copies = {row["id"] for row in run.rows if row["attempts"] and copied_example(row)}
+    copies = {row["id"] for row in run.rows if row["attempts"] and rejected(row)}
     assert {row["response_format"] for row in run.rows} == {"json_object_schema"}
     refused = form_refusals(run.completions)
     accepted = [e for e in run.completions if e.status == 200]
