@@ -30,7 +30,7 @@ from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.errors import JudgeError
 from flowrate.judge.retry import error_message
-from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
+from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
 from flowrate.metrics.rubric_metric import RubricMetric
 from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply, settle_rows
 from flowrate.results.events import RunListener
@@ -208,6 +208,18 @@ def failure_error(failure: dict[str, Any]) -> JudgeError:
     if failure.get("body"):
         return error_for(failure["status"], failure["body"].encode(), {})
     return ServerError(failure["message"], status=failure["status"])
+
+
+def planned(request: JudgeRequest) -> JudgePlan:
+    """The plan of a request `build_request` made (one read back by `JudgeRequest.from_dict` has none)."""
+    if request.plan is None:
+        raise ValueError(f"{request.conversation_id}: a request read back without its plan")
+    return request.plan
+
+
+def reserved(budget: CostBudget | None, metric: RubricMetric, request: JudgeRequest) -> bool:
+    """Whether `budget` (None: no bound) takes `request`'s estimated cost, which it then holds."""
+    return budget is None or budget.reserve(metric.estimate(planned(request)).cost_usd or 0.0)
 
 
 def plain(value: Any) -> Any:
@@ -390,10 +402,7 @@ class RayRun(_Tally):
                 if request.cached_replies is not None:
                     self._emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
                     continue
-                plan = request.plan  # build_request plans every request it makes; from_dict's alone have none
-                if plan is None:
-                    raise ValueError(f"{case.id}: a request built without its plan")
-                if self.budget is not None and not self.budget.reserve(metric.estimate(plan).cost_usd or 0.0):
+                if not reserved(self.budget, metric, request):
                     self._skip_for_budget(case, source, wanted[index:])
                     break
                 if not getattr(metric.backend, "form_settled", True):  # judged here, which finds the form
