@@ -32,7 +32,7 @@ from flowrate.judge.errors import JudgeError
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
 from flowrate.metrics.rubric_metric import RubricMetric
-from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply, settle_rows
+from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
@@ -512,8 +512,8 @@ class RayRun(_Tally):
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
         rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
         usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
-        settle_rows(
-            metric, rows, failure_error(failure), cached=False, response_format=form,
+        metric.row_maker.settle(
+            rows, failure_error(failure), cached=False, response_format=form,
             usage=usage, cost_usd=cost_usd, attempts=int(out["tries"]),
         )  # fmt: skip
         self._emit_all(rows, order, metric.name)

@@ -177,7 +177,7 @@ def rows_from_reply(
         if request.cached_replies is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
         cached = cached_judgements(metric.rubric, request.cached_replies)
-        settle_rows(metric, rows, cached, cached=True, response_format=request.cached_form, usage=Usage())
+        metric.row_maker.settle(rows, cached, cached=True, response_format=request.cached_form, usage=Usage())
         return StepResult(rows)
     rubric, limit = metric.rubric, metric.budget.reply_limit
     usage = Usage(**reply.usage.model_dump())
@@ -210,33 +210,12 @@ def rows_from_reply(
             raise ReaskNeeded(f"a re-ask would have been needed: {why}", reasks[0].reask_of)
     except UnparsableReply as error:
         outcome = error
-    settle_rows(
-        metric, rows, outcome, cached=False, response_format=reply.response_format, usage=usage, cost_usd=cost,
+    metric.row_maker.settle(
+        rows, outcome, cached=False, response_format=reply.response_format, usage=usage, cost_usd=cost,
         attempts=attempts, latency_s=latency, wait_s=wait,
     )  # fmt: skip
     usable = outcome is judgements and not any(judgement.cut for judgement in judgements)
     return StepResult(rows, reasks, [judgement.text for judgement in judgements] if usable else None)
-
-
-def settle_rows(
-    metric: RubricMetric,
-    rows: list[EvaluationRow],
-    outcome: list[Judgement] | BaseException,
-    *,
-    cached: bool,
-    response_format: str | None,
-    usage: Usage,
-    cost_usd: float | None = 0.0,
-    attempts: int = 0,
-    latency_s: float = 0.0,
-    wait_s: float = 0.0,
-) -> list[EvaluationRow]:
-    """Fill `metric`'s new `rows` for a conversation from its judgements, or from the error that
-    stopped it (`outcome`), as `RowMaker.settle` does (the other arguments are its own)."""
-    return metric.row_maker.settle(
-        rows, outcome, cached=cached, response_format=response_format, usage=usage, cost_usd=cost_usd,
-        attempts=attempts, latency_s=latency_s, wait_s=wait_s,
-    )  # fmt: skip
 
 
 # -- the re-ask ------------------------------------------------------------------------------------
