@@ -19,7 +19,8 @@ from flowrate.reports.escape import json_for_script, page_text
 
 
 def text(value: Any) -> str:
-    """Untrusted text for HTML text or an attribute (autoescaping then escapes it): control,
+    """Untrusted text for what a page's script shows (the templates' own output goes through
+    `escape.page_text` already, as the environment's finalize): control,
     bidi and line-separator characters shown escaped (`\\x1b`, `\\u202e`), line breaks kept."""
     return page_text(str(value))
 
@@ -56,8 +57,8 @@ def policy(nonce: str) -> str:
 @cache
 def templates() -> Any:
     """The app's `Jinja2Templates` on the one page setup (`reports.templating.environment`:
-    autoescape on, every printed string through `escape.page_text`), with the filters `text`,
-    `when`, `verdict`, `json_for_script` and `segment` (one path segment, encoded)."""
+    autoescape on, every printed string through `escape.page_text`), with the filters `when`,
+    `verdict`, `json_for_script` and `segment` (one path segment, encoded)."""
     from markupsafe import Markup
     from starlette.templating import Jinja2Templates
 
@@ -65,7 +66,6 @@ def templates() -> Any:
 
     env = environment("flowrate.review")
     env.filters.update(
-        text=text,
         when=when,
         verdict=verdict_of,
         json_for_script=lambda value: Markup(json_for_script(value)),
