@@ -15,6 +15,7 @@ from flowrate.settings.groups import weight_pairs
 
 WeightOption = Annotated[list[str] | None, option_of(groups.MetricOptions, "weights")]
 AllowEmptyOption = Annotated[bool | None, option_of(groups.SelectionOptions, "allow_empty")]
+FormatOption = Annotated[str | None, option_of(groups.SelectionOptions, "format")]
 
 
 @command(app, "metrics")
@@ -105,6 +106,7 @@ def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
 @command(app, "validate")
 def validate_command(
     paths: Paths,
+    format: FormatOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON on stdout.")] = False,
 ) -> None:
     """Check the input without calling a judge: record counts per format, and every problem."""
@@ -113,7 +115,7 @@ def validate_command(
     from flowrate.inputs.files import InputSet
     from flowrate.inputs.selection import raise_for_problems, scan
 
-    inputs = InputSet(paths)
+    inputs = InputSet(paths, format=format)
     try:
         report = scan(inputs)
     finally:
@@ -131,3 +133,20 @@ def validate_command(
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
     say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
     raise typer.Exit(int(ExitCode.OK))
+
+
+@command(app, "formats")
+def formats_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the formats as JSON on stdout.")] = False,
+) -> None:
+    """List the source formats flowrate reads, in the order a file's format is tried, with the fields each reads."""
+    from flowrate.inputs.sources.registry import readers
+
+    listed = [{"name": reader.name, "title": reader.title, "reads": reader.reads} for reader in readers()]
+    if as_json:
+        import orjson
+
+        write_stdout(orjson.dumps(listed, option=orjson.OPT_INDENT_2).decode())
+        return
+    for entry in listed:
+        typer.echo(f"{entry['name']}: {entry['title']}\n    reads {entry['reads']}")

@@ -83,7 +83,7 @@ class FileRun:
             raise ConfigError("--resume and --retry-errors need --output to be a file")
         check_output_path(output.output)
         check_report_paths(settings)
-        self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings))
+        self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
         self.notices.extend(self.inputs.notices)
         self.selection = Selection(
             chosen.shard,

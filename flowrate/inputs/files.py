@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
@@ -13,8 +14,11 @@ from typing import Any
 import orjson
 
 from flowrate.errors import ConfigError, InputError
+from flowrate.inputs.containers import CONTAINERS
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.inputs.formats import BOM, READERS, Record
+from flowrate.inputs.formats import BOM, Record
+from flowrate.inputs.sources.base import Item
+from flowrate.inputs.sources.registry import detect, reader_named
 
 INPUT_SUFFIXES = {
     ".jsonl": "jsonl",
@@ -23,21 +27,36 @@ INPUT_SUFFIXES = {
     ".yaml": "yaml",
     ".yml": "yaml",
     ".parquet": "parquet",
+    ".csv": "csv",
 }
+SCANNED_SUFFIXES = {suffix for suffix in INPUT_SUFFIXES if suffix != ".csv"}  # a directory's CSV may be a report
 STDIN = "-"
 
 
 class InputSet:
     """The paths of one run, with stdin spooled to a temporary file so it can be read twice.
 
-    A path given twice (compared resolved) is read once, and so is stdin. `output` is the
+    Each file is read by the source reader `format` names, else by the one its first item
+    shows (`sources.detect`). A path given twice (compared resolved) is read once, and so is stdin. `output` is the
     run's results file: it may never be an input, and a directory scan passes over it.
     `reports` are the other files the run writes, as (option, path): none may be an input
     either (each compared with `same_file`). A flowrate results file found in a directory is
     passed over with a notice; one named directly is a problem.
     """
 
-    def __init__(self, paths: list[str], output: str | None = None, reports: Sequence[tuple[str, str | None]] = ()):
+    def __init__(
+        self,
+        paths: list[str],
+        output: str | None = None,
+        reports: Sequence[tuple[str, str | None]] = (),
+        format: str | None = None,
+    ):
+        if format is not None:
+            try:
+                reader_named(format)
+            except ValueError as error:
+                raise ConfigError(f"option format: {error}") from None
+        self.format = format  #: the source format every file is read as (`--format`); None: each file's own
         self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
         self.notices: list[str] = []
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
@@ -80,7 +99,7 @@ class InputSet:
                 continue
             path = Path(given)
             if path.is_dir():
-                found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
+                found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SCANNED_SUFFIXES and p.is_file())
                 if not found:
                     problems.append(f"{given}: no .jsonl, .json, .yaml, .yml or .parquet files in this directory")
                 for item in found:
@@ -88,7 +107,7 @@ class InputSet:
             elif not path.exists():
                 problems.append(f"{given}: no such file or directory")
             elif path.suffix.lower() not in INPUT_SUFFIXES:
-                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml or .parquet)")
+                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv)")
             else:
                 add(path, given, path.name, named=True)
         if problems:
@@ -114,12 +133,12 @@ class InputSet:
         for path, shown, id_base in self.files:
             kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
             try:
-                if kind == "parquet":
+                if kind == "parquet" and self._native_parquet(path):
                     from flowrate.inputs.parquet import read_parquet
 
                     yield from read_parquet(path, shown, id_base, self.pushdown)
                     continue
-                yield from READERS[kind](path, shown, id_base)
+                yield from _read(CONTAINERS[kind](path, shown, id_base), self.format)
             except OSError as error:
                 yield Record(
                     source=Source(path=shown, index=0),
@@ -132,6 +151,17 @@ class InputSet:
                     format="unknown",
                     problems=[f"{shown}: not UTF-8 text (byte {error.start})"],
                 )
+
+    def _native_parquet(self, path: Path) -> bool:
+        """A Parquet file read as flowrate's own format, with the selection pushed down."""
+        if self.format is not None:
+            return self.format == "flowrate"
+        from flowrate.inputs.parquet import parquet_columns
+
+        try:
+            return bool({"turns", "messages"} & parquet_columns(path).keys())
+        except Exception:  # not Parquet: `read_parquet` names the problem
+            return True
 
     def close(self) -> None:
         if self._spool is not None:
@@ -199,6 +229,24 @@ def looks_like_results(path: Path) -> bool:
         and {"metric", "rubric_version"} <= first.keys()
         and not {"turns", "messages"} & first.keys()
     )
+
+
+def _read(decoded: Iterator[Item | Record], format: str | None) -> Iterator[Record]:
+    """The records of one file's items, by the reader `format` names or the one its first item
+    shows; when no reader takes the first item, one problem naming the formats tried."""
+    waiting: list[Record] = []
+    for first in decoded:
+        if isinstance(first, Record):
+            waiting.append(first)
+            continue
+        reader = reader_named(format) if format else detect(first)
+        if isinstance(reader, str):
+            yield from waiting
+            yield Record(source=first.source, format="unknown", problems=[reader])
+            return
+        yield from reader.read(itertools.chain(waiting, [first], decoded))
+        return
+    yield from waiting
 
 
 def iter_cases(inputs: InputSet) -> Iterator[Record]:

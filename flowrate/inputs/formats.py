@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -90,163 +88,11 @@ class Record:
         return (self.case.id if self.case is not None else None) or self.given_id or str(self.source)
 
 
-# -- file readers ----------------------------------------------------------------
-def _read_jsonl(path: Path, shown: str, id_base: str) -> Iterator[Record]:
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if number == 1:
-                line = line.removeprefix(BOM)
-            if not line.strip():
-                continue
-            source = Source(path=shown, line=number)
-            try:
-                raw = orjson.loads(line)
-            except orjson.JSONDecodeError as error:
-                yield Record(source=source, format="unknown", problems=[f"{source}: invalid JSON: {error}"])
-                continue
-            yield parse_record(raw, source, default_id=f"{id_base}:{number}")
-
-
-def _read_json(path: Path, shown: str, id_base: str) -> Iterator[Record]:
-    try:
-        document = orjson.loads(path.read_bytes().removeprefix(BOM))
-    except orjson.JSONDecodeError as error:
-        yield Record(
-            source=Source(path=shown, line=error.lineno), format="unknown", problems=[f"{shown}: invalid JSON: {error}"]
-        )
-        return
-    items = _conversation_list(document, shown)
-    if isinstance(items, str):
-        yield Record(source=Source(path=shown, index=0), format="unknown", problems=[items])
-        return
-    for index, raw in enumerate(items):
-        yield parse_record(raw, Source(path=shown, index=index), default_id=f"{id_base}#{index}")
-
-
-def _read_yaml(path: Path, shown: str, id_base: str) -> Iterator[Record]:
-    import yaml
-
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    text = path.read_text(encoding="utf-8-sig")
-    loader = loader_class(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            items: list[tuple[Any, int]] = []
-        else:
-            items = _yaml_items(loader, root, shown)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        where = f"{shown}:{line}" if line else shown
-        problem = getattr(error, "problem", None) or str(error)
-        yield Record(
-            source=Source(path=shown, line=line), format="unknown", problems=[f"{where}: invalid YAML: {problem}"]
-        )
-        return
-    except _NotAList as error:
-        yield Record(source=Source(path=shown, index=0), format="unknown", problems=[str(error)])
-        return
-    finally:
-        loader.dispose()
-    for index, (raw, line) in enumerate(items):
-        source = Source(path=shown, index=index, line=line)
-        if isinstance(raw, _Refused):
-            yield Record(source=source, format="unknown", problems=[f"{shown}:{line}: {raw.problem}"])
-            continue
-        yield parse_record(raw, source, default_id=f"{id_base}#{index}")
-
-
-class _NotAList(Exception):
-    pass
-
-
-# A record's YAML may expand to at most this many values once its aliases are followed: a real
-# conversation of 500 turns with metadata has a few thousand. A 496-byte "billion laughs" file
-# (aliases nested 9 deep) expands to 10^9 and took 4.9 GB before this check.
-MAX_YAML_VALUES = 100_000
-
-
-class _Refused:
-    """A YAML record not constructed, and why."""
-
-    def __init__(self, problem: str):
-        self.problem = problem
-
-
-def _expanded_size(root: Any, limit: int) -> int:
-    """How many values `root` becomes with its aliases followed, counted on the composed nodes
-    (each node once, with memory) without building anything; stops counting past `limit`.
-    A recursive alias counts as past the limit."""
-    import yaml
-
-    sizes: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if key in sizes:
-            continue
-        if isinstance(node, yaml.ScalarNode):
-            sizes[key] = 1
-            continue
-        children = (
-            [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
-        )
-        if children_done:
-            on_path.discard(key)
-            sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children))
-            continue
-        if key in on_path:
-            return limit + 1
-        on_path.add(key)
-        stack.append((node, True))
-        for child in children:
-            if id(child) in on_path:
-                return limit + 1
-            if id(child) not in sizes:
-                stack.append((child, False))
-    return sizes[id(root)]
-
-
-def _yaml_items(loader: Any, root: Any, shown: str) -> list[tuple[Any, int]]:
-    import yaml
-
-    node = root
-    if isinstance(node, yaml.MappingNode):
-        node = next((value for key, value in node.value if key.value == "conversations"), None)
-    if not isinstance(node, yaml.SequenceNode):
-        raise _NotAList(f"{shown}: expected a list of conversations, or a mapping with a `conversations` list")
-    items: list[tuple[Any, int]] = []
-    for item in node.value:
-        line = item.start_mark.line + 1
-        if _expanded_size(item, MAX_YAML_VALUES) > MAX_YAML_VALUES:
-            refused = _Refused(
-                f"its aliases expand to more than {MAX_YAML_VALUES:,} values; refused (a YAML alias bomb?)"
-            )
-            items.append((refused, line))
-        else:
-            items.append((loader.construct_document(item), line))
-    return items
-
-
-def _conversation_list(document: Any, shown: str) -> list[Any] | str:
-    if isinstance(document, dict) and isinstance(document.get("conversations"), list):
-        return document["conversations"]
-    if isinstance(document, list):
-        return document
-    return f"{shown}: expected an array of conversations, or an object with a `conversations` list"
-
-
-READERS = {"jsonl": _read_jsonl, "json": _read_json, "yaml": _read_yaml}
-
-
 # -- one record ------------------------------------------------------------------
 def parse_record(raw: Any, source: Source, default_id: str, where: str | None = None) -> Record:
     """Validate one decoded record and turn it into a conversation; its problems start with
     `where` (default: the file and line or index of `source`)."""
-    where = where or _where(source)
+    where = where or where_of(source)
     if not isinstance(raw, dict):
         return Record(
             source=source,
@@ -360,7 +206,8 @@ def _clip(text: str) -> str:
     return text if len(text) <= TOOL_TEXT_LIMIT else text[: TOOL_TEXT_LIMIT - 1] + "…"
 
 
-def _where(source: Source) -> str:
+def where_of(source: Source) -> str:
+    """How problems name the record at `source`: its file and line, or index (and line)."""
     if source.line is not None and source.index is not None:
         return f"{source.path}#{source.index} (line {source.line})"
     return str(source)

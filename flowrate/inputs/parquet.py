@@ -70,6 +70,30 @@ def read_parquet(path: Path, shown: str, id_base: str, pushdown: Any = None) -> 
         connection.close()
 
 
+def parquet_rows(path: Path, shown: str) -> Iterator[tuple[int, dict[str, Any] | Record]]:
+    """Every row of the Parquet file at `path`, with its number, as the JSON record it stands
+    for (`_plain_record`); a file DuckDB cannot read is one problem `Record`."""
+    import duckdb
+
+    connection = duckdb.connect()
+    try:
+        try:
+            query = f"SELECT * FROM read_parquet({_literal(path)}, file_row_number = true) ORDER BY file_row_number"
+            result = connection.execute(query)
+        except duckdb.Error as error:
+            problem = Record(source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: {_why(error)}"])
+            yield 0, problem
+            return
+        names = [column[0] for column in result.description]
+        while batch := result.fetchmany(FETCH_ROWS):
+            for values in batch:
+                raw = dict(zip(names, values))
+                number = int(raw.pop("file_row_number"))
+                yield number, _plain_record(raw)
+    finally:
+        connection.close()
+
+
 def parquet_columns(path: Path, connection: Any = None) -> dict[str, str]:
     """The file's columns and their DuckDB types."""
     import duckdb

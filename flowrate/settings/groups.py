@@ -283,6 +283,11 @@ class SelectionOptions(Group):
     date_field: Annotated[str | None, flag()] = Field(
         None, description="The metadata field with the chat's date. [default: chat_date, started_at or timestamp]"
     )
+    format: Annotated[str | None, flag()] = Field(
+        None,
+        description="Read every input as this source format (`flowrate formats` lists them). [default: found from"
+        " each file's first record]",
+    )
 
     @field_validator("only", "exclude")
     @classmethod

@@ -125,6 +125,7 @@ class SelectionSettings:
     skip_invalid: bool
     allow_empty: bool
     date_field: str | None
+    format: str | None
 
     @classmethod
     def of(cls, settings: EvalSettings) -> SelectionSettings:
@@ -140,6 +141,7 @@ class SelectionSettings:
             settings.skip_invalid,
             settings.allow_empty,
             settings.date_field,
+            settings.format,
         )
 
 

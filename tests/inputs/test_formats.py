@@ -203,7 +203,7 @@ def test_missing_path_and_unknown_type(tmp_path):
         InputSet([str(tmp_path / "nope.jsonl"), str(tmp_path / "notes.txt")])
     assert caught.value.problems == [
         f"{tmp_path / 'nope.jsonl'}: no such file or directory",
-        f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml, .yml or .parquet)",
+        f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv)",
     ]
 
 
@@ -229,7 +229,7 @@ def test_a_yaml_alias_bomb_is_refused_by_file_and_line_before_selection(judge, r
 def test_aliases_are_counted_as_the_values_they_expand_to_without_building_them():
     import yaml
 
-    from flowrate.inputs.formats import MAX_YAML_VALUES, _expanded_size
+    from flowrate.inputs.containers import MAX_YAML_VALUES, _expanded_size
 
     composed = yaml.compose("- &a [1, 2]\n- [*a, *a, *a]\n")
     assert _expanded_size(composed, MAX_YAML_VALUES) == 1 + (1 + 2) + (1 + 3 * 3)

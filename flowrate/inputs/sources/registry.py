@@ -1,0 +1,37 @@
+"""The source readers, in the order a file's format is tried, and finding the one that reads a file."""
+
+from __future__ import annotations
+
+from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.native import NativeReader
+
+
+def readers() -> list[Reader]:
+    """Every reader, in the order a file's format is tried."""
+    return [NativeReader()]
+
+
+def reader_named(name: str) -> Reader:
+    """The reader `--format NAME` names; `ValueError` naming the formats there are otherwise."""
+    for reader in readers():
+        if reader.name == name:
+            return reader
+    raise ValueError(f"unknown format {name!r} (formats: {', '.join(reader.name for reader in readers())})")
+
+
+def detect(item: Item) -> Reader | str:
+    """The reader that takes `item`, the first of a file; else, when another format than
+    flowrate's own is closest, a line naming the formats tried and the closest one's complaint
+    (when flowrate's own is closest, its reader, which names each record's problems)."""
+    tried = readers()
+    complaints: list[tuple[int, Reader, str]] = []
+    for reader in tried:
+        problem = reader.problem(item)
+        if problem is None:
+            return reader
+        complaints.append((reader.closeness(item), reader, problem))
+    closeness, closest, complaint = max(complaints, key=lambda entry: entry[0])
+    if closeness == 0 or closest is tried[0]:
+        return tried[0]  # flowrate's own format, whose reader names each record's problems
+    names = ", ".join(reader.name for reader in tried)
+    return f"{item.where}: no format reads this (tried {names}); closest, {closest.name}: {complaint}"
