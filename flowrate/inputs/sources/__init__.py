@@ -8,5 +8,5 @@ its first item (`detect`) unless `--format` names it, and a file no reader takes
 with the formats tried and the closest one's complaint.
 
 To add a source: a module here with a `Reader` subclass, listed in `registry.readers()` (in the order they
-are tried), a sample and its fields in `docs/inputs.md`, and its tests in `tests/inputs/sources/`.
+are tried), a sample and its fields in `docs/input.md`, and its tests in `tests/inputs/sources/`.
 """
