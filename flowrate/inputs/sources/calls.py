@@ -1,0 +1,152 @@
+"""Conversations from calls: a trace or an API log holds one record per call to a model, and each
+call's input repeats the history. The calls of one conversation (by its key) become one dialogue:
+the longest history, that is the last call's input and its output, with every other call's
+history checked to be a part of it. A history that was edited or forked is a problem naming
+both calls, never merged. Only the longest history of each conversation is held, not its calls.
+
+Messages are in OpenAI's chat shape, as `formats.parse_record` reads them: `role`, `content`
+(text), `tool_calls` ([{"function": {"name", "arguments"}}]) and `name` (of a tool's result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from flowrate.inputs.formats import Record, parse_record
+from flowrate.inputs.sources.base import Item
+
+
+@dataclass
+class Call:
+    """One call to the model: its conversation's `key` (None: the source has none, and the call
+    is a conversation of its own), when it started and ended (Unix seconds, None: not given),
+    its input `messages` and `output` messages, the `item` it was read from, and metadata for
+    the conversation's row (source ids, user, channel, model, tags, language)."""
+
+    key: str | None
+    messages: list[dict[str, Any]]
+    output: list[dict[str, Any]]
+    item: Item
+    started_s: float | None = None
+    ended_s: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Dialogue:
+    history: list[dict[str, Any]]
+    longest: Item  # the call the history is from
+    first: Item  # the first call read, which names the conversation's place
+    started_s: float | None
+    ended_s: float | None
+    metadata: dict[str, Any]
+    problem: str | None = None
+
+
+class Conversations:
+    """The calls of one file, grouped by key into dialogues (`add`), then read out (`records`).
+
+    `format` names the source on each record."""
+
+    def __init__(self, format: str):
+        self.format = format
+        self._dialogues: dict[str, _Dialogue] = {}
+        self._problems: list[Record] = []
+
+    def add(self, call: Call, fallback_key: str) -> None:
+        """Take `call` into its conversation; `fallback_key` (the trace, the response) groups
+        it when the source gives no conversation key."""
+        key = call.key or fallback_key
+        history = [*call.messages, *call.output]
+        known = self._dialogues.get(key)
+        if known is None:
+            self._dialogues[key] = _Dialogue(
+                history, call.item, call.item, call.started_s, call.ended_s, dict(call.metadata)
+            )
+            return
+        known.started_s = _earliest(known.started_s, call.started_s)
+        known.ended_s = _latest(known.ended_s, call.ended_s)
+        known.metadata = {**call.metadata, **known.metadata}
+        if known.problem is not None:
+            return
+        shorter, longer = sorted((known.history, history), key=len)
+        differs = next((n for n, (a, b) in enumerate(zip(shorter, longer)) if _comparable(a) != _comparable(b)), None)
+        if differs is not None:
+            known.problem = (
+                f"the history of the call at {call.item.where} differs from the call at {known.longest.where}"
+                f" at message {differs + 1}: edited or forked, not merged"
+            )
+        elif longer is history:
+            known.history, known.longest = history, call.item
+
+    def problem(self, item: Item, text: str) -> None:
+        """A record of the file that is no call: `text` names its field."""
+        self._problems.append(Record(source=item.source, format=self.format, problems=[f"{item.where}: {text}"]))
+
+    def records(self) -> Iterator[Record]:
+        """The problems, then every conversation in the order its first call was read."""
+        yield from self._problems
+        for key, dialogue in self._dialogues.items():
+            item = dialogue.first
+            if dialogue.problem is not None:
+                where = f"{item.where}: conversation {key!r}"
+                yield Record(
+                    source=item.source, format=self.format, problems=[f"{where}: {dialogue.problem}"], given_id=key
+                )
+                continue
+            metadata = dict(dialogue.metadata)
+            for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
+                if seconds is not None:
+                    metadata.setdefault(name, iso_time(seconds))
+            raw = {"id": key, "messages": dialogue.history, "metadata": metadata}
+            record = parse_record(raw, item.source, default_id=key, where=f"{item.where}: conversation {key!r}")
+            record.format = self.format
+            yield record
+
+
+def iso_time(seconds: float) -> str:
+    """Unix seconds as ISO 8601 UTC text, as rows and `--closed-after` read it."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+def seconds_of(value: Any) -> float | None:
+    """A time as Unix seconds: ISO 8601 text, or a number (or numeric text) of seconds,
+    milliseconds (above 1e11) or nanoseconds (above 1e14, as OTLP's `startTimeUnixNano`)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            try:
+                moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    if not isinstance(value, int | float):
+        return None
+    number = float(value)
+    if number > 1e14:
+        return number / 1e9
+    if number > 1e11:
+        return number / 1e3
+    return number
+
+
+def _comparable(message: dict[str, Any]) -> tuple:
+    calls = tuple(
+        (str((call.get("function") or {}).get("name")), str((call.get("function") or {}).get("arguments")))
+        for call in message.get("tool_calls") or []
+    )
+    return message.get("role"), str(message.get("content") or "").strip(), calls
+
+
+def _earliest(one: float | None, other: float | None) -> float | None:
+    return min((t for t in (one, other) if t is not None), default=None)
+
+
+def _latest(one: float | None, other: float | None) -> float | None:
+    return max((t for t in (one, other) if t is not None), default=None)
