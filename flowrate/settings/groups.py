@@ -202,6 +202,16 @@ class PromptOptions(Group):
     )
 
 
+THRESHOLDS = (0.0, 1.0)  # where a threshold may lie: scores are fractions
+
+
+def check_threshold(threshold: float, of: str = "the threshold") -> float:
+    """`threshold` when it lies in `THRESHOLDS`; else ValueError naming it as `of`."""
+    if not THRESHOLDS[0] <= threshold <= THRESHOLDS[1]:
+        raise ValueError(f"{of} must lie in [{THRESHOLDS[0]:g}, {THRESHOLDS[1]:g}]")
+    return threshold
+
+
 class MetricOptions(Group):
     """The metrics graded, their weights and where a pass begins."""
 
@@ -214,7 +224,7 @@ class MetricOptions(Group):
         {}, description="NAME=W: a criterion's weight in user_satisfaction; repeatable. [default: 1 each]"
     )
     threshold: Annotated[float, flag()] = Field(
-        0.7, ge=0.0, le=1.0, description="A conversation passes when its score is at least this."
+        0.7, ge=THRESHOLDS[0], le=THRESHOLDS[1], description="A conversation passes when its score is at least this."
     )
     thresholds: dict[str, float] = Field({}, description="Per metric, a threshold of its own.")
 
@@ -222,8 +232,7 @@ class MetricOptions(Group):
     @classmethod
     def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
         for name, threshold in value.items():
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError(f"the threshold of {name} must lie in [0, 1]")
+            check_threshold(threshold, f"the threshold of {name}")
         return value
 
     @field_validator("weights")
