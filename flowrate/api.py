@@ -23,7 +23,7 @@ from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
 from flowrate.results.files import ResultsFile, read_rows
 from flowrate.results.summary import DryRunEstimate, RunSummary
-from flowrate.settings.options import EvalSettings, in_github
+from flowrate.settings.options import EvalSettings
 
 if TYPE_CHECKING:
     from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
@@ -233,7 +233,7 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
     if settings.html:
         ids = {case.id for cases in book.cases.values() for case in cases}
         transcripts = load_transcripts([path for path in paths if path != "-"], ids)
-    github = in_github(settings.github)
+    github = settings.report_settings.for_github
     annotate = typer.echo if github and settings.output != "-" else None  # workflow commands go to stdout
     try:
         return write_reports(

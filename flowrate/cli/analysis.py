@@ -73,37 +73,26 @@ def agreement_command(
         return
     if label is None or not paths:
         raise ConfigError("give labelled conversation files and --label NAME, or --results with --history or --labels")
-    from flowrate.analysis.agreement import agreement_report, labels_named, pair_up
-    from flowrate.metrics.catalog import metric_making, scale_values
+    from flowrate.analysis.judged.agreement import agree_with_labels
+    from flowrate.cli.evaluate import run_with_progress
     from flowrate.reports.console import print_agreement
-    from flowrate.results.files import read_rows
 
     compared = metric or "conversational_flow_rate"
-    labels = labels_named(paths, label)
-    if results is not None:
-        rows = list(read_rows(results))
-        incomplete = False
-    else:
-        from flowrate.cli.evaluate import run_with_progress
-        from flowrate.results.events import KeepRows
-
-        settings = given.settings(output=output or "flowrate-agreement.jsonl", metric=[metric_making(compared)])
-        kept = KeepRows()
-        summary = run_with_progress(paths, settings, [kept]).summary
-        rows = kept.rows
-        incomplete = summary.errors > 0 or summary.interrupted
-    pairs, unpaired = pair_up(labels, rows, label, compared)
-    report = agreement_report(pairs, label, compared, scale_values(compared, rubric))
+    settings = None if results is not None else given.settings(output=output or "flowrate-agreement.jsonl")
+    measured = agree_with_labels(
+        paths, label, compared, rubric, results=results, settings=settings, evaluate=run_with_progress
+    )
+    report = measured.report
     print_agreement(stderr(), report)
-    if unpaired:
+    if measured.unpaired:
         where = f" in {results}" if results is not None else ""
         say(
-            f"flowrate: {unpaired} of {len(labels)} labeled conversation(s) have no usable {compared} row{where}"
-            " (missing, or an error row); they are left out of n"
+            f"flowrate: {measured.unpaired} of {measured.labelled} labeled conversation(s) have no usable {compared}"
+            f" row{where} (missing, or an error row); they are left out of n"
         )
     if as_json:
         typer.echo(report.model_dump_json())
-    raise typer.Exit(int(ExitCode.INCOMPLETE if incomplete or unpaired else ExitCode.OK))
+    raise typer.Exit(int(ExitCode.INCOMPLETE if measured.incomplete or measured.unpaired else ExitCode.OK))
 
 
 def _judge_report_form(

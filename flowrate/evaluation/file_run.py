@@ -44,8 +44,8 @@ def written_paths(settings: EvalSettings) -> list[tuple[str, str | None]]:
         ("--html", reports.html),
         ("--history", reports.history),
         ("--output-parquet", settings.output_parquet),
-        ("--batch-export", settings.batch_settings.export),
-        ("GITHUB_STEP_SUMMARY", step_summary if reports.github else None),
+        ("--batch-export", settings.batch_settings.batch_export),
+        ("GITHUB_STEP_SUMMARY", step_summary if reports.for_github else None),
     ]
 
 
@@ -56,7 +56,7 @@ def check_report_paths(settings: EvalSettings) -> None:
     for option, path in written:
         if path:
             check_output_path(path, option)
-    rows = [] if settings.batch_settings.export else [("--output", settings.output)]  # an export writes no row
+    rows = [] if settings.batch_settings.batch_export else [("--output", settings.output)]  # an export writes no row
     check_apart([*rows, *written])
 
 
@@ -86,7 +86,7 @@ class FileRun:
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
         self.notices.extend(self.inputs.notices)
         self.selection = Selection(
-            chosen.shard,
+            chosen.shard_slice,
             chosen.sample,
             chosen.sample_seed,
             chosen.min_words,

@@ -28,7 +28,7 @@ async def judge_online(run: FileRun, listener: RunListener) -> RunSummary:
         summary=summary,
         rpm=limits.rpm,
         tpm=limits.tpm,
-        max_cost_usd=limits.max_cost_usd,
+        max_cost_usd=limits.max_cost,
         done=done,
     )
     try:

@@ -156,7 +156,7 @@ async def judge_in_batches(
     try:
         batches = await _submit(run, listener, provider, state, backend, write, done, command, submit, only)
         summary.batches = [batch.batch_id for batch in batches.recorded]
-        if not run.settings.batch_settings.submit_only:
+        if not run.settings.batch_settings.batch_submit_only:
             await _poll(run, listener, provider, state, batches, write, summary, submit, started)
             await _settle_online(run, batches, write, summary, done)
     finally:
@@ -164,7 +164,7 @@ async def judge_in_batches(
         if run.cache is not None:
             run.cache.flush()
         _tell_disk_troubles(run, state, batches, listener)
-    if run.settings.batch_settings.submit_only:
+    if run.settings.batch_settings.batch_submit_only:
         return summary
     return finish(run, listener, summary, started)
 
@@ -264,7 +264,7 @@ async def _poll(run, listener, provider, state, batches, write, summary, submit,
             if not submit:
                 summary.still_running = [b.batch_id for b in remaining]
                 break
-            await asyncio.sleep(run.settings.batch_settings.poll_interval_s * random.uniform(0.8, 1.2))
+            await asyncio.sleep(run.settings.batch_settings.poll_interval * random.uniform(0.8, 1.2))
 
 
 async def _settle_online(run, batches: _Batches, write: _Writer, summary, done) -> None:
@@ -279,7 +279,7 @@ async def _settle_online(run, batches: _Batches, write: _Writer, summary, done) 
         for cid, (name, _) in online.items():
             summary.skip_unwritten(cid, rows.get(name, 1))
         return
-    if run.settings.batch_settings.no_fallback:
+    if run.settings.batch_settings.batch_no_fallback:
         for order, case, source in _selected(run):
             for metric in judged:
                 entry = online.get(custom_id(metric.name, case.id or ""))

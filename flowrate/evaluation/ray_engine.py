@@ -378,7 +378,7 @@ class RayRun(_Tally):
         self.processor = processor
         self.concurrency = concurrency
         self.metric_by_name = {metric.name: metric for metric in run.metrics}
-        max_cost = run.settings.limit_settings.max_cost_usd
+        max_cost = run.settings.limit_settings.max_cost
         self.budget = CostBudget(max_cost) if max_cost is not None else None
         self.cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]] = {}
         self.waiting: dict[tuple[int, str], _Pending] = {}

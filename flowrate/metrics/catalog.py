@@ -9,7 +9,8 @@ from flowrate.errors import ConfigError
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.retry import RetryPolicy
 from flowrate.rubric.model import PACKAGED, Scale, load_rubric
-from flowrate.settings.options import GateSettings, JudgeSettings
+from flowrate.settings.groups import GateOptions
+from flowrate.settings.options import JudgeSettings
 
 OFFLINE = "repetition_check"
 NAMES = [*PACKAGED, OFFLINE]
@@ -45,7 +46,7 @@ def describe(name: str, weights: dict[str, float] | None = None) -> MetricInfo:
     return MetricInfo(rubric.name, rubric.title, 1, rows, shown_weights)
 
 
-def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: GateSettings | None = None) -> list:
+def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: GateOptions | None = None) -> list:
     """The metrics a run judges with, from its judge `settings`: each `--metric` name, and the
     `--rubric` file's metric (which replaces the default when no `--metric` is named), sharing
     the run's response `cache`. Raises `ConfigError` for an unknown name, when two metrics would
@@ -95,7 +96,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
                 raise ConfigError(f"metric name {row_name!r} is made by both {made_by[row_name]} and {shown}")
             made_by[row_name] = shown
         metrics.append(metric)
-    check_names(settings, gates or GateSettings({}, {}))
+    check_names(settings, gates or GateOptions())
     return metrics
 
 
@@ -129,14 +130,14 @@ def check_weights(weights: dict[str, float], rubric_path: str | None = None) -> 
             )
 
 
-def check_names(settings: JudgeSettings, gates: GateSettings) -> None:
+def check_names(settings: JudgeSettings, gates: GateOptions) -> None:
     """Raise `ConfigError` for a weight, threshold or gate that names nothing flowrate makes:
     a typo would otherwise be ignored without a word."""
-    if not (settings.weights or settings.thresholds or gates.per_metric):
+    if not (settings.weights or settings.thresholds or gates.gates):
         return  # nothing named: no rubric to read for it
     check_weights(settings.weights, settings.rubric)
     known = known_row_names(settings.rubric)
-    for option, names in (("thresholds", settings.thresholds), ("gates", gates.per_metric)):
+    for option, names in (("thresholds", settings.thresholds), ("gates", gates.gates)):
         for name in names:
             if name not in known:
                 raise ConfigError(f"option {option}: unknown metric {name!r} (known: {', '.join(known)})")

@@ -25,7 +25,7 @@ from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEst
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
-from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD
+from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD, check_threshold
 
 
 class RubricMetric:
@@ -69,8 +69,7 @@ class RubricMetric:
         cut_logs: bool = False,
         transport: str = "auto",
     ):
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError("threshold must be between 0 and 1")
+        check_threshold(threshold)
         if samples < 1:
             raise ValueError("samples must be at least 1")
         self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)

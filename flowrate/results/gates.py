@@ -8,7 +8,7 @@ A metric with no judged row fails every gate it has: a gate never passes on noth
 from __future__ import annotations
 
 from flowrate.results.summary import GateResult, MetricStats, RunSummary
-from flowrate.settings.options import GateSettings
+from flowrate.settings.groups import GateOptions
 
 DEFAULT_GATE = {"max_failures": 0}  # every row passes
 
@@ -31,7 +31,7 @@ def check_gates(
     return results
 
 
-def apply_gates(summary: RunSummary, gates: GateSettings) -> None:
-    """Check every metric's gates on `summary` (`gates.default` for all metrics, `gates.per_metric`
+def apply_gates(summary: RunSummary, gates: GateOptions) -> None:
+    """Check every metric's gates on `summary` (`gates.default_gates` for all metrics, `gates.gates`
     over it); the run's exit code then follows the gates instead of every row."""
-    summary.gates = check_gates(summary.metrics, gates.default, gates.per_metric)
+    summary.gates = check_gates(summary.metrics, gates.default_gates, gates.gates)

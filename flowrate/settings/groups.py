@@ -7,10 +7,11 @@ from these declarations; a field without a `Flag` is set in the config file only
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -94,11 +95,20 @@ def cache_folder(cache_dir: str | None) -> Path:
     return Path(platformdirs.user_cache_dir("flowrate"))
 
 
+G = TypeVar("G", bound="Group")
+
+
 class Group(BaseModel):
     """A group of options. Its validators are built when it first validates, not on import:
     `flowrate --help` reads only the declarations."""
 
     model_config = ConfigDict(defer_build=True)
+
+    @classmethod
+    def of(cls: type[G], settings: BaseModel) -> G:
+        """This group's options as `settings` (which holds this group's fields, and others) has them."""
+        # pydantic's mypy plugin types model_construct as returning the class it is declared on
+        return cast(G, cls.model_construct(**{name: getattr(settings, name) for name in cls.model_fields}))
 
 
 class JudgeOptions(Group):
@@ -192,6 +202,16 @@ class PromptOptions(Group):
     )
 
 
+THRESHOLDS = (0.0, 1.0)  # where a threshold may lie: scores are fractions
+
+
+def check_threshold(threshold: float, of: str = "the threshold") -> float:
+    """`threshold` when it lies in `THRESHOLDS`; else ValueError naming it as `of`."""
+    if not THRESHOLDS[0] <= threshold <= THRESHOLDS[1]:
+        raise ValueError(f"{of} must lie in [{THRESHOLDS[0]:g}, {THRESHOLDS[1]:g}]")
+    return threshold
+
+
 class MetricOptions(Group):
     """The metrics graded, their weights and where a pass begins."""
 
@@ -204,7 +224,7 @@ class MetricOptions(Group):
         {}, description="NAME=W: a criterion's weight in user_satisfaction; repeatable. [default: 1 each]"
     )
     threshold: Annotated[float, flag()] = Field(
-        0.7, ge=0.0, le=1.0, description="A conversation passes when its score is at least this."
+        0.7, ge=THRESHOLDS[0], le=THRESHOLDS[1], description="A conversation passes when its score is at least this."
     )
     thresholds: dict[str, float] = Field({}, description="Per metric, a threshold of its own.")
 
@@ -212,8 +232,7 @@ class MetricOptions(Group):
     @classmethod
     def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
         for name, threshold in value.items():
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError(f"the threshold of {name} must lie in [0, 1]")
+            check_threshold(threshold, f"the threshold of {name}")
         return value
 
     @field_validator("weights")
@@ -358,6 +377,17 @@ class ReportOptions(Group):
     history: Annotated[str | None, flag()] = Field(
         None, description="The history: a DuckDB file of every run's rows and labels."
     )
+
+    @property
+    def for_github(self) -> bool:
+        """GitHub's step summary and annotations are written: `--github`, or GitHub Actions runs us
+        (`GITHUB_ACTIONS=true`)."""
+        return self.github or os.environ.get("GITHUB_ACTIONS") == "true"
+
+    @property
+    def wanted(self) -> bool:
+        """True when a report needs the run's rows kept (JUnit, HTML, GitHub)."""
+        return bool(self.junit or self.html or self.for_github)
 
 
 class BatchOptions(Group):

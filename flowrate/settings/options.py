@@ -12,13 +12,11 @@ unknown key, a file that is not a mapping, or unreadable YAML as flowrate does.
 
 from __future__ import annotations
 
-import os
 from copy import deepcopy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from flowrate.errors import ConfigError
@@ -64,32 +62,32 @@ class EvalSettings(
         return JudgeSettings.of(self)
 
     @property
-    def selection_settings(self) -> SelectionSettings:
-        return SelectionSettings.of(self)
+    def selection_settings(self) -> SelectionOptions:
+        return SelectionOptions.of(self)
 
     @property
-    def limit_settings(self) -> LimitSettings:
-        return LimitSettings.of(self)
+    def limit_settings(self) -> LimitOptions:
+        return LimitOptions.of(self)
 
     @property
-    def output_settings(self) -> OutputSettings:
-        return OutputSettings.of(self)
+    def output_settings(self) -> OutputOptions:
+        return OutputOptions.of(self)
 
     @property
-    def gate_settings(self) -> GateSettings:
-        return GateSettings.of(self)
+    def gate_settings(self) -> GateOptions:
+        return GateOptions.of(self)
 
     @property
-    def report_settings(self) -> ReportSettings:
-        return ReportSettings.of(self)
+    def report_settings(self) -> ReportOptions:
+        return ReportOptions.of(self)
 
     @property
-    def batch_settings(self) -> BatchSettings:
-        return BatchSettings.of(self)
+    def batch_settings(self) -> BatchOptions:
+        return BatchOptions.of(self)
 
     @property
-    def engine_settings(self) -> EngineSettings:
-        return EngineSettings.of(self)
+    def engine_settings(self) -> EngineOptions:
+        return EngineOptions.of(self)
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
@@ -105,146 +103,10 @@ class JudgeSettings(JudgeOptions, RetryOptions, PromptOptions, MetricOptions, Ca
     metric_named: bool = False  #: `--metric` was given (a `--rubric` alone replaces the default metric)
 
     @classmethod
-    def of(cls, settings: EvalSettings) -> JudgeSettings:
-        """This group of `settings`."""
+    def of(cls: type[JudgeSettings], settings: BaseModel) -> JudgeSettings:
+        """This group of `settings`, with `metric_named` from what was given."""
         given = {name: getattr(settings, name) for name in cls.model_fields if name != "metric_named"}
         return cls.model_construct(**deepcopy(given), metric_named="metric" in settings.model_fields_set)
-
-
-@dataclass(frozen=True)
-class SelectionSettings:
-    """Which conversations a run judges, and what an invalid or empty input means."""
-
-    shard: tuple[int, int] | None
-    sample: float | None
-    sample_seed: int
-    min_words: int | None
-    only: tuple[str, ...]
-    exclude: tuple[str, ...]
-    limit: int | None
-    skip_invalid: bool
-    allow_empty: bool
-    date_field: str | None
-    format: str | None
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> SelectionSettings:
-        """This group of `settings`."""
-        return cls(
-            settings.shard_slice,
-            settings.sample,
-            settings.sample_seed,
-            settings.min_words,
-            tuple(settings.only),
-            tuple(settings.exclude),
-            settings.limit,
-            settings.skip_invalid,
-            settings.allow_empty,
-            settings.date_field,
-            settings.format,
-        )
-
-
-@dataclass(frozen=True)
-class LimitSettings:
-    """How hard the judge is driven: calls in flight, rate ceilings, the budget in USD."""
-
-    concurrency: int
-    rpm: float | None
-    tpm: float | None
-    max_cost_usd: float | None
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> LimitSettings:
-        """This group of `settings`."""
-        return cls(settings.concurrency, settings.rpm, settings.tpm, settings.max_cost)
-
-
-@dataclass(frozen=True)
-class OutputSettings:
-    """Where the rows go and whether the file is resumed."""
-
-    output: str
-    resume: bool
-    retry_errors: bool
-    verbose: bool
-    parquet: str | None = None  #: the rows written again as a Parquet file once the run is over
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> OutputSettings:
-        """This group of `settings`."""
-        return cls(settings.output, settings.resume, settings.retry_errors, settings.verbose, settings.output_parquet)
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """What makes a run fail: gates for every metric (`default`) and per metric."""
-
-    default: dict[str, float]
-    per_metric: dict[str, dict[str, float]]
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> GateSettings:
-        """This group of `settings`."""
-        return cls(settings.default_gates, dict(settings.gates))
-
-
-@dataclass(frozen=True)
-class ReportSettings:
-    """The reports and the history a run writes besides its rows."""
-
-    junit: str | None
-    html: str | None
-    github: bool  #: GitHub's step summary and annotations: `--github`, or GITHUB_ACTIONS=true
-    history: str | None
-
-    @property
-    def wanted(self) -> bool:
-        """True when a report needs the run's rows kept (JUnit, HTML, GitHub)."""
-        return bool(self.junit or self.html or self.github)
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> ReportSettings:
-        """This group of `settings`."""
-        return cls(settings.junit, settings.html, in_github(settings.github), settings.history)
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """Provider batch mode."""
-
-    batch: bool
-    batch_size: int | None
-    poll_interval_s: float
-    submit_only: bool
-    no_fallback: bool
-    export: str | None
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> BatchSettings:
-        """This group of `settings`."""
-        return cls(
-            settings.batch,
-            settings.batch_size,
-            settings.poll_interval,
-            settings.batch_submit_only,
-            settings.batch_no_fallback,
-            settings.batch_export,
-        )
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What sends the requests: flowrate's own scheduler in this process ("local"), or a Ray Data
-    processor on a Ray cluster ("ray", at `ray_address`; None: RAY_ADDRESS, else a local one)."""
-
-    engine: str
-    ray_address: str | None
-
-    @classmethod
-    def of(cls, settings: EvalSettings) -> EngineSettings:
-        """This group of `settings`."""
-        return cls(settings.engine, settings.ray_address)
 
 
 def load_config(path: Path | None) -> dict[str, Any]:
@@ -322,8 +184,3 @@ def plain_validation_message(error: ErrorDetails) -> str:
         text = _PLAIN[kind].format(**context)
         return f"{text} (got {error['input']!r})" if "input" in error and kind != "missing" else text
     return str(error["msg"]).removeprefix("Value error, ")
-
-
-def in_github(flag: bool) -> bool:
-    """True with `--github`, or when GitHub Actions runs us (`GITHUB_ACTIONS=true`)."""
-    return flag or os.environ.get("GITHUB_ACTIONS") == "true"

@@ -42,9 +42,9 @@ def test_junit_past_the_limit_lists_gates_and_the_worst_rows(tmp_path):
         book.add(row)
         summary.add(row, n)
     from flowrate.results.gates import apply_gates
-    from flowrate.settings.options import GateSettings
+    from flowrate.settings.groups import GateOptions
 
-    apply_gates(summary, GateSettings({"min_pass_rate": 0.9}, {}))
+    apply_gates(summary, GateOptions(min_pass_rate=0.9))
     write_junit(tmp_path / "j.xml", book, summary)
     suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
     names = [case.get("name") for case in suite.findall("testcase")]
@@ -60,14 +60,14 @@ def test_past_10000_rows_the_reports_give_true_counts_and_say_what_they_leave_ou
     from flowrate.reports.github import annotation_lines, step_summary
     from flowrate.reports.junit import write_junit
     from flowrate.results.gates import apply_gates
-    from flowrate.settings.options import GateSettings
+    from flowrate.settings.groups import GateOptions
 
     book, summary = ReportBook(), RunSummary()
     for n in range(20_000):
         row = _row(f"c{n:05d}", score=1.0 if n % 5 < 3 else 0.3, line=n + 1)  # a 60 % pass rate
         book.add(row)
         summary.add(row, n)
-    apply_gates(summary, GateSettings({"min_pass_rate": 0.9}, {}))
+    apply_gates(summary, GateOptions(min_pass_rate=0.9))
     write_junit(tmp_path / "j.xml", book, summary)
     root = ET.parse(tmp_path / "j.xml").getroot()
     suite = root.find("testsuite")

@@ -10,11 +10,27 @@ def test_each_group_holds_its_options_as_given():
         poll_interval=5, metric=["virtual_agent"],
     )  # fmt: skip
     assert (settings.judge_settings.model, settings.judge_settings.metric_named) == ("m", True)
-    assert settings.selection_settings.shard == (2, 4) and settings.selection_settings.only == ("a=1",)
-    assert (settings.limit_settings.rpm, settings.limit_settings.max_cost_usd) == (60, 5)
+    assert settings.selection_settings.shard_slice == (2, 4) and settings.selection_settings.only == ["a=1"]
+    assert (settings.limit_settings.rpm, settings.limit_settings.max_cost) == (60, 5)
     assert settings.output_settings.resume and settings.output_settings.output == "o.jsonl"
-    assert settings.gate_settings.default == {"min_pass_rate": 0.9}
-    assert settings.gate_settings.per_metric == {"coherence": {"max_failures": 2}}
+    assert settings.gate_settings.default_gates == {"min_pass_rate": 0.9}
+    assert settings.gate_settings.gates == {"coherence": {"max_failures": 2}}
     assert settings.report_settings.junit == "j.xml" and settings.report_settings.wanted
-    assert settings.batch_settings.batch and settings.batch_settings.poll_interval_s == 5
+    assert settings.batch_settings.batch and settings.batch_settings.poll_interval == 5
     assert not EvalSettings().judge_settings.metric_named
+
+
+def test_a_group_holds_exactly_its_own_options():
+    settings = EvalSettings(model="m", shard="1/2", html="r.html")
+    selection = settings.selection_settings
+    assert set(type(selection).model_fields) == set(selection.model_dump())
+    assert not hasattr(selection, "model") and not hasattr(selection, "html")
+    assert settings.report_settings.html == "r.html" and settings.report_settings.wanted
+
+
+def test_the_github_reports_are_on_with_the_flag_or_inside_github_actions(monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    assert not EvalSettings().report_settings.for_github
+    assert EvalSettings(github=True).report_settings.for_github
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert EvalSettings().report_settings.for_github and EvalSettings().report_settings.wanted
