@@ -126,6 +126,7 @@ class SelectionSettings:
     allow_empty: bool
     date_field: str | None
     format: str | None
+    closed_after_s: float | None
 
     @classmethod
     def of(cls, settings: EvalSettings) -> SelectionSettings:
@@ -142,6 +143,7 @@ class SelectionSettings:
             settings.allow_empty,
             settings.date_field,
             settings.format,
+            settings.closed_after_s,
         )
 
 
