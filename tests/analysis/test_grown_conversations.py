@@ -1,6 +1,8 @@
 """`--history` judges a conversation once per content: a second run judges only the conversations
 that grew, and the history keeps the rows of both runs."""
 
+from xml.etree import ElementTree
+
 import duckdb
 
 from tests.helpers import read_rows, turn_record, write_jsonl
@@ -31,8 +33,14 @@ def test_a_second_run_judges_only_the_conversation_that_grew_and_the_history_kee
     grown = turn_record("b", "cancel my order", "done", "and refund it", "refunded")
     write_jsonl(path, [THREADS[0], grown, THREADS[2]])
     judge.reset()
-    second = run_with_history(run_flowrate, judge, path, "tuesday.jsonl")
+    second = run_with_history(run_flowrate, judge, path, "tuesday.jsonl", "--junit", "j.xml")
     assert second.returncode == 0, second.stderr
+    skipped = [
+        (case.get("name"), case.find("skipped").get("message"))
+        for case in ElementTree.parse(tmp_path / "j.xml").iter("testcase")
+        if case.find("skipped") is not None
+    ]
+    assert skipped == [(key, "left out by --history: already judged with these turns") for key in ("a", "c")]
     assert judge.requests == 1 and [row["id"] for row in read_rows(tmp_path / "tuesday.jsonl")] == ["b"]
     assert "skipped 2 already judged (--history) conversation(s)" in second.stderr
     stored = history_rows(tmp_path / "h.duckdb")

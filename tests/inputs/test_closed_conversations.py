@@ -3,6 +3,7 @@ message is newer than that, judging nothing of it; a duration that is not one is
 
 import json
 from datetime import UTC, datetime, timedelta
+from xml.etree import ElementTree
 
 import pytest
 
@@ -42,10 +43,18 @@ def test_closed_conversations_are_judged_and_open_ones_counted(judge, run_flowra
             turn_record("old-start", "a question", "an answer", metadata={"started_at": ago(days=2)}),
         ],
     )
-    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--closed-after", "2h")
+    result = run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--closed-after", "2h", "--junit", "j.xml"
+    )
     assert result.returncode == 0, result.stderr
     assert sorted(row["id"] for row in read_rows(tmp_path / "out.jsonl")) == ["done", "old-start"]
     assert judge.requests == 2 and "skipped 1 open (--closed-after) conversation(s)" in result.stderr
+    skipped = [
+        (case.get("name"), case.find("skipped").get("message"))
+        for case in ElementTree.parse(tmp_path / "j.xml").iter("testcase")
+        if case.find("skipped") is not None
+    ]
+    assert skipped == [("live", "left out by --closed-after: still open")]
 
 
 def test_a_conversation_with_no_time_counts_as_closed_and_is_told_once(judge, run_flowrate, tmp_path):
