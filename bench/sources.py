@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from common import DEFAULT_DATA, REALISTIC_FILES
@@ -138,23 +139,35 @@ def write_otel(path: Path, pool: list[tuple[str, str]], count: int, calls: int) 
     return spans
 
 
-def child(arguments: list[str]) -> tuple[float, float, str]:
-    """Run `arguments` as a child process: its wall seconds, peak RSS in MB (wait4's ru_maxrss)
-    and stdout; exits naming it when it fails."""
+@dataclass
+class Measure:
+    """What one child process took: wall and CPU seconds (user and system: on a shared machine
+    the steadier of the two), peak RSS in MB (wait4's ru_maxrss)."""
+
+    wall_s: float
+    cpu_s: float
+    rss_mb: float
+
+    def __str__(self) -> str:
+        return f"{self.wall_s:.2f} s wall, {self.cpu_s:.2f} s CPU, peak RSS {self.rss_mb:.1f} MB"
+
+
+def child(arguments: list[str]) -> tuple[Measure, str]:
+    """Run `arguments` as a child process: what it took and its stdout; exits naming it when it fails."""
     started = time.perf_counter()
     process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = process.stdout.read(), process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
+    wall_s = time.perf_counter() - started
     if code := os.waitstatus_to_exitcode(status):
         raise SystemExit(f"{' '.join(arguments)}: exit {code}\n{stderr}")
-    return seconds, usage.ru_maxrss / 1024, stdout
+    return Measure(wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024), stdout
 
 
-def validate(path: Path) -> tuple[float, float, dict]:
-    """`flowrate validate path --json`: seconds, peak RSS in MB, its counts."""
-    seconds, rss_mb, stdout = child([FLOWRATE, "validate", str(path), "--json"])
-    return seconds, rss_mb, json.loads(stdout)
+def validate(path: Path) -> tuple[Measure, dict]:
+    """`flowrate validate path --json`: what it took, and its counts."""
+    measure, stdout = child([FLOWRATE, "validate", str(path), "--json"])
+    return measure, json.loads(stdout)
 
 
 def registered_formats() -> list[str]:
@@ -198,13 +211,13 @@ def probe(path: Path, keep_lines: bool) -> None:
     print(sum(1 for record in grouped.records() if not record.problems))
 
 
-def probe_rss(path: Path, keep_lines: bool, expected: int) -> tuple[float, float]:
-    """`probe` in a child process: seconds and peak RSS in MB."""
+def probe_measure(path: Path, keep_lines: bool, expected: int) -> Measure:
+    """`probe` in a child process: what it took."""
     arguments = [sys.executable, __file__, "--probe-child", str(path), *(["--keep-lines"] if keep_lines else [])]
-    seconds, rss_mb, stdout = child(arguments)
+    measure, stdout = child(arguments)
     if int(stdout) != expected:
         raise SystemExit(f"the probe read {stdout.strip()} conversations, not {expected}")
-    return seconds, rss_mb
+    return measure
 
 
 def main() -> None:
@@ -227,17 +240,13 @@ def main() -> None:
         native, otel = Path(scratch) / "conversations.jsonl", Path(scratch) / "spans.otlp.jsonl"
         write_native(native, pool, count, calls)
         spans = write_otel(otel, pool, count, calls) if has_otel or options.probe else 0
-        native_s, native_mb, native_counts = validate(native)
+        native_took, native_counts = validate(native)
         assert native_counts["valid"] == count and native_counts["invalid"] == 0, native_counts
-        print(
-            f"flowrate JSONL: {count} conversations, {native.stat().st_size / 1e6:.1f} MB:"
-            f" {native_s:.2f} s, peak RSS {native_mb:.1f} MB"
-        )
+        print(f"flowrate JSONL: {count} conversations, {native.stat().st_size / 1e6:.1f} MB: {native_took}")
         if options.probe:
             for keep in (True, False):
-                seconds, rss = probe_rss(otel, keep, count)
                 kept = "each call's decoded line kept" if keep else "the decoded lines dropped"
-                print(f"Conversations alone over {spans} spans ({kept}): {seconds:.2f} s, peak RSS {rss:.1f} MB")
+                print(f"Conversations alone over {spans} spans ({kept}): {probe_measure(otel, keep, count)}")
         if not has_otel:
             print(
                 f"error: no `otel` reader is registered (formats: {', '.join(formats)}), so the OTel half"
@@ -245,13 +254,15 @@ def main() -> None:
                 file=sys.stderr,
             )
             sys.exit(2)
-        otel_s, otel_mb, otel_counts = validate(otel)
+        otel_took, otel_counts = validate(otel)
         assert otel_counts["valid"] == count and otel_counts["formats"] == {"otel": count}, otel_counts
         print(
-            f"OTel spans: {spans} spans in {otel.stat().st_size / 1e6:.1f} MB, {otel_counts['valid']} conversations:"
-            f" {otel_s:.2f} s, peak RSS {otel_mb:.1f} MB"
+            f"OTel: {spans} spans, {otel.stat().st_size / 1e6:.1f} MB, {otel_counts['valid']} conversations: {otel_took}"
         )
-        print(f"OTel / JSONL: time {otel_s / native_s:.1f}x, peak RSS {otel_mb / native_mb:.1f}x")
+        print(
+            f"OTel / JSONL: wall {otel_took.wall_s / native_took.wall_s:.1f} x, CPU"
+            f" {otel_took.cpu_s / native_took.cpu_s:.1f} x, peak RSS {otel_took.rss_mb / native_took.rss_mb:.1f} x"
+        )
 
 
 if __name__ == "__main__":

@@ -284,7 +284,8 @@ def judged_in_history(settings: EvalSettings) -> JudgedBefore | None:
 def append_history(settings: EvalSettings, wall_time_s: float, listener: RunListener) -> int | None:
     """Add the run's rows (from `settings.output`) and the run itself, started `wall_time_s`
     ago, to the history `settings.history`, in one short transaction (waiting while another
-    process, the review app, holds the file); returns the rows added (None when no history is
+    process, the review app, holds the file); returns the rows added (0 when the run wrote no
+    row, and the history is left as it was; None when no history is
     asked, or when the rows went to stdout, which `listener` is told). Raises `HistoryNotUpdated` (exit 4) when they could not
     be added: none of them then was."""
     from flowrate.analysis.history import import_results, writing
@@ -295,6 +296,8 @@ def append_history(settings: EvalSettings, wall_time_s: float, listener: RunList
     if settings.output == "-":
         listener.notice("--history needs --output to be a file; the history was not updated")
         return None
+    if not Path(settings.output).expanduser().exists():  # a run that wrote no row (--allow-empty) has none to add
+        return 0
     started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
     try:
         with writing(history) as connection:

@@ -80,3 +80,18 @@ def test_resume_counts_the_rows_of_its_output_whatever_the_history_holds(judge, 
     resumed = run_with_history(run_flowrate, judge, path, "out.jsonl", "--resume")
     assert resumed.returncode == 0 and judge.requests == 0, resumed.stderr
     assert "already judged" not in resumed.stderr and len(read_rows(tmp_path / "out.jsonl")) == 3
+
+
+def test_rows_imported_before_the_fingerprint_existed_are_judged_once_more(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "threads.jsonl", THREADS)
+    assert run_with_history(run_flowrate, judge, path, "first.jsonl").returncode == 0
+    connection = duckdb.connect(str(tmp_path / "h.duckdb"))
+    connection.execute("UPDATE rows SET turns_sha256 = NULL")  # as migration 4 leaves the rows of an older flowrate
+    connection.close()
+    judge.reset()
+    again = run_with_history(run_flowrate, judge, path, "again.jsonl")
+    assert again.returncode == 0, again.stderr
+    assert sorted(row["id"] for row in read_rows(tmp_path / "again.jsonl")) == ["a", "b", "c"]  # judged (cached)
+    judge.reset()
+    assert run_with_history(run_flowrate, judge, path, "third.jsonl", "--allow-empty").returncode == 0
+    assert judge.requests == 0 and len(history_rows(tmp_path / "h.duckdb")) == 6
