@@ -243,6 +243,8 @@ def main() -> None:
         native_took, native_counts = validate(native)
         assert native_counts["valid"] == count and native_counts["invalid"] == 0, native_counts
         print(f"flowrate JSONL: {count} conversations, {native.stat().st_size / 1e6:.1f} MB: {native_took}")
+        if spans:
+            print(f"OTel: {spans} spans of {count} conversations written, {otel.stat().st_size / 1e6:.1f} MB")
         if options.probe:
             for keep in (True, False):
                 kept = "each call's decoded line kept" if keep else "the decoded lines dropped"

@@ -218,14 +218,14 @@ def nothing_to_judge(paths: list[str], left_out: dict[str, int] | None = None) -
 
 
 #: the selection's reasons that are told as conversations skipped, each in these words
-LEFT_OUT_SKIPS = {"open": "open (--closed-after)", "judged": "already judged (--history)"}
+LEFT_OUT_SKIPS = {"open": ("open", "--closed-after"), "judged": ("already judged", "--history")}
 
 
 def skipped_lines(left_out: dict[str, int]) -> list[str]:
     """One line per reason of `left_out` (counts by reason) told as conversations skipped:
-    "skipped 2 open (--closed-after) conversation(s)"."""
+    "skipped 2 open conversation(s) (--closed-after)"."""
     return [
-        f"skipped {count} {LEFT_OUT_SKIPS[reason]} conversation(s)"
+        f"skipped {count} {LEFT_OUT_SKIPS[reason][0]} conversation(s) ({LEFT_OUT_SKIPS[reason][1]})"
         for reason, count in left_out.items()
         if reason in LEFT_OUT_SKIPS
     ]

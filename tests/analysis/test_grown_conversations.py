@@ -42,7 +42,7 @@ def test_a_second_run_judges_only_the_conversation_that_grew_and_the_history_kee
     ]
     assert skipped == [(key, "left out by --history: already judged with these turns") for key in ("a", "c")]
     assert judge.requests == 1 and [row["id"] for row in read_rows(tmp_path / "tuesday.jsonl")] == ["b"]
-    assert "skipped 2 already judged (--history) conversation(s)" in second.stderr
+    assert "skipped 2 already judged conversation(s) (--history)" in second.stderr
     stored = history_rows(tmp_path / "h.duckdb")
     assert [key for key, _ in stored] == ["a", "b", "b", "c"]
     assert len({sha for key, sha in stored if key == "b"}) == 2 and all(sha for _, sha in stored)
@@ -55,7 +55,7 @@ def test_a_run_where_everything_was_judged_is_nothing_to_judge_and_leaves_the_ou
     judge.reset()
     again = run_with_history(run_flowrate, judge, path, "out.jsonl")
     assert again.returncode == 2 and "nothing to judge" in again.stderr, again.stderr
-    assert "skipped 3 already judged (--history) conversation(s)" in again.stderr
+    assert "skipped 3 already judged conversation(s) (--history)" in again.stderr
     assert judge.requests == 0 and (tmp_path / "out.jsonl").read_bytes() == before
     assert len(history_rows(tmp_path / "h.duckdb")) == 3
 

@@ -25,13 +25,13 @@ def test_a_conversation_whose_last_message_is_a_minute_old_is_open_and_nothing_i
     (tmp_path / "out.jsonl").write_text("kept\n")
     result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--closed-after", "30m")
     assert result.returncode == 2, result.stderr
-    assert "nothing to judge" in result.stderr and "skipped 1 open (--closed-after) conversation(s)" in result.stderr
+    assert "nothing to judge" in result.stderr and "skipped 1 open conversation(s) (--closed-after)" in result.stderr
     assert judge.requests == 0 and (tmp_path / "out.jsonl").read_text() == "kept\n"
     allowed = run_flowrate(
         "eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--closed-after", "30m", "--allow-empty"
     )
     assert allowed.returncode == 0, allowed.stderr
-    assert "skipped 1 open (--closed-after) conversation(s)" in allowed.stderr and judge.requests == 0
+    assert "skipped 1 open conversation(s) (--closed-after)" in allowed.stderr and judge.requests == 0
 
 
 def test_closed_conversations_are_judged_and_open_ones_counted(judge, run_flowrate, tmp_path):
@@ -48,7 +48,7 @@ def test_closed_conversations_are_judged_and_open_ones_counted(judge, run_flowra
     )
     assert result.returncode == 0, result.stderr
     assert sorted(row["id"] for row in read_rows(tmp_path / "out.jsonl")) == ["done", "old-start"]
-    assert judge.requests == 2 and "skipped 1 open (--closed-after) conversation(s)" in result.stderr
+    assert judge.requests == 2 and "skipped 1 open conversation(s) (--closed-after)" in result.stderr
     skipped = [
         (case.get("name"), case.find("skipped").get("message"))
         for case in ElementTree.parse(tmp_path / "j.xml").iter("testcase")
