@@ -129,9 +129,6 @@ class Selection:
         return last_s > self.now_s - self.closed_after_s  # type: ignore[operator]
 
 
-LAST_TIME_FIELDS = ("ended_at", *DATE_FIELDS)
-
-
 def last_message_s(case: ConversationalEvalTestCase) -> float | None:
     """When `case`'s last message was, in Unix seconds: metadata `ended_at`, else the latest of
     `chat_date`, `started_at` and `timestamp` (as `seconds_of` reads a time; a date alone is its
