@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from flowrate.analysis.judged.alignment import Alignment
 from flowrate.analysis.judged.bench import Judge
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, OutputError
-from flowrate.evaluation.file_run import FileRun
+from flowrate.evaluation.file_run import FileRun, JudgedBefore
 from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
@@ -118,7 +118,7 @@ async def evaluate_files_async(
     from flowrate.evaluation.engines import engine_for
 
     check_engine(settings)
-    run = FileRun(paths, settings)
+    run = FileRun(paths, settings, judged_in_history(settings))
     try:
         check_history(settings)
     except BaseException:
@@ -265,10 +265,27 @@ def check_history(settings: EvalSettings) -> None:
         pass
 
 
+def judged_in_history(settings: EvalSettings) -> JudgedBefore | None:
+    """What `FileRun` leaves out as judged already: the conversations the history of `settings`
+    holds rows of with the same turns, metric, model and rubric version (None: no history,
+    or none in use because the rows go to stdout)."""
+    history = settings.history
+    if not history or settings.output == "-":
+        return None
+
+    def judged(identities: list[tuple[str, str, str]]) -> set[tuple[str, str]]:
+        from flowrate.analysis.history import judged_conversations
+
+        return judged_conversations(history, identities)
+
+    return judged
+
+
 def append_history(settings: EvalSettings, wall_time_s: float, listener: RunListener) -> int | None:
     """Add the run's rows (from `settings.output`) and the run itself, started `wall_time_s`
     ago, to the history `settings.history`, in one short transaction (waiting while another
-    process, the review app, holds the file); returns the rows added (None when no history is
+    process, the review app, holds the file); returns the rows added (0 when the run wrote no
+    row, and the history is left as it was; None when no history is
     asked, or when the rows went to stdout, which `listener` is told). Raises `HistoryNotUpdated` (exit 4) when they could not
     be added: none of them then was."""
     from flowrate.analysis.history import import_results, writing
@@ -279,6 +296,8 @@ def append_history(settings: EvalSettings, wall_time_s: float, listener: RunList
     if settings.output == "-":
         listener.notice("--history needs --output to be a file; the history was not updated")
         return None
+    if not Path(settings.output).expanduser().exists():  # a run that wrote no row (--allow-empty) has none to add
+        return 0
     started = datetime.now(UTC) - timedelta(seconds=wall_time_s)
     try:
         with writing(history) as connection:
@@ -294,7 +313,7 @@ def append_history(settings: EvalSettings, wall_time_s: float, listener: RunList
 def estimate_files(paths: list[str], settings: EvalSettings) -> DryRunEstimate:
     """What `flowrate eval --dry-run` prints: every prompt rendered and counted with the model's
     tokenizer, the calls, tokens and cost by the price list; nothing is sent."""
-    return FileRun(paths, settings).estimate()
+    return FileRun(paths, settings, judged_in_history(settings)).estimate()
 
 
 def export_requests(paths: list[str], settings: EvalSettings, path: str) -> int:
@@ -405,7 +424,7 @@ def collect_batches(
     submitted and a batch still running is listed in `summary.still_running`."""
     from flowrate.evaluation.provider_batch import judge_in_batches
 
-    run = FileRun(paths, settings)
+    run = FileRun(paths, settings, judged_in_history(settings))
     results = ResultsFile(settings.output, append=run.resuming)
     try:
         return asyncio.run(judge_in_batches(run, Listeners([results, *(listeners or [])]), submit=False, only=only))

@@ -3,7 +3,7 @@ that any DuckDB client can query with SQL. DuckDB is imported only here, only wh
 
 Tables (documented in the README):
 - `runs(run_id, started_at, finished_at, models, rubric_versions, metrics, rows, passed, failed, errors, cost_usd, source)`;
-- `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id, key_issues, number_of_turns)`,
+- `rows(conversation_id, metric, suite, model, rubric_version, evaluated_at, chat_date, verdict, rating, scale, score, threshold, success, error_type, cost_usd, weights, run_id, key_issues, number_of_turns, turns_sha256)`,
   one per (conversation_id, metric, model, rubric_version, evaluated_at): importing a row again adds nothing;
 - `labels(conversation_id, metric, score, labeled_at, labeler)`, each distinct label once;
 - `reviews(review_id, conversation_id, metric, reviewer, value, score, comment, answered_at, run_id, judge_shown)`,
@@ -43,7 +43,7 @@ COLUMNS = (
     "{id: 'VARCHAR', metric: 'VARCHAR', suite: 'VARCHAR', model: 'VARCHAR', rubric_version: 'VARCHAR',"
     " evaluated_at: 'VARCHAR', chat_date: 'VARCHAR', verdict: 'VARCHAR', rating: 'INTEGER', scale: 'INTEGER',"
     " score: 'DOUBLE', threshold: 'DOUBLE', success: 'BOOLEAN', error: 'JSON', cost_usd: 'DOUBLE', weights: 'JSON',"
-    " key_issues: 'JSON', number_of_turns: 'INTEGER'}"
+    " key_issues: 'JSON', number_of_turns: 'INTEGER', turns_sha256: 'VARCHAR'}"
 )
 
 
@@ -191,7 +191,7 @@ def _insert_run(connection: Any, rows_file: Path, source: str, started_at: datet
         f"""INSERT OR IGNORE INTO rows SELECT id, metric, suite, model, rubric_version,
         CAST(evaluated_at AS TIMESTAMPTZ) AT TIME ZONE 'UTC', TRY_CAST(chat_date AS DATE), verdict, rating, scale,
         score, threshold, success, json_extract_string(error, '$.type'), cost_usd, CAST(weights AS VARCHAR), ?,
-        CAST(key_issues AS VARCHAR), number_of_turns
+        CAST(key_issues AS VARCHAR), number_of_turns, turns_sha256
         FROM read_json(?, format = 'newline_delimited', columns = {COLUMNS}, ignore_errors = true)""",
         [run_id, str(rows_file)],
     )
@@ -206,6 +206,24 @@ def _insert_run(connection: Any, rows_file: Path, source: str, started_at: datet
             [run_id, started_at, source, run_id],
         )
     return added
+
+
+def judged_conversations(path: str | Path, identities: list[tuple[str, str, str]]) -> set[tuple[str, str]]:
+    """The (conversation_id, turns_sha256) of every conversation the history at `path` holds a
+    row without error for under each of `identities` (row name, model, rubric version): judged
+    already, by these judges, with these turns. Empty when the history does not exist yet."""
+    if not identities or not Path(path).expanduser().exists():
+        return set()
+    with writing(path) as connection:  # waits, as a write does, while another process holds it
+        connection.execute("CREATE TEMP TABLE wanted (metric VARCHAR, model VARCHAR, rubric_version VARCHAR)")
+        connection.executemany("INSERT INTO wanted VALUES (?, ?, ?)", [list(identity) for identity in identities])
+        found = connection.execute(
+            """SELECT conversation_id, turns_sha256 FROM rows JOIN wanted USING (metric, model, rubric_version)
+            WHERE turns_sha256 IS NOT NULL AND error_type IS NULL
+            GROUP BY conversation_id, turns_sha256 HAVING count(DISTINCT metric) = ?""",
+            [len(set(identities))],
+        ).fetchall()
+    return {(key, sha) for key, sha in found}
 
 
 def import_labels(connection: Any, labels: list[Label]) -> int:

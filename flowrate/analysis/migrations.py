@@ -108,3 +108,11 @@ def m003_rows_key_issues(connection: Any) -> None:
     `flowrate top-issues --history` groups and places; rows imported before have neither (NULL)."""
     connection.execute("ALTER TABLE rows ADD COLUMN IF NOT EXISTS key_issues VARCHAR")
     connection.execute("ALTER TABLE rows ADD COLUMN IF NOT EXISTS number_of_turns INTEGER")
+
+
+@migration
+def m004_rows_turns_sha256(connection: Any) -> None:
+    """`rows.turns_sha256`: the fingerprint of the turns a row judged, by which `eval --history`
+    leaves out a conversation already judged with the same turns; rows imported before have
+    none (NULL), and their conversations are judged again once."""
+    connection.execute("ALTER TABLE rows ADD COLUMN IF NOT EXISTS turns_sha256 VARCHAR")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from flowrate.errors import ConfigError
@@ -24,13 +24,17 @@ from flowrate.inputs.selection import (
 )
 from flowrate.judge.cache import ResponseCache
 from flowrate.metrics.catalog import build_metrics
+from flowrate.metrics.protocol import Metric
 from flowrate.results.events import RunListener
-from flowrate.results.files import check_output_path
+from flowrate.results.files import check_output_path, read_rows
 from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary
 from flowrate.settings.groups import cache_folder
 from flowrate.settings.options import EvalSettings
+
+#: given the (row name, model, rubric version) a run judges, the (id, turns_sha256) already judged
+JudgedBefore = Callable[[list[tuple[str, str, str]]], set[tuple[str, str]]]
 
 CONNECTION_POOL_LIMIT = 500  # LiteLLM's default connections per host
 
@@ -65,10 +69,12 @@ class FileRun:
 
     Creating it reads every record once and raises `InputError` (no judge call made)
     unless `settings.skip_invalid` lets it skip the invalid ones. A run that selects no
-    conversation is an input error too, unless `settings.allow_empty`.
+    conversation is an input error too, unless `settings.allow_empty`. `judged_before`, given
+    the (row name, model, rubric version) of every row this run makes for a conversation,
+    returns the (id, turns_sha256) of those already judged (`--history`): they are left out.
     """
 
-    def __init__(self, paths: list[str], settings: EvalSettings):
+    def __init__(self, paths: list[str], settings: EvalSettings, judged_before: JudgedBefore | None = None):
         self.settings = settings
         self.paths = paths
         self.notices: list[str] = []
@@ -83,6 +89,12 @@ class FileRun:
             raise ConfigError("--resume and --retry-errors need --output to be a file")
         check_output_path(output.output)
         check_report_paths(settings)
+        judge = settings.judge_settings
+        self.cache = None  # the run's: every judged metric reads and writes it
+        if not judge.no_cache:
+            self.cache = ResponseCache(cache_folder(judge.cache_dir))
+        self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
+        judged = already_judged(self.metrics, settings, judged_before)
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
         self.notices.extend(self.inputs.notices)
         self.selection = Selection(
@@ -93,23 +105,16 @@ class FileRun:
             list(chosen.only),
             list(chosen.exclude),
             chosen.limit,
+            closed_after_s=chosen.closed_after_s,
+            judged=judged,
         )
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
         if not chosen.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
         if self.scan.selected == 0 and not chosen.allow_empty:
             self.inputs.close()
-            raise nothing_to_judge(paths)
-        if self.scan.unreadable_dates:
-            self.notices.append(
-                f"{self.scan.unreadable_dates} conversation(s) have a chat date that cannot be read"
-                f" (first: {self.scan.first_unreadable_date}); their rows have chat_date null"
-            )
-        judge = settings.judge_settings
-        self.cache = None  # the run's: every judged metric reads and writes it
-        if not judge.no_cache:
-            self.cache = ResponseCache(cache_folder(judge.cache_dir))
-        self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
+            raise nothing_to_judge(paths, self.scan.left_out)
+        self.notices.extend(scan_notices(self.scan))
 
     @property
     def total_rows(self) -> int:
@@ -131,8 +136,7 @@ class FileRun:
     @property
     def resuming(self) -> bool:
         """True when rows are appended to an output that exists (`--resume`, `--retry-errors`, `--batch`)."""
-        resuming = self.settings.resume or self.settings.retry_errors or self.settings.batch
-        return resuming and Path(self.settings.output).exists()
+        return resumes(self.settings)
 
     def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
         """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
@@ -204,6 +208,50 @@ class FileRun:
         finally:
             self.inputs.close()
         return estimate
+
+
+def resumes(settings: EvalSettings) -> bool:
+    """True when a run under `settings` appends rows to an output that exists (`--resume`,
+    `--retry-errors`, `--batch`)."""
+    resuming = settings.resume or settings.retry_errors or settings.batch
+    return resuming and Path(settings.output).exists()
+
+
+def already_judged(
+    metrics: list[Metric], settings: EvalSettings, judged_before: JudgedBefore | None
+) -> set[tuple[str, str]]:
+    """The (id, turns_sha256) of every conversation `judged_before` (the history) holds rows of
+    `metrics` for, less those whose rows a resumed output (`settings.output`) holds: those are
+    resumed, and counted, as `--resume` always did."""
+    if judged_before is None:
+        return set()
+    identities = [
+        (name, metric.judge_identity["model"], metric.judge_identity["rubric version"])
+        for metric in metrics
+        for name in metric.row_names
+    ]
+    judged = judged_before(identities)
+    if judged and resumes(settings):
+        resumed = {row.id for row in read_rows(Path(settings.output))}
+        judged = {key for key in judged if key[0] not in resumed}
+    return judged
+
+
+def scan_notices(report: ScanReport) -> list[str]:
+    """What the scan found that a run tells before judging: unreadable chat dates, and the
+    conversations `--closed-after` counted as closed for want of a time."""
+    notices = []
+    if report.unreadable_dates:
+        notices.append(
+            f"{report.unreadable_dates} conversation(s) have a chat date that cannot be read"
+            f" (first: {report.first_unreadable_date}); their rows have chat_date null"
+        )
+    if report.untimed:
+        notices.append(
+            f"--closed-after: {report.untimed} conversation(s) have no time (metadata ended_at, chat_date,"
+            " started_at or timestamp); they were counted as closed"
+        )
+    return notices
 
 
 def tell_lost_cache_writes(cache: ResponseCache | None, listener: RunListener) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -46,6 +48,14 @@ class ConversationalEvalTestCase(BaseModel):
         if not cut or len(self.turns) < 2 or self.turns[-1].actual_output is not None:
             return self
         return self.model_copy(update={"turns": self.turns[:-1]})
+
+
+def turns_sha256(case: ConversationalEvalTestCase) -> str:
+    """The fingerprint of what a judge reads of `case`: the SHA-256 (hex) of its system prompt
+    and turns (each side and the tool activity) as read; a conversation that grew or was
+    edited has another."""
+    content = [case.chatbot_role, [[turn.input, turn.actual_output, turn.tool_activity] for turn in case.turns]]
+    return hashlib.sha256(orjson.dumps(content)).hexdigest()
 
 
 DATE_FIELDS = ("chat_date", "started_at", "timestamp")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 import orjson
 
 from flowrate.errors import InputError
-from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
+from flowrate.inputs.conversation import DATE_FIELDS, ConversationalEvalTestCase, Source, chat_date, turns_sha256
 from flowrate.inputs.files import InputSet, with_duplicates_marked
+from flowrate.inputs.sources.calls import seconds_of
 
 MAX_PROBLEMS_SHOWN = 50
 
@@ -31,6 +33,7 @@ class ScanReport:
     left_out: dict[str, int] = field(default_factory=dict)  # valid conversations not chosen, by reason
     unreadable_dates: int = 0  # chosen conversations whose chat date is there but cannot be read
     first_unreadable_date: str = ""  # the first of them: where, its id, the field and value
+    untimed: int = 0  # conversations `--closed-after` counted as closed: they have no time
 
     @property
     def invalid(self) -> int:
@@ -43,6 +46,9 @@ class Selection:
     In order: the shard (`I/N` by id hash), the sample (a `fraction` of ids by a seeded
     hash), `min_words` (words of both sides), `only` and `exclude` (`FIELD=VALUE` on the
     metadata; a value is compared as written in JSON, so `handoff=true` matches `true`),
+    `open` (with `closed_after_s`: the last message, `last_message_s`, is newer than
+    `now_s` less that; a conversation with no time counts as closed, and `untimed` counts
+    it), `judged` (its id and `turns_sha256` are in `judged`: the history holds its rows),
     then `limit` (the first N that pass, in input order). `left_out` counts each reason;
     a conversation outside the shard is another machine's, not counted.
     """
@@ -56,6 +62,9 @@ class Selection:
         only: list[str] | None = None,
         exclude: list[str] | None = None,
         limit: int | None = None,
+        closed_after_s: float | None = None,
+        now_s: float | None = None,
+        judged: set[tuple[str, str]] | None = None,
     ):
         self.shard = shard
         self.sample = sample
@@ -64,6 +73,10 @@ class Selection:
         self.only = [item.split("=", 1) for item in only or []]
         self.exclude = [item.split("=", 1) for item in exclude or []]
         self.limit = limit
+        self.closed_after_s = closed_after_s
+        self.now_s = time.time() if now_s is None else now_s  # one "now" for every pass over the input
+        self.judged = judged or set()
+        self.untimed = 0  # conversations `closed_after_s` counted as closed for want of a time
         self.left_out: Counter = Counter()
         self.last_reason: str | None = None  # why the last conversation was not chosen
         self._taken = 0
@@ -76,7 +89,7 @@ class Selection:
     def fresh(self) -> Selection:
         """The same selection, with its counts and its limit reset, for another pass."""
         again = copy.copy(self)
-        again.left_out, again.last_reason, again._taken = Counter(), None, 0
+        again.left_out, again.last_reason, again._taken, again.untimed = Counter(), None, 0, 0
         return again
 
     def choose(self, case: ConversationalEvalTestCase) -> bool:
@@ -100,9 +113,31 @@ class Selection:
             return "only"
         if any(_metadata_value(case, field) == value for field, value in self.exclude):
             return "exclude"
+        if self.closed_after_s is not None and self._open(case):
+            return "open"
+        if self.judged and (case.id, turns_sha256(case)) in self.judged:
+            return "judged"
         if self.limit is not None and self._taken >= self.limit:
             return "limit"
         return None
+
+    def _open(self, case: ConversationalEvalTestCase) -> bool:
+        last_s = last_message_s(case)
+        if last_s is None:
+            self.untimed += 1
+            return False
+        return last_s > self.now_s - self.closed_after_s  # type: ignore[operator]
+
+
+def last_message_s(case: ConversationalEvalTestCase) -> float | None:
+    """When `case`'s last message was, in Unix seconds: metadata `ended_at`, else the latest of
+    `chat_date`, `started_at` and `timestamp` (as `seconds_of` reads a time; a date alone is its
+    midnight UTC); None when none of them is there and readable."""
+    ended_s = seconds_of(case.metadata.get("ended_at"))
+    if ended_s is not None:
+        return ended_s
+    found = [seconds_of(case.metadata.get(name)) for name in DATE_FIELDS]
+    return max((moment for moment in found if moment is not None), default=None)
 
 
 def stable_hash(text: str) -> int:
@@ -148,6 +183,7 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
                 if not report.first_unreadable_date:
                     report.first_unreadable_date = f"{record.source} id {case.id!r}: {unreadable[0]}"
     report.left_out = dict(selection.left_out)
+    report.untimed = selection.untimed
     return report
 
 
@@ -166,12 +202,27 @@ def raise_for_problems(
         raise InputError(shown, total=len(report.problems), hint=hint, headline=headline)
 
 
-def nothing_to_judge(paths: list[str]) -> InputError:
-    """The error for a run that selects no conversation: a gate never passes on nothing."""
+def nothing_to_judge(paths: list[str], left_out: dict[str, int] | None = None) -> InputError:
+    """The error for a run that selects no conversation: a gate never passes on nothing. The
+    open and already judged conversations `left_out` counts are named: they are not lost."""
     named = ", ".join(paths) or "the input"
     return InputError(
-        [f"{named}: no conversation selected to judge"],
+        [f"{named}: no conversation selected to judge", *skipped_lines(left_out or {})],
         headline="nothing to judge",
         hint="pass --allow-empty if an empty input is expected",
         counted=False,
     )
+
+
+#: the selection's reasons that are told as conversations skipped, each in these words
+LEFT_OUT_SKIPS = {"open": ("open", "--closed-after"), "judged": ("already judged", "--history")}
+
+
+def skipped_lines(left_out: dict[str, int]) -> list[str]:
+    """One line per reason of `left_out` (counts by reason) told as conversations skipped:
+    "skipped 2 open conversation(s) (--closed-after)"."""
+    return [
+        f"skipped {count} {LEFT_OUT_SKIPS[reason][0]} conversation(s) ({LEFT_OUT_SKIPS[reason][1]})"
+        for reason, count in left_out.items()
+        if reason in LEFT_OUT_SKIPS
+    ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date, turns_sha256
 from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
 from flowrate.settings.groups import DEFAULT_THRESHOLD
@@ -167,5 +167,6 @@ class RepetitionCheck:
             rubric_version=RULES_VERSION,
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
+            turns_sha256=turns_sha256(case),
             chat_date=chat_date(case, self.date_field),
         )

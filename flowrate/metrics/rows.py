@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, chat_date, turns_sha256
 from flowrate.judge.backend import Usage
 from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
@@ -50,6 +50,7 @@ class RowMaker:
             rubric_version=self.rubric.version,
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
+            turns_sha256=turns_sha256(case),
             chat_date=chat_date(case, self.date_field),
         )
 

@@ -16,6 +16,7 @@ from flowrate.analysis.agreement import AgreementReport
 from flowrate.analysis.calibration import Calibration, Deviation
 from flowrate.analysis.compare import Comparison
 from flowrate.analysis.trends import ONE_ROW_EACH, TrendPoint
+from flowrate.inputs.selection import LEFT_OUT_SKIPS, skipped_lines
 from flowrate.reports.escape import safe_line, terminal_text
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
@@ -209,10 +210,10 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
         if not (default and gate.passed):
             mark = "passed" if gate.passed else "FAILED"
             console.print(shown(f"gate {mark}: {gate.describe()}"), markup=False, highlight=False)
-    if summary.left_out:
-        reasons = ", ".join(
-            f"{LEFT_OUT_REASONS.get(reason, reason)} {count}" for reason, count in summary.left_out.items()
-        )
+    for line in skipped_lines(summary.left_out):
+        console.print(line, markup=False, highlight=False)
+    if filtered := {reason: count for reason, count in summary.left_out.items() if reason not in LEFT_OUT_SKIPS}:
+        reasons = ", ".join(f"{LEFT_OUT_REASONS.get(reason, reason)} {count}" for reason, count in filtered.items())
         console.print(f"left out by the selection (not errors): {reasons}", markup=False, highlight=False)
     if summary.unreachable_skipped:
         console.print(

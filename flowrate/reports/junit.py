@@ -24,6 +24,8 @@ SKIP_REASONS = {
     "only": "left out by --only",
     "exclude": "left out by --exclude",
     "limit": "left out by --limit",
+    "open": "left out by --closed-after: still open",
+    "judged": "left out by --history: already judged with these turns",
     "invalid": "invalid input",
     "budget": "not judged: the --max-cost budget was spent",
     "unreachable": "not judged: the judge could not be reached",

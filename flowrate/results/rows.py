@@ -67,6 +67,7 @@ class EvaluationRow(BaseModel):
     evaluated_at: datetime  #: when the verdict (or the error) arrived
     chat_date: str | None = None  #: when the chat happened (YYYY-MM-DD), from its metadata
     number_of_turns: int = 0
+    turns_sha256: str | None = None  #: the fingerprint of the turns judged (`conversation.turns_sha256`)
     truncated: bool = False  #: the middle of the conversation was left out to fit the judge's context
     samples: int = 1  #: verdicts the majority was taken over (on an error row: asked for)
     agreement: float | None = None  #: share of samples that agree with the majority (samples > 1)

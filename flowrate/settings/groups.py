@@ -8,6 +8,7 @@ from these declarations; a field without a `Flag` is set in the config file only
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,6 +267,17 @@ class OutputOptions(Group):
     )
 
 
+DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(text: str) -> float:
+    """Seconds in a duration such as `90s`, `30m`, `2h`, `1d` or `1.5h`; ValueError if `text` is not one."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration: a number and a unit, s, m, h or d (30m, 2h, 1d, 90s)")
+    return float(match[1]) * DURATION_UNITS_S[match[2]]
+
+
 class SelectionOptions(Group):
     """Which conversations a run judges, and what an invalid or empty input means."""
 
@@ -307,6 +319,11 @@ class SelectionOptions(Group):
         description="Read every input as this source format (`flowrate formats` lists them). [default: found from"
         " each file's first record]",
     )
+    closed_after: Annotated[str | None, flag()] = Field(
+        None,
+        description="Judge only closed conversations: one whose last message is newer than this (30m, 2h, 1d, 90s)"
+        " is still open, skipped and counted.",
+    )
 
     @field_validator("only", "exclude")
     @classmethod
@@ -315,6 +332,18 @@ class SelectionOptions(Group):
             if "=" not in item or not item.split("=", 1)[0]:
                 raise ValueError(f"{item!r} must be FIELD=VALUE")
         return value
+
+    @field_validator("closed_after")
+    @classmethod
+    def _a_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            duration_s(value)
+        return value
+
+    @property
+    def closed_after_s(self) -> float | None:
+        """`closed_after` in seconds (None: every conversation counts as closed)."""
+        return None if self.closed_after is None else duration_s(self.closed_after)
 
     @property
     def shard_slice(self) -> tuple[int, int] | None:

@@ -134,6 +134,7 @@ def test_eval_history_on_a_full_disk_is_exit_4_naming_the_history_and_stores_not
         assert first.returncode == 0, first.stderr
         assert _history_rows(history_file) == 200
         filler = fill_disk(disk)
+        path = _conversations(tmp_path, 200, marker="grown")  # every conversation changed: judged again
         result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--history", history_file)
         assert result.returncode == 4, result.stderr
         assert f"the history {history_file} was not updated" in result.stderr

@@ -30,6 +30,7 @@ ROW_FIELDS = [
     "evaluated_at",
     "chat_date",
     "number_of_turns",
+    "turns_sha256",
     "truncated",
     "samples",
     "agreement",
