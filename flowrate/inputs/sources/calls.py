@@ -95,12 +95,10 @@ class Conversations:
         """The problems, then every conversation in the order its first call was read."""
         yield from self._problems
         for key, dialogue in self._dialogues.items():
-            item = dialogue.first
+            where = f"{dialogue.first}: conversation {key!r}"
             if dialogue.problem is not None:
-                where = f"{item.where}: conversation {key!r}"
-                yield Record(
-                    source=item.source, format=self.format, problems=[f"{where}: {dialogue.problem}"], given_id=key
-                )
+                problems = [f"{where}: {dialogue.problem}"]
+                yield Record(source=dialogue.source, format=self.format, problems=problems, given_id=key)
                 continue
             metadata = dict(dialogue.metadata)
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
