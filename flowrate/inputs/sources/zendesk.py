@@ -1,0 +1,104 @@
+"""Zendesk: a ticket's conversation log a record, as the Support API's List Conversation log for
+Ticket returns it (`{"events": [...]}`, a whole JSON document, or one a line): messaging
+messages (`Messaging::ConversationMessage`) and public comments (`Comment`), in time order; an
+internal note (a comment not public) is not the conversation; HTML bodies become text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from flowrate.inputs.formats import Record
+from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.calls import seconds_of
+from flowrate.inputs.sources.dialogue import Message, dialogue_record, html_text, problem_record
+
+MESSAGES = frozenset({"Messaging::ConversationMessage", "Comment"})
+TICKET_IN_LINK = re.compile(r"/tickets/(\d+)/conversation_log")
+
+
+class ZendeskReader(Reader):
+    """Zendesk ticket conversation logs, one ticket a record."""
+
+    name = "zendesk"
+    title = "Zendesk ticket conversation log (Support API)"
+    reads = (
+        "ticket_id, events[] (type, author.type, content.type, content.text/body, created_at, metadata.public), links"
+    )
+    marks = frozenset({"events", "links", "meta"})
+
+    def problem(self, item: Item) -> str | None:
+        raw = item.raw
+        events = raw.get("events") if isinstance(raw, dict) else None
+        if not isinstance(events, list):
+            return "events: must be a list of conversation log events"
+        first = events[0] if events else None
+        if not isinstance(first, dict) or not {"author", "content"} <= first.keys():
+            return "events[0]: a conversation log event has `author` and `content`"
+        return None
+
+    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
+        for item in items:
+            if isinstance(item, Record):
+                yield item
+                continue
+            problem = self.problem(item)
+            if problem is not None:
+                yield problem_record(item, self.name, problem)
+                continue
+            key = _ticket(item)
+            try:
+                messages, times_s = _dialogue(item.raw["events"])
+            except ValueError as error:
+                yield problem_record(item, self.name, str(error), key)
+                continue
+            metadata = {"ticket_id": key} if key != item.default_id else {}
+            yield dialogue_record(item, self.name, key, messages, metadata, times_s)
+
+
+def _ticket(item: Item) -> str:
+    """The ticket's id: a `ticket_id` beside the events, else the one the page's links name."""
+    raw = item.raw
+    if isinstance(raw.get("ticket_id"), str | int):
+        return str(raw["ticket_id"])
+    links = raw.get("links") if isinstance(raw.get("links"), dict) else {}
+    for link in links.values():
+        found = TICKET_IN_LINK.search(link) if isinstance(link, str) else None
+        if found:
+            return found.group(1)
+    return item.default_id
+
+
+def _dialogue(events: list[Any]) -> tuple[list[Message], list[float | None]]:
+    timed: list[tuple[float, int, Message]] = []
+    for number, event in enumerate(events):
+        field = f"events[{number}]"
+        if not isinstance(event, dict):
+            raise ValueError(f"{field}: must be an object")
+        if event.get("type") not in MESSAGES or (event.get("metadata") or {}).get("public") is False:
+            continue  # a ticket event, or an internal note
+        author = event.get("author")
+        kind = author.get("type") if isinstance(author, dict) else None
+        if not isinstance(kind, str):
+            raise ValueError(f"{field}.author.type: is missing")
+        seconds = seconds_of(event.get("created_at"))
+        if seconds is None:
+            raise ValueError(f"{field}.created_at: must be an ISO 8601 time, got {event.get('created_at')!r}")
+        role = "user" if kind in ("user", "end-user") else "assistant"
+        timed.append((seconds, number, {"role": role, "content": _text(event.get("content"), field)}))
+    timed.sort(key=lambda entry: entry[:2])
+    return [message for _, _, message in timed], [seconds for seconds, _, _ in timed]
+
+
+def _text(content: Any, field: str) -> str:
+    if not isinstance(content, dict):
+        raise ValueError(f"{field}.content: must be an object")
+    kind = content.get("type")
+    if kind == "html" and isinstance(content.get("body"), str):
+        return html_text(content["body"])
+    if isinstance(content.get("text"), str):
+        return content["text"]
+    if isinstance(content.get("body"), str):
+        return content["body"]
+    return f"[{kind}]"  # an image, a file, a form: not text the judge can read
