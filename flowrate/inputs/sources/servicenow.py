@@ -68,7 +68,7 @@ def _rows(item: Item) -> list[Item] | None:
     if isinstance(raw, dict) and isinstance(raw.get("result"), list):
         path = item.source.path
         return [
-            Item(Source(path=path, index=number), row, f"{item.default_id}/{number}", f"{path}: result[{number}]")
+            Item(Source(path=path, index=number), row, f"{item.default_id}/{number}", f"{item.where}: result[{number}]")
             for number, row in enumerate(raw["result"])
         ]
     if item.whole or not isinstance(raw, dict):

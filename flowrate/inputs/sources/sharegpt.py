@@ -42,13 +42,14 @@ class ShareGPTReader(Reader):
                 continue
             problem = self.problem(item)
             key = _identity(item)
+            given = key if key != item.default_id else None  # the id the record gives, to name it by
             if problem is not None:
-                yield problem_record(item, self.name, problem, key if key != item.default_id else None)
+                yield problem_record(item, self.name, problem, given)
                 continue
             try:
                 messages = _messages(item.raw)
             except ValueError as error:
-                yield problem_record(item, self.name, str(error), key)
+                yield problem_record(item, self.name, str(error), given)
                 continue
             yield dialogue_record(item, self.name, key, messages, _metadata(item.raw), ())
 
