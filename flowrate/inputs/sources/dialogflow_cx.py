@@ -75,13 +75,13 @@ def _turn(raw: dict[str, Any]) -> list[Message]:
             raise ValueError(f"{column}: {error}") from None
         if not isinstance(decoded[column], dict):
             raise ValueError(f"{column}: must be a JSON object")
-    result = _path(decoded["response"], "queryResult") or {}
+    result = _path(decoded["response"], "queryResult")
+    result = result if isinstance(result, dict) else {}
     messages: list[Message] = []
     said = _said(decoded["request"], result)
     if said:
         messages.append({"role": "user", "content": said})
-    actions = _path(result, "generativeInfo", "actionTracingInfo", "actions") or []
-    for action in actions:
+    for action in _list(_path(result, "generativeInfo", "actionTracingInfo", "actions")):
         use = action.get("toolUse") if isinstance(action, dict) else None
         if isinstance(use, dict):
             name = str(use.get("displayName") or use.get("action") or use.get("tool") or "tool")
@@ -89,9 +89,8 @@ def _turn(raw: dict[str, Any]) -> list[Message]:
             messages.append(tool_result(name, use.get("outputActionParameters") or {}))
     replies = [
         line
-        for message in result.get("responseMessages") or []
-        if isinstance(message, dict)
-        for line in _path(message, "text", "text") or []
+        for message in _list(result.get("responseMessages"))
+        for line in _list(_path(message, "text", "text"))
         if isinstance(line, str)
     ]
     if replies:
@@ -122,6 +121,11 @@ def _path(value: Any, *names: str) -> Any:
     for name in names:
         value = value.get(name) if isinstance(value, dict) else None
     return value
+
+
+def _list(value: Any) -> list[Any]:
+    """`value` when it is a list, else no items."""
+    return value if isinstance(value, list) else []
 
 
 def _metadata(raw: dict[str, Any], key: str) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def _dialogue(raw: dict[str, Any]) -> tuple[list[Message], list[float | None]]:
         field = f"conversation_parts.conversation_parts[{number}]"
         if not isinstance(part, dict):
             raise ValueError(f"{field}: must be an object")
-        if part.get("part_type") in HIDDEN_PARTS or not part.get("body"):
+        if str(part.get("part_type")) in HIDDEN_PARTS or not part.get("body"):
             continue  # a note, or an event with no message (assignment, close, snooze)
         messages.append(_message(part, field))
         times_s.append(seconds_of(part.get("created_at")))
@@ -87,15 +87,21 @@ def _message(part: dict[str, Any], field: str) -> Message:
 def _metadata(raw: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {"conversation_id": str(raw.get("id"))}
     source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
-    contacts = (raw.get("contacts") or {}).get("contacts") if isinstance(raw.get("contacts"), dict) else None
-    if contacts and isinstance(contacts[0], dict) and contacts[0].get("id"):
+    contacts = [contact for contact in _listed(raw, "contacts") if isinstance(contact, dict) and contact.get("id")]
+    if contacts:
         metadata["user"] = str(contacts[0]["id"])
-    if source.get("delivered_as"):
+    if isinstance(source.get("delivered_as"), str):
         metadata["channel"] = source["delivered_as"]
-    tags = (raw.get("tags") or {}).get("tags") if isinstance(raw.get("tags"), dict) else None
-    names = [tag["name"] for tag in tags or [] if isinstance(tag, dict) and isinstance(tag.get("name"), str)]
+    names = [tag["name"] for tag in _listed(raw, "tags") if isinstance(tag, dict) and isinstance(tag.get("name"), str)]
     if names:
         metadata["tags"] = names
     if isinstance(raw.get("state"), str):
         metadata["state"] = raw["state"]
     return metadata
+
+
+def _listed(raw: dict[str, Any], name: str) -> list[Any]:
+    """The items of an Intercom list object (`{"type": "tag.list", "tags": [...]}`), else none."""
+    listing = raw.get(name)
+    items = listing.get(name) if isinstance(listing, dict) else None
+    return items if isinstance(items, list) else []

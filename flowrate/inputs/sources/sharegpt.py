@@ -78,7 +78,7 @@ def _messages(raw: dict[str, Any]) -> list[Message]:
             called = calls[-1][0]
         elif speaker == "observation":
             messages.append(tool_result(called, value))
-        elif speaker in ROLES:
+        elif isinstance(speaker, str) and speaker in ROLES:
             messages.append({"role": ROLES[speaker], "content": value})
         else:
             expected = ", ".join([*ROLES, "function_call", "observation"])

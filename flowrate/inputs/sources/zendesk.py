@@ -76,7 +76,7 @@ def _dialogue(events: list[Any]) -> tuple[list[Message], list[float | None]]:
         field = f"events[{number}]"
         if not isinstance(event, dict):
             raise ValueError(f"{field}: must be an object")
-        if event.get("type") not in MESSAGES or (event.get("metadata") or {}).get("public") is False:
+        if str(event.get("type")) not in MESSAGES or _private(event):
             continue  # a ticket event, or an internal note
         author = event.get("author")
         kind = author.get("type") if isinstance(author, dict) else None
@@ -89,6 +89,12 @@ def _dialogue(events: list[Any]) -> tuple[list[Message], list[float | None]]:
         timed.append((seconds, number, {"role": role, "content": _text(event.get("content"), field)}))
     timed.sort(key=lambda entry: entry[:2])
     return [message for _, _, message in timed], [seconds for seconds, _, _ in timed]
+
+
+def _private(event: dict[str, Any]) -> bool:
+    """An internal note: a comment whose `metadata.public` is false."""
+    metadata = event.get("metadata")
+    return isinstance(metadata, dict) and metadata.get("public") is False
 
 
 def _text(content: Any, field: str) -> str:
