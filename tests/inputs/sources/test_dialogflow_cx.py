@@ -4,6 +4,7 @@
 import csv
 
 import duckdb
+import orjson
 
 from flowrate.inputs.conversation import chat_date
 from tests.inputs.sources.platforms import FIXTURES, conversations, exchanges, fixture, problems
@@ -58,3 +59,14 @@ def test_a_row_whose_response_is_not_json_is_named_by_file_line_and_column(tmp_p
         other
         == f"conversation '{SESSIONS}s-9902': dialogflow_cx.csv:3: turn_position: must be a whole number, got 'first'"
     )
+
+
+def test_rows_whose_request_and_response_are_objects_read_as_json_text_reads(tmp_path):
+    with (FIXTURES / "dialogflow_cx.csv").open(newline="") as handle:
+        rows = [
+            {**row, "request": orjson.loads(row["request"]), "response": orjson.loads(row["response"])}
+            for row in csv.DictReader(handle)
+        ]
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    assert conversations(path) == conversations(FIXTURES / "dialogflow_cx.csv")

@@ -50,3 +50,16 @@ def test_a_message_with_no_direction_is_named_by_file_record_and_field(tmp_path,
     assert problems("servicenow.json") == [
         f"conversation '{RESET}': servicenow.json#1: result[5]: direction: must be inbound or outbound, got ''"
     ]
+
+
+def test_records_asked_with_display_values_read_as_their_values_read(tmp_path):
+    def both(value):
+        return value if isinstance(value, dict) else {"display_value": value, "value": value}
+
+    documents = orjson.loads((FIXTURES / "servicenow.json").read_bytes())
+    shown = [
+        {"result": [{name: both(value) for name, value in row.items()} for row in doc["result"]]} for doc in documents
+    ]
+    path = tmp_path / "display.json"
+    path.write_bytes(orjson.dumps(shown))
+    assert conversations(path) == conversations(FIXTURES / "servicenow.json")
