@@ -99,7 +99,10 @@ def _add(groups: Groups, row: Item, known: dict[str, dict[str, Any]]) -> None:
     messages: list[Message] = []
     if text:
         messages.append({"role": "user" if direction == "inbound" else "assistant", "content": text})
-    groups.add(key, row, (seconds, _number(raw.get("sequence"))), messages, seconds, {"conversation": key})
+    metadata = {"conversation": key}
+    if _value(raw.get("consumer")):
+        metadata["user"] = _value(raw["consumer"])
+    groups.add(key, row, (seconds, _number(raw.get("sequence"))), messages, seconds, metadata)
 
 
 def _is_conversation(raw: dict[str, Any]) -> bool:

@@ -54,7 +54,9 @@ class ZendeskReader(Reader):
                 yield problem_record(item, self.name, str(error), key)
                 continue
             metadata = {"ticket_id": key} if key != item.default_id else {}
-            yield dialogue_record(item, self.name, key, messages, metadata, times_s)
+            yield dialogue_record(
+                item, self.name, key, messages, {**metadata, **_customer(item.raw["events"])}, times_s
+            )
 
 
 def _ticket(item: Item) -> str:
@@ -68,6 +70,23 @@ def _ticket(item: Item) -> str:
         if found:
             return found.group(1)
     return item.default_id
+
+
+def _customer(events: list[Any]) -> dict[str, Any]:
+    """The customer's Zendesk user id (`user`) and the channel of their first message
+    (`channel`, a messaging message's `source.type`: `web`, `whatsapp`...)."""
+    found: dict[str, Any] = {}
+    for event in events:
+        author = event.get("author") if isinstance(event, dict) else None
+        if not isinstance(author, dict) or author.get("type") not in ("user", "end-user"):
+            continue
+        user = author.get("zen:support:user_id") or author.get("zen:sunco:user_id")
+        if "user" not in found and isinstance(user, str | int) and not isinstance(user, bool):
+            found["user"] = str(user)
+        source = event.get("source")
+        if "channel" not in found and isinstance(source, dict) and isinstance(source.get("type"), str):
+            found["channel"] = source["type"]
+    return found
 
 
 def _dialogue(events: list[Any]) -> tuple[list[Message], list[float | None]]:

@@ -39,6 +39,7 @@ def test_one_table_api_response_reads_alone(tmp_path):
     found = conversations(path)
     assert exchanges(found[RESET]) == exchanges(conversations(FIXTURES / "servicenow.json")[RESET])
     assert "state" not in found[RESET].metadata
+    assert found[RESET].metadata["user"] == "46d44a23a9fe19810012d100cca80666"  # the messages' consumer
 
 
 def test_a_message_with_no_direction_is_named_by_file_record_and_field(tmp_path, monkeypatch):

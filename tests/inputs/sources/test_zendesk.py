@@ -21,6 +21,8 @@ def test_a_conversation_log_reads_messages_and_public_comments_in_time_order(tmp
     ]  # the private comment "Conversation with wp native" is not there
     assert case.metadata == {
         "ticket_id": "123",
+        "user": "8303911923701",
+        "channel": "web",  # the source of the customer's first message
         "started_at": "2025-04-22T09:24:26Z",
         "ended_at": "2025-04-22T09:31:02Z",
     }
