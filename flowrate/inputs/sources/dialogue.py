@@ -158,6 +158,10 @@ class Groups:
             known = group.metadata.get(name)
             group.metadata[name] = {**known, **value} if isinstance(known, dict) and isinstance(value, dict) else value
 
+    def has(self, key: str) -> bool:
+        """Whether conversation `key` has a row yet."""
+        return key in self._groups
+
     def note(self, key: str, metadata: dict[str, Any]) -> None:
         """More `metadata` for conversation `key`, when it has rows (its own values are kept)."""
         group = self._groups.get(key)

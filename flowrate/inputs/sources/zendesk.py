@@ -1,7 +1,8 @@
-"""Zendesk: a ticket's conversation log a record, as the Support API's List Conversation log for
-Ticket returns it (`{"events": [...]}`, a whole JSON document, or one a line): messaging
-messages (`Messaging::ConversationMessage`) and public comments (`Comment`), in time order; an
-internal note (a comment not public) is not the conversation; HTML bodies become text."""
+"""Zendesk: a ticket's conversation log, as the Support API's List Conversation log for Ticket
+returns it (`{"events": [...]}`, a whole JSON document, or a page a line; the pages of one
+ticket make one conversation): messaging messages (`Messaging::ConversationMessage`) and public
+comments (`Comment`), in time order; an internal note (a comment not public) is not the
+conversation; HTML bodies become text."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from flowrate.inputs.formats import Record
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import seconds_of
-from flowrate.inputs.sources.dialogue import Message, dialogue_record, html_text, problem_record
+from flowrate.inputs.sources.dialogue import Groups, Message, html_text
 
 MESSAGES = frozenset({"Messaging::ConversationMessage", "Comment"})
 TICKET_IN_LINK = re.compile(r"/tickets/(\d+)/conversation_log")
@@ -39,24 +40,29 @@ class ZendeskReader(Reader):
         return None
 
     def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
+        groups = Groups(self.name)  # a ticket's log may come in pages (`meta.has_more`): one conversation
+        passed: list[Record] = []
         for item in items:
             if isinstance(item, Record):
-                yield item
+                passed.append(item)
                 continue
             problem = self.problem(item)
             if problem is not None:
-                yield problem_record(item, self.name, problem)
+                groups.fail(None, item, problem)
                 continue
             key = _ticket(item)
             try:
-                messages, times_s = _dialogue(item.raw["events"])
+                timed = _timed(item.raw["events"])
             except ValueError as error:
-                yield problem_record(item, self.name, str(error), key)
+                groups.fail(key, item, str(error))
                 continue
             metadata = {"ticket_id": key} if key != item.default_id else {}
-            yield dialogue_record(
-                item, self.name, key, messages, {**metadata, **_customer(item.raw["events"])}, times_s
-            )
+            if not groups.has(key):
+                metadata.update(_customer(item.raw["events"]))
+            groups.add(key, item, (0.0, 0), [], None, metadata)
+            for seconds, number, message in timed:
+                groups.add(key, item, (seconds, number), [message], seconds)
+        yield from groups.records(passed)
 
 
 def _ticket(item: Item) -> str:
@@ -78,7 +84,7 @@ def _customer(events: list[Any]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for event in events:
         author = event.get("author") if isinstance(event, dict) else None
-        if not isinstance(author, dict) or author.get("type") not in ("user", "end-user"):
+        if not isinstance(author, dict) or author.get("type") != "user":
             continue
         user = author.get("zen:support:user_id") or author.get("zen:sunco:user_id")
         if "user" not in found and isinstance(user, str | int) and not isinstance(user, bool):
@@ -89,7 +95,9 @@ def _customer(events: list[Any]) -> dict[str, Any]:
     return found
 
 
-def _dialogue(events: list[Any]) -> tuple[list[Message], list[float | None]]:
+def _timed(events: list[Any]) -> list[tuple[float, int, Message]]:
+    """The messages of a page of events, each with its time and place; `ValueError` naming an
+    event that cannot be read."""
     timed: list[tuple[float, int, Message]] = []
     for number, event in enumerate(events):
         field = f"events[{number}]"
@@ -104,10 +112,9 @@ def _dialogue(events: list[Any]) -> tuple[list[Message], list[float | None]]:
         seconds = seconds_of(event.get("created_at"))
         if seconds is None:
             raise ValueError(f"{field}.created_at: must be an ISO 8601 time, got {event.get('created_at')!r}")
-        role = "user" if kind in ("user", "end-user") else "assistant"
+        role = "user" if kind == "user" else "assistant"  # agent, bot, business: the ones who answer
         timed.append((seconds, number, {"role": role, "content": _text(event.get("content"), field)}))
-    timed.sort(key=lambda entry: entry[:2])
-    return [message for _, _, message in timed], [seconds for seconds, _, _ in timed]
+    return timed
 
 
 def _private(event: dict[str, Any]) -> bool:

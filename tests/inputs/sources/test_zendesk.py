@@ -38,5 +38,17 @@ def test_an_event_with_no_time_is_named_by_file_and_field(tmp_path, monkeypatch)
     lines.write_bytes(orjson.dumps({**document, "ticket_id": 7}) + b"\n")
     monkeypatch.chdir(tmp_path)
     assert problems("logs.jsonl") == [
-        "logs.jsonl:1: conversation '7': events[1].created_at: must be an ISO 8601 time, got 'yesterday'"
+        "conversation '7': logs.jsonl:1: events[1].created_at: must be an ISO 8601 time, got 'yesterday'"
     ]
+
+
+def test_the_pages_of_a_tickets_log_one_a_line_make_one_conversation(tmp_path):
+    document = orjson.loads((FIXTURES / "zendesk.json").read_bytes())
+    events = document["events"]
+    pages = [
+        {"ticket_id": 123, "events": events[3:], "meta": {"has_more": False}},
+        {"ticket_id": 123, "events": events[:3], "meta": {"has_more": True}},
+    ]
+    path = tmp_path / "pages.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(page) + b"\n" for page in pages))
+    assert conversations(path) == conversations(FIXTURES / "zendesk.json")
