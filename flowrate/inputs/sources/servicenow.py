@@ -54,7 +54,8 @@ class ServiceNowReader(Reader):
             if isinstance(item, Record):
                 passed.append(item)
                 continue
-            for row in _rows(item) or [item]:
+            rows = _rows(item)
+            for row in [item] if rows is None else rows:  # an empty `result` holds no message
                 _add(groups, row, known)
         for key, metadata in known.items():
             groups.note(key, metadata)

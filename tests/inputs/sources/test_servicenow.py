@@ -32,10 +32,10 @@ def test_messages_group_into_conversations_with_the_payload_text_and_the_convers
     assert exchanges(found["c5d3fab12c303121b2c3d4e5f6071890"]) == [("hello?", None, [])]  # a plain-text payload
 
 
-def test_one_table_api_response_reads_alone(tmp_path):
+def test_one_table_api_response_reads_alone_and_an_empty_page_adds_nothing(tmp_path):
     [_, messages] = orjson.loads((FIXTURES / "servicenow.json").read_bytes())
     path = tmp_path / "sys_cs_message.json"
-    path.write_bytes(orjson.dumps(messages))
+    path.write_bytes(orjson.dumps([messages, {"result": []}]))
     found = conversations(path)
     assert exchanges(found[RESET]) == exchanges(conversations(FIXTURES / "servicenow.json")[RESET])
     assert "state" not in found[RESET].metadata
