@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.dialogflow_cx import DialogflowCXReader
+from flowrate.inputs.sources.intercom import IntercomReader
 from flowrate.inputs.sources.native import NativeReader
+from flowrate.inputs.sources.rasa import RasaReader
+from flowrate.inputs.sources.servicenow import ServiceNowReader
+from flowrate.inputs.sources.sharegpt import ShareGPTReader
+from flowrate.inputs.sources.zendesk import ZendeskReader
 
 
 def readers() -> list[Reader]:
     """Every reader, in the order a file's format is tried."""
-    return [NativeReader()]
+    return [
+        NativeReader(),
+        ShareGPTReader(),
+        RasaReader(),
+        DialogflowCXReader(),
+        ServiceNowReader(),
+        ZendeskReader(),
+        IntercomReader(),
+    ]
 
 
 def reader_named(name: str) -> Reader:
