@@ -53,8 +53,8 @@ class DialogflowCXReader(Reader):
             groups.fail(None, item, "conversation_name: is missing")
             return
         try:
-            position = int(raw.get("turn_position"))
-        except (TypeError, ValueError):
+            position = int(raw["turn_position"])
+        except (KeyError, TypeError, ValueError):
             groups.fail(key, item, f"turn_position: must be a whole number, got {raw.get('turn_position')!r}")
             return
         try:

@@ -86,7 +86,8 @@ def _message(part: dict[str, Any], field: str) -> Message:
 
 def _metadata(raw: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {"conversation_id": str(raw.get("id"))}
-    source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+    given = raw.get("source")
+    source: dict[str, Any] = given if isinstance(given, dict) else {}
     contacts = [contact for contact in _listed(raw, "contacts") if isinstance(contact, dict) and contact.get("id")]
     if contacts:
         metadata["user"] = str(contacts[0]["id"])
