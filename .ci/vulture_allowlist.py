@@ -40,3 +40,7 @@ _.__call__  # evaluation/engines.py Engine
 # read by tests/cli/test_option_groups.py, which holds a command's own option type to its group's declaration
 _.declared_as
 cli_type_of
+# HTMLParser calls its handlers by name (inputs/sources/dialogue.py)
+_.handle_starttag
+_.handle_endtag
+_.handle_data

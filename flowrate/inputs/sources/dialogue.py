@@ -91,7 +91,7 @@ class _TextParser(HTMLParser):
         self.parts: list[str] = []
         self._hidden = 0
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def handle_starttag(self, tag: str, _attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("script", "style"):
             self._hidden += 1
         elif tag in self.BREAKS:
