@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.native import NativeReader
+from flowrate.inputs.sources.openinference import OpenInferenceReader
+from flowrate.inputs.sources.otel import OtelReader
 
 
 def readers() -> list[Reader]:
     """Every reader, in the order a file's format is tried."""
-    return [NativeReader()]
+    return [
+        NativeReader(),
+        OpenInferenceReader(),  # OTLP/JSON with OpenInference spans, before any OTLP/JSON
+        OtelReader(),
+    ]
 
 
 def reader_named(name: str) -> Reader:

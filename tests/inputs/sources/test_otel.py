@@ -1,0 +1,270 @@
+"""The `otel` reader: OpenTelemetry GenAI spans in OTLP/JSON, written in the test by the real
+opentelemetry-sdk with opentelemetry-instrumentation-openai-v2 driving the real `openai` client
+against the scripted judge; grouped into one conversation per `gen_ai.conversation.id`."""
+
+import contextlib
+import json
+
+import orjson
+import pytest
+
+from flowrate.errors import ExitCode
+from flowrate.inputs.conversation import chat_date
+from flowrate.inputs.files import InputSet
+from tests.helpers import read_rows
+from tests.inputs.sources.traces import SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
+
+CONVERSATION = "conv-harbor-1"
+
+
+@pytest.fixture
+def instrumented(monkeypatch):
+    """opentelemetry-instrumentation-openai-v2 on the `openai` client, recording to a `Recorder`;
+    message content on spans (the current conventions' `gen_ai.input.messages`)."""
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    recorder = Recorder()
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=recorder.tracer_provider, logger_provider=recorder.logger_provider)
+    yield recorder
+    instrumentor.uninstrument()
+
+
+def agent_conversation(judge, recorder):
+    """The conversation with each turn in util-genai's `invoke_agent` span carrying
+    `gen_ai.conversation.id` (as the GenAI agent-span conventions place it), and the tool run in
+    its `execute_tool` span: eight spans in three traces."""
+    from opentelemetry.util.genai.handler import TelemetryHandler
+
+    handler = TelemetryHandler(tracer_provider=recorder.tracer_provider)
+
+    @contextlib.contextmanager
+    def turn(number):
+        with handler.invoke_local_agent(agent_name="harbor") as agent:
+            agent.conversation_id = CONVERSATION
+            yield
+
+    chat(judge, turn, tool=lambda call: handler.tool(call.function.name, tool_call_id=call.id))
+
+
+def test_a_conversation_over_eight_spans_with_a_tool_call_is_judged_once_as_one_conversation(
+    judge, instrumented, run_flowrate, tmp_path
+):
+    agent_conversation(judge, instrumented)
+    document = instrumented.traces_json()
+    spans = [span for rs in document["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+    assert len(spans) == 8 and len({span["traceId"] for span in spans}) == 3
+    (tmp_path / "traces.json").write_bytes(orjson.dumps(document))
+
+    result = run_flowrate("eval", "traces.json", "--api-base", judge.base_url, "-o", "out.jsonl")
+
+    assert result.returncode == 0, result.stderr
+    [row] = read_rows(tmp_path / "out.jsonl")
+    assert row["id"] == CONVERSATION and row["error"] is None and row["number_of_turns"] == 3
+    assert judge.requests == 1
+    judged = json.dumps(judge.bodies[0]["messages"])
+    assert all(text in judged for text in (*USER_TURNS, "Your checking balance is $120.", "Goodbye!", "get_balance"))
+
+
+def test_the_turns_roles_tool_call_chat_date_and_metadata_come_from_the_spans(judge, instrumented, tmp_path):
+    agent_conversation(judge, instrumented)
+    path = tmp_path / "traces.json"
+    path.write_bytes(orjson.dumps(instrumented.traces_json()))
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [] and record.format == "otel"
+    case = record.case
+    assert case.id == CONVERSATION and case.chatbot_role == SYSTEM
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
+        ("Hi there", "Hello! How can I help?"),
+        ("What is my checking balance?", "Your checking balance is $120."),
+        ("Thanks, bye", "Goodbye!"),
+    ]
+    assert case.turns[1].tool_activity == [
+        'call get_balance({"account":"checking"})',
+        f"result get_balance: {TOOL_RESULT}",
+    ]
+    spans = instrumented.spans.get_finished_spans()
+    chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time)
+    first_ns = min(s.start_time for s in chats)
+    metadata = case.metadata
+    assert metadata["conversation_id"] == CONVERSATION and metadata["model"] == "gpt-4o"
+    assert metadata["service_name"] == "harbor-bot"
+    assert metadata["span_ids"] == [format(s.context.span_id, "016x") for s in chats]
+    assert len(metadata["trace_ids"]) == 3 and metadata["trace_id"] == format(chats[0].context.trace_id, "032x")
+    assert metadata["started_at"].startswith(chat_date(case)) and chat_date(case) is not None
+    assert abs(_seconds(metadata["started_at"]) - first_ns / 1e9) < 1e-3
+
+
+def _seconds(iso):
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def collector_lines(recorder):
+    """The spans as the Collector's file exporter writes them: one export request a line, here a
+    line per trace (a batch), and the log records' export on a line of its own when there are any."""
+    document = recorder.traces_json()
+    lines = []
+    [resource] = document["resourceSpans"]
+    for scope in resource["scopeSpans"]:
+        for trace_id in dict.fromkeys(span["traceId"] for span in scope["spans"]):
+            spans = [span for span in scope["spans"] if span["traceId"] == trace_id]
+            lines.append({"resourceSpans": [{**resource, "scopeSpans": [{**scope, "spans": spans}]}]})
+    logs = recorder.logs_json()
+    if logs.get("resourceLogs"):
+        lines.append(logs)
+    return lines
+
+
+def write_lines(path, lines):
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return path
+
+
+def test_one_export_a_line_as_the_collector_writes_them_reads_as_the_whole_export(judge, instrumented, tmp_path):
+    agent_conversation(judge, instrumented)
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [] and record.case.id == CONVERSATION and len(record.case.turns) == 3
+
+
+def legacy_conversation(judge, recorder, capture_content):
+    """The per-message events of the v1.30 conventions, as opentelemetry-instrumentation-openai-v2
+    2.4b0 writes them on its legacy path: log records `gen_ai.*.message` and `gen_ai.choice`
+    naming the chat span. Its `_instrument` takes that path when util-genai's
+    `is_experimental_mode()` is false, which util-genai 1.1b0 (the release 2.4b0 imports) never
+    says; so `Completions.create` is wrapped here with the library's own legacy wrapper, as
+    `_instrument` does then. Each turn runs in the application's span carrying `session.id`."""
+    from opentelemetry._logs import get_logger
+    from opentelemetry.instrumentation.openai_v2.instruments import Instruments
+    from opentelemetry.instrumentation.openai_v2.patch import chat_completions_create_v_old
+    from opentelemetry.metrics import get_meter
+    from opentelemetry.trace import get_tracer
+    from wrapt import wrap_function_wrapper
+
+    tracer = get_tracer("harbor", tracer_provider=recorder.tracer_provider)
+    logger = get_logger("harbor", logger_provider=recorder.logger_provider)
+    wrapper = chat_completions_create_v_old(tracer, logger, Instruments(get_meter("harbor")), capture_content)
+    wrap_function_wrapper("openai.resources.chat.completions", "Completions.create", wrapper)
+
+    @contextlib.contextmanager
+    def turn(number):
+        with tracer.start_as_current_span(f"turn {number}", attributes={"session.id": "sess-9"}):
+            yield
+
+    try:
+        chat(judge, turn)
+    finally:
+        import openai.resources.chat.completions as completions
+        from opentelemetry.instrumentation.utils import unwrap
+
+        unwrap(completions.Completions, "create")
+
+
+def test_the_per_message_log_records_make_the_same_conversation(judge, tmp_path):
+    recorder = Recorder()
+    legacy_conversation(judge, recorder, capture_content=True)
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(recorder))
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [], record.problems
+    case = record.case
+    assert case.id == "sess-9" and case.chatbot_role == SYSTEM and case.metadata["session_id"] == "sess-9"
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
+        ("Hi there", "Hello! How can I help?"),
+        ("What is my checking balance?", "Your checking balance is $120."),
+        ("Thanks, bye", "Goodbye!"),
+    ]
+    assert case.turns[1].tool_activity == [
+        'call get_balance({"account": "checking"})',
+        f"result get_balance: {TOOL_RESULT}",
+    ]
+
+
+def test_messages_not_captured_are_a_problem_and_nothing_is_judged(judge, run_flowrate, tmp_path):
+    recorder = Recorder()
+    legacy_conversation(judge, recorder, capture_content=False)
+    write_lines(tmp_path / "traces.jsonl", collector_lines(recorder))
+
+    result = run_flowrate("eval", "traces.jsonl", "--api-base", judge.base_url, "-o", "out.jsonl")
+
+    assert result.returncode == ExitCode.USAGE and judge.requests == 0
+    assert "traces.jsonl:1: span " in result.stderr
+    assert "event gen_ai.system.message: no content: the instrumentation did not capture the messages" in result.stderr
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out.jsonl").exists()
+
+
+def test_without_a_conversation_key_each_trace_is_a_conversation_and_the_run_says_so_once(
+    judge, instrumented, run_flowrate, tmp_path
+):
+    chat(judge)
+    write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
+
+    result = run_flowrate("eval", "traces.jsonl", "--api-base", judge.base_url, "-o", "out.jsonl")
+
+    assert result.returncode == 0, result.stderr
+    traces = {span.context.trace_id for span in instrumented.spans.get_finished_spans()}
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert {row["id"] for row in rows} == {format(trace, "032x") for trace in traces} and len(rows) == 4
+    assert result.stderr.count("some spans name no conversation (gen_ai.conversation.id or session.id)") == 1
+
+
+def _edit_span(lines, line_number, edit):
+    """Apply `edit` to the attributes of the first chat span on `line_number` (1-based); its id."""
+    spans = lines[line_number - 1]["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    span = next(span for span in spans if span["name"].startswith("chat"))
+    edit({pair["key"]: pair["value"] for pair in span["attributes"]})
+    return span["spanId"]
+
+
+def _set(attributes_of_span, key, text):
+    attributes_of_span[key]["stringValue"] = text
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        ('[{"role": "user", "parts": [', "attribute gen_ai.input.messages: not JSON"),
+        ('[{"parts": [{"type": "text", "content": "hi"}]}]', "attribute gen_ai.input.messages: message 1: has no role"),
+    ],
+)
+def test_a_broken_span_is_named_by_file_line_span_and_attribute(
+    judge, instrumented, run_flowrate, tmp_path, broken, said
+):
+    agent_conversation(judge, instrumented)
+    lines = collector_lines(instrumented)
+    span_id = _edit_span(lines, 2, lambda attributes: _set(attributes, "gen_ai.input.messages", broken))
+    write_lines(tmp_path / "traces.jsonl", lines)
+
+    result = run_flowrate("validate", "traces.jsonl")
+
+    assert result.returncode == ExitCode.USAGE
+    assert f"traces.jsonl:2: span {span_id}: {said}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_forked_history_is_reported_naming_both_spans(judge, instrumented, run_flowrate, tmp_path):
+    agent_conversation(judge, instrumented)
+    lines = collector_lines(instrumented)
+
+    def fork(attributes):
+        messages = json.loads(attributes["gen_ai.input.messages"]["stringValue"])
+        messages[1]["parts"][0]["content"] = "Hello, a different first question"
+        _set(attributes, "gen_ai.input.messages", json.dumps(messages))
+
+    forked = _edit_span(lines, 3, fork)
+    write_lines(tmp_path / "traces.jsonl", lines)
+
+    result = run_flowrate("validate", "traces.jsonl")
+
+    assert result.returncode == ExitCode.USAGE
+    [line] = [line for line in result.stderr.splitlines() if "edited or forked" in line]
+    assert f"traces.jsonl:3: span {forked}" in line and "traces.jsonl:2: span " in line and "at message 2" in line
