@@ -268,3 +268,40 @@ def test_a_forked_history_is_reported_naming_both_spans(judge, instrumented, run
     assert result.returncode == ExitCode.USAGE
     [line] = [line for line in result.stderr.splitlines() if "edited or forked" in line]
     assert f"traces.jsonl:3: span {forked}" in line and "traces.jsonl:2: span " in line and "at message 2" in line
+
+
+def test_the_older_flattened_prompt_and_completion_attributes_make_the_same_conversation(judge, run_flowrate, tmp_path):
+    """OpenLLMetry's opentelemetry-instrumentation-openai 0.52 writes `gen_ai.prompt.N.*` and
+    `gen_ai.completion.N.*`; each turn runs in the application's span carrying `session.id`."""
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+    from opentelemetry.trace import get_tracer
+
+    recorder = Recorder()
+    tracer = get_tracer("harbor", tracer_provider=recorder.tracer_provider)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=recorder.tracer_provider)
+    try:
+        chat(
+            judge, turn=lambda number: tracer.start_as_current_span(f"turn {number}", attributes={"session.id": "s-1"})
+        )
+    finally:
+        instrumentor.uninstrument()
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(recorder))
+    chats = [span for span in recorder.spans.get_finished_spans() if span.name == "openai.chat"]
+    assert len(chats) == 4 and "gen_ai.prompt.1.content" in chats[0].attributes
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [] and record.format == "otel" and record.case.id == "s-1"
+    assert [(turn.input, turn.actual_output) for turn in record.case.turns] == [
+        ("Hi there", "Hello! How can I help?"),
+        ("What is my checking balance?", "Your checking balance is $120."),
+        ("Thanks, bye", "Goodbye!"),
+    ]
+    assert record.case.turns[1].tool_activity == [
+        'call get_balance({"account": "checking"})',
+        f"result get_balance: {TOOL_RESULT}",
+    ]
+    result = run_flowrate("eval", "traces.jsonl", "--api-base", judge.base_url, "-o", "out.jsonl")
+    assert result.returncode == 0, result.stderr
+    assert [row["id"] for row in read_rows(tmp_path / "out.jsonl")] == ["s-1"] and judge.requests == 1
