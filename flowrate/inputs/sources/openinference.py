@@ -54,10 +54,10 @@ class OpenInferenceReader(SpanReader):
         if span.attributes.get(KIND) != "LLM":
             return None
         inputs, outputs = _messages(span.attributes, "input"), _messages(span.attributes, "output")
-        if not inputs and not outputs:
+        if not inputs:
             raise Broken(
-                "no llm.input_messages or llm.output_messages: the instrumentation hid them"
-                " (OPENINFERENCE_HIDE_INPUT_MESSAGES, OPENINFERENCE_HIDE_OUTPUT_MESSAGES)"
+                "no llm.input_messages: the instrumentation hid them"
+                " (OPENINFERENCE_HIDE_INPUT_MESSAGES, OPENINFERENCE_HIDE_INPUTS)"
             )
         return inputs, outputs
 

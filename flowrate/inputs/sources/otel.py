@@ -4,8 +4,8 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ and gen-ai-even
 A call is a span whose `gen_ai.operation.name` is chat, text_completion or generate_content.
 Its messages come from, in this order: the current `gen_ai.input.messages`,
 `gen_ai.output.messages` and `gen_ai.system_instructions` (JSON text of messages with typed
-`parts`); the older flattened `gen_ai.prompt.N.*` and `gen_ai.completion.N.*` attributes; or
-the per-message events `gen_ai.{system,user,assistant,tool}.message` and `gen_ai.choice`, which
+`parts`), on the span or on its `gen_ai.client.inference.operation.details` event; the older
+flattened `gen_ai.prompt.N.*` and `gen_ai.completion.N.*` attributes; or the per-message events `gen_ai.{system,user,assistant,tool}.message` and `gen_ai.choice`, which
 opentelemetry-instrumentation-openai-v2 writes as log records naming the span.
 """
 
@@ -26,6 +26,10 @@ EVENT_ROLES = {
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
 }
+# the event util-genai writes with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only,
+# holding the messages as attributes of its own (a list, not JSON text) instead of the span's
+DETAILS = "gen_ai.client.inference.operation.details"
+_SEMCONV = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
 NOT_CAPTURED = (
     "the instrumentation did not capture the messages (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it on)"
 )
@@ -57,17 +61,18 @@ class OtelReader(SpanReader):
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         attributes = span.attributes
         operation = attributes.get("gen_ai.operation.name")
-        semconv = "gen_ai.input.messages" in attributes or "gen_ai.output.messages" in attributes
+        details = next((event.attributes for event in span.events if event.name == DETAILS), {})
+        semconv = next((found for found in (attributes, details) if _SEMCONV & found.keys()), None)
         flat = any(_FLAT.fullmatch(name) for name in attributes)
         events = any(event.name in EVENT_ROLES or event.name == "gen_ai.choice" for event in span.events)
         if operation not in INFERENCE and not (operation is None and (semconv or flat or events)):
             return None
-        if semconv:
-            instructions = attributes.get("gen_ai.system_instructions")
+        if semconv is not None:
+            instructions = semconv.get("gen_ai.system_instructions")
             system = _parts_message("system", instructions, "attribute gen_ai.system_instructions")
-            inputs = _semconv_messages(attributes.get("gen_ai.input.messages"), "gen_ai.input.messages")
+            inputs = _semconv_messages(semconv.get("gen_ai.input.messages"), "gen_ai.input.messages")
             return [*system, *inputs], _semconv_messages(
-                attributes.get("gen_ai.output.messages"), "gen_ai.output.messages"
+                semconv.get("gen_ai.output.messages"), "gen_ai.output.messages"
             )
         if flat:
             return _flat_messages(attributes, "prompt"), _flat_messages(attributes, "completion")

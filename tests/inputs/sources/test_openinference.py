@@ -107,3 +107,23 @@ def test_messages_hidden_by_the_instrumentation_are_a_problem_not_empty_turns(
     assert result.returncode == ExitCode.USAGE and judge.requests == 0
     assert "content: hidden by the instrumentation (__REDACTED__)" in result.stderr
     assert "(and 3 more span(s) of conversation 'sess-oi-1')" in result.stderr
+
+
+def test_input_messages_left_out_by_the_instrumentation_are_a_problem_not_a_reply_alone(judge, run_flowrate, tmp_path):
+    from openinference.instrumentation import TraceConfig, using_session
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    recorder = Recorder()
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=recorder.tracer_provider, config=TraceConfig(hide_input_messages=True))
+    try:
+        chat(judge, turn=lambda number: using_session(SESSION))
+    finally:
+        instrumentor.uninstrument()
+    write_lines(tmp_path / "phoenix.jsonl", collector_lines(recorder))
+
+    result = run_flowrate("validate", "phoenix.jsonl")
+
+    assert result.returncode == ExitCode.USAGE
+    assert "phoenix.jsonl:1: span " in result.stderr
+    assert "no llm.input_messages: the instrumentation hid them" in result.stderr

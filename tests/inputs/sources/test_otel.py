@@ -305,3 +305,23 @@ def test_the_older_flattened_prompt_and_completion_attributes_make_the_same_conv
     result = run_flowrate("eval", "traces.jsonl", "--api-base", judge.base_url, "-o", "out.jsonl")
     assert result.returncode == 0, result.stderr
     assert [row["id"] for row in read_rows(tmp_path / "out.jsonl")] == ["s-1"] and judge.requests == 1
+
+
+def test_messages_on_the_inference_details_event_instead_of_the_span_make_the_same_conversation(
+    judge, instrumented, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "event_only")
+    agent_conversation(judge, instrumented)
+    spans = instrumented.spans.get_finished_spans()
+    assert not any("gen_ai.input.messages" in span.attributes for span in spans)
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [] and record.case.id == CONVERSATION
+    assert [turn.actual_output for turn in record.case.turns] == [
+        "Hello! How can I help?",
+        "Your checking balance is $120.",
+        "Goodbye!",
+    ]
+    assert record.case.turns[1].tool_activity[0] == 'call get_balance({"account":"checking"})'
