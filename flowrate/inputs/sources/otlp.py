@@ -15,16 +15,16 @@ import base64
 import binascii
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 import orjson
 
-from flowrate.inputs.formats import Record
+from flowrate.inputs.formats import Record, Role
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 
 OTLP_MARKS = frozenset({"resourceSpans", "resourceLogs"})
-ROLES = ("system", "developer", "user", "assistant", "tool")
+ROLES: tuple[str, ...] = get_args(Role)
 
 
 @dataclass
