@@ -31,7 +31,7 @@ def instrumented(monkeypatch):
     instrumentor.uninstrument()
 
 
-def agent_conversation(judge, recorder):
+def agent_conversation(judge, recorder, conversation=CONVERSATION):
     """The conversation with each turn in util-genai's `invoke_agent` span carrying
     `gen_ai.conversation.id` (as the GenAI agent-span conventions place it), and the tool run in
     its `execute_tool` span: eight spans in three traces."""
@@ -42,7 +42,7 @@ def agent_conversation(judge, recorder):
     @contextlib.contextmanager
     def turn(number):
         with handler.invoke_local_agent(agent_name="harbor") as agent:
-            agent.conversation_id = CONVERSATION
+            agent.conversation_id = conversation
             yield
 
     chat(judge, turn, tool=lambda call: handler.tool(call.function.name, tool_call_id=call.id))
@@ -325,3 +325,33 @@ def test_messages_on_the_inference_details_event_instead_of_the_span_make_the_sa
         "Goodbye!",
     ]
     assert record.case.turns[1].tool_activity[0] == 'call get_balance({"account":"checking"})'
+
+
+def test_two_conversations_in_one_file_stay_apart(judge, instrumented, tmp_path):
+    agent_conversation(judge, instrumented)
+    first = instrumented.traces_json()
+    instrumented.spans.clear()
+    agent_conversation(judge, instrumented, conversation="conv-harbor-2")
+    path = write_lines(tmp_path / "traces.jsonl", [instrumented.traces_json(), first])
+
+    records = list(InputSet([str(path)]).records())
+
+    assert [record.problems for record in records] == [[], []]
+    assert sorted(record.case.id for record in records) == ["conv-harbor-1", "conv-harbor-2"]
+    assert [len(record.case.turns) for record in records] == [3, 3]
+
+
+def test_ids_in_base64_as_protobufs_own_json_mapping_writes_them_are_read_as_hex(judge, instrumented, tmp_path):
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    agent_conversation(judge, instrumented)
+    spans = instrumented.spans.get_finished_spans()
+    path = tmp_path / "traces.json"
+    path.write_bytes(orjson.dumps(MessageToDict(encode_spans(spans))))
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [] and record.case.id == "conv-harbor-1" and len(record.case.turns) == 3
+    chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time)
+    assert record.case.metadata["span_ids"] == [format(s.context.span_id, "016x") for s in chats]
