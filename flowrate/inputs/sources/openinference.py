@@ -13,7 +13,16 @@ import re
 from typing import Any
 
 from flowrate.inputs.sources.base import Item
-from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
+from flowrate.inputs.sources.otlp import (
+    ROLES,
+    Broken,
+    Span,
+    SpanReader,
+    attributes_of,
+    otlp_problem,
+    raw_spans,
+    text_of,
+)
 
 KIND = "openinference.span.kind"
 REDACTED = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUT_TEXT and its kin write instead of the text
@@ -43,11 +52,8 @@ class OpenInferenceReader(SpanReader):
         problem = otlp_problem(item)
         if problem is not None:
             return problem
-        for resource_spans in item.raw.get("resourceSpans") or []:
-            for scope_spans in (resource_spans or {}).get("scopeSpans") or []:
-                for span in (scope_spans or {}).get("spans") or []:
-                    if any(pair.get("key") == KIND for pair in (span or {}).get("attributes") or []):
-                        return None
+        if any(KIND in attributes_of(span.get("attributes")) for _, span in raw_spans(item.raw)):
+            return None
         return f"no span has `{KIND}`"
 
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:

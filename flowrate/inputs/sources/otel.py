@@ -195,11 +195,12 @@ def _event_messages(span: Span) -> tuple[list[dict[str, Any]], list[dict[str, An
             role = body.get("role") or EVENT_ROLES[event.name]
         else:
             continue
-        content, calls = body.get("content"), body.get("tool_calls")
+        content = body.get("content")
+        calls = body["tool_calls"] if isinstance(body.get("tool_calls"), list) else None
         if content is None and not calls:
             raise Broken(f"event {event.name}: no content: {NOT_CAPTURED}")
         message: dict[str, Any] = {"role": role, "content": None if content is None else text_of(content)}
-        if isinstance(calls, list) and calls:
+        if calls:
             message["tool_calls"] = [_event_call(call) for call in calls if isinstance(call, dict)]
         if role == "tool" and body.get("id") is not None:
             message["tool_call_id"] = body["id"]

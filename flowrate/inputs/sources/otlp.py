@@ -73,9 +73,9 @@ def value_of(value: Any) -> Any:
     if "boolValue" in value:
         return value["boolValue"]
     if "arrayValue" in value:
-        return [value_of(entry) for entry in (value["arrayValue"] or {}).get("values") or []]
+        return [value_of(entry) for entry in _dict(value["arrayValue"]).get("values") or [] if isinstance(entry, dict)]
     if "kvlistValue" in value:
-        return attributes_of((value["kvlistValue"] or {}).get("values"))
+        return attributes_of(_dict(value["kvlistValue"]).get("values"))
     return value.get("bytesValue")
 
 
@@ -130,22 +130,31 @@ def spans_of(items: Iterable[Item | Record], format: str) -> Iterator[Span | Rec
         yield span
 
 
-def _spans(item: Item) -> Iterator[Span]:
-    for resource_spans in _dicts(item.raw.get("resourceSpans")):
-        resource = attributes_of((resource_spans.get("resource") or {}).get("attributes"))
+def raw_spans(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each span object of an OTLP/JSON trace export, with its resource object."""
+    for resource_spans in _dicts(document.get("resourceSpans")):
+        resource = _dict(resource_spans.get("resource"))
         for scope_spans in _dicts(resource_spans.get("scopeSpans")):
             for raw in _dicts(scope_spans.get("spans")):
-                span_id = hex_id(raw.get("spanId"))
-                yield Span(
-                    trace_id=hex_id(raw.get("traceId")),
-                    span_id=span_id,
-                    parent_id=hex_id(raw["parentSpanId"]) if raw.get("parentSpanId") else None,
-                    start_s=seconds_of(raw.get("startTimeUnixNano")),
-                    end_s=seconds_of(raw.get("endTimeUnixNano")),
-                    attributes=attributes_of(raw.get("attributes")),
-                    resource=resource,
-                    item=Item(item.source, raw, item.default_id, f"{item.where}: span {span_id}"),
-                )
+                yield resource, raw
+
+
+def _spans(item: Item) -> Iterator[Span]:
+    resources: dict[int, dict[str, Any]] = {}
+    for resource, raw in raw_spans(item.raw):
+        if id(resource) not in resources:
+            resources[id(resource)] = attributes_of(resource.get("attributes"))
+        span_id = hex_id(raw.get("spanId"))
+        yield Span(
+            trace_id=hex_id(raw.get("traceId")),
+            span_id=span_id,
+            parent_id=hex_id(raw["parentSpanId"]) if raw.get("parentSpanId") else None,
+            start_s=seconds_of(raw.get("startTimeUnixNano")),
+            end_s=seconds_of(raw.get("endTimeUnixNano")),
+            attributes=attributes_of(raw.get("attributes")),
+            resource=resources[id(resource)],
+            item=Item(item.source, raw, item.default_id, f"{item.where}: span {span_id or '(no spanId)'}"),
+        )
 
 
 def _log_events(document: dict[str, Any]) -> Iterator[tuple[tuple[str, str], Event]]:
@@ -156,6 +165,10 @@ def _log_events(document: dict[str, Any]) -> Iterator[tuple[tuple[str, str], Eve
                 name = raw.get("eventName") or attributes.get("event.name") or ""
                 key = (hex_id(raw.get("traceId")), hex_id(raw.get("spanId")))
                 yield key, Event(str(name), value_of(raw.get("body")), attributes)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -356,3 +356,32 @@ def test_ids_in_base64_as_protobufs_own_json_mapping_writes_them_are_read_as_hex
     assert record.problems == [] and record.case.id == "conv-harbor-1" and len(record.case.turns) == 3
     chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time)
     assert record.case.metadata["span_ids"] == [format(s.context.span_id, "016x") for s in chats]
+
+
+def test_hostile_otlp_documents_are_problems_named_by_line_never_a_traceback(run_flowrate, tmp_path):
+    chat_span = {
+        "traceId": 5,
+        "spanId": [],
+        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}],
+    }
+    lines = [
+        {"resourceSpans": [1, {"resource": "x", "scopeSpans": [{"spans": [{"attributes": "bad"}, "span"]}]}]},
+        {
+            "resourceSpans": [
+                {"resource": {"attributes": [{"key": "k", "value": {"arrayValue": [1]}}]}, "scopeSpans": "x"}
+            ]
+        },
+        {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"kvlistValue": "x"}, "eventName": 3}]}]}]},
+        {"resourceSpans": [{"scopeSpans": [{"spans": [chat_span]}]}]},
+        {"not": "otlp"},
+    ]
+    write_lines(tmp_path / "traces.jsonl", lines)
+
+    result = run_flowrate("validate", "traces.jsonl")
+
+    assert result.returncode == ExitCode.USAGE and "Traceback" not in result.stderr
+    assert (
+        "traces.jsonl:4: span (no spanId): no message content: the instrumentation did not capture the messages"
+        in result.stderr
+    )
+    assert "traces.jsonl:5: has no `resourceSpans` list (an OTLP/JSON trace export)" in result.stderr
