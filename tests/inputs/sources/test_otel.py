@@ -385,3 +385,16 @@ def test_hostile_otlp_documents_are_problems_named_by_line_never_a_traceback(run
         in result.stderr
     )
     assert "traces.jsonl:5: has no `resourceSpans` list (an OTLP/JSON trace export)" in result.stderr
+
+
+def test_a_readers_notice_is_kept_once_however_often_the_file_is_read(judge, instrumented, tmp_path):
+    chat(judge)
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
+    inputs = InputSet([str(path)])
+
+    assert len(list(inputs.records())) == len(list(inputs.records())) == 4
+
+    assert inputs.notices == [
+        f"{path}: some spans name no conversation (gen_ai.conversation.id or session.id);"
+        " each of their traces is taken as one conversation"
+    ]
