@@ -8,6 +8,8 @@ A step is one of:
 - ``{"verdict": "partial", "reason": "...", "key_issues": [...]}``: a well-formed verdict
   (``"verdicts": [...]`` instead gives each of ``n`` choices its own, cycling)
 - ``{"content": "any text"}``: a raw reply (malformed on purpose)
+- ``{"tool_calls": [{"name": "lookup", "arguments": "{...}"}]}``: a reply that calls tools
+  (no text, ``finish_reason: "tool_calls"``), as a chatbot under test does
 - ``{"status": 429, "retry_after": 1}`` / ``{"status": 500}`` / ``{"status": 401}``
   (``"echo_auth": true`` quotes the Authorization header back in the error message)
 - ``{"raw_body": "<html>..."}``: answers that text, not JSON (with ``"status"``, 200 by default)
@@ -459,11 +461,20 @@ def _contents(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: in
 
 
 def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:
-    contents = _contents(body, step, prompt, n_ctx)
-    choices = [
-        {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
-        for i, (content, finish) in enumerate(contents)
-    ]
+    if "tool_calls" in step:
+        calls = [
+            {"id": f"call_{n}", "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
+            for n, call in enumerate(step["tool_calls"])
+        ]
+        contents = [("", "tool_calls")]
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+        choices = [{"index": 0, "message": message, "finish_reason": "tool_calls"}]
+    else:
+        contents = _contents(body, step, prompt, n_ctx)
+        choices = [
+            {"index": i, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+            for i, (content, finish) in enumerate(contents)
+        ]
     prompt_tokens = sum(len(_text(m.get("content"))) for m in body.get("messages", [])) // 4
     completion_tokens = sum(max(1, len(content) // 4) for content, _ in contents)
     return {

@@ -96,7 +96,6 @@ class FileRun:
         self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
         judged = already_judged(self.metrics, settings, judged_before)
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
-        self.notices.extend(self.inputs.notices)
         self.selection = Selection(
             chosen.shard_slice,
             chosen.sample,
@@ -109,6 +108,7 @@ class FileRun:
             judged=judged,
         )
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
+        self.notices.extend(self.inputs.notices)  # after the scan, which tells the readers' notices
         if not chosen.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
         if self.scan.selected == 0 and not chosen.allow_empty:

@@ -58,7 +58,9 @@ class InputSet:
                 raise ConfigError(f"option format: {error}") from None
         self.format = format  #: the source format every file is read as (`--format`); None: each file's own
         self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
-        self.notices: list[str] = []
+        self.notices: list[
+            str
+        ] = []  #: what the run is told once: files passed over, and the readers' notices once read
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
         self._spool: tempfile.TemporaryDirectory | None = None
         problems: list[str] = []
@@ -138,7 +140,7 @@ class InputSet:
 
                     yield from read_parquet(path, shown, id_base, self.pushdown)
                     continue
-                yield from _read(CONTAINERS[kind](path, shown, id_base), self.format)
+                yield from _read(CONTAINERS[kind](path, shown, id_base), self.format, self.notices)
             except OSError as error:
                 yield Record(
                     source=Source(path=shown, index=0),
@@ -231,9 +233,10 @@ def looks_like_results(path: Path) -> bool:
     )
 
 
-def _read(decoded: Iterator[Item | Record], format: str | None) -> Iterator[Record]:
+def _read(decoded: Iterator[Item | Record], format: str | None, notices: list[str]) -> Iterator[Record]:
     """The records of one file's items, by the reader `format` names or the one its first item
-    shows; when no reader takes the first item, one problem naming the formats tried."""
+    shows; when no reader takes the first item, one problem naming the formats tried. The
+    reader's notices join `notices` once, however often the file is read."""
     waiting: list[Record] = []
     for first in decoded:
         if isinstance(first, Record):
@@ -245,6 +248,7 @@ def _read(decoded: Iterator[Item | Record], format: str | None) -> Iterator[Reco
             yield Record(source=first.source, format="unknown", problems=[reader])
             return
         yield from reader.read(itertools.chain(waiting, [first], decoded))
+        notices.extend(notice for notice in reader.notices if notice not in notices)
         return
     yield from waiting
 

@@ -37,6 +37,9 @@ class Reader:
     reads: ClassVar[str]
     marks: ClassVar[frozenset[str]] = frozenset()
 
+    def __init__(self) -> None:
+        self.notices: list[str] = []  #: what the run is told once about the files read (`InputSet.notices`)
+
     def problem(self, item: Item) -> str | None:
         """None when this reader takes `item` (the first item of a file); else its first
         complaint, naming the field."""

@@ -6,6 +6,8 @@ from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.dialogflow_cx import DialogflowCXReader
 from flowrate.inputs.sources.intercom import IntercomReader
 from flowrate.inputs.sources.native import NativeReader
+from flowrate.inputs.sources.openinference import OpenInferenceReader
+from flowrate.inputs.sources.otel import OtelReader
 from flowrate.inputs.sources.rasa import RasaReader
 from flowrate.inputs.sources.servicenow import ServiceNowReader
 from flowrate.inputs.sources.sharegpt import ShareGPTReader
@@ -16,6 +18,8 @@ def readers() -> list[Reader]:
     """Every reader, in the order a file's format is tried."""
     return [
         NativeReader(),
+        OpenInferenceReader(),  # OTLP/JSON with OpenInference spans, before any OTLP/JSON
+        OtelReader(),
         ShareGPTReader(),
         RasaReader(),
         DialogflowCXReader(),

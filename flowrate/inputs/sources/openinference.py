@@ -1,0 +1,114 @@
+"""OpenInference spans (Arize Phoenix and the openinference-instrumentation-* libraries) in
+OTLP/JSON, following the OpenInference semantic conventions
+(https://github.com/Arize-ai/openinference/blob/main/spec/semantic_conventions.md).
+
+A call is a span of `openinference.span.kind` LLM; its messages are the flattened
+`llm.input_messages.N.message.*` and `llm.output_messages.N.message.*` attributes; its
+conversation is `session.id` (`using_session`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flowrate.inputs.sources.base import Item
+from flowrate.inputs.sources.otlp import (
+    ROLES,
+    Broken,
+    Span,
+    SpanReader,
+    attributes_of,
+    otlp_problem,
+    raw_spans,
+    text_of,
+)
+
+KIND = "openinference.span.kind"
+REDACTED = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUT_TEXT and its kin write instead of the text
+_MESSAGE = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
+_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)")
+_CONTENTS = re.compile(r"contents\.(\d+)\.message_content\.(type|text)")
+
+
+class OpenInferenceReader(SpanReader):
+    """OpenInference LLM spans, grouped by `session.id`."""
+
+    name = "openinference"
+    title = "OpenInference spans (Arize Phoenix), OTLP/JSON"
+    reads = (
+        "llm.input_messages.N.message.role/content/contents.M.message_content.text/tool_calls.K.tool_call.function.*,"
+        " llm.output_messages.N.message.*, openinference.span.kind, session.id, user.id, llm.model_name, tag.tags"
+    )
+    keys = ("session.id",)
+    fields = (
+        ("session_id", ("session.id",)),
+        ("model", ("llm.model_name",)),
+        ("user", ("user.id",)),
+        ("tags", ("tag.tags",)),
+    )
+
+    def problem(self, item: Item) -> str | None:
+        problem = otlp_problem(item)
+        if problem is not None:
+            return problem
+        if any(KIND in attributes_of(span.get("attributes")) for _, span in raw_spans(item.raw)):
+            return None
+        return f"no span has `{KIND}`"
+
+    def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+        if span.attributes.get(KIND) != "LLM":
+            return None
+        inputs, outputs = _messages(span.attributes, "input"), _messages(span.attributes, "output")
+        if not inputs:
+            raise Broken(
+                "no llm.input_messages: the instrumentation hid them"
+                " (OPENINFERENCE_HIDE_INPUT_MESSAGES, OPENINFERENCE_HIDE_INPUTS)"
+            )
+        return inputs, outputs
+
+
+def _messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]]:
+    """The messages of `llm.{side}_messages.N.message.*`, in the order of N."""
+    found: dict[int, dict[str, Any]] = {}
+    for name, value in attributes.items():
+        match = _MESSAGE.fullmatch(name)
+        if match is None or match[1] != side:
+            continue
+        fields = found.setdefault(int(match[2]), {"calls": {}, "contents": {}})
+        if call := _CALL.fullmatch(match[3]):
+            fields["calls"].setdefault(int(call[1]), {})[call[2].removeprefix("function.")] = value
+        elif content := _CONTENTS.fullmatch(match[3]):
+            fields["contents"].setdefault(int(content[1]), {})[content[2]] = value
+        else:
+            fields[match[3]] = value
+    return [_message(found[number], f"attribute llm.{side}_messages.{number}.message") for number in sorted(found)]
+
+
+def _message(fields: dict[str, Any], where: str) -> dict[str, Any]:
+    role = fields.get("role")
+    if not role:
+        raise Broken(f"{where}.role: is missing")
+    if role not in ROLES:
+        raise Broken(f"{where}.role: unknown role {role!r} (expected {', '.join(ROLES)})")
+    content = fields.get("content")
+    if content is None and fields["contents"]:
+        texts = [
+            part.get("text") for _, part in sorted(fields["contents"].items()) if part.get("type", "text") == "text"
+        ]
+        content = "\n".join(str(text) for text in texts if text is not None)
+    if content == REDACTED:
+        raise Broken(f"{where}.content: hidden by the instrumentation ({REDACTED})")
+    message: dict[str, Any] = {"role": role, "content": None if content is None else text_of(content)}
+    if fields["calls"]:
+        message["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "function": {"name": str(call.get("name") or "tool"), "arguments": text_of(call.get("arguments"))},
+            }
+            for _, call in sorted(fields["calls"].items())
+        ]
+    for name in ("name", "tool_call_id"):
+        if fields.get(name) is not None:
+            message[name] = str(fields[name])
+    return message
