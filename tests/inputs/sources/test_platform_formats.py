@@ -24,6 +24,9 @@ def test_a_row_missing_a_column_of_the_closest_format_is_refused_naming_it(run_f
     )
     result = run_flowrate("validate", "turns.jsonl")
     assert result.returncode == 2
-    assert "turns.jsonl:1: no format reads this (tried flowrate, sharegpt, rasa, dialogflow-cx," in result.stderr
+    from flowrate.inputs.sources.registry import readers
+
+    tried = ", ".join(reader.name for reader in readers())
+    assert f"turns.jsonl:1: no format reads this (tried {tried}); closest," in result.stderr
     assert "closest, dialogflow-cx: response: is missing" in result.stderr
     assert "Traceback" not in result.stderr
