@@ -84,7 +84,6 @@ class FileRun:
         check_output_path(output.output)
         check_report_paths(settings)
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
-        self.notices.extend(self.inputs.notices)
         self.selection = Selection(
             chosen.shard,
             chosen.sample,
@@ -95,6 +94,7 @@ class FileRun:
             chosen.limit,
         )
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
+        self.notices.extend(self.inputs.notices)  # after the scan: reading the files adds to them
         if not chosen.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
         if self.scan.selected == 0 and not chosen.allow_empty:

@@ -138,7 +138,7 @@ class InputSet:
 
                     yield from read_parquet(path, shown, id_base, self.pushdown)
                     continue
-                yield from _read(CONTAINERS[kind](path, shown, id_base), self.format)
+                yield from _read(CONTAINERS[kind](path, shown, id_base), self.format, self.notices)
             except OSError as error:
                 yield Record(
                     source=Source(path=shown, index=0),
@@ -231,9 +231,10 @@ def looks_like_results(path: Path) -> bool:
     )
 
 
-def _read(decoded: Iterator[Item | Record], format: str | None) -> Iterator[Record]:
+def _read(decoded: Iterator[Item | Record], format: str | None, notices: list[str]) -> Iterator[Record]:
     """The records of one file's items, by the reader `format` names or the one its first item
-    shows; when no reader takes the first item, one problem naming the formats tried."""
+    shows; when no reader takes the first item, one problem naming the formats tried. The
+    reader's notices are added to `notices`, each once (a file is read more than once a run)."""
     waiting: list[Record] = []
     for first in decoded:
         if isinstance(first, Record):
@@ -245,6 +246,7 @@ def _read(decoded: Iterator[Item | Record], format: str | None) -> Iterator[Reco
             yield Record(source=first.source, format="unknown", problems=[reader])
             return
         yield from reader.read(itertools.chain(waiting, [first], decoded))
+        notices.extend(notice for notice in reader.notices if notice not in notices)
         return
     yield from waiting
 

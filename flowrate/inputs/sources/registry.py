@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from flowrate.inputs.sources.anthropic_messages import AnthropicReader
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.native import NativeReader
+from flowrate.inputs.sources.openai_chat import OpenAIChatReader
+from flowrate.inputs.sources.openai_responses import OpenAIResponsesReader
 
 
 def readers() -> list[Reader]:
     """Every reader, in the order a file's format is tried."""
-    return [NativeReader()]
+    return [
+        NativeReader(),
+        OpenAIChatReader(),
+        OpenAIResponsesReader(),
+        AnthropicReader(),
+    ]
 
 
 def reader_named(name: str) -> Reader:
