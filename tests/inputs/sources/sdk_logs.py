@@ -59,7 +59,7 @@ def openai_chat_calls(metadata=None):
         ).model_dump(mode="json")
         calls.append({"request": request, "response": response})
         history.append(reply)
-    return calls
+    return json.loads(json.dumps(calls))  # no message shared between calls, as when read from a log
 
 
 def _response(number, output, previous=None):
@@ -109,7 +109,7 @@ def openai_responses_calls():
         previous = f"resp_{number - 1}" if number else None
         request = {"model": "gpt-4.1", "instructions": SYSTEM, "input": given, "previous_response_id": previous}
         calls.append({"request": request, "response": _response(number, output, previous)})
-    return calls
+    return json.loads(json.dumps(calls))  # no message shared between calls, as when read from a log
 
 
 def anthropic_calls():
@@ -153,7 +153,7 @@ def anthropic_calls():
             {"request": request, "response": response, "timestamp": timestamp, "metadata": {"session_id": "s-42"}}
         )
         history.append({"role": "assistant", "content": content})
-    return calls
+    return json.loads(json.dumps(calls))  # no message shared between calls, as when read from a log
 
 
 def read_file(path, format=None):

@@ -58,7 +58,7 @@ def test_a_broken_call_is_named_by_file_line_and_field_and_the_others_are_read(t
 
 
 def test_an_edited_history_is_named_not_merged(tmp_path):
-    calls = json.loads(json.dumps(openai_chat_calls(metadata={"conversation_id": "conv-42"})))
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
     calls[2]["request"]["messages"][1]["content"] = "What's the weather in Lyon?"
     path = write_jsonl(tmp_path / "calls.jsonl", calls)
     records, _ = read_file(path)
