@@ -150,7 +150,6 @@ def openai_message(message: Any, path: str, tools: ToolNames) -> dict[str, Any]:
         }
     if role not in ("system", "developer", "user", "assistant"):
         raise Unreadable(f"{path}.role", f"unknown role {role!r}")
-    out: dict[str, Any] = {"role": role, "content": content if message.get("content") is not None else None}
     calls = []
     for number, call in enumerate(field_of(message, "tool_calls", list, f"{path}.tool_calls", required=False) or []):
         function = field_of(call, "function", dict, f"{path}.tool_calls[{number}].function")
@@ -159,6 +158,8 @@ def openai_message(message: Any, path: str, tools: ToolNames) -> dict[str, Any]:
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         calls.append(tool_call(field_of(legacy, "name", str, f"{path}.function_call.name"), legacy.get("arguments")))
+    given = message.get("content") is not None and (content != "" or not calls)  # "" beside a call is no reply
+    out: dict[str, Any] = {"role": role, "content": content if given else None}
     if calls:
         out["tool_calls"] = calls
     return tools.called(out)
@@ -177,10 +178,67 @@ def records_of(items: Iterable[Item | Record]) -> Iterator[Item | Record]:
             yield Item(Source(path=shown, index=index), raw, f"{item.default_id}/{index}", f"{shown} data[{index}]")
 
 
-def keyless_notice(conversations: Conversations, shown: str, keys: str, unit: str = "call") -> list[str]:
-    """The notice of a file read into `conversations` when calls had no conversation key (`keys`
-    names where the source keeps one); `unit` is what then stands for a conversation."""
+def keyless_notice(
+    conversations: Conversations, shown: str, keys: str, unit: str = "call", whole: str = "call"
+) -> list[str]:
+    """The notice of a file read into `conversations` when calls had no conversation key: `keys`
+    names where the source keeps one, `unit` what was counted, `whole` what is then one conversation."""
     count = conversations.keyless
     if not count:
         return []
-    return [f"{shown}: {count} {unit}(s) with no conversation key ({keys}); each is one conversation"]
+    return [f"{shown}: {count} {unit}(s) with no conversation key ({keys}); each {whole} is one conversation"]
+
+
+# LangChain's message types (a serialized message's class, or its `type`) and their roles.
+LANGCHAIN_ROLES = {
+    "system": "system",
+    "human": "user",
+    "ai": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "developer": "developer",
+    "SystemMessage": "system",
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "AIMessageChunk": "assistant",
+    "ToolMessage": "tool",
+    "FunctionMessage": "tool",
+}
+
+
+def langchain_messages(messages: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
+    """Messages as LangChain logs them (serialized, `{"lc": 1, "id": [..., "HumanMessage"],
+    "kwargs": {...}}`; or plain, with a `type` such as `human`), or OpenAI's shape (with the
+    tool calls LangChain keeps in `additional_kwargs`), as `calls.Call` messages."""
+    if not isinstance(messages, list):
+        raise Unreadable(path, f"expected a list of messages, got {type(messages).__name__}")
+    return [
+        openai_message(_openai_shaped(message, f"{path}[{number}]"), f"{path}[{number}]", tools)
+        for number, message in enumerate(messages)
+    ]
+
+
+def _openai_shaped(message: Any, path: str) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        raise Unreadable(path, f"expected a message object, got {type(message).__name__}")
+    if isinstance(message.get("kwargs"), dict) and isinstance(message.get("id"), list):
+        fields, kind = message["kwargs"], message["kwargs"].get("type") or message["id"][-1]
+    elif "role" in message:
+        fields, kind = message, None
+    else:
+        fields, kind = message, message.get("type")
+    role = fields.get("role") if kind is None else LANGCHAIN_ROLES.get(str(kind))
+    if role is None:
+        raise Unreadable(f"{path}.type", f"unknown message type {kind!r}")
+    shaped = {"role": role, "content": fields.get("content"), "name": fields.get("name")}
+    shaped["tool_call_id"] = fields.get("tool_call_id")
+    extra = fields.get("additional_kwargs") if isinstance(fields.get("additional_kwargs"), dict) else {}
+    calls = fields.get("tool_calls") or extra.get("tool_calls") or []
+    shaped["tool_calls"] = [
+        call
+        if "function" in call
+        else {"id": call.get("id"), "function": {"name": call.get("name"), "arguments": call.get("args")}}
+        for call in calls
+        if isinstance(call, dict)
+    ]
+    return shaped

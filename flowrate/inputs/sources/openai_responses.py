@@ -89,7 +89,9 @@ class OpenAIResponsesReader(Reader):
         yield from conversations.records()
         if responses:
             keys = f"previous_response_id, conversation, metadata {'/'.join(CONVERSATION_KEYS)}"
-            self.notices.extend(keyless_notice(conversations, responses[0].item.source.path, keys, "response"))
+            self.notices.extend(
+                keyless_notice(conversations, responses[0].item.source.path, keys, "response", "chain of responses")
+            )
 
 
 def _unpacked(item: Item) -> _Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flowrate.inputs.sources.anthropic_messages import AnthropicReader
 from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.langsmith import LangSmithReader
 from flowrate.inputs.sources.native import NativeReader
 from flowrate.inputs.sources.openai_chat import OpenAIChatReader
 from flowrate.inputs.sources.openai_responses import OpenAIResponsesReader
@@ -16,6 +17,7 @@ def readers() -> list[Reader]:
         OpenAIChatReader(),
         OpenAIResponsesReader(),
         AnthropicReader(),
+        LangSmithReader(),
     ]
 
 

@@ -171,7 +171,7 @@ def write_jsonl(path, records):
     return path
 
 
-def assert_weather(record, format, first_reply=ANSWER):
+def assert_weather(record, format, first_reply=ANSWER, times=("2026-01-01T00:00:00Z", "2026-01-01T00:00:20Z")):
     """`record` is the weather conversation, read by the `format` reader: two turns, the tool's
     call and result in the first, the system prompt as the chatbot's role, dated by its first call."""
     assert record.problems == [] and record.format == format
@@ -179,5 +179,51 @@ def assert_weather(record, format, first_reply=ANSWER):
     assert case.chatbot_role == SYSTEM
     assert [(turn.input, turn.actual_output) for turn in case.turns] == [(QUESTION, first_reply), (FOLLOW_UP, FORECAST)]
     assert case.turns[0].tool_activity == [CALL, TOOL_RESULT] and case.turns[1].tool_activity == []
-    assert case.metadata["started_at"] == "2026-01-01T00:00:00Z"
-    assert case.metadata["ended_at"] == "2026-01-01T00:00:20Z"
+    assert (case.metadata["started_at"], case.metadata["ended_at"]) == times
+
+
+def langsmith_runs(metadata=None):
+    """The runs LangSmith records of the conversation, written offline by LangChain's own tracer
+    (`langchain_core`'s LangChainTracer, posting nothing) around a scripted chat model, as
+    LangSmith's `schemas.Run` exports them: a trace per user turn (the first with two llm runs
+    around the tool call), the thread key in each run's `extra.metadata`."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.tracers.langchain import LangChainTracer
+    from langsmith import Client, schemas
+
+    runs = []
+    client = Client(api_url="http://127.0.0.1:9", api_key="offline", info={}, auto_batch_tracing=False)
+
+    class Recorder(LangChainTracer):
+        def __init__(self, **kwargs):
+            super().__init__(**{**kwargs, "client": client})
+
+        def _persist_run_single(self, run):
+            pass
+
+        def _update_run_single(self, run):
+            fields = {key: value for key, value in run.model_dump().items() if key in schemas.Run.model_fields}
+            runs.append(json.loads(schemas.Run(**fields).model_dump_json()))
+
+    call = {"name": "get_weather", "args": ARGUMENTS, "id": "call_1"}
+    replies = [AIMessage(content="", tool_calls=[call]), AIMessage(content=ANSWER), AIMessage(content=FORECAST)]
+    model = GenericFakeChatModel(messages=iter(replies))
+
+    def turn(history, config):
+        reply = model.invoke(history, config=config)
+        if reply.tool_calls:
+            history.extend([reply, ToolMessage(RESULT, tool_call_id="call_1")])
+            reply = model.invoke(history, config=config)
+        history.append(reply)
+        return reply
+
+    config = {"callbacks": [Recorder(project_name="weather")], "run_name": "weather-bot"}
+    if metadata is not None:
+        config["metadata"] = metadata
+    history = [SystemMessage(SYSTEM), HumanMessage(QUESTION)]
+    RunnableLambda(turn).invoke(history, config=config)
+    history.append(HumanMessage(FOLLOW_UP))
+    RunnableLambda(turn).invoke(history, config=config)
+    return runs

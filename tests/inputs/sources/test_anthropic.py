@@ -28,7 +28,7 @@ def test_calls_without_a_session_are_each_a_conversation_and_the_run_is_told_onc
     assert [record.case.id for record in records] == ["msg_0", "msg_1", "msg_2"]
     assert notices == [
         f"{path}: 3 call(s) with no conversation key (metadata conversation_id/session_id/thread_id);"
-        " each is one conversation"
+        " each call is one conversation"
     ]
 
 

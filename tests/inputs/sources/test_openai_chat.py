@@ -41,7 +41,7 @@ def test_calls_without_a_conversation_key_are_each_a_conversation_and_the_run_is
     assert [record.case.id for record in records] == ["chatcmpl-0", "chatcmpl-1", "chatcmpl-2"]
     assert notices == [
         f"{path}: 3 call(s) with no conversation key (request.metadata conversation_id/session_id/thread_id);"
-        " each is one conversation"
+        " each call is one conversation"
     ]
     assert records[1].case.turns[0].input == QUESTION and records[1].case.turns[0].actual_output == ANSWER
 

@@ -22,7 +22,7 @@ def test_a_chain_of_responses_is_one_conversation_with_its_function_call_and_no_
     assert "HIDDEN REASONING" not in json.dumps(case.model_dump())
     assert notices == [
         f"{path}: 1 response(s) with no conversation key (previous_response_id, conversation,"
-        " metadata conversation_id/session_id/thread_id); each is one conversation"
+        " metadata conversation_id/session_id/thread_id); each chain of responses is one conversation"
     ]
 
 
