@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flowrate.inputs.sources.anthropic_messages import AnthropicReader
 from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.langfuse import LangfuseReader
 from flowrate.inputs.sources.langsmith import LangSmithReader
 from flowrate.inputs.sources.native import NativeReader
 from flowrate.inputs.sources.openai_chat import OpenAIChatReader
@@ -18,6 +19,7 @@ def readers() -> list[Reader]:
         OpenAIResponsesReader(),
         AnthropicReader(),
         LangSmithReader(),
+        LangfuseReader(),
     ]
 
 

@@ -7,10 +7,6 @@ bodies of the API references (platform.openai.com/docs/api-reference/chat/create
 
 import json
 
-from anthropic.types import Message
-from openai.types.chat import ChatCompletion
-from openai.types.responses import Response
-
 SYSTEM = "You are a weather assistant."
 QUESTION = "What's the weather in Paris?"
 ARGUMENTS = {"city": "Paris"}
@@ -25,6 +21,8 @@ TOOL_RESULT = f"result get_weather: {RESULT}"
 
 def openai_chat_calls(metadata=None):
     """The three Chat Completions calls, as {"request", "response"} pairs."""
+    from openai.types.chat import ChatCompletion
+
     tool_call = {
         "id": "call_1",
         "type": "function",
@@ -63,6 +61,8 @@ def openai_chat_calls(metadata=None):
 
 
 def _response(number, output, previous=None):
+    from openai.types.responses import Response
+
     return Response.model_validate(
         {
             "id": f"resp_{number}",
@@ -114,6 +114,8 @@ def openai_responses_calls():
 
 def anthropic_calls():
     """The three Messages calls, as {"request", "response", "timestamp", "metadata"} records."""
+    from anthropic.types import Message
+
     thinking = {"type": "thinking", "thinking": "HIDDEN THINKING", "signature": "c2ln"}
     tool_use = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": ARGUMENTS}
     replies = [
