@@ -170,7 +170,7 @@ def records_of(items: Iterable[Item | Record]) -> Iterator[Item | Record]:
     document) as an item of its own, named by its place in `data`."""
     for item in items:
         records = None if isinstance(item, Record) else listed(item)
-        if records is None:
+        if isinstance(item, Record) or records is None:
             yield item
             continue
         shown = item.source.path

@@ -118,7 +118,8 @@ class _Chains:
         previous = request.get("previous_response_id") or response.get("previous_response_id")
         thread = response.get("conversation") or request.get("conversation")
         thread_id = thread.get("id") if isinstance(thread, dict) else thread
-        key, base = conversation_key(request.get("metadata"), response.get("metadata")), []
+        key = conversation_key(request.get("metadata"), response.get("metadata"))
+        base: list[dict[str, Any]] = []
         if previous:
             if previous not in self._after:
                 raise Unreadable(

@@ -42,3 +42,34 @@ def test_eval_judges_each_log_as_one_conversation_without_format(format, run_flo
     sent = "\n".join(text for text in prompts if isinstance(text, str))
     assert QUESTION in sent and FORECAST in sent and "get_weather" in sent
     assert "HIDDEN" not in sent
+
+
+def test_eval_of_a_log_without_conversation_keys_judges_each_call_and_says_so_once(run_flowrate, judge, tmp_path):
+    path = write_jsonl(tmp_path / "log.jsonl", openai_chat_calls())
+    result = run_flowrate(*local_eval(judge, path, "--metric", "conversational_flow_rate"))
+    assert result.returncode == 0, result.stderr
+    assert [row["id"] for row in read_rows(tmp_path / "out.jsonl")] == ["chatcmpl-0", "chatcmpl-1", "chatcmpl-2"]
+    notice = "3 call(s) with no conversation key (request.metadata conversation_id/session_id/thread_id)"
+    assert result.stderr.count(notice) == 1, result.stderr
+
+
+def test_validate_counts_an_api_log_in_its_format_and_says_once_that_it_has_no_conversation_key(run_flowrate, tmp_path):
+    calls = [{key: value for key, value in call.items() if key != "metadata"} for call in anthropic_calls()]
+    path = write_jsonl(tmp_path / "log.jsonl", calls)
+    result = run_flowrate("validate", path)
+    assert result.returncode == 0, result.stderr
+    assert "3 valid conversation(s) in 1 file(s): 3 in anthropic format" in result.stdout + result.stderr
+    assert (
+        result.stderr.count("3 call(s) with no conversation key (metadata conversation_id/session_id/thread_id)") == 1
+    )
+
+
+def test_a_log_no_reader_takes_is_refused_naming_the_closest_format_and_its_complaint(run_flowrate, tmp_path):
+    call = openai_chat_calls()[0]
+    call["response"] = {"id": "x", "output": "no choices"}
+    path = write_jsonl(tmp_path / "log.jsonl", [call])
+    result = run_flowrate("validate", path)
+    assert result.returncode == 2  # ExitCode.USAGE: bad input
+    assert "no format reads this (tried flowrate, openai-chat," in result.stderr
+    assert "closest, openai-chat: has no `response` with `choices`" in result.stderr
+    assert "Traceback" not in result.stderr
