@@ -33,8 +33,8 @@ class AnthropicReader(Reader):
     name = "anthropic"
     title = "Anthropic Messages API logs: request/response pairs"
     reads = (
-        "request.system/messages[].content[] (text, tool_use, tool_result), request.metadata.user_id,"
-        " response.content[]/model, timestamp, metadata"
+        "request.system/messages (text, tool_use, tool_result blocks)/metadata.user_id, response.content/model,"
+        " timestamp, metadata"
     )
     marks = frozenset({"request", "response"})
 

@@ -37,8 +37,8 @@ class LangfuseReader(Reader):
     name = "langfuse"
     title = "Langfuse exports: traces and observations (JSON, JSONL, API list responses)"
     reads = (
-        "observations: type GENERATION, traceId, input, output, startTime, endTime, model, sessionId"
-        " | traces: id, sessionId, userId, tags, input, output, timestamp"
+        "GENERATION observations: traceId, input, output, startTime, endTime, model, sessionId; traces: id,"
+        " sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
 

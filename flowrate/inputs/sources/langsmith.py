@@ -39,7 +39,7 @@ class LangSmithReader(Reader):
     name = "langsmith"
     title = "LangSmith run exports (JSONL, JSON, bulk-export Parquet), grouped into threads"
     reads = (
-        "run_type, inputs.messages, outputs.generations/choices/messages, extra.metadata session_id/thread_id/"
+        "llm runs: inputs.messages, outputs (generations, choices or messages), extra.metadata session_id/thread_id/"
         "conversation_id, trace_id, start_time, end_time, tags"
     )
     marks = frozenset({"run_type", "inputs", "outputs", "trace_id", "dotted_order"})

@@ -31,10 +31,7 @@ class OpenAIChatReader(Reader):
 
     name = "openai-chat"
     title = "OpenAI Chat Completions logs: request/response pairs, stored completions"
-    reads = (
-        "request.messages, request.metadata, request.user, response.choices[0].message, response.created/model"
-        " | a chat.completion with messages"
-    )
+    reads = "request.messages/metadata/user, response.choices[0].message/created/model; or a chat.completion with its messages"
     marks = frozenset({"request", "response", "choices"})
 
     def problem(self, item: Item) -> str | None:

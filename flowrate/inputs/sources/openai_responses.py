@@ -48,8 +48,8 @@ class OpenAIResponsesReader(Reader):
     name = "openai-responses"
     title = "OpenAI Responses API logs, chained by previous_response_id"
     reads = (
-        "request.input/instructions/previous_response_id/metadata, response.output[] (message, function_call),"
-        " response.id/created_at/model/conversation | a response with input"
+        "request.input/instructions/previous_response_id/metadata, response.output (message, function_call; reasoning"
+        " hidden)/created_at/model/conversation"
     )
     marks = frozenset({"request", "response", "output", "previous_response_id"})
 

@@ -3,7 +3,7 @@ and a tool call, as each API logs it, call by call (each call's input repeats th
 continues the previous response). The responses are the SDK's models (`openai.types`,
 `anthropic.types`) validated and dumped as the API returns them; the requests are the request
 bodies of the API references (platform.openai.com/docs/api-reference/chat/create,
-/responses/create; docs.anthropic.com/en/api/messages)."""
+/responses/create; platform.claude.com/docs/en/api/messages)."""
 
 import json
 
