@@ -234,6 +234,8 @@ def _openai_shaped(message: Any, path: str) -> dict[str, Any]:
     shaped["tool_call_id"] = fields.get("tool_call_id")
     extra = fields.get("additional_kwargs") if isinstance(fields.get("additional_kwargs"), dict) else {}
     calls = fields.get("tool_calls") or extra.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise Unreadable(f"{path}.tool_calls", f"expected a list, got {type(calls).__name__}")
     shaped["tool_calls"] = [
         call
         if "function" in call

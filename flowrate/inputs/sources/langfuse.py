@@ -92,7 +92,9 @@ def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
         for observation in field_of(raw, "observations", list, "observations", required=False) or []:
             _take(item, observation, traces)
     elif isinstance(raw.get("traces"), list):  # a session with its traces
-        for trace in raw["traces"]:
+        for number, trace in enumerate(raw["traces"]):
+            if not isinstance(trace, dict):
+                raise Unreadable(f"traces[{number}]", f"expected a trace object, got {type(trace).__name__}")
             _take(item, {**trace, "sessionId": trace.get("sessionId") or raw.get("id")}, traces)
     elif "traceId" in raw:
         if raw.get("type") == "GENERATION":
@@ -102,8 +104,8 @@ def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
         trace_id = str(field_of(raw, "id", str, "id"))
         known = traces.setdefault(trace_id, _Trace(item, {}))
         known.item, known.raw = item, raw
-        for observation in raw.get("observations") or []:
-            if isinstance(observation, dict):
+        for observation in field_of(raw, "observations", list, "observations", required=False) or []:
+            if isinstance(observation, dict):  # GET /traces lists the observations' ids
                 _take(item, observation, traces)
 
 

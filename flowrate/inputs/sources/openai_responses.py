@@ -120,6 +120,8 @@ class _Chains:
         thread_id = thread.get("id") if isinstance(thread, dict) else thread
         key = conversation_key(request.get("metadata"), response.get("metadata"))
         base: list[dict[str, Any]] = []
+        if previous is not None and not isinstance(previous, str):
+            raise Unreadable("previous_response_id", f"expected text, got {type(previous).__name__}")
         if previous:
             if previous not in self._after:
                 raise Unreadable(

@@ -14,6 +14,7 @@ from tests.inputs.sources.sdk_logs import (
     langsmith_runs,
     openai_chat_calls,
     openai_responses_calls,
+    read_file,
     write_jsonl,
 )
 
@@ -73,3 +74,27 @@ def test_a_log_no_reader_takes_is_refused_naming_the_closest_format_and_its_comp
     assert "no format reads this (tried flowrate, openai-chat," in result.stderr
     assert "closest, openai-chat: has no `response` with `choices`" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+HOSTILE = [
+    (
+        "openai-responses",
+        {"object": "response", "id": "r", "input": "hi", "output": [], "previous_response_id": ["r0"]},
+        "previous_response_id: expected text, got list",
+    ),
+    ("langfuse", {"id": "s", "createdAt": "2026-01-01T00:00:00Z", "traces": [5]}, "traces[0]: expected a trace object"),
+    ("langfuse", {"id": "t", "timestamp": 1, "sessionId": "s", "observations": 5}, "observations: expected a list"),
+    (
+        "langsmith",
+        {"run_type": "llm", "inputs": {"messages": [{"type": "ai", "content": "", "tool_calls": 5}]}, "outputs": {}},
+        "inputs.messages[0].tool_calls: expected a list, got int",
+    ),
+]
+
+
+@pytest.mark.parametrize(("format", "record", "problem"), HOSTILE)
+def test_a_record_of_the_wrong_types_is_named_by_its_field_not_raised(format, record, problem, tmp_path):
+    path = write_jsonl(tmp_path / "log.jsonl", [record])
+    records, _ = read_file(path, format=format)
+    assert len(records) == 1 and records[0].case is None
+    assert records[0].problems[0].startswith(f"{path}:1: {problem}"), records[0].problems
