@@ -17,14 +17,12 @@ from flowrate.inputs.sources.chat import (
     CONVERSATION_KEYS,
     ToolNames,
     Unreadable,
+    anthropic_message,
     conversation_key,
     field_of,
     keyless_notice,
     text_of,
-    tool_call,
 )
-
-HIDDEN_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 class AnthropicReader(Reader):
@@ -79,8 +77,8 @@ def _call(item: Item) -> Call:
     system = request.get("system")
     history = [{"role": "system", "content": text_of(system, "request.system")}] if system else []
     for number, message in enumerate(field_of(request, "messages", list, "request.messages")):
-        history.extend(_messages(message, f"request.messages[{number}]", tools))
-    output = _messages({"role": "assistant", "content": response.get("content")}, "response", tools)
+        history.extend(anthropic_message(message, f"request.messages[{number}]", tools))
+    output = anthropic_message({"role": "assistant", "content": response.get("content")}, "response", tools)
     given = request.get("metadata")
     metadata: dict[str, Any] = dict(raw["metadata"]) if isinstance(raw.get("metadata"), dict) else {}
     for name, value in (
@@ -92,39 +90,3 @@ def _call(item: Item) -> Call:
             metadata.setdefault(name, value)
     at_s = seconds_of(raw.get("timestamp", raw.get("created_at")))
     return Call(conversation_key(raw.get("metadata"), given), history, output, item, at_s, at_s, metadata)
-
-
-def _messages(message: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
-    """One Anthropic message as `calls.Call` messages: its tool results as tool messages, its
-    text and tool uses as one message of its role."""
-    role = field_of(message, "role", str, f"{path}.role")
-    if role not in ("user", "assistant"):
-        raise Unreadable(f"{path}.role", f"unknown role {role!r}")
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"role": role, "content": content}]
-    if not isinstance(content, list):
-        raise Unreadable(f"{path}.content", f"expected text or a list of blocks, got {type(content).__name__}")
-    results, texts, calls = [], [], []
-    for number, block in enumerate(content):
-        where = f"{path}.content[{number}]"
-        kind = field_of(block, "type", str, f"{where}.type")
-        if kind == "text":
-            texts.append(field_of(block, "text", str, f"{where}.text"))
-        elif kind in ("tool_use", "server_tool_use"):
-            calls.append(tool_call(field_of(block, "name", str, f"{where}.name"), block.get("input"), block.get("id")))
-        elif kind == "tool_result":
-            name = tools.name(block.get("tool_use_id"))
-            text = text_of(block.get("content"), f"{where}.content")
-            results.append(
-                {"role": "tool", "content": f"error: {text}" if block.get("is_error") else text, "name": name}
-            )
-        elif kind not in HIDDEN_BLOCKS:
-            texts.append(f"[{kind}]")
-    messages = list(results)
-    if texts or calls:
-        out: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
-        if calls:
-            out["tool_calls"] = calls
-        messages.append(tools.called(out))
-    return messages

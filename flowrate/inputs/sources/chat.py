@@ -20,6 +20,8 @@ from flowrate.inputs.sources.calls import Conversations
 # The metadata keys a call log groups its calls into conversations by, in this order (a user's
 # id is no such key: one user has many conversations, which would read as forks of one).
 CONVERSATION_KEYS = ("conversation_id", "session_id", "thread_id")
+HIDDEN_BLOCKS = frozenset({"thinking", "redacted_thinking"})  # Anthropic's: never shown to the judge
+ANTHROPIC_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "tool_result"})
 
 
 class Unreadable(Exception):
@@ -76,8 +78,9 @@ def first_record(item: Item) -> Any:
 
 
 def text_of(content: Any, path: str) -> str:
-    """The text of a message's content: text, or a list of parts (`text`, `input_text`,
-    `output_text` parts give their text; any other part is named, as `[image_url]`)."""
+    """The text of `content` (at `path`): text, or a list of parts (`text`, `input_text`,
+    `output_text` parts give their text; thinking and tool_use blocks none; any other part is
+    named, as `[image_url]`)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -90,6 +93,8 @@ def text_of(content: Any, path: str) -> str:
             texts.append(part)
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             texts.append(part["text"])
+        elif isinstance(part, dict) and part.get("type") in HIDDEN_BLOCKS | {"tool_use"}:
+            continue  # never shown; a tool's use is shown from the message's tool calls
         elif isinstance(part, dict) and isinstance(part.get("type"), str):
             texts.append(f"[{part['type']}]")
         else:
@@ -209,13 +214,26 @@ LANGCHAIN_ROLES = {
 def langchain_messages(messages: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
     """Messages as LangChain logs them (serialized, `{"lc": 1, "id": [..., "HumanMessage"],
     "kwargs": {...}}`; or plain, with a `type` such as `human`), or OpenAI's shape (with the
-    tool calls LangChain keeps in `additional_kwargs`), as `calls.Call` messages."""
+    tool calls LangChain keeps in `additional_kwargs`), or Anthropic's (tool_use and tool_result
+    blocks), as `calls.Call` messages; `path` names the list, `tools` the calls made so far."""
     if not isinstance(messages, list):
         raise Unreadable(path, f"expected a list of messages, got {type(messages).__name__}")
-    return [
-        openai_message(_openai_shaped(message, f"{path}[{number}]"), f"{path}[{number}]", tools)
-        for number, message in enumerate(messages)
-    ]
+    read: list[dict[str, Any]] = []
+    for number, message in enumerate(messages):
+        where = f"{path}[{number}]"
+        if _anthropic_shaped(message):
+            read.extend(anthropic_message(message, where, tools))
+        else:
+            read.append(openai_message(_openai_shaped(message, where), where, tools))
+    return read
+
+
+def _anthropic_shaped(message: Any) -> bool:
+    """True for a message in Anthropic's shape: a `role` and content blocks with a tool's use or result."""
+    content = message.get("content") if isinstance(message, dict) and "role" in message else None
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") in ANTHROPIC_TOOL_BLOCKS for block in content
+    )
 
 
 def _openai_shaped(message: Any, path: str) -> dict[str, Any]:
@@ -244,3 +262,40 @@ def _openai_shaped(message: Any, path: str) -> dict[str, Any]:
         if isinstance(call, dict)
     ]
     return shaped
+
+
+def anthropic_message(message: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
+    """One Anthropic message (`role`, `content` text or blocks) as `calls.Call` messages: its
+    `tool_result` blocks as tool messages, then its `text` and `tool_use` blocks as one message
+    of its role; `thinking` blocks are never shown to the judge, other blocks are named."""
+    role = field_of(message, "role", str, f"{path}.role")
+    if role not in ("user", "assistant"):
+        raise Unreadable(f"{path}.role", f"unknown role {role!r}")
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise Unreadable(f"{path}.content", f"expected text or a list of blocks, got {type(content).__name__}")
+    results, texts, calls = [], [], []
+    for number, block in enumerate(content):
+        where = f"{path}.content[{number}]"
+        kind = field_of(block, "type", str, f"{where}.type")
+        if kind == "text":
+            texts.append(field_of(block, "text", str, f"{where}.text"))
+        elif kind in ("tool_use", "server_tool_use"):
+            calls.append(tool_call(field_of(block, "name", str, f"{where}.name"), block.get("input"), block.get("id")))
+        elif kind == "tool_result":
+            name = tools.name(block.get("tool_use_id"))
+            text = text_of(block.get("content"), f"{where}.content")
+            results.append(
+                {"role": "tool", "content": f"error: {text}" if block.get("is_error") else text, "name": name}
+            )
+        elif kind not in HIDDEN_BLOCKS:
+            texts.append(f"[{kind}]")
+    messages = list(results)
+    if texts or calls:
+        out: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+        if calls:
+            out["tool_calls"] = calls
+        messages.append(tools.called(out))
+    return messages

@@ -7,7 +7,19 @@ import json
 import duckdb
 
 from flowrate.inputs.sources.calls import iso_time, seconds_of
-from tests.inputs.sources.sdk_logs import assert_weather, langsmith_runs, read_file, write_jsonl
+from tests.inputs.sources.sdk_logs import (
+    ANSWER,
+    CALL,
+    FOLLOW_UP,
+    FORECAST,
+    QUESTION,
+    TOOL_RESULT,
+    anthropic_calls,
+    assert_weather,
+    langsmith_runs,
+    read_file,
+    write_jsonl,
+)
 
 
 def times_of(runs):
@@ -82,3 +94,21 @@ def test_a_broken_run_is_named_by_file_line_and_field(tmp_path):
     path = write_jsonl(tmp_path / "runs.jsonl", runs)
     records, _ = read_file(path)
     assert records[0].problems == [f"{path}:2: inputs.messages[1].type: unknown message type 'alien'"]
+
+
+def test_llm_runs_of_anthropic_shaped_messages_keep_their_tool_use_and_never_show_thinking(tmp_path):
+    runs = []
+    for number, call in enumerate(anthropic_calls()):
+        at = call["timestamp"]
+        run = {"id": f"run-{number}", "trace_id": f"run-{number}", "run_type": "llm", "start_time": at, "end_time": at}
+        run.update(inputs={"messages": call["request"]["messages"]}, outputs=call["response"])
+        runs.append({**run, "extra": {"metadata": {"conversation_id": "c-1"}}})
+    path = write_jsonl(tmp_path / "runs.jsonl", runs)
+    records, _ = read_file(path)
+    case = records[0].case
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
+        (QUESTION, f"Let me check.\n{ANSWER}"),
+        (FOLLOW_UP, FORECAST),
+    ]
+    assert case.turns[0].tool_activity == [CALL, TOOL_RESULT]
+    assert "HIDDEN THINKING" not in json.dumps(case.model_dump()) and "[thinking]" not in json.dumps(case.model_dump())
