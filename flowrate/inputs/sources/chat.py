@@ -14,6 +14,7 @@ import orjson
 
 from flowrate.inputs.conversation import Source
 from flowrate.inputs.formats import Record
+from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.calls import Conversations
 
@@ -41,7 +42,7 @@ def field_of(raw: Any, field: str, kind: type | tuple[type, ...], path: str, req
         return None
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        got = "missing" if value is None else f"got {type(value).__name__}"
+        got = "missing" if value is None else f"got {type_name(value)}"
         raise Unreadable(path, f"expected {_json_name(names)}, {got}")
     return value
 
@@ -86,7 +87,7 @@ def text_of(content: Any, path: str) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise Unreadable(path, f"expected text or a list of parts, got {type(content).__name__}")
+        raise Unreadable(path, f"expected text or a list of parts, got {type_name(content)}")
     texts = []
     for number, part in enumerate(content):
         if isinstance(part, str):
@@ -138,7 +139,7 @@ def openai_messages(messages: Any, path: str, tools: ToolNames | None = None) ->
     """OpenAI Chat Completions messages (`role`, `content` text or parts, `tool_calls`, a tool
     result's `tool_call_id`, the older `function_call`) as `calls.Call` messages."""
     if not isinstance(messages, list):
-        raise Unreadable(path, f"expected a list of messages, got {type(messages).__name__}")
+        raise Unreadable(path, f"expected a list of messages, got {type_name(messages)}")
     tools = tools or ToolNames()
     return [openai_message(message, f"{path}[{number}]", tools) for number, message in enumerate(messages)]
 
@@ -217,7 +218,7 @@ def langchain_messages(messages: Any, path: str, tools: ToolNames) -> list[dict[
     tool calls LangChain keeps in `additional_kwargs`), or Anthropic's (tool_use and tool_result
     blocks), as `calls.Call` messages; `path` names the list, `tools` the calls made so far."""
     if not isinstance(messages, list):
-        raise Unreadable(path, f"expected a list of messages, got {type(messages).__name__}")
+        raise Unreadable(path, f"expected a list of messages, got {type_name(messages)}")
     read: list[dict[str, Any]] = []
     for number, message in enumerate(messages):
         where = f"{path}[{number}]"
@@ -238,7 +239,7 @@ def _anthropic_shaped(message: Any) -> bool:
 
 def _openai_shaped(message: Any, path: str) -> dict[str, Any]:
     if not isinstance(message, dict):
-        raise Unreadable(path, f"expected a message object, got {type(message).__name__}")
+        raise Unreadable(path, f"expected a message object, got {type_name(message)}")
     if isinstance(message.get("kwargs"), dict) and isinstance(message.get("id"), list):
         fields, kind = message["kwargs"], message["kwargs"].get("type") or message["id"][-1]
     elif "role" in message:
@@ -253,7 +254,7 @@ def _openai_shaped(message: Any, path: str) -> dict[str, Any]:
     extra = fields.get("additional_kwargs") if isinstance(fields.get("additional_kwargs"), dict) else {}
     calls = fields.get("tool_calls") or extra.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise Unreadable(f"{path}.tool_calls", f"expected a list, got {type(calls).__name__}")
+        raise Unreadable(f"{path}.tool_calls", f"expected a list, got {type_name(calls)}")
     shaped["tool_calls"] = [
         call
         if "function" in call
@@ -275,7 +276,7 @@ def anthropic_message(message: Any, path: str, tools: ToolNames) -> list[dict[st
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
-        raise Unreadable(f"{path}.content", f"expected text or a list of blocks, got {type(content).__name__}")
+        raise Unreadable(f"{path}.content", f"expected text or a list of blocks, got {type_name(content)}")
     results, texts, calls = [], [], []
     for number, block in enumerate(content):
         where = f"{path}.content[{number}]"

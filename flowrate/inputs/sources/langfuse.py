@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from flowrate.inputs.formats import Record
+from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import ToolNames, Unreadable, field_of, keyless_notice, langchain_messages, records_of
@@ -94,7 +95,7 @@ def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
     elif isinstance(raw.get("traces"), list):  # a session with its traces
         for number, trace in enumerate(raw["traces"]):
             if not isinstance(trace, dict):
-                raise Unreadable(f"traces[{number}]", f"expected a trace object, got {type(trace).__name__}")
+                raise Unreadable(f"traces[{number}]", f"expected a trace object, got {type_name(trace)}")
             _take(item, {**trace, "sessionId": trace.get("sessionId") or raw.get("id")}, traces)
     elif "traceId" in raw:
         if raw.get("type") == "GENERATION":
@@ -177,7 +178,7 @@ def _chat(value: Any, path: str) -> list[Any]:
     elif isinstance(value, dict) and "content" in value:
         value = [{"role": "assistant", **value}]
     if not isinstance(value, list):
-        raise Unreadable(path, f"holds no chat messages (got {type(value).__name__})")
+        raise Unreadable(path, f"holds no chat messages (got {type_name(value)})")
     return [
         message
         for message in value

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate.inputs.formats import Record
+from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import (
@@ -121,7 +122,7 @@ class _Chains:
         key = conversation_key(request.get("metadata"), response.get("metadata"))
         base: list[dict[str, Any]] = []
         if previous is not None and not isinstance(previous, str):
-            raise Unreadable("previous_response_id", f"expected text, got {type(previous).__name__}")
+            raise Unreadable("previous_response_id", f"expected text, got {type_name(previous)}")
         if previous:
             if previous not in self._after:
                 raise Unreadable(
@@ -155,7 +156,7 @@ def _items(given: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
     if isinstance(given, str):
         return [{"role": "user", "content": given}]
     if not isinstance(given, list):
-        raise Unreadable(path, f"expected text or a list of items, got {type(given).__name__}")
+        raise Unreadable(path, f"expected text or a list of items, got {type_name(given)}")
     messages: list[dict[str, Any]] = []
     for number, item in enumerate(given):
         message = _message(item, f"{path}[{number}]", tools)
@@ -166,7 +167,7 @@ def _items(given: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
 
 def _message(item: Any, path: str, tools: ToolNames) -> dict[str, Any] | None:
     if not isinstance(item, dict):
-        raise Unreadable(path, f"expected an item object, got {type(item).__name__}")
+        raise Unreadable(path, f"expected an item object, got {type_name(item)}")
     kind = item.get("type", "message")
     if kind == "message":
         role = field_of(item, "role", str, f"{path}.role")

@@ -80,14 +80,14 @@ HOSTILE = [
     (
         "openai-responses",
         {"object": "response", "id": "r", "input": "hi", "output": [], "previous_response_id": ["r0"]},
-        "previous_response_id: expected text, got list",
+        "previous_response_id: expected text, got a list",
     ),
     ("langfuse", {"id": "s", "createdAt": "2026-01-01T00:00:00Z", "traces": [5]}, "traces[0]: expected a trace object"),
     ("langfuse", {"id": "t", "timestamp": 1, "sessionId": "s", "observations": 5}, "observations: expected a list"),
     (
         "langsmith",
         {"run_type": "llm", "inputs": {"messages": [{"type": "ai", "content": "", "tool_calls": 5}]}, "outputs": {}},
-        "inputs.messages[0].tool_calls: expected a list, got int",
+        "inputs.messages[0].tool_calls: expected a list, got a number",
     ),
 ]
 
@@ -98,3 +98,13 @@ def test_a_record_of_the_wrong_types_is_named_by_its_field_not_raised(format, re
     records, _ = read_file(path, format=format)
     assert len(records) == 1 and records[0].case is None
     assert records[0].problems[0].startswith(f"{path}:1: {problem}"), records[0].problems
+
+
+def test_flowrate_formats_lists_each_api_log_reader_with_the_fields_it_reads(run_flowrate):
+    from flowrate.inputs.sources.registry import reader_named
+
+    result = run_flowrate("formats")
+    assert result.returncode == 0, result.stderr
+    for name in LOGS:
+        reader = reader_named(name)
+        assert f"{name}: {reader.title}\n    reads {reader.reads}\n" in result.stdout

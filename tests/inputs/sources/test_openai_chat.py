@@ -53,7 +53,7 @@ def test_a_broken_call_is_named_by_file_line_and_field_and_the_others_are_read(t
     calls[-1]["request"]["messages"][1]["role"] = 7
     path = write_jsonl(tmp_path / "calls.jsonl", calls)
     records, _ = read_file(path)
-    assert records[0].problems == [f"{path}:4: request.messages[1].role: expected text, got int"]
+    assert records[0].problems == [f"{path}:4: request.messages[1].role: expected text, got a number"]
     assert_weather(records[1], "openai-chat")
 
 
