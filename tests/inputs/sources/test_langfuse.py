@@ -66,3 +66,24 @@ def test_a_broken_observation_is_named_by_file_line_and_field(tmp_path):
     assert records[0].problems == [
         f"{path}:4: observation 'gen-2': input[2].tool_calls[0].function.name: expected text, missing"
     ]
+
+
+def test_a_session_of_traces_whose_input_and_output_hold_messages_is_one_conversation(tmp_path):
+    generations = [row for row in session_rows() if row.get("type") == "GENERATION"]
+    traces = []
+    for number, generation in enumerate(generations[1:]):  # a trace per user turn, as the app logged it
+        trace = {"id": f"trace-{number}", "timestamp": generation["startTime"], "sessionId": None, "tags": []}
+        traces.append({**trace, "input": json.dumps(generation["input"]), "output": generation["output"]})
+    path = tmp_path / "session.json"  # GET /api/public/sessions/{id}
+    path.write_text(
+        json.dumps({"id": "sess-9", "createdAt": "2026-01-01T00:00:00Z", "projectId": "p", "traces": traces})
+    )
+    records, notices = read_file(path)
+    assert len(records) == 1 and notices == []
+    case = records[0].case
+    assert case.id == "sess-9"
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
+        ("What's the weather in Paris?", "It is 18°C and sunny in Paris."),
+        ("And tomorrow?", "Tomorrow brings rain and 14°C."),
+    ]
+    assert case.metadata["started_at"] == "2026-01-01T00:00:05Z"
