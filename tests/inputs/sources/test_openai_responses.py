@@ -56,3 +56,16 @@ def test_a_broken_output_item_is_named_by_file_line_and_field(tmp_path):
     path = write_jsonl(tmp_path / "responses.jsonl", calls[:1])
     records, _ = read_file(path)
     assert records[0].problems == [f"{path}:1: response.output[1].name: expected text, missing"]
+
+
+def test_responses_of_one_conversation_object_continue_it_without_repeating_it(tmp_path):
+    calls = openai_responses_calls()
+    for call in calls:
+        call["request"].pop("previous_response_id")
+        call["request"]["conversation"] = "conv_1"
+        call["response"].update(previous_response_id=None, conversation={"id": "conv_1"})
+    path = write_jsonl(tmp_path / "responses.jsonl", calls)
+    records, notices = read_file(path)
+    assert len(records) == 1 and notices == []
+    assert_weather(records[0], "openai-responses")
+    assert records[0].case.id == "conv_1" and records[0].case.metadata["conversation"] == "conv_1"
