@@ -58,9 +58,8 @@ class InputSet:
                 raise ConfigError(f"option format: {error}") from None
         self.format = format  #: the source format every file is read as (`--format`); None: each file's own
         self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
-        self.notices: list[
-            str
-        ] = []  #: what the run is told once: files passed over, and the readers' notices once read
+        #: what the run is told once: files passed over, and the readers' notices once read
+        self.notices: list[str] = []
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
         self._spool: tempfile.TemporaryDirectory | None = None
         problems: list[str] = []

@@ -30,7 +30,8 @@ class Reader:
 
     `name` is what `--format` takes; `title` and `reads` (the fields it reads) are what
     `flowrate formats` lists; `marks` are top-level keys only this format's items have, which
-    make it the closest format when no reader takes an item."""
+    make it the closest format when no reader takes an item; `notices` are what the run is
+    told once about the files it read (a log with no conversation key, say)."""
 
     name: ClassVar[str]
     title: ClassVar[str]

@@ -51,16 +51,19 @@ class _Dialogue:
 class Conversations:
     """The calls of one file, grouped by key into dialogues (`add`), then read out (`records`).
 
-    `format` names the source on each record."""
+    `format` names the source on each record; `keyless` counts the calls that had no
+    conversation key (each grouped by its fallback key)."""
 
     def __init__(self, format: str):
         self.format = format
+        self.keyless = 0
         self._dialogues: dict[str, _Dialogue] = {}
         self._problems: list[Record] = []
 
     def add(self, call: Call, fallback_key: str) -> None:
         """Take `call` into its conversation; `fallback_key` (the trace, the response) groups
         it when the source gives no conversation key."""
+        self.keyless += call.key is None
         key = call.key or fallback_key
         history = [*call.messages, *call.output]
         known = self._dialogues.get(key)

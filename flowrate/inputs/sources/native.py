@@ -25,6 +25,8 @@ class NativeReader(Reader):
             return "a conversation must be an object"
         if not self.marks & item.raw.keys():
             return "has neither `turns` nor `messages`"
+        if "choices" in item.raw:
+            return "has `choices`: a log of API calls (--format openai-chat), not a conversation"
         return None
 
     def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from flowrate.inputs.sources.anthropic_messages import AnthropicReader
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.dialogflow_cx import DialogflowCXReader
 from flowrate.inputs.sources.intercom import IntercomReader
+from flowrate.inputs.sources.langfuse import LangfuseReader
+from flowrate.inputs.sources.langsmith import LangSmithReader
 from flowrate.inputs.sources.native import NativeReader
+from flowrate.inputs.sources.openai_chat import OpenAIChatReader
+from flowrate.inputs.sources.openai_responses import OpenAIResponsesReader
 from flowrate.inputs.sources.openinference import OpenInferenceReader
 from flowrate.inputs.sources.otel import OtelReader
 from flowrate.inputs.sources.rasa import RasaReader
@@ -26,6 +31,11 @@ def readers() -> list[Reader]:
         ServiceNowReader(),
         ZendeskReader(),
         IntercomReader(),
+        OpenAIChatReader(),
+        OpenAIResponsesReader(),
+        AnthropicReader(),
+        LangSmithReader(),
+        LangfuseReader(),
     ]
 
 

@@ -1,0 +1,102 @@
+"""Logs of OpenAI's Chat Completions API: a call as a `{"request": ..., "response": ...}` pair
+(the request body and the `chat.completion` returned), or as a stored completion
+(`GET /v1/chat/completions`, a `chat.completion` object) carrying its request's `messages`
+(`GET /v1/chat/completions/{id}/messages`, a list or that list response). A file may be such a
+list response (`{"object": "list", "data": [...]}`). Calls are grouped by a conversation key
+of the request's `metadata`; each call repeats the history (`calls.Conversations`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from flowrate.inputs.formats import Record
+from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
+from flowrate.inputs.sources.chat import (
+    CONVERSATION_KEYS,
+    ToolNames,
+    Unreadable,
+    conversation_key,
+    field_of,
+    first_record,
+    keyless_notice,
+    openai_messages,
+    records_of,
+)
+
+
+class OpenAIChatReader(Reader):
+    """Chat Completions calls, grouped into conversations."""
+
+    name = "openai-chat"
+    title = "OpenAI Chat Completions logs: request/response pairs, stored completions"
+    reads = "request.messages/metadata/user, response.choices[0].message/created/model; or a chat.completion with its messages"
+    marks = frozenset({"request", "response", "choices"})
+
+    def problem(self, item: Item) -> str | None:
+        raw = first_record(item)
+        if not isinstance(raw, dict):
+            return "a call must be an object"
+        if raw.get("object") == "chat.completion":
+            return None if "messages" in raw else "a chat.completion without its request's `messages`"
+        request, response = raw.get("request"), raw.get("response")
+        if not isinstance(request, dict) or "messages" not in request:
+            return "has no `request` with `messages`"
+        if not isinstance(response, dict) or "choices" not in response:
+            return "has no `response` with `choices`"
+        return None
+
+    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
+        conversations = Conversations(self.name)
+        shown = None
+        for item in records_of(items):
+            if isinstance(item, Record):
+                yield item
+                continue
+            shown = item.source.path
+            try:
+                call = self._call(item)
+            except Unreadable as error:
+                conversations.problem(item, str(error))
+                continue
+            conversations.add(call, fallback_key=call.metadata.get("completion_id") or item.default_id)
+        yield from conversations.records()
+        if shown is not None:
+            self.notices.extend(keyless_notice(conversations, shown, f"request.metadata {'/'.join(CONVERSATION_KEYS)}"))
+
+    def _call(self, item: Item) -> Call:
+        raw = item.raw
+        if not isinstance(raw, dict):
+            raise Unreadable("record", "a call must be an object")
+        if raw.get("object") == "chat.completion":
+            request, response, prefix = raw, raw, ""
+            given = raw.get("messages")
+            messages = given.get("data") if isinstance(given, dict) else given
+        else:
+            request = field_of(raw, "request", dict, "request")
+            response = field_of(raw, "response", dict, "response")
+            messages, prefix = request.get("messages"), "response."
+        tools = ToolNames()
+        history = openai_messages(messages, "request.messages" if prefix else "messages", tools)
+        choices = field_of(response, "choices", list, f"{prefix}choices")
+        if not choices:
+            raise Unreadable(f"{prefix}choices", "is empty")
+        message = field_of(choices[0], "message", dict, f"{prefix}choices[0].message")
+        output = openai_messages([message], f"{prefix}choices[0]", tools)
+        metadata = _metadata(request, response)
+        created_s = seconds_of(response.get("created"))
+        return Call(conversation_key(request.get("metadata")), history, output, item, created_s, created_s, metadata)
+
+
+def _metadata(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    given = request.get("metadata")
+    metadata: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+    for name, value in (
+        ("model", response.get("model") or request.get("model")),
+        ("user", request.get("user")),
+        ("completion_id", response.get("id")),
+    ):
+        if isinstance(value, str) and value:
+            metadata.setdefault(name, value)
+    return metadata

@@ -1,0 +1,209 @@
+"""Logs of OpenAI's Responses API: a call as a `{"request": ..., "response": ...}` pair (the
+request body with its `input`, and the `response` object returned), or as a `response` object
+carrying its `input` (text, the items, or the `GET /v1/responses/{id}/input_items` list
+response). Items: `message` (`input_text`/`output_text` parts), `function_call`,
+`function_call_output`; `reasoning` is never shown to the judge.
+
+A response's `previous_response_id` (or its `conversation`) continues a conversation without
+repeating it: the history is the previous response's, then this input and output. Responses
+are taken in the order they were created; one whose previous response is not in the file is
+a problem (its conversation's start is missing). Without a chain, calls are grouped by a
+conversation key of `metadata`, each repeating the history (`calls.Conversations`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from flowrate.inputs.formats import Record
+from flowrate.inputs.formats import _type_name as type_name
+from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
+from flowrate.inputs.sources.chat import (
+    CONVERSATION_KEYS,
+    ToolNames,
+    Unreadable,
+    arguments_text,
+    conversation_key,
+    field_of,
+    first_record,
+    keyless_notice,
+    records_of,
+    text_of,
+    tool_call,
+)
+
+
+@dataclass
+class _Response:
+    item: Item
+    request: dict[str, Any]
+    response: dict[str, Any]
+    created_s: float | None
+
+
+class OpenAIResponsesReader(Reader):
+    """Responses API calls, chained and grouped into conversations."""
+
+    name = "openai-responses"
+    title = "OpenAI Responses API logs, chained by previous_response_id"
+    reads = (
+        "request.input/instructions/previous_response_id/metadata, response.output (message, function_call; reasoning"
+        " hidden)/created_at/model/conversation"
+    )
+    marks = frozenset({"request", "response", "output", "previous_response_id"})
+
+    def problem(self, item: Item) -> str | None:
+        raw = first_record(item)
+        if not isinstance(raw, dict):
+            return "a call must be an object"
+        if raw.get("object") == "response":
+            return None if "input" in raw else "a response without its request's `input`"
+        request, response = raw.get("request"), raw.get("response")
+        if not isinstance(request, dict) or "input" not in request:
+            return "has no `request` with `input`"
+        if not isinstance(response, dict) or response.get("object") != "response":
+            return "has no `response` of object `response`"
+        return None
+
+    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
+        conversations = Conversations(self.name)
+        responses: list[_Response] = []
+        for item in records_of(items):
+            if isinstance(item, Record):
+                yield item
+                continue
+            try:
+                responses.append(_unpacked(item))
+            except Unreadable as error:
+                conversations.problem(item, str(error))
+        responses.sort(key=lambda entry: entry.created_s if entry.created_s is not None else float("inf"))
+        chains = _Chains()
+        for entry in responses:
+            try:
+                conversations.add(
+                    chains.call(entry), fallback_key=str(entry.response.get("id") or entry.item.default_id)
+                )
+            except Unreadable as error:
+                conversations.problem(entry.item, str(error))
+        yield from conversations.records()
+        if responses:
+            keys = f"previous_response_id, conversation, metadata {'/'.join(CONVERSATION_KEYS)}"
+            self.notices.extend(
+                keyless_notice(conversations, responses[0].item.source.path, keys, "response", "chain of responses")
+            )
+
+
+def _unpacked(item: Item) -> _Response:
+    raw = item.raw
+    if not isinstance(raw, dict):
+        raise Unreadable("record", "a call must be an object")
+    if raw.get("object") == "response":
+        request = response = raw
+    else:
+        request = field_of(raw, "request", dict, "request")
+        response = field_of(raw, "response", dict, "response")
+    return _Response(item, request, response, seconds_of(response.get("created_at")))
+
+
+class _Chains:
+    """The history after each response read, by id (and by `conversation` id), so a response
+    that continues one starts from it."""
+
+    def __init__(self) -> None:
+        self._after: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # id: (conversation key, history)
+
+    def call(self, entry: _Response) -> Call:
+        request, response = entry.request, entry.response
+        previous = request.get("previous_response_id") or response.get("previous_response_id")
+        thread = response.get("conversation") or request.get("conversation")
+        thread_id = thread.get("id") if isinstance(thread, dict) else thread
+        key = conversation_key(request.get("metadata"), response.get("metadata"))
+        base: list[dict[str, Any]] = []
+        if previous is not None and not isinstance(previous, str):
+            raise Unreadable("previous_response_id", f"expected text, got {type_name(previous)}")
+        if previous:
+            if previous not in self._after:
+                raise Unreadable(
+                    "previous_response_id", f"response {previous!r} is not in the file (the start is missing)"
+                )
+            key, base = self._after[previous]
+        elif isinstance(thread_id, str) and thread_id in self._after:
+            key, base = self._after[thread_id]
+        elif isinstance(thread_id, str):
+            key = thread_id
+        tools = ToolNames()
+        for message in base:
+            tools.called(message)
+        instructions = request.get("instructions") or response.get("instructions")
+        system = [{"role": "system", "content": instructions}] if isinstance(instructions, str) and not base else []
+        given = request.get("input")
+        given = given.get("data") if isinstance(given, dict) else given
+        messages = [*base, *system, *_items(given, "input", tools)]
+        output = _items(field_of(response, "output", list, "response.output"), "response.output", tools)
+        response_id = str(response.get("id") or entry.item.default_id)
+        after = (key or response_id, [*messages, *output])
+        self._after[response_id] = after
+        if isinstance(thread_id, str):
+            self._after[thread_id] = after
+        metadata = _metadata(request, response, thread_id)
+        return Call(key, messages, output, entry.item, entry.created_s, entry.created_s, metadata)
+
+
+def _items(given: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
+    """Input or output items as `calls.Call` messages (text input is one user message)."""
+    if isinstance(given, str):
+        return [{"role": "user", "content": given}]
+    if not isinstance(given, list):
+        raise Unreadable(path, f"expected text or a list of items, got {type_name(given)}")
+    messages: list[dict[str, Any]] = []
+    for number, item in enumerate(given):
+        message = _message(item, f"{path}[{number}]", tools)
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
+def _message(item: Any, path: str, tools: ToolNames) -> dict[str, Any] | None:
+    if not isinstance(item, dict):
+        raise Unreadable(path, f"expected an item object, got {type_name(item)}")
+    kind = item.get("type", "message")
+    if kind == "message":
+        role = field_of(item, "role", str, f"{path}.role")
+        if role not in ("system", "developer", "user", "assistant"):
+            raise Unreadable(f"{path}.role", f"unknown role {role!r}")
+        return {"role": role, "content": text_of(item.get("content"), f"{path}.content")}
+    if kind in ("function_call", "custom_tool_call"):
+        name = field_of(item, "name", str, f"{path}.name")
+        arguments = item.get("arguments", item.get("input"))
+        return tools.called(
+            {"role": "assistant", "content": None, "tool_calls": [tool_call(name, arguments, item.get("call_id"))]}
+        )
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = item.get("output")
+        text = (
+            output
+            if isinstance(output, str)
+            else text_of(output, f"{path}.output")
+            if isinstance(output, list)
+            else arguments_text(output)
+        )
+        return {"role": "tool", "content": text, "name": tools.name(item.get("call_id"))}
+    if kind in ("reasoning", "item_reference"):
+        return None  # the model's reasoning is never shown to the judge; a reference repeats an item
+    if kind.endswith("_call"):  # a built-in tool (web_search_call, file_search_call, ...)
+        return {"role": "assistant", "content": None, "tool_calls": [tool_call(kind, item.get("action") or "")]}
+    if kind.endswith("_call_output"):
+        return {"role": "tool", "content": arguments_text(item.get("output")), "name": kind.removesuffix("_output")}
+    raise Unreadable(f"{path}.type", f"unknown item type {kind!r}")
+
+
+def _metadata(request: dict[str, Any], response: dict[str, Any], thread_id: Any) -> dict[str, Any]:
+    given = response.get("metadata") or request.get("metadata")
+    metadata: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+    user = response.get("user") or response.get("safety_identifier") or request.get("user")
+    for name, value in (("model", response.get("model")), ("user", user), ("conversation", thread_id)):
+        if isinstance(value, str) and value:
+            metadata.setdefault(name, value)
+    return metadata

@@ -1,0 +1,69 @@
+"""OpenAI Chat Completions logs: request/response pairs and stored completions with their
+messages, grouped into one conversation by a metadata key; each call alone without one."""
+
+import json
+
+from tests.inputs.sources.sdk_logs import ANSWER, QUESTION, assert_weather, openai_chat_calls, read_file, write_jsonl
+
+
+def test_the_calls_of_one_conversation_key_are_one_conversation_of_two_turns_with_its_tool_call(tmp_path):
+    path = write_jsonl(tmp_path / "calls.jsonl", openai_chat_calls(metadata={"conversation_id": "conv-42"}))
+    records, notices = read_file(path)
+    assert len(records) == 1 and notices == []
+    assert_weather(records[0], "openai-chat")
+    case = records[0].case
+    assert case.id == "conv-42"
+    assert {key: case.metadata[key] for key in ("conversation_id", "model", "user", "completion_id")} == {
+        "conversation_id": "conv-42",
+        "model": "gpt-4o-2024-08-06",
+        "user": "user-7",
+        "completion_id": "chatcmpl-0",
+    }
+
+
+def test_a_stored_completions_list_with_each_completions_messages_is_read_as_its_calls(tmp_path):
+    pairs = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    stored = [
+        {**pair["response"], "messages": {"object": "list", "data": pair["request"]["messages"]}} for pair in pairs
+    ]
+    path = tmp_path / "stored.json"
+    path.write_text(json.dumps({"object": "list", "data": stored, "first_id": "chatcmpl-0", "has_more": False}))
+    records, _ = read_file(path)
+    assert len(records) == 1
+    assert_weather(records[0], "openai-chat")
+    lines = write_jsonl(tmp_path / "stored.jsonl", stored)  # each line has `messages`, as flowrate's own format
+    assert_weather(read_file(lines)[0][0], "openai-chat")
+
+
+def test_calls_without_a_conversation_key_are_each_a_conversation_and_the_run_is_told_once(tmp_path):
+    path = write_jsonl(tmp_path / "calls.jsonl", openai_chat_calls())
+    records, notices = read_file(path)
+    assert [record.case.id for record in records] == ["chatcmpl-0", "chatcmpl-1", "chatcmpl-2"]
+    assert notices == [
+        f"{path}: 3 call(s) with no conversation key (request.metadata conversation_id/session_id/thread_id);"
+        " each call is one conversation"
+    ]
+    assert records[1].case.turns[0].input == QUESTION and records[1].case.turns[0].actual_output == ANSWER
+
+
+def test_a_broken_call_is_named_by_file_line_and_field_and_the_others_are_read(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls.append(json.loads(json.dumps(calls[0])))
+    calls[-1]["request"]["metadata"] = {"conversation_id": "other"}
+    calls[-1]["request"]["messages"][1]["role"] = 7
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert records[0].problems == [f"{path}:4: request.messages[1].role: expected text, got a number"]
+    assert_weather(records[1], "openai-chat")
+
+
+def test_an_edited_history_is_named_not_merged(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"][1]["content"] = "What's the weather in Lyon?"
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert records[0].case is None
+    assert records[0].problems == [
+        f"{path}:1: conversation 'conv-42': the history of the call at {path}:3 differs from the call at {path}:2"
+        " at message 2: edited or forked, not merged"
+    ]
