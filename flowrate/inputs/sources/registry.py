@@ -25,17 +25,19 @@ def readers() -> list[Reader]:
         NativeReader(),
         OpenInferenceReader(),  # OTLP/JSON with OpenInference spans, before any OTLP/JSON
         OtelReader(),
+        # API logs before the platforms: of equally close formats the first is named, and a
+        # request/response pair is nearer these than Dialogflow CX's request and response columns
+        OpenAIChatReader(),
+        OpenAIResponsesReader(),
+        AnthropicReader(),
+        LangSmithReader(),
+        LangfuseReader(),
         ShareGPTReader(),
         RasaReader(),
         DialogflowCXReader(),
         ServiceNowReader(),
         ZendeskReader(),
         IntercomReader(),
-        OpenAIChatReader(),
-        OpenAIResponsesReader(),
-        AnthropicReader(),
-        LangSmithReader(),
-        LangfuseReader(),
     ]
 
 

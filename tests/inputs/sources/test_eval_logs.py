@@ -71,7 +71,9 @@ def test_a_log_no_reader_takes_is_refused_naming_the_closest_format_and_its_comp
     path = write_jsonl(tmp_path / "log.jsonl", [call])
     result = run_flowrate("validate", path)
     assert result.returncode == 2  # ExitCode.USAGE: bad input
-    assert "no format reads this (tried flowrate, openai-chat," in result.stderr
+    from flowrate.inputs.sources.registry import readers
+
+    assert f"no format reads this (tried {', '.join(reader.name for reader in readers())})" in result.stderr
     assert "closest, openai-chat: has no `response` with `choices`" in result.stderr
     assert "Traceback" not in result.stderr
 
