@@ -1,4 +1,4 @@
-"""The small commands: metrics, merge, report, cache, validate."""
+"""The small commands: metrics, merge, report, cache, validate, redact, formats."""
 
 from __future__ import annotations
 
@@ -133,6 +133,27 @@ def validate_command(
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
     say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
     raise typer.Exit(int(ExitCode.OK))
+
+
+@command(app, "redact")
+@takes(also=("format",))
+def redact_command(
+    paths: Paths,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Where the redacted conversations go (JSONL); - for stdout.")
+    ],
+    given: Given,
+) -> None:
+    """Write the conversations as `flowrate eval --redact` would send them, each with its
+    redaction counts, without judging: what a privacy reviewer reads (the config's redact_rules
+    and redact_regions apply)."""
+    from flowrate.api import redact_files
+
+    done = redact_files(paths, output, given.settings())
+    print_notices([done.detectors])
+    counts = ", ".join(f"{kind} {count}" for kind, count in done.redactions.items()) or "nothing found"
+    shown = "stdout" if output == "-" else output
+    say(f"{done.conversations} conversation(s) redacted to {shown}: {counts}")
 
 
 @command(app, "formats")

@@ -168,4 +168,6 @@ class RepetitionCheck:
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
             chat_date=chat_date(case, self.date_field),
+            redactions=case.redactions,
+            redacted_by=case.redacted_by,
         )

@@ -51,6 +51,8 @@ class RowMaker:
             evaluated_at=datetime.now(UTC),
             number_of_turns=len(case.turns),
             chat_date=chat_date(case, self.date_field),
+            redactions=case.redactions,
+            redacted_by=case.redacted_by,
         )
 
     def new_rows(self, case: ConversationalEvalTestCase, source: Source | None, truncated: bool) -> list[EvaluationRow]:

@@ -32,6 +32,8 @@ from flowrate.settings.groups import (
     MetricOptions,
     OutputOptions,
     PromptOptions,
+    RedactionOptions,
+    RedactionRule,
     ReportOptions,
     RetryOptions,
     SelectionOptions,
@@ -41,6 +43,7 @@ DEFAULT_CONFIG = Path("configs/flowrate.yaml")
 
 
 class EvalSettings(
+    RedactionOptions,
     EngineOptions,
     BatchOptions,
     ReportOptions,
@@ -90,6 +93,10 @@ class EvalSettings(
     @property
     def engine_settings(self) -> EngineSettings:
         return EngineSettings.of(self)
+
+    @property
+    def redaction_settings(self) -> RedactionSettings:
+        return RedactionSettings.of(self)
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
@@ -245,6 +252,24 @@ class EngineSettings:
     def of(cls, settings: EvalSettings) -> EngineSettings:
         """This group of `settings`."""
         return cls(settings.engine, settings.ray_address)
+
+
+@dataclass(frozen=True)
+class RedactionSettings:
+    """What `--redact` replaces (`redact`: whether it does; the config's `rules` and the phone
+    `regions`) and whether the local reports show the originals (`keep_originals`)."""
+
+    redact: bool
+    keep_originals: bool
+    rules: tuple[RedactionRule, ...] = ()
+    regions: tuple[str, ...] = ("US", "BR", "RU")
+
+    @classmethod
+    def of(cls, settings: RedactionOptions) -> RedactionSettings:
+        """This group of `settings`."""
+        return cls(
+            settings.redact, settings.keep_originals, tuple(settings.redact_rules), tuple(settings.redact_regions)
+        )
 
 
 def load_config(path: Path | None) -> dict[str, Any]:
