@@ -148,4 +148,8 @@ ORDINARY = [
     "Курьер приедет 15.04.2024 с 10:00 до 14:00.",
     "The server at 1.2 GHz handles 4 requests in parallel.",
     "Our office moved in 2019 and now has 250 employees.",
+    "The version number of win8.1 is 6.3.960017031, the latest one.",  # read by libphonenumber as a BR number
+    "The call was made at 2016-01-03 15:39 and nobody answered.",  # read as a US number
+    "The screenshot component of version 1.1.0.21 crashes on start.",  # an IPv4 shape
+    "See the post at http://weibo.com/help/1434968493/faq for details.",  # a path read as a BR number
 ]

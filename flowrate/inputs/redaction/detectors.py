@@ -52,12 +52,15 @@ _SECRET_URL = re.compile(
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _CNPJ = re.compile(r"(?<![\d./-])\d{2}\.?\d{3}\.?\d{3}/?\d{4}-?\d{2}(?![\d-])")
-_CPF = re.compile(r"(?<![\d./-])\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?![\d-])")
+_CPF = re.compile(r"(?<![\d./-])\d{3}\.?\d{3}\.?\d{3}-\d{2}(?![\d-])")
+# 11 bare digits are a UK phone number as often as a CPF (two check digits pass one in a hundred): only labelled
+_CPF_BARE = re.compile(r"\bCPF\D{0,12}(?P<value>(?<!\d)\d{11})(?!\d)", re.IGNORECASE)
 _SNILS = re.compile(r"(?<![\d-])\d{3}-\d{3}-\d{3}[ -]\d{2}(?![\d-])")
 _INN_12 = re.compile(r"(?<![\d-])\d{12}(?![\d-])")
 # a 10-digit INN has one check digit (one random number in ten passes): only when it is labelled
 _INN_10 = re.compile(r"(?:\bINN|ИНН)\D{0,12}(?P<value>(?<!\d)\d{10})(?!\d)", re.IGNORECASE)
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
+_VERSION_BEFORE = re.compile(r"\b(?:version|ver\.?|v|build|release|versão|versao|версия|версии)\s*$", re.IGNORECASE)
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
 
@@ -132,10 +135,13 @@ class PatternDetector:
     pattern: re.Pattern[str]
     valid: Callable[[str], bool]
     key: Callable[[str], str] = _digits
+    unless: re.Pattern[str] | None = None  #: a match is not taken when the 20 characters before it match this
 
     def find(self, text: str) -> Iterator[Span]:
         """The spans of `text` this detector finds."""
-        return _spans(self.pattern, text, self.kind, self.valid, self.key)
+        for span in _spans(self.pattern, text, self.kind, self.valid, self.key):
+            if self.unless is None or not self.unless.search(text[max(0, span.start - 20) : span.start]):
+                yield span
 
 
 def _always(_: str) -> bool:
@@ -151,13 +157,17 @@ PATTERN_DETECTORS: tuple[PatternDetector, ...] = (
     PatternDetector("CNPJ", _CNPJ, _stdnum("br.cnpj")),
     PatternDetector("SNILS", _SNILS, snils_valid),
     PatternDetector("CPF", _CPF, _stdnum("br.cpf")),
+    PatternDetector("CPF", _CPF_BARE, _stdnum("br.cpf")),
     PatternDetector("SSN", _SSN, _stdnum("us.ssn")),
     PatternDetector("INN", _INN_12, _stdnum("ru.inn")),
     PatternDetector("INN", _INN_10, _stdnum("ru.inn")),
     PatternDetector("CARD", _CARD, _card_valid),
-    PatternDetector("IP", _IPV4, _ip_valid, str),
+    PatternDetector("IP", _IPV4, _ip_valid, str, _VERSION_BEFORE),
     PatternDetector("IP", _IPV6, _ip_valid, _lower),
 )
+# what libphonenumber reads as a valid number but is not one: a version (6.3.960017031), a date and
+# time (2016-01-03 15), a URL's path segment (weibo.com/1434968493/)
+_NOT_A_PHONE = re.compile(r"(?:^|\.)\d\.|\b(?:19|20)\d\d-\d\d-\d\d\b")
 _PHONE_DIGITS = re.compile(r"\d(?:[\s().-]{0,3}\d){6}")  # seven digits near each other: a phone may be there
 
 
@@ -171,6 +181,8 @@ def find_phones(text: str, regions: Sequence[str]) -> Iterator[Span]:
 
     for region in regions:
         for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+            if _NOT_A_PHONE.search(match.raw_string) or text[match.start - 1 : match.start] == "/":
+                continue
             number = phonenumbers.format_number(match.number, phonenumbers.PhoneNumberFormat.E164)
             yield Span(match.start, match.end, "PHONE", number)
 
