@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
     from flowrate.analysis.labels import Label
     from flowrate.analysis.top_issues import FailureMode
+    from flowrate.inputs.redaction.redactor import Redactor
     from flowrate.judge.batch_api import BatchRecord, BatchState
     from flowrate.judge.retry import RetryPolicy
     from flowrate.results.rows import EvaluationRow
@@ -617,22 +618,27 @@ def merge_files(paths: list[str], output: str, settings: EvalSettings, allow_emp
     return summary
 
 
-def write_report(paths: list[str], html: str, inputs: list[str] | None = None) -> int:
+def write_report(paths: list[str], html: str, inputs: list[str] | None = None, redactor: Redactor | None = None) -> int:
     """`flowrate report`: a self-contained HTML page at `html` of the results files `paths` (the
-    totals, a table of rows, and the transcripts read from `inputs`, the conversation files);
-    returns the rows shown. A page that cannot be written is a `ConfigError` naming `--html`."""
+    totals, a table of rows, and the transcripts read from `inputs`, the conversation files, those
+    whose rows were redacted redacted again by `redactor`, None: shown as read); returns the rows
+    shown. A page that cannot be written is a `ConfigError` naming `--html`."""
     from flowrate.inputs.files import check_apart, load_transcripts
+    from flowrate.inputs.redaction.redactor import as_judged
     from flowrate.reports.html import write_html
 
     book, summary = ReportBook(), RunSummary()
+    redacted: set[str] = set()
     try:
         check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
         for path in paths:
             for order, row in enumerate(read_rows(Path(path)), start=1):
                 book.add(row)
                 summary.add(row, order)
+                if row.redactions is not None:
+                    redacted.add(row.id)
         ids = {case.id for cases in book.cases.values() for case in cases}
-        write_html(html, book, summary, load_transcripts(inputs or [], ids))
+        write_html(html, book, summary, as_judged(load_transcripts(inputs or [], ids), redacted, redactor))
     except OSError as error:
         raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
     return sum(stats.rows for stats in summary.metrics.values())

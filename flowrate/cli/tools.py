@@ -62,6 +62,7 @@ def merge_command(
 
 
 @command(app, "report")
+@takes(also=("keep_originals",))
 def report_command(
     paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
     html: Annotated[str, typer.Option("--html", help="Where the HTML page goes.")],
@@ -69,11 +70,18 @@ def report_command(
         list[str] | None,
         typer.Option("--inputs", help="The conversations the rows were judged from, for the transcripts; repeatable."),
     ] = None,
+    *,
+    given: Given,
 ) -> None:
-    """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
+    """Write a self-contained HTML report of results files: totals, a table of rows, transcripts
+    (those of rows judged with --redact redacted again, with the config's rules, unless
+    --keep-originals)."""
     from flowrate.api import write_report
+    from flowrate.inputs.redaction.redactor import redactor_of
 
-    rows = write_report(paths, html, inputs)
+    settings = given.settings(redact=True)
+    redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
+    rows = write_report(paths, html, inputs, redactor)
     say(f"HTML report: {html} ({rows} rows)")
 
 

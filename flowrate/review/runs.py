@@ -146,10 +146,9 @@ def load_transcripts(
     found: dict[str, ConversationalEvalTestCase] = {}
     for path in [*paths, *inputs]:
         found.update(read([path], ids - set(found)))
-    if redactor is None:
-        return found
-    redacted = {row.id for run in runs for row in run.rows if row.redactions is not None}
-    return {key: redactor.redact(case) if key in redacted else case for key, case in found.items()}
+    from flowrate.inputs.redaction.redactor import as_judged
+
+    return as_judged(found, {row.id for run in runs for row in run.rows if row.redactions is not None}, redactor)
 
 
 def request_of(cache: Any, row: EvaluationRow) -> Any:

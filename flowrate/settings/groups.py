@@ -7,6 +7,7 @@ from these declarations; a field without a `Flag` is set in the config file only
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,25 +401,29 @@ class EngineOptions(Group):
 
 class RedactionRule(BaseModel):
     """A rule of the config's own for `--redact`: a regular expression (`pattern`) or a literal
-    word or phrase (`term`, matched whole in any case), and the placeholder `type` it becomes."""
+    word or phrase (`term`, matched whole in any case), and the placeholder `type` it becomes (a
+    name in capitals, digits and `_`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     pattern: str | None = None
     term: str | None = None
-    type: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    type: str = ""
 
     @model_validator(mode="after")
     def _one_of_pattern_or_term(self) -> RedactionRule:
+        shown = {name: value for name, value in self.model_dump().items() if value}
         if (self.pattern is None) == (self.term is None) or (self.term is not None and not self.term.strip()):
-            raise ValueError("a redact rule has either a pattern or a term, and a type")
+            raise ValueError(f"{shown}: a redact rule has either a pattern or a term, and a type")
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.type):
+            raise ValueError(f"{shown}: the type must be a name in capitals, digits and _ (ORDER, PROJECT_NAME)")
         if self.pattern is not None:
-            import re
-
             try:
                 re.compile(self.pattern)
             except re.error as error:
-                raise ValueError(f"the pattern {self.pattern!r} is not a regular expression: {error}") from None
+                raise ValueError(
+                    f"{shown}: the pattern {self.pattern!r} is not a regular expression: {error}"
+                ) from None
         return self
 
 

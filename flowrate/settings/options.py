@@ -337,6 +337,8 @@ def plain_validation_message(error: ErrorDetails) -> str:
     """A pydantic error as a person reads it: "must be at least 1", not "Input should be
     greater than or equal to 1"; a validator's own sentence without pydantic's "Value error, "."""
     kind, context = error.get("type", ""), error.get("ctx") or {}
+    if kind == "extra_forbidden" and len(error["loc"]) > 1:  # a key inside an option's value (a redact rule)
+        return f"{error['loc'][-1]!r} is not a known key"
     if kind == "value_error":
         return str(context.get("error", error["msg"])).removeprefix("Value error, ")
     if kind == "string_pattern_mismatch":

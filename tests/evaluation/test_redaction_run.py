@@ -175,3 +175,23 @@ def test_flowrate_redact_leaves_an_existing_output_as_it_was_when_the_input_is_b
     assert result.returncode == 2
     assert "bad.jsonl:1" in result.stderr and "Traceback" not in result.stderr
     assert (tmp_path / "redacted.jsonl").read_text() == "kept\n"
+
+
+def test_flowrate_report_redacts_the_transcripts_of_redacted_rows_unless_keep_originals(judge, run_flowrate, tmp_path):
+    path = planted_inputs(tmp_path)
+    run_flowrate(*local_eval(judge, path, "--redact", "--config", "rules.yaml"))
+    result = run_flowrate("report", "out.jsonl", "--html", "page.html", "--inputs", path, "--config", "rules.yaml")
+    assert result.returncode == 0, result.stderr
+    assert leaks(readings(tmp_path / "page.html")) == []
+    assert "redacted before judging, in 4 conversation(s)" in (tmp_path / "page.html").read_text()
+    kept = run_flowrate("report", "out.jsonl", "--html", "kept.html", "--inputs", path, "--keep-originals")
+    assert kept.returncode == 0, kept.stderr
+    assert "529.982.247-25" in "\n".join(readings(tmp_path / "kept.html"))
+
+
+def test_a_batch_export_of_a_redacted_run_holds_none_of_the_planted_identifiers(judge, run_flowrate, tmp_path):
+    path = planted_inputs(tmp_path)
+    result = run_flowrate(*local_eval(judge, path, "--redact", "--config", "rules.yaml", "--batch-export", "b.jsonl"))
+    assert result.returncode == 0, result.stderr
+    assert "<CPF_1>" in (tmp_path / "b.jsonl").read_text(encoding="utf-8")
+    assert leaks(readings(tmp_path / "b.jsonl")) == []

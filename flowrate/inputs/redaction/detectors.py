@@ -193,6 +193,3 @@ def detector_versions() -> str:
     import stdnum
 
     return f"flowrate-patterns 1; phonenumbers {phonenumbers.__version__}; python-stdnum {stdnum.__version__}"
-
-
-PATTERN_KINDS = ("URL", "EMAIL", "IBAN", "DOB", "CNPJ", "SNILS", "CPF", "SSN", "INN", "CARD", "IP", "PHONE")

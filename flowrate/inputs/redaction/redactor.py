@@ -157,6 +157,17 @@ def redactor_of(settings: RedactionSettings) -> Redactor | None:
     return Redactor([Rule.of(rule.type, rule.pattern, rule.term) for rule in settings.rules], settings.regions)
 
 
+def as_judged(
+    transcripts: dict[str, ConversationalEvalTestCase], redacted: set[str], redactor: Redactor | None
+) -> dict[str, ConversationalEvalTestCase]:
+    """`transcripts` read again from the input files for a page (a report, the review app), those
+    whose ids are in `redacted` (their rows were redacted) redacted by `redactor` as the judge saw
+    them; None: every one as read (`--keep-originals`)."""
+    if redactor is None:
+        return transcripts
+    return {key: redactor.redact(case) if key in redacted else case for key, case in transcripts.items()}
+
+
 def detectors_ran(redactor: Redactor) -> str:
     """The run's notice of what `redactor` replaces, and what it cannot (no named-entity model)."""
     own = f", and {len(redactor.rules)} rule(s) of the config" if redactor.rules else ""
