@@ -334,7 +334,8 @@ def redact_files(paths: list[str], output: str, settings: EvalSettings) -> Redac
         with _replaced_at_end(output) as out:
             for record in iter_cases(inputs):
                 case = redactor.redact(record.case)  # type: ignore[arg-type]
-                out.write(orjson.dumps(case.model_dump(mode="json", exclude_none=True)) + b"\n")
+                shown = {"id": case.id, **case.model_dump(mode="json", exclude_none=True)}  # the id first, as read
+                out.write(orjson.dumps(shown) + b"\n")
                 done.conversations += 1
                 for kind, count in (case.redactions or {}).items():
                     totals[kind] = totals.get(kind, 0) + count

@@ -68,7 +68,7 @@ def database_text(path):
 
 
 def leaks(texts):
-    """The planted identifiers (other than the rules' own, which need the config) found in `texts`."""
+    """The planted identifiers found in `texts` (in any case)."""
     text = "\n".join(texts).lower()
     return sorted(value for values in PLANTED.values() for value in values if value.lower() in text)
 
@@ -195,3 +195,13 @@ def test_a_batch_export_of_a_redacted_run_holds_none_of_the_planted_identifiers(
     assert result.returncode == 0, result.stderr
     assert "<CPF_1>" in (tmp_path / "b.jsonl").read_text(encoding="utf-8")
     assert leaks(readings(tmp_path / "b.jsonl")) == []
+
+
+def test_flowrate_redact_in_the_environment_turns_redaction_on(judge, run_flowrate, cli_env, tmp_path):
+    path = planted_inputs(tmp_path)
+    result = run_flowrate(
+        *local_eval(judge, path), env={**cli_env, "FLOWRATE_REDACT": "1", "FLOWRATE_CONFIG": "rules.yaml"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert all(row["redactions"] is not None for row in read_rows(tmp_path / "out.jsonl"))
+    assert leaks(judge_texts(judge)) == []
