@@ -205,3 +205,22 @@ def test_flowrate_redact_in_the_environment_turns_redaction_on(judge, run_flowra
     assert result.returncode == 0, result.stderr
     assert all(row["redactions"] is not None for row in read_rows(tmp_path / "out.jsonl"))
     assert leaks(judge_texts(judge)) == []
+
+
+def test_rows_imported_from_a_redacted_export_carry_its_counts(judge, run_flowrate, tmp_path):
+    path = planted_inputs(tmp_path)
+    run_flowrate(*local_eval(judge, path, "--redact", "--config", "rules.yaml", "--batch-export", "b.jsonl"))
+    lines = []
+    for raw in (tmp_path / "b.jsonl").read_bytes().splitlines():
+        reply = json.dumps({"reason": "fine", "key_issues": [], "verdict": "mostly"})
+        body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}], "usage": {}}
+        lines.append({"custom_id": orjson.loads(raw)["custom_id"], "response": {"status_code": 200, "body": body}})
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = run_flowrate(
+        "batch", "import-results", "answers.jsonl", path, "--api-base", judge.base_url, "--model", "smol",
+        "-o", "rows.jsonl", "--redact", "--config", "rules.yaml",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = {row["id"]: row for row in read_rows(tmp_path / "rows.jsonl")}
+    assert rows["ru-dostavka"]["redactions"] == {"DOB": 2, "EMAIL": 1, "IBAN": 2, "INN": 2, "PHONE": 3, "SNILS": 2}
+    assert leaks(readings(tmp_path / "rows.jsonl")) == []
