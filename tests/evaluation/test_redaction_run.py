@@ -224,3 +224,19 @@ def test_rows_imported_from_a_redacted_export_carry_its_counts(judge, run_flowra
     rows = {row["id"]: row for row in read_rows(tmp_path / "rows.jsonl")}
     assert rows["ru-dostavka"]["redactions"] == {"DOB": 2, "EMAIL": 1, "IBAN": 2, "INN": 2, "PHONE": 3, "SNILS": 2}
     assert leaks(readings(tmp_path / "rows.jsonl")) == []
+
+
+def test_a_submitted_batch_is_collected_redacted_as_it_was_submitted(batch_server, judge, run_flowrate, tmp_path):
+    from tests.helpers import batch_args
+
+    planted_inputs(tmp_path)
+    submitted = run_flowrate(*batch_args(batch_server, "--batch-submit-only", "--redact", "--config", "rules.yaml"))
+    assert submitted.returncode == 0, submitted.stderr
+    collected = run_flowrate("batch", "collect")
+    assert collected.returncode == 0, collected.stderr
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert rows["pt-cadastro"]["redactions"] == {"CNPJ": 2, "CPF": 2, "DOB": 1, "EMAIL": 1, "IBAN": 2, "PHONE": 2}
+    config_terms = {value.lower() for value in PLANTED["PROJECT"]}  # the config's own rule, kept with the command
+    assert [value for value in leaks(written_texts(tmp_path)) if value.lower() not in config_terms] == []
+    uploaded = [content.decode("utf-8") for content in batch_server.files.values()]  # the provider's files
+    assert "<CPF_1>" in "\n".join(uploaded) and leaks(uploaded) == []
