@@ -91,8 +91,8 @@ class Redactor:
 
     def redact(self, case: ConversationalEvalTestCase) -> ConversationalEvalTestCase:
         """`case` with its system prompt, turns, tool activity and metadata text redacted, in that
-        order; `redactions` counts the mentions replaced by type, and
-        `redacted_by` names the detectors."""
+        order; its `redactions` count the mentions replaced by type, its `redacted_by` names the
+        detectors."""
         text = _Placeholders(self, regions_of(case, self.regions))
         role = None if case.chatbot_role is None else text(case.chatbot_role)
         turns = [
