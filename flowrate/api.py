@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.analysis.judged.alignment import Alignment
 from flowrate.analysis.judged.bench import Judge
-from flowrate.errors import ConfigError, ExitCode, FlowrateError, OutputError
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, OutputError
 from flowrate.evaluation.file_run import FileRun, JudgedBefore
 from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from flowrate.analysis.judge_bench import BenchEstimate, BenchReport, BenchSet
     from flowrate.analysis.labels import Label
     from flowrate.analysis.top_issues import FailureMode
+    from flowrate.inputs.redaction.redactor import Redactor
     from flowrate.judge.batch_api import BatchRecord, BatchState
     from flowrate.judge.retry import RetryPolicy
     from flowrate.results.rows import EvaluationRow
@@ -227,12 +228,16 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
     import typer
 
     from flowrate.inputs.files import load_transcripts
+    from flowrate.inputs.redaction.redactor import redactor_of
     from flowrate.reports import write_reports
 
     transcripts = None
     if settings.html:
         ids = {case.id for cases in book.cases.values() for case in cases}
         transcripts = load_transcripts([path for path in paths if path != "-"], ids)
+        redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
+        if redactor is not None:  # the transcripts are read again from the inputs: redacted as the judge saw them
+            transcripts = {key: redactor.redact(case) for key, case in transcripts.items()}
     github = settings.report_settings.for_github
     annotate = typer.echo if github and settings.output != "-" else None  # workflow commands go to stdout
     try:
@@ -308,6 +313,83 @@ def append_history(settings: EvalSettings, wall_time_s: float, listener: RunList
             settings.output,
             history,
         ) from None
+
+
+@dataclass
+class Redacted:
+    """What `redact_files` wrote: the conversations, the identifiers replaced by type over all of
+    them, and the notice of the detectors that ran."""
+
+    conversations: int = 0
+    redactions: dict[str, int] = field(default_factory=dict)
+    detectors: str = ""
+
+
+def redact_files(paths: list[str], output: str, settings: EvalSettings) -> Redacted:
+    """`flowrate redact`: every conversation of `paths`, redacted as `flowrate eval --redact` would
+    send it (the rules and regions of `settings`), written as JSONL to `output` (`-`: stdout), each
+    with its `redactions`; nothing is judged. The input is checked first (`InputError`, exit 2, on
+    a problem or on no conversation); `output` is replaced only once every conversation is written."""
+    import orjson
+
+    from flowrate.inputs.files import InputSet, check_apart, iter_cases
+    from flowrate.inputs.redaction.redactor import detectors_ran, redactor_of
+    from flowrate.inputs.selection import raise_for_problems, scan
+    from flowrate.results.files import check_output_path
+
+    check_output_path(output)
+    check_apart([("--output", output)], paths, of="redact")
+    redactor = redactor_of(settings.model_copy(update={"redact": True}).redaction_settings)
+    assert redactor is not None
+    inputs = InputSet(paths, output=output, format=settings.format)
+    try:
+        report = scan(inputs)
+        raise_for_problems(report, headline="problem(s) in the input")
+        if report.valid == 0:
+            named = ", ".join(paths)
+            raise InputError([f"{named}: no conversation to redact"], headline="nothing to redact", counted=False)
+        done = Redacted(detectors=detectors_ran(redactor))
+        totals: dict[str, int] = {}
+        with _replaced_at_end(output) as out:
+            for record in iter_cases(inputs):
+                case = redactor.redact(record.case)  # type: ignore[arg-type]
+                shown = {"id": case.id, **case.model_dump(mode="json", exclude_none=True)}  # the id first, as read
+                out.write(orjson.dumps(shown) + b"\n")
+                done.conversations += 1
+                for kind, count in (case.redactions or {}).items():
+                    totals[kind] = totals.get(kind, 0) + count
+        done.redactions = dict(sorted(totals.items()))
+        return done
+    finally:
+        inputs.close()
+
+
+def _replaced_at_end(output: str) -> Any:
+    """A binary file to write `output` through: stdout for `-`, else a partial file beside it that
+    replaces it once closed without an error (a failed write leaves an existing output as it was)."""
+    import contextlib
+    import sys
+
+    @contextlib.contextmanager
+    def opened() -> Any:
+        if output == "-":
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+            return
+        target = Path(output).expanduser()
+        partial = target.with_name(target.name + ".partial")
+        try:
+            with partial.open("wb") as handle:
+                yield handle
+            partial.replace(target)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise OutputError(f"--output {output}: cannot be written ({error.strerror or error})") from None
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+
+    return opened()
 
 
 def estimate_files(paths: list[str], settings: EvalSettings) -> DryRunEstimate:
@@ -556,22 +638,27 @@ def merge_files(paths: list[str], output: str, settings: EvalSettings, allow_emp
     return summary
 
 
-def write_report(paths: list[str], html: str, inputs: list[str] | None = None) -> int:
+def write_report(paths: list[str], html: str, inputs: list[str] | None = None, redactor: Redactor | None = None) -> int:
     """`flowrate report`: a self-contained HTML page at `html` of the results files `paths` (the
-    totals, a table of rows, and the transcripts read from `inputs`, the conversation files);
-    returns the rows shown. A page that cannot be written is a `ConfigError` naming `--html`."""
+    totals, a table of rows, and the transcripts read from `inputs`, the conversation files, those
+    whose rows were redacted redacted again by `redactor`, None: shown as read); returns the rows
+    shown. A page that cannot be written is a `ConfigError` naming `--html`."""
     from flowrate.inputs.files import check_apart, load_transcripts
+    from flowrate.inputs.redaction.redactor import as_judged
     from flowrate.reports.html import write_html
 
     book, summary = ReportBook(), RunSummary()
+    redacted: set[str] = set()
     try:
         check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
         for path in paths:
             for order, row in enumerate(read_rows(Path(path)), start=1):
                 book.add(row)
                 summary.add(row, order)
+                if row.redactions is not None:
+                    redacted.add(row.id)
         ids = {case.id for cases in book.cases.values() for case in cases}
-        write_html(html, book, summary, load_transcripts(inputs or [], ids))
+        write_html(html, book, summary, as_judged(load_transcripts(inputs or [], ids), redacted, redactor))
     except OSError as error:
         raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
     return sum(stats.rows for stats in summary.metrics.values())

@@ -114,7 +114,7 @@ def batch_cancel_command(
 
 
 @command(batch_app, "import-results")
-@takes(groups.JudgeOptions, groups.PromptOptions, groups.MetricOptions, also=("output",))
+@takes(groups.JudgeOptions, groups.PromptOptions, groups.MetricOptions, also=("output", "redact"))
 def batch_import_results_command(
     results_file: Annotated[
         Path, typer.Argument(help="A batch output file: OpenAI's format, as vllm run-batch writes it.")
@@ -124,7 +124,7 @@ def batch_import_results_command(
     given: Given,
 ) -> None:
     """Rows from a batch output file, mapped back by custom id to the conversations in PATHS,
-    planned as the export was (give the same judge options)."""
+    planned as the export was (give the same judge options, and --redact if it was redacted)."""
     from flowrate.api import import_batch_file
     from flowrate.reports.console import print_summary
 

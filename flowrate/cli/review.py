@@ -9,11 +9,13 @@ import typer
 
 from flowrate.cli.app import app
 from flowrate.cli.common import CacheDirOption, HistoryOption, ResultsPaths, RubricOption, command, say
+from flowrate.cli.options import Given, takes
 
 DEFAULT_HISTORY = "flowrate-history.duckdb"
 
 
 @command(app, "review")
+@takes(also=("keep_originals",))
 def review_command(
     paths: ResultsPaths = None,
     history: HistoryOption = None,
@@ -60,12 +62,17 @@ def review_command(
         ),
     ] = None,
     days: Annotated[int, typer.Option("--days", help="The days --recent looks back over.")] = 10,
+    *,
+    given: Given,
 ) -> None:
     """Browse runs and label conversations in a local web app; answers go to the history."""
+    from flowrate.inputs.redaction.redactor import redactor_of
     from flowrate.review.queue import QueueRule
     from flowrate.review.server import ReviewOptions, serve
 
     try:
+        settings = given.settings(redact=True)  # the config's rules, for the rows that were redacted
+        redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
         rule = QueueRule(sample_passing, seed, recent, days, tuple(metric or ()))
         options = ReviewOptions(
             results=[Path(name) for name in paths or []],
@@ -80,6 +87,7 @@ def review_command(
             rule=rule,
             allowed_hosts=list(allowed_host or []),
             rubric=rubric,
+            redactor=redactor,
         )
         serve(options, say)
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""The small commands: metrics, merge, report, cache, validate."""
+"""The small commands: metrics, merge, report, cache, validate, redact, formats."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def merge_command(
 
 
 @command(app, "report")
+@takes(also=("keep_originals",))
 def report_command(
     paths: Annotated[list[str], typer.Argument(help="Results files (flowrate eval -o FILE).")],
     html: Annotated[str, typer.Option("--html", help="Where the HTML page goes.")],
@@ -69,11 +70,18 @@ def report_command(
         list[str] | None,
         typer.Option("--inputs", help="The conversations the rows were judged from, for the transcripts; repeatable."),
     ] = None,
+    *,
+    given: Given,
 ) -> None:
-    """Write a self-contained HTML report of results files: totals, a table of rows, transcripts."""
+    """Write a self-contained HTML report of results files: totals, a table of rows, transcripts
+    (those of rows judged with --redact redacted again, with the config's rules, unless
+    --keep-originals)."""
     from flowrate.api import write_report
+    from flowrate.inputs.redaction.redactor import redactor_of
 
-    rows = write_report(paths, html, inputs)
+    settings = given.settings(redact=True)
+    redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
+    rows = write_report(paths, html, inputs, redactor)
     say(f"HTML report: {html} ({rows} rows)")
 
 
@@ -133,6 +141,27 @@ def validate_command(
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
     say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
     raise typer.Exit(int(ExitCode.OK))
+
+
+@command(app, "redact")
+@takes(also=("format",))
+def redact_command(
+    paths: Paths,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Where the redacted conversations go (JSONL); - for stdout.")
+    ],
+    given: Given,
+) -> None:
+    """Write the conversations as `flowrate eval --redact` would send them, each with its
+    redaction counts, without judging: what a privacy reviewer reads (the config's redact_rules
+    and redact_regions apply)."""
+    from flowrate.api import redact_files
+
+    done = redact_files(paths, output, given.settings())
+    print_notices([done.detectors])
+    counts = ", ".join(f"{kind} {count}" for kind, count in done.redactions.items()) or "nothing found"
+    shown = "stdout" if output == "-" else output
+    say(f"{done.conversations} conversation(s) redacted to {shown}: {counts}")
 
 
 @command(app, "formats")

@@ -14,6 +14,7 @@ from flowrate.evaluation.engine import Scheduler
 from flowrate.evaluation.resume import resumed_rows
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.inputs.files import InputSet, check_apart, iter_cases
+from flowrate.inputs.redaction.redactor import detectors_ran, redactor_of
 from flowrate.inputs.selection import (
     SKIP_INVALID_HINT,
     ScanReport,
@@ -96,6 +97,9 @@ class FileRun:
         self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
         judged = already_judged(self.metrics, settings, judged_before)
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
+        self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
+        if self.redactor is not None:
+            self.notices.append(detectors_ran(self.redactor))
         self.selection = Selection(
             chosen.shard_slice,
             chosen.sample,
@@ -172,12 +176,14 @@ class FileRun:
         return summary
 
     def items(self, listener: RunListener | None = None) -> Iterator[tuple[ConversationalEvalTestCase, Source]]:
-        """The selected conversations, in input order; the listener hears each one left out."""
+        """The selected conversations, in input order, redacted with `--redact` (so that nothing
+        after this sees the original text); the listener hears each one left out."""
         selection = self.selection.fresh()
         self.inputs.push_down(selection)
         for record in iter_cases(self.inputs):
             if selection.choose(record.case):  # type: ignore[arg-type]
-                yield record.case, record.source  # type: ignore[misc]
+                case = record.case if self.redactor is None else self.redactor.redact(record.case)  # type: ignore[arg-type]
+                yield case, record.source  # type: ignore[misc]
             elif listener is not None:
                 listener.skipped(record.case.id, record.source, selection.last_reason)  # type: ignore[union-attr,arg-type]
 

@@ -40,6 +40,9 @@ class ConversationalEvalTestCase(BaseModel):
     chatbot_role: str | None = None  #: the system prompt, shown to the judge as context
     metadata: dict[str, Any] = Field(default_factory=dict)
     log_cut: bool | None = None
+    #: `--redact`: the identifiers replaced in this conversation, by type (`redaction.redactor`)
+    redactions: dict[str, int] | None = None
+    redacted_by: str | None = None  #: the detectors that replaced them, with their versions
 
     def judged_turns(self, cut_logs: bool = False) -> ConversationalEvalTestCase:
         """The conversation as the judge sees it: without its final unanswered user message

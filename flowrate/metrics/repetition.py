@@ -169,4 +169,6 @@ class RepetitionCheck:
             number_of_turns=len(case.turns),
             turns_sha256=turns_sha256(case),
             chat_date=chat_date(case, self.date_field),
+            redactions=case.redactions,
+            redacted_by=case.redacted_by,
         )

@@ -215,6 +215,8 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     if filtered := {reason: count for reason, count in summary.left_out.items() if reason not in LEFT_OUT_SKIPS}:
         reasons = ", ".join(f"{LEFT_OUT_REASONS.get(reason, reason)} {count}" for reason, count in filtered.items())
         console.print(f"left out by the selection (not errors): {reasons}", markup=False, highlight=False)
+    if summary.redacted_conversations:
+        console.print(summary.redaction_note, markup=False, highlight=False)
     if summary.unreachable_skipped:
         console.print(
             f"unreachable: {summary.unreachable_skipped} conversation(s) not judged, the judge could not be reached",

@@ -49,6 +49,7 @@ def render(book: ReportBook, summary: RunSummary, transcripts: dict[str, Convers
         title="flowrate report",
         sheets=["report.css"],
         cards=cards,
+        redaction=summary.redaction_note if summary.redacted_conversations else None,
         issues=top_issues_of(cases, transcripts),
         data=data,
     )

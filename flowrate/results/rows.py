@@ -83,6 +83,9 @@ class EvaluationRow(BaseModel):
     reasked: str | None = None  #: why the judge was asked again (what its reply got wrong); None: no re-ask
     cut: bool = False  #: a reply reached its token limit (finish_reason "length"); it was read, but may be incomplete
     raw_reply: str | None = None  #: on an error row for an unusable reply: that reply, truncated
+    #: `--redact`: the identifiers replaced in the conversation before the judge saw it, by type
+    redactions: dict[str, int] | None = None
+    redacted_by: str | None = None  #: the detectors that replaced them, with their versions
 
 
 class MetricResult(BaseModel):

@@ -193,6 +193,9 @@ class RunSummary(Totals, Spend, Skips):
     resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
     metrics: dict[str, MetricStats] = Field(default_factory=dict)
     left_out: dict[str, int] = Field(default_factory=dict)  #: conversations the selection left out, by reason
+    #: `--redact`: the identifiers replaced by type, over the conversations with a row, and those conversations
+    redactions: dict[str, int] = Field(default_factory=dict)
+    redacted_conversations: int = 0
     batches: list[str] = Field(default_factory=list)  #: provider batches this run submitted or collected
     batch_online: int = 0  #: batch lines that went the online way (failed, expired, unparsable)
     still_running: list[str] = Field(default_factory=list)  #: batches not finished when collection stopped
@@ -208,6 +211,7 @@ class RunSummary(Totals, Spend, Skips):
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
     _flagged_calls: set[tuple[str, str]] = PrivateAttr(default_factory=set)
+    _redacted_ids: set[str] = PrivateAttr(default_factory=set)
 
     def add(self, row: EvaluationRow, order: int = 0, resumed: bool = False) -> None:
         """Count one row; `order` is its conversation's place in the input, `resumed` says it
@@ -229,6 +233,7 @@ class RunSummary(Totals, Spend, Skips):
         elif row.error is None:  # an error row is not one of unknown price: it has no price
             self.rows_without_cost += 1
         self._count_reply(row)
+        self._count_redactions(row)
         if row.error is not None:
             detail = f"{row.error.type}: {row.error.message}"
             _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
@@ -247,6 +252,21 @@ class RunSummary(Totals, Spend, Skips):
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
             detail = f"{shown_value(row)}: {first}"
             _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
+
+    @property
+    def redaction_note(self) -> str:
+        """`--redact`'s totals as one line: the conversations and the identifiers replaced by type."""
+        counts = ", ".join(f"{kind} {count}" for kind, count in sorted(self.redactions.items())) or "none found"
+        return f"redacted before judging, in {self.redacted_conversations} conversation(s): {counts}"
+
+    def _count_redactions(self, row: EvaluationRow) -> None:
+        """Add a conversation's redaction counts once: they are on each of its rows."""
+        if row.redactions is None or row.id in self._redacted_ids:
+            return
+        self._redacted_ids.add(row.id)
+        self.redacted_conversations += 1
+        for kind, count in row.redactions.items():
+            self.redactions[kind] = self.redactions.get(kind, 0) + count
 
     def _count_reply(self, row: EvaluationRow) -> None:
         """Count a call's repaired, re-asked, cut or copied reply once: its flags are on every row

@@ -10,11 +10,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowrate.errors import FlowrateError
 from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.results.rows import EvaluationRow
+
+if TYPE_CHECKING:
+    from flowrate.inputs.redaction.redactor import Redactor
 
 # "turn 3: ...", "turns 2 and 4: ...", "Turn 5-6 ...": the turns a key issue names (as the HTML report reads them)
 _TURNS = re.compile(r"^\s*turns?\s+((?:\d+\s*(?:,|and|to|-|&)?\s*)+)", re.IGNORECASE)
@@ -128,9 +131,13 @@ def pinned_issues(row: EvaluationRow, turns: int) -> tuple[dict[int, list[str]],
     return by_turn, loose
 
 
-def load_transcripts(runs: list[Run], inputs: list[str]) -> dict[str, ConversationalEvalTestCase]:
+def load_transcripts(
+    runs: list[Run], inputs: list[str], redactor: Redactor | None = None
+) -> dict[str, ConversationalEvalTestCase]:
     """The conversations the runs' rows were judged from: the files their `source` names (where
-    they still exist, relative to the current directory as when judged) and `inputs`."""
+    they still exist, relative to the current directory as when judged) and `inputs`; those
+    whose rows were redacted (`redactions`) redacted again by `redactor`, as the judge saw them
+    (None: shown as read, `--keep-originals`)."""
     from flowrate.inputs.files import load_transcripts as read
 
     ids = {row.id for run in runs for row in run.rows}
@@ -139,7 +146,9 @@ def load_transcripts(runs: list[Run], inputs: list[str]) -> dict[str, Conversati
     found: dict[str, ConversationalEvalTestCase] = {}
     for path in [*paths, *inputs]:
         found.update(read([path], ids - set(found)))
-    return found
+    from flowrate.inputs.redaction.redactor import as_judged
+
+    return as_judged(found, {row.id for run in runs for row in run.rows if row.redactions is not None}, redactor)
 
 
 def request_of(cache: Any, row: EvaluationRow) -> Any:

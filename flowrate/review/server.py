@@ -34,6 +34,8 @@ class ReviewOptions:
     rule: QueueRule = field(default_factory=QueueRule)
     allowed_hosts: list[str] = field(default_factory=list)  # --allowed-host: Host names accepted
     rubric: str | None = None
+    #: redacts the transcripts of rows that were redacted, as the judge saw them; None: shown as read
+    redactor: Any = None
 
     def __post_init__(self) -> None:
         """Refuse a port out of range, an empty reviewer's name and a results file that is not one;
@@ -89,7 +91,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     state = ReviewState(
         runs=runs,
         queue_rows=queue_rows,
-        transcripts=load_transcripts(runs, options.inputs),
+        transcripts=load_transcripts(runs, options.inputs, options.redactor),
         history_path=options.history,
         keys=Secrets(port=0),
         rule=options.rule,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flowrate.errors import ConfigError
 
@@ -454,6 +454,56 @@ class EngineOptions(Group):
         description="The Ray cluster --engine ray joins (ray://HOST:10001, which needs pip install 'ray[client]';"
         " or HOST:6379 on the cluster)."
         " [default: RAY_ADDRESS, else a local cluster for the run]",
+    )
+
+
+class RedactionRule(BaseModel):
+    """A rule of the config's own for `--redact`: a regular expression (`pattern`) or a literal
+    word or phrase (`term`, matched whole in any case), and the placeholder `type` it becomes (a
+    name in capitals, digits and `_`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pattern: str | None = None
+    term: str | None = None
+    type: str = ""
+
+    @model_validator(mode="after")
+    def _one_of_pattern_or_term(self) -> RedactionRule:
+        shown = {name: value for name, value in self.model_dump().items() if value}
+        if (self.pattern is None) == (self.term is None) or (self.term is not None and not self.term.strip()):
+            raise ValueError(f"{shown}: a redact rule has either a pattern or a term, and a type")
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.type):
+            raise ValueError(f"{shown}: the type must be a name in capitals, digits and _ (ORDER, PROJECT_NAME)")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as error:
+                raise ValueError(
+                    f"{shown}: the pattern {self.pattern!r} is not a regular expression: {error}"
+                ) from None
+        return self
+
+
+class RedactionOptions(Group):
+    """What is replaced before the judge sees a conversation, and where the originals may be shown."""
+
+    redact: Annotated[bool, flag()] = Field(
+        False,
+        description="Replace emails, phones, cards, IBANs, IPs, secret URLs, national ids and labelled dates of"
+        " birth by placeholders (<EMAIL_1>) before anything is planned, cached, sent or written (docs/privacy.md).",
+    )
+    keep_originals: Annotated[bool, flag()] = Field(
+        False,
+        description="With --redact, the HTML report and the review app show the original text, read again from the"
+        " local input files; the judge, the cache, the rows and the history still see only the redacted text.",
+    )
+    redact_rules: list[RedactionRule] = Field(
+        [], description="Rules of your own: a list of {pattern: REGEX | term: TEXT, type: NAME}."
+    )
+    redact_regions: list[str] = Field(
+        ["US", "BR", "RU"],
+        description="The regions phone numbers are read as, after those a conversation's metadata names.",
     )
 
 

@@ -30,6 +30,7 @@ from flowrate.settings.groups import (
     MetricOptions,
     OutputOptions,
     PromptOptions,
+    RedactionOptions,
     ReportOptions,
     RetryOptions,
     SelectionOptions,
@@ -39,6 +40,7 @@ DEFAULT_CONFIG = Path("configs/flowrate.yaml")
 
 
 class EvalSettings(
+    RedactionOptions,
     EngineOptions,
     BatchOptions,
     ReportOptions,
@@ -88,6 +90,10 @@ class EvalSettings(
     @property
     def engine_settings(self) -> EngineOptions:
         return EngineOptions.of(self)
+
+    @property
+    def redaction_settings(self) -> RedactionOptions:
+        return RedactionOptions.of(self)
 
 
 # -- the options by concern: each layer is given only its group ----------------------------
@@ -174,6 +180,8 @@ def plain_validation_message(error: ErrorDetails) -> str:
     """A pydantic error as a person reads it: "must be at least 1", not "Input should be
     greater than or equal to 1"; a validator's own sentence without pydantic's "Value error, "."""
     kind, context = error.get("type", ""), error.get("ctx") or {}
+    if kind == "extra_forbidden" and len(error["loc"]) > 1:  # a key inside an option's value (a redact rule)
+        return f"{error['loc'][-1]!r} is not a known key"
     if kind == "value_error":
         return str(context.get("error", error["msg"])).removeprefix("Value error, ")
     if kind == "string_pattern_mismatch":

@@ -44,6 +44,8 @@ ROW_FIELDS = [
     "reasked",
     "cut",
     "raw_reply",
+    "redactions",
+    "redacted_by",
 ]
 
 

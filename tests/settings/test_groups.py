@@ -1,5 +1,8 @@
 """Options grouped by concern: each layer is given only its group, built from the same options."""
 
+import pytest
+import yaml
+
 from flowrate.settings.options import EvalSettings
 
 
@@ -34,3 +37,29 @@ def test_the_github_reports_are_on_with_the_flag_or_inside_github_actions(monkey
     assert EvalSettings(github=True).report_settings.for_github
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert EvalSettings().report_settings.for_github and EvalSettings().report_settings.wanted
+
+
+@pytest.mark.parametrize(
+    ("rule", "told"),
+    [
+        (
+            {"type": "ORDER"},
+            "redact_rules (from rules.yaml): {'type': 'ORDER'}: a redact rule has either a pattern or a term",
+        ),
+        ({"pattern": "x", "term": "y", "type": "ORDER"}, "a redact rule has either a pattern or a term, and a type"),
+        ({"pattern": "(", "type": "ORDER"}, "the pattern '(' is not a regular expression"),
+        (
+            {"term": "Falcon", "type": "project"},
+            "'type': 'project'}: the type must be a name in capitals, digits and _",
+        ),
+        ({"term": "Falcon"}, "redact_rules (from rules.yaml): {'term': 'Falcon'}: the type must be a name"),
+        ({"term": "Falcon", "type": "X", "kind": "Y"}, "redact_rules (from rules.yaml): 'kind' is not a known key"),
+    ],
+)
+def test_a_bad_redact_rule_is_a_usage_error_naming_the_option(rule, told, run_flowrate, tmp_path):
+    (tmp_path / "c.jsonl").write_text('{"id": "a", "turns": [{"input": "hi", "actual_output": "ok"}]}\n')
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"redact_rules": [rule]}), encoding="utf-8")
+    result = run_flowrate("redact", "c.jsonl", "-o", "r.jsonl", "--config", "rules.yaml")
+    assert result.returncode == 2
+    assert told in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "r.jsonl").exists()

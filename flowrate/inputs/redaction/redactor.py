@@ -1,0 +1,180 @@
+"""`--redact`: a conversation with every identifier the detectors find replaced by a typed
+placeholder, `<EMAIL_1>`, `<PHONE_2>`, numbered in order of first mention inside that
+conversation (the same identifier, the same placeholder, wherever it is mentioned), so the same
+conversation is redacted the same way on every run and the response cache answers a rerun."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from flowrate.inputs.conversation import ConversationalEvalTestCase
+from flowrate.inputs.redaction.detectors import PATTERN_DETECTORS, Span, detector_versions, find_phones
+
+if TYPE_CHECKING:
+    from flowrate.settings.groups import RedactionOptions
+
+# Phone regions read from a conversation's metadata (language, locale, country): a language alone
+# stands for the country of the three seed languages' users.
+LANGUAGE_REGIONS = {"en": "US", "english": "US", "pt": "BR", "portuguese": "BR", "português": "BR"}
+LANGUAGE_REGIONS |= {"ru": "RU", "russian": "RU", "русский": "RU"}
+REGION_FIELDS = ("region", "country", "locale", "language", "lang")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule of the config's own (`redact_rules`): `pattern`, a compiled regular expression,
+    whose matches are replaced by placeholders of `kind` (an order number's shape, a project's name)."""
+
+    kind: str
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def of(cls, kind: str, pattern: str | None = None, term: str | None = None) -> Rule:
+        """The rule of `kind` matching the regular expression `pattern`, or else the literal `term`
+        as a whole word in any case."""
+        if pattern is not None:
+            return cls(kind, re.compile(pattern))
+        return cls(kind, re.compile(rf"(?<!\w){re.escape(term or '')}(?!\w)", re.IGNORECASE))
+
+    def find(self, text: str) -> Iterable[Span]:
+        """The non-empty matches of the rule in `text`, keyed in lower case."""
+        for match in self.pattern.finditer(text):
+            if match.end() > match.start():
+                yield Span(match.start(), match.end(), self.kind, match.group(0).lower())
+
+
+def regions_of(case: ConversationalEvalTestCase, regions: Sequence[str]) -> list[str]:
+    """The phone regions `case` is read with: those its metadata names (`REGION_FIELDS`: a
+    country code, a locale such as pt-BR, or a seed language), then `regions`, each once."""
+    found = []
+    for name in REGION_FIELDS:
+        value = case.metadata.get(name)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        text = value.strip()
+        language, _, country = text.replace("_", "-").partition("-")
+        if len(country) == 2:
+            found.append(country.upper())
+        elif len(text) == 2 and text.isupper():
+            found.append(text)
+        elif language.lower() in LANGUAGE_REGIONS:
+            found.append(LANGUAGE_REGIONS[language.lower()])
+    return list(dict.fromkeys([*found, *(region.upper() for region in regions)]))
+
+
+class Redactor:
+    """Replaces identifiers in conversations: the config's `rules` first, then the pattern
+    detectors, then phone numbers read with each case's `regions_of(case, regions)` (the longest
+    reading first: "8 (912) 345-67-89" is a Russian number, not a US one after the 8); where two
+    spans overlap, the one found first in that order is kept."""
+
+    def __init__(self, rules: Sequence[Rule] = (), regions: Sequence[str] = ("US", "BR", "RU")):
+        self.rules = tuple(rules)
+        self.regions = tuple(regions)
+        self.versions = detector_versions() + (f"; {len(self.rules)} rule(s) of the config" if self.rules else "")
+
+    def spans(self, text: str, regions: Sequence[str]) -> list[Span]:
+        """The identifiers of `text` (phones read as numbers of `regions`), apart, in text order."""
+        taken: list[Span] = []
+        found = [rule.find(text) for rule in self.rules]
+        found += [detector.find(text) for detector in PATTERN_DETECTORS]
+        found.append(sorted(find_phones(text, regions), key=lambda span: span.start - span.end))  # the longest reading
+        for spans in found:
+            for span in spans:
+                if all(span.end <= other.start or span.start >= other.end for other in taken):
+                    taken.append(span)
+        return sorted(taken, key=lambda span: span.start)
+
+    def redact(self, case: ConversationalEvalTestCase) -> ConversationalEvalTestCase:
+        """`case` with its system prompt, turns, tool activity and metadata text redacted, in that
+        order; its `redactions` count the mentions replaced by type, its `redacted_by` names the
+        detectors."""
+        text = _Placeholders(self, regions_of(case, self.regions))
+        role = None if case.chatbot_role is None else text(case.chatbot_role)
+        turns = [
+            turn.model_copy(
+                update={
+                    "input": text(turn.input),
+                    "tool_activity": [text(line) for line in turn.tool_activity],
+                    "actual_output": None if turn.actual_output is None else text(turn.actual_output),
+                }
+            )
+            for turn in case.turns
+        ]
+        return case.model_copy(
+            update={
+                "chatbot_role": role,
+                "turns": turns,
+                "metadata": text.value(case.metadata),
+                "redactions": dict(sorted(text.counts.items())),
+                "redacted_by": self.versions,
+            }
+        )
+
+
+class _Placeholders:
+    """One conversation's placeholders: each identifier's, by type and key, numbered by type in
+    order of first mention; `counts` counts the mentions replaced."""
+
+    def __init__(self, redactor: Redactor, regions: Sequence[str]):
+        self.redactor = redactor
+        self.regions = regions
+        self.numbers: dict[tuple[str, str], str] = {}
+        self.per_kind: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, text: str) -> str:
+        pieces, at = [], 0
+        for span in self.redactor.spans(text, self.regions):
+            placeholder = self.numbers.get((span.kind, span.key))
+            if placeholder is None:
+                self.per_kind[span.kind] += 1
+                placeholder = self.numbers[span.kind, span.key] = f"<{span.kind}_{self.per_kind[span.kind]}>"
+            self.counts[span.kind] += 1
+            pieces += [text[at : span.start], placeholder]
+            at = span.end
+        return "".join([*pieces, text[at:]])
+
+    def value(self, value: Any) -> Any:
+        """`value` (a metadata value) with its text redacted, inside lists and mappings too."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.value(item) for key, item in value.items()}
+        return value
+
+
+def redactor_of(settings: RedactionOptions) -> Redactor | None:
+    """The run's redactor from its `settings` (None: `--redact` is off)."""
+    if not settings.redact:
+        return None
+    return Redactor(
+        [Rule.of(rule.type, rule.pattern, rule.term) for rule in settings.redact_rules], settings.redact_regions
+    )
+
+
+def as_judged(
+    transcripts: dict[str, ConversationalEvalTestCase], redacted: set[str], redactor: Redactor | None
+) -> dict[str, ConversationalEvalTestCase]:
+    """`transcripts` read again from the input files for a page (a report, the review app), those
+    whose ids are in `redacted` (their rows were redacted) redacted by `redactor` as the judge saw
+    them; None: every one as read (`--keep-originals`)."""
+    if redactor is None:
+        return transcripts
+    return {key: redactor.redact(case) if key in redacted else case for key, case in transcripts.items()}
+
+
+def detectors_ran(redactor: Redactor) -> str:
+    """The run's notice of what `redactor` replaces, and what it cannot (no named-entity model)."""
+    own = f", and {len(redactor.rules)} rule(s) of the config" if redactor.rules else ""
+    return (
+        f"--redact: emails, phones (read as {', '.join(redactor.regions)} numbers too), payment cards, IBANs, IP"
+        f" addresses, URLs with secrets, SSN, CPF, CNPJ, INN, SNILS and labelled dates of birth{own}"
+        f" ({redactor.versions}); names and street addresses are not redacted (no named-entity model)"
+    )
