@@ -208,8 +208,9 @@ class FileRun:
 
 def tell_lost_cache_writes(cache: ResponseCache | None, listener: RunListener) -> None:
     """Tell `listener` of the replies `cache` (None: no cache) could not keep (a full disk), if any."""
-    if cache is not None and cache.lost_writes:
-        listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
+    if cache is not None and cache.writes.lost_writes:
+        writes = cache.writes
+        listener.notice(f"{cache.path}: {writes.lost_writes} replies could not be cached ({writes.last_error})")
 
 
 def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:
