@@ -56,6 +56,17 @@ class MetricStats(Totals):
     distribution: dict[str, int] = Field(default_factory=dict)  #: verdict, rating or score -> rows
     value_scores: dict[str, float] = Field(default_factory=dict)  #: each value's score, to order them
 
+    def add(self, row: EvaluationRow) -> None:
+        """Count one `row` of the metric: its totals and, judged, its scale and its value."""
+        self.rows += 1
+        self.count(row)
+        if row.error is not None:
+            return
+        self.scale = row.scale
+        value = row.verdict or (str(row.rating) if row.rating is not None else f"{row.score:.1f}")
+        self.distribution[value] = self.distribution.get(value, 0) + 1
+        self.value_scores[value] = row.score or 0.0
+
 
 def mean4(values: list[float]) -> float | None:
     """The mean rounded to 4 places, as reports give scores; None for no values."""
@@ -120,6 +131,19 @@ class Spend(BaseModel):
     resumed_completion_tokens: int = 0
     resumed_cost_usd: float = 0.0
 
+    def spend(self, row: EvaluationRow, resumed: bool) -> None:
+        """Count what `row` spent (`resumed`: in an earlier run, its row in the output already)."""
+        if resumed:
+            self.resumed_prompt_tokens += row.usage.prompt_tokens
+            self.resumed_completion_tokens += row.usage.completion_tokens
+            self.resumed_cost_usd += row.cost_usd or 0.0
+        self.prompt_tokens += row.usage.prompt_tokens
+        self.completion_tokens += row.usage.completion_tokens
+        if row.cost_usd is not None:
+            self.cost_usd += row.cost_usd
+        elif row.error is None:  # an error row is not one of unknown price: it has no price
+            self.rows_without_cost += 1
+
     @property
     def run_prompt_tokens(self) -> int:
         """Prompt tokens this run spent (resumed rows left out)."""
@@ -174,6 +198,34 @@ class Skips(BaseModel):
         self.unreachable_skipped += rows
         _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
 
+    def skip_invalid(self, records: int, problems: list[str]) -> None:
+        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
+        self.skipped += records
+        for problem in problems:
+            _keep(self.skipped_notes, problem)
+
+
+class FlaggedCalls:
+    """The judge calls whose reply was repaired, re-asked, cut at its token limit or copied from
+    the rubric's example, each counted once: its flags are on every row the call made (each
+    criterion of a suite)."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[str, str]] = set()
+
+    def first_flags(self, row: EvaluationRow) -> tuple[bool, bool, bool, bool] | None:
+        """(repaired, re-asked, cut, copied) of `row`'s call the first time a row of it shows a
+        flag; None for a row with none, or of a call counted already."""
+        copied = row.error is not None and row.error.type == "CopiedExample"
+        cut = row.cut or (row.error is not None and row.error.type == "ReplyCut")
+        if not (row.repaired or row.reasked or cut or copied):
+            return None
+        call = (row.id, row.suite or row.metric)
+        if call in self.seen:
+            return None
+        self.seen.add(call)
+        return row.repaired, row.reasked is not None, cut, copied
+
 
 class RunSummary(Totals, Spend, Skips):
     """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
@@ -207,28 +259,23 @@ class RunSummary(Totals, Spend, Skips):
     error_notes: list[FailureNote] = Field(default_factory=list)
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
-    _flagged_calls: set[tuple[str, str]] = PrivateAttr(default_factory=set)
+    _flagged_calls: FlaggedCalls = PrivateAttr(default_factory=FlaggedCalls)
 
     def add(self, row: EvaluationRow, order: int = 0, resumed: bool = False) -> None:
         """Count one row; `order` is its conversation's place in the input, `resumed` says it
         was in the output file already (its tokens and cost were spent by an earlier run)."""
-        if resumed:
-            self.resumed += 1
-            self.resumed_prompt_tokens += row.usage.prompt_tokens
-            self.resumed_completion_tokens += row.usage.completion_tokens
-            self.resumed_cost_usd += row.cost_usd or 0.0
-        stats = self.metrics.setdefault(row.metric, MetricStats())
-        stats.rows += 1
+        self.resumed += resumed
+        self.metrics.setdefault(row.metric, MetricStats()).add(row)
         self.count(row)
-        stats.count(row)
-        self.prompt_tokens += row.usage.prompt_tokens
-        self.completion_tokens += row.usage.completion_tokens
+        self.spend(row, resumed)
         self.cached += row.cached
-        if row.cost_usd is not None:
-            self.cost_usd += row.cost_usd
-        elif row.error is None:  # an error row is not one of unknown price: it has no price
-            self.rows_without_cost += 1
-        self._count_reply(row)
+        flags = self._flagged_calls.first_flags(row)
+        if flags is not None:
+            repaired, reasked, cut, copied = flags
+            self.repaired += repaired
+            self.reasked += reasked
+            self.cut += cut
+            self.copied += copied
         if row.error is not None:
             detail = f"{row.error.type}: {row.error.message}"
             _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
@@ -239,30 +286,10 @@ class RunSummary(Totals, Spend, Skips):
             split = ", ".join(str(value) for value in row.sample_verdicts)
             detail = f"{shown_value(row)} with {row.agreement:.0%} agreement ({split})"
             _keep(self.unstable_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
-        stats.scale = row.scale
-        value = row.verdict or (str(row.rating) if row.rating is not None else f"{row.score:.1f}")
-        stats.distribution[value] = stats.distribution.get(value, 0) + 1
-        stats.value_scores[value] = row.score or 0.0
         if not row.success:
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
             detail = f"{shown_value(row)}: {first}"
             _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
-
-    def _count_reply(self, row: EvaluationRow) -> None:
-        """Count a call's repaired, re-asked, cut or copied reply once: its flags are on every row
-        the call made (each criterion of a suite)."""
-        copied = row.error is not None and row.error.type == "CopiedExample"
-        cut = row.cut or (row.error is not None and row.error.type == "ReplyCut")
-        if not (row.repaired or row.reasked or cut or copied):
-            return
-        call = (row.id, row.suite or row.metric)
-        if call in self._flagged_calls:
-            return
-        self._flagged_calls.add(call)
-        self.repaired += row.repaired
-        self.reasked += row.reasked is not None
-        self.cut += cut
-        self.copied += copied
 
     @property
     def rows_written(self) -> int:
@@ -282,12 +309,6 @@ class RunSummary(Totals, Spend, Skips):
             - self.unwritten_skipped,
             0,
         )
-
-    def skip_invalid(self, records: int, problems: list[str]) -> None:
-        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
-        self.skipped += records
-        for problem in problems:
-            _keep(self.skipped_notes, problem)
 
     @property
     def gates_failed(self) -> int:
