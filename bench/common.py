@@ -115,7 +115,7 @@ async def bare_litellm_loop(messages_per_conversation: list[list[dict]], base_ur
     litellm.suppress_debug_info = True
     backend = LiteLLMBackend(JudgeAddress.parse("gpt-4o", base_url))
     response_format = backend.structured_output("conversational_flow_rate", reply_schema(load_rubric()))
-    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).budget.reply_token_limit
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(messages):
@@ -154,7 +154,7 @@ async def raw_aiohttp_loop(messages_per_conversation: list[list[dict]], base_url
     response_format = LiteLLMBackend(JudgeAddress.parse("gpt-4o", base_url)).structured_output(
         "conversational_flow_rate", reply_schema(load_rubric())
     )
-    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).budget.reply_token_limit
     semaphore = asyncio.Semaphore(concurrency)
     headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}", "Content-Type": "application/json"}
 
@@ -186,7 +186,7 @@ def request_bodies(messages_per_conversation: list[list[dict]], path: Path) -> P
     response_format = LiteLLMBackend("gpt-4o", base_url).structured_output(
         "conversational_flow_rate", reply_schema(load_rubric())
     )
-    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).reply_token_limit
+    max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).budget.reply_token_limit
     with path.open("wb") as handle:
         for messages in messages_per_conversation:
             body = {"model": "gpt-4o", "messages": messages, "temperature": 0, "max_tokens": max_tokens,

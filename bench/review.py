@@ -92,7 +92,7 @@ def app_figures(count: int, folder: Path) -> None:
     while not server.started:
         time.sleep(0.05)
     base = f"http://127.0.0.1:{port}{state.keys.prefix}"  # every address lies under the secret path
-    queue = state.queue("conversational_flow_rate")
+    queue = state.queues.queue("conversational_flow_rate")
     headers = {"x-flowrate-csrf": state.keys.csrf, "sec-fetch-site": "same-origin"}
     timings = []
     with httpx.Client() as client:

@@ -125,7 +125,7 @@ async def evaluate_files_async(
     except BaseException:
         run.close()
         raise
-    results = ResultsFile(settings.output, append=run.resuming)
+    results = ResultsFile(settings.output, append=run.outputs.resuming)
     book = ReportBook() if settings.report_settings.wanted else None
     listener = Listeners([results, *([book] if book is not None else []), *(listeners or [])])
     try:
@@ -507,7 +507,7 @@ def collect_batches(
     from flowrate.evaluation.provider_batch import judge_in_batches
 
     run = FileRun(paths, settings, judged_in_history(settings))
-    results = ResultsFile(settings.output, append=run.resuming)
+    results = ResultsFile(settings.output, append=run.outputs.resuming)
     try:
         return asyncio.run(judge_in_batches(run, Listeners([results, *(listeners or [])]), submit=False, only=only))
     finally:

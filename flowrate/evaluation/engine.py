@@ -71,52 +71,55 @@ def tell_row(summary: RunSummary, listener: RunListener, row: EvaluationRow, ord
     return True
 
 
-@dataclass
-class _Tally:
-    """A run's counting and telling: every row into the summary, then to the listener; the
-    rows a resumed output holds (`done`), and the conversations left out."""
+@dataclass(eq=False)
+class Tally:
+    """A run's bookkeeping of rows: each row told to `listener`, then counted in `summary`; the
+    rows a resumed output holds (`done`, by (id, metric)), each counted when its conversation
+    comes by; the conversations left out, each told skipped once with its reason. `control`
+    (None: a run that cannot be stopped this way) says why calls stopped, and is interrupted
+    once the output takes no more rows."""
 
-    metrics: list[Metric] = field(default_factory=list)
-    listener: RunListener = field(default_factory=RunListener)
-    summary: RunSummary = field(default_factory=RunSummary)
-    #: rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
-    done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
+    metrics: list[Metric]
+    listener: RunListener
+    summary: RunSummary
+    done: dict[tuple[str, str], EvaluationRow]
     control: RunControl | None = None
 
-    def _missing(self, case: ConversationalEvalTestCase, metric: Metric) -> int:
+    def missing(self, case: ConversationalEvalTestCase, metric: Metric) -> int:
         """Rows of `metric` for `case` that the output does not hold yet."""
         return sum((case.id, name) not in self.done for name in metric.row_names)
 
-    def _emit(self, row: EvaluationRow, order: int) -> None:
+    def emit(self, row: EvaluationRow, order: int) -> None:
         """Tell the listener of a row, then count it; a listener that can take no more stops the
         run, and a row the results file could not take (a full disk) is counted as not kept."""
         if not tell_row(self.summary, self.listener, row, order) and self.control is not None:
             self.control.interrupt()
 
-    def _left_out(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
+    def left_out(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
         """Judge calls the run stopped before: skipped when the judge is unreachable or refuses
         every call the same way, or the results file could not be written (these `--resume`
         judges); after Ctrl-C or a closed pipe they stay unjudged, for --resume."""
         control = self.control
         if self.summary.output_error is not None:
             for metric in metrics:
-                self.summary.skip_unwritten(case.id, self._missing(case, metric))
+                self.summary.skip_unwritten(case.id, self.missing(case, metric))
             self.listener.skipped(case.id or "", source, "unwritten")
         elif control is not None and control.unreachable and not control.interrupted:
             for metric in metrics:
-                self.summary.skip_unreachable(case.id, self._missing(case, metric))
+                self.summary.skip_unreachable(case.id, self.missing(case, metric))
             self.listener.skipped(case.id or "", source, "unreachable")
         elif control is not None and control.refused and not control.interrupted:
             for metric in metrics:
-                self.summary.skip_refused(case.id, self._missing(case, metric))
+                self.summary.skip_refused(case.id, self.missing(case, metric))
             self.listener.skipped(case.id or "", source, "refused")
 
-    def _skip_for_budget(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
+    def skip_for_budget(self, case: ConversationalEvalTestCase, source: Source | None, metrics: list[Metric]) -> None:
+        """`metrics` of `case` skipped: the --max-cost budget is spent."""
         for metric in metrics:
-            self.summary.skip_for_budget(case.id, self._missing(case, metric))
+            self.summary.skip_for_budget(case.id, self.missing(case, metric))
         self.listener.skipped(case.id or "", source, "budget")
 
-    def _wanted(self, case: ConversationalEvalTestCase, order: int) -> list[Metric]:
+    def wanted(self, case: ConversationalEvalTestCase, order: int) -> list[Metric]:
         """The metrics with rows still missing for `case`; the rows the output holds are counted."""
         wanted = []
         for metric in self.metrics:
@@ -132,18 +135,67 @@ class _Tally:
                 wanted.append(metric)
         return wanted
 
+    def planned_metrics(self, item: Planned) -> list[Metric]:
+        """The metrics `item` was planned for."""
+        return [metric for metric in self.metrics if metric.name in item[3]]
+
+
+@dataclass(eq=False)
+class Producer:
+    """The producer of a run's queue: conversations planned `PLAN_AHEAD` at a time, the cache
+    asked once per chunk, each planned one put on `queue` for the `workers`; once `stop` is set
+    (or the `budget` is spent; None: no bound) a conversation is left out through `tally`, and
+    only the rows a resumed output holds are counted."""
+
+    tally: Tally
+    queue: _StopAwareQueue
+    stop: asyncio.Event
+    budget: CostBudget | None
+    workers: int
+
+    async def run(self, items: Iterable[Item]) -> None:
+        """Plan and queue every item of `items`, then tell each worker to end."""
+        tally, order = self.tally, 0
+        for chunk in _chunks(items, PLAN_AHEAD):
+            planned = []
+            for case, source in chunk:
+                order += 1
+                wanted = tally.wanted(case, order)
+                if not wanted:
+                    continue
+                if self.stop.is_set():
+                    tally.left_out(case, source, wanted)
+                elif self.budget is not None and self.budget.exhausted:
+                    tally.skip_for_budget(case, source, wanted)
+                else:
+                    planned.append((order, case, source, {m.name: m.plan(case, lookup=False) for m in wanted}))
+            for metric in tally.metrics:
+                metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
+            for item in planned:
+                if not await self.queue.put(item):
+                    tally.left_out(item[1], item[2], tally.planned_metrics(item))
+        for _ in range(self.workers):
+            if not await self.queue.put(None):
+                break  # stopped: the scheduler's drain ends the workers
+
 
 @dataclass
-class Scheduler(_Tally):
+class Scheduler:
     """Judge a stream of conversations with every metric, `concurrency` at a time, telling
-    `listener` each row as soon as it is ready (and each row `done` already held, as resumed).
+    `listener` each row as soon as it is ready (and each row `done` already held, as resumed),
+    counted in `summary` (its `Tally`); a `Producer` plans and queues them.
 
     Every attempt passes one `CallGate`: calls in flight shrink on 429s and grow back, under
-    the optional requests- and tokens-per-minute ceilings. With `max_cost_usd`, scheduling
-    stops before the budget would be passed and the rest is skipped. Ctrl-C and SIGTERM stop
-    it: no new call starts, calls in flight get `INTERRUPT_GRACE_S`.
+    the optional requests- and tokens-per-minute ceilings (`rpm`, `tpm`). With `max_cost_usd`,
+    scheduling stops before the budget would be passed and the rest is skipped. Ctrl-C and
+    SIGTERM stop it: no new call starts, calls in flight get `INTERRUPT_GRACE_S`.
     """
 
+    metrics: list[Metric] = field(default_factory=list)
+    listener: RunListener = field(default_factory=RunListener)
+    summary: RunSummary = field(default_factory=RunSummary)
+    #: rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
+    done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
     concurrency: int = 16
     rpm: float | None = None
     tpm: float | None = None
@@ -160,86 +212,43 @@ class Scheduler(_Tally):
         loop = asyncio.get_running_loop()
         started = loop.time()
         control = self.control = RunControl()
+        self.tally = Tally(self.metrics, self.listener, self.summary, self.done, control)
         self.gate = CallGate(self.concurrency, self.rpm, self.tpm, control)
         self._budget = CostBudget(self.max_cost_usd) if self.max_cost_usd is not None else None
         self._queue = _StopAwareQueue(self.concurrency * 2, control.stopping)
         self._workers: list[asyncio.Task] = []
         tasks: list[asyncio.Task] = []
-
-        def interrupt(signal_number: int = signal.SIGINT) -> None:
-            if control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
-                for task in tasks:
-                    task.cancel()
-            control.interrupt()
-            self.summary.interrupted = True
-            if signal_number == signal.SIGTERM:
-                self.summary.terminated = True
-
-        handled = _add_stop_handlers(loop, interrupt)
+        handled = _add_stop_handlers(loop, interrupter(control, self.summary, tasks))
         try:
             self._workers.extend(asyncio.create_task(self._work()) for _ in range(self.concurrency))
-            producer = asyncio.create_task(self._produce(items))
-            tasks.extend([producer, *self._workers])
-            await _wait(producer, self._workers, self.control, lambda: self.summary.pipe_closed, self._drain)
+            producer = Producer(self.tally, self._queue, control.stopping, self._budget, self.concurrency)
+            producing = asyncio.create_task(producer.run(items))
+            tasks.extend([producing, *self._workers])
+            await _wait(producing, self._workers, control, lambda: self.summary.pipe_closed, self._drain)
         finally:
             _remove_stop_handlers(loop, handled)
-            for cache in {id(m.cache): m.cache for m in self.metrics if m.cache is not None}.values():
-                cache.flush()  # one cache may serve several metrics: each is flushed once
+            await close_judges(self.metrics)
             self.summary.wall_time_s = round(loop.time() - started, 3)
-            self.summary.unreachable = self.control.unreachable
-            self.summary.refused = self.control.refused
-            if "flowrate.judge.direct" in sys.modules:  # the direct transport's pool, closed with its run
-                await sys.modules["flowrate.judge.direct"].close_sessions()
+            self.summary.unreachable = control.unreachable
+            self.summary.refused = control.refused
         return self.summary
-
-    # -- producing ----------------------------------------------------------------------------
-    async def _produce(self, items: Iterable[Item]) -> None:
-        """Plan conversations `PLAN_AHEAD` at a time, so the cache is asked once per chunk.
-        Once the run stops, it only counts the rows a resumed output holds."""
-        stop = self.control.stopping  # type: ignore[union-attr]
-        order = 0
-        for chunk in _chunks(items, PLAN_AHEAD):
-            planned = []
-            for case, source in chunk:
-                order += 1
-                wanted = self._wanted(case, order)
-                if not wanted:
-                    continue
-                if stop.is_set():
-                    self._left_out(case, source, wanted)
-                elif self._budget is not None and self._budget.exhausted:
-                    self._skip_for_budget(case, source, wanted)
-                else:
-                    planned.append((order, case, source, {m.name: m.plan(case, lookup=False) for m in wanted}))
-            for metric in self.metrics:
-                metric.fill_from_cache([plans[metric.name] for *_, plans in planned if metric.name in plans])
-            for item in planned:
-                if not await self._queue.put(item):
-                    self._left_out(item[1], item[2], self._metrics_of(item))
-        for _ in self._workers:
-            if not await self._queue.put(None):
-                break  # stopped: `_drain` ends the workers
-
-    def _metrics_of(self, item: Planned) -> list[Metric]:
-        return [metric for metric in self.metrics if metric.name in item[3]]
 
     def _drain(self) -> None:
         """After a stop: what is still queued is left out, and every worker is told to end."""
         for item in self._queue.drain(len(self._workers)):
-            self._left_out(item[1], item[2], self._metrics_of(item))
+            self.tally.left_out(item[1], item[2], self.tally.planned_metrics(item))
 
-    # -- judging ----------------------------------------------------------------------------------
     async def _work(self) -> None:
         while (item := await self._queue.get()) is not None:
-            if self.control.stopping.is_set():  # type: ignore[union-attr]
-                self._left_out(item[1], item[2], self._metrics_of(item))
+            if self.control.stopping.is_set():
+                self.tally.left_out(item[1], item[2], self.tally.planned_metrics(item))
             else:
                 await self._judge(*item)
 
     async def _judge(
         self, order: int, case: ConversationalEvalTestCase, source: Source | None, plans: dict[str, JudgePlan]
     ) -> None:
-        budget = self._budget
+        budget, tally = self._budget, self.tally
         for index, metric in enumerate(self.metrics):
             plan = plans.get(metric.name)
             if plan is None:
@@ -248,20 +257,45 @@ class Scheduler(_Tally):
             if budget is not None:
                 estimate = metric.estimate(plan).cost_usd or 0.0
                 if not budget.reserve(estimate):
-                    self._skip_for_budget(case, source, [m for m in self.metrics[index:] if m.name in plans])
+                    tally.skip_for_budget(case, source, [m for m in self.metrics[index:] if m.name in plans])
                     return
             try:
                 rows = await metric.evaluate(case, source, plan=plan, gate=self.gate)
             except RunStopped:
                 if budget is not None:
                     budget.settle(estimate, 0.0)
-                self._left_out(case, source, [rest for rest in self.metrics[index:] if rest.name in plans])
+                tally.left_out(case, source, [rest for rest in self.metrics[index:] if rest.name in plans])
                 return
             if budget is not None:
                 budget.settle(estimate, rows[0].cost_usd)
             for row in rows:
                 if (row.id, row.metric) not in self.done:  # a resumed suite: this row is in the file already
-                    self._emit(row, order)
+                    tally.emit(row, order)
+
+
+def interrupter(control: RunControl, summary: RunSummary, tasks: list[asyncio.Task]) -> Callable[[int], None]:
+    """What Ctrl-C and SIGTERM do to a run: `control` interrupted (no new call starts) and
+    `summary` marked; a second one cancels its `tasks` at once, with no grace."""
+
+    def interrupt(signal_number: int = signal.SIGINT) -> None:
+        if control.interrupted:  # a second Ctrl-C or SIGTERM: no grace
+            for task in tasks:
+                task.cancel()
+        control.interrupt()
+        summary.interrupted = True
+        if signal_number == signal.SIGTERM:
+            summary.terminated = True
+
+    return interrupt
+
+
+async def close_judges(metrics: list[Metric]) -> None:
+    """A run's end for the judges of `metrics`: each response cache flushed once (one cache may
+    serve several metrics), and the direct transport's pool closed with its run."""
+    for cache in {id(m.cache): m.cache for m in metrics if m.cache is not None}.values():
+        cache.flush()
+    if "flowrate.judge.direct" in sys.modules:
+        await sys.modules["flowrate.judge.direct"].close_sessions()
 
 
 class _StopAwareQueue:
@@ -405,7 +439,8 @@ async def evaluate_conversations(
     Raises `JudgeAccessError` when the judge rejects every call (a missing or bad key).
     """
     for metric in metrics:
-        metric.check_access()
+        if metric.backend is not None:
+            metric.backend.check_access()
     cases = [
         case if case.id else case.model_copy(update={"id": f"conversation-{n}"}) for n, case in enumerate(conversations)
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from flowrate.errors import ConfigError
@@ -31,7 +31,7 @@ from flowrate.results.files import check_output_path, read_rows
 from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary
-from flowrate.settings.groups import cache_folder
+from flowrate.settings.groups import SelectionOptions, cache_folder
 from flowrate.settings.options import EvalSettings
 
 #: given the (row name, model, rubric version) a run judges, the (id, turns_sha256) already judged
@@ -86,31 +86,15 @@ class FileRun:
                 f"--concurrency {self.concurrency} is above LiteLLM's pool of {CONNECTION_POOL_LIMIT} connections per host; using {CONNECTION_POOL_LIMIT}"
             )
             self.concurrency = CONNECTION_POOL_LIMIT
-        if output.output == "-" and (output.resume or output.retry_errors):
-            raise ConfigError("--resume and --retry-errors need --output to be a file")
-        check_output_path(output.output)
-        check_report_paths(settings)
-        judge = settings.judge_settings
-        self.cache = None  # the run's: every judged metric reads and writes it
-        if not judge.no_cache:
-            self.cache = ResponseCache(cache_folder(judge.cache_dir))
-        self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
+        self.outputs = RunOutputs(settings)
+        self.judges = RunJudges(settings)  # before the scan: the history's lookup needs the metrics
+        self.cache, self.metrics = self.judges.cache, self.judges.metrics
         judged = already_judged(self.metrics, settings, judged_before)
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
         self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
         if self.redactor is not None:
             self.notices.append(detectors_ran(self.redactor))
-        self.selection = Selection(
-            chosen.shard_slice,
-            chosen.sample,
-            chosen.sample_seed,
-            chosen.min_words,
-            list(chosen.only),
-            list(chosen.exclude),
-            chosen.limit,
-            closed_after_s=chosen.closed_after_s,
-            judged=judged,
-        )
+        self.selection = selection_of(chosen, judged)
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
         self.notices.extend(self.inputs.notices)  # after the scan, which tells the readers' notices
         if not chosen.skip_invalid:
@@ -124,24 +108,6 @@ class FileRun:
     def total_rows(self) -> int:
         return self.scan.selected * sum(len(metric.row_names) for metric in self.metrics)
 
-    def prepare(self, listener: RunListener | None = None) -> None:
-        """Check keys (before LiteLLM is imported, so a missing key is told at once), then load
-        the judge and check the model, the context budget and the price a budget needs."""
-        for metric in self.metrics:
-            metric.check_keys()
-        if any(metric.calls_per_conversation for metric in self.metrics):
-            (listener or RunListener()).stage(f"loading the judge ({self.settings.model})…")
-        for metric in self.metrics:
-            metric.check_access()
-            metric.warm_up()
-        if self.settings.max_cost is not None and not all(metric.price_known() for metric in self.metrics):
-            raise ConfigError(f"no price is known for model {self.settings.model!r}, so --max-cost cannot be enforced")
-
-    @property
-    def resuming(self) -> bool:
-        """True when rows are appended to an output that exists (`--resume`, `--retry-errors`, `--batch`)."""
-        return resumes(self.settings)
-
     def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
         """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
         tell_lost_cache_writes(self.cache, listener)
@@ -151,12 +117,6 @@ class FileRun:
                 f"--tpm {self.settings.tpm:g}: {gate_notes} call(s) were larger than a whole minute's budget;"
                 " each waited for an empty 60-second window and went alone"
             )
-
-    def done_rows(self, listener: RunListener) -> dict[tuple[str, str], EvaluationRow]:
-        """The rows a resumed output holds (empty unless resuming into an existing file)."""
-        if not self.resuming:
-            return {}
-        return resumed_rows(self.settings.output, self.metrics, self.settings.retry_errors, listener.notice)
 
     def start(self, listener: RunListener) -> RunSummary:
         """A new summary for this run, and the listener told what the scan found: the notices,
@@ -193,26 +153,85 @@ class FileRun:
 
     def estimate(self) -> DryRunEstimate:
         """What judging would send and cost, with no call made: prompts rendered and counted."""
-        estimate = DryRunEstimate(cost_usd=0.0)
         try:
-            self.prepare()
-            for case, _ in self.items():
-                estimate.conversations += 1
-                for metric in self.metrics:
-                    plan = metric.plan(case)
-                    if plan.cached_texts is not None:
-                        estimate.cached += 1
-                        continue
-                    call = metric.estimate(plan, exact=True)
-                    estimate.calls += call.calls
-                    estimate.prompt_tokens += call.prompt_tokens
-                    estimate.completion_tokens += call.completion_tokens
-                    if call.cost_usd is None or estimate.cost_usd is None:
-                        estimate.cost_usd = None  # one call with no known price: the total is unknown
-                    else:
-                        estimate.cost_usd += call.cost_usd
+            self.judges.prepare()
+            return self.judges.estimate(case for case, _ in self.items())
         finally:
             self.inputs.close()
+
+
+class RunOutputs:
+    """Where a run writes (`settings`): every path checked before any call (exit 2 when one
+    cannot be written), and the rows a resumed output holds."""
+
+    def __init__(self, settings: EvalSettings):
+        self.settings = settings
+        output = settings.output_settings
+        if output.output == "-" and (output.resume or output.retry_errors):
+            raise ConfigError("--resume and --retry-errors need --output to be a file")
+        check_output_path(output.output)
+        check_report_paths(settings)
+
+    @property
+    def resuming(self) -> bool:
+        """True when rows are appended to an output that exists (`--resume`, `--retry-errors`, `--batch`)."""
+        resuming = self.settings.resume or self.settings.retry_errors or self.settings.batch
+        return resuming and Path(self.settings.output).exists()
+
+    def done_rows(self, metrics: list[Metric], listener: RunListener) -> dict[tuple[str, str], EvaluationRow]:
+        """The rows of `metrics` a resumed output holds (empty unless resuming into an existing file)."""
+        if not self.resuming:
+            return {}
+        return resumed_rows(self.settings.output, metrics, self.settings.retry_errors, listener.notice)
+
+
+class RunJudges:
+    """A run's metrics and the response cache they share, made from `settings` before any call:
+    readied by `prepare`, and what their calls would cost counted by `estimate`."""
+
+    def __init__(self, settings: EvalSettings):
+        self.settings = settings
+        judge = settings.judge_settings
+        self.cache = None  # the run's: every judged metric reads and writes it
+        if not judge.no_cache:
+            self.cache = ResponseCache(cache_folder(judge.cache_dir))
+        self.metrics = build_metrics(judge, self.cache, settings.gate_settings)
+
+    def prepare(self, listener: RunListener | None = None) -> None:
+        """Check keys (before LiteLLM is imported, so a missing key is told at once), then load
+        the judge (`listener` told) and check the model, the context budget and the price a
+        budget needs."""
+        judges = [metric.backend for metric in self.metrics if metric.backend is not None]
+        for judge in judges:
+            judge.check_keys()
+        if any(metric.calls_per_conversation for metric in self.metrics):
+            (listener or RunListener()).stage(f"loading the judge ({self.settings.model})…")
+        for metric in self.metrics:
+            if metric.backend is not None:
+                metric.backend.check_access()
+            metric.warm_up()
+        if self.settings.max_cost is not None and any(judge.price(1000, 100) is None for judge in judges):
+            raise ConfigError(f"no price is known for model {self.settings.model!r}, so --max-cost cannot be enforced")
+
+    def estimate(self, cases: Iterable[ConversationalEvalTestCase]) -> DryRunEstimate:
+        """What judging `cases` would send and cost by the price list, each prompt counted with
+        the model's tokenizer; a reply in the cache costs nothing."""
+        estimate = DryRunEstimate(cost_usd=0.0)
+        for case in cases:
+            estimate.conversations += 1
+            for metric in self.metrics:
+                plan = metric.plan(case)
+                if plan.cached_texts is not None:
+                    estimate.cached += 1
+                    continue
+                call = metric.estimate(plan, exact=True)
+                estimate.calls += call.calls
+                estimate.prompt_tokens += call.prompt_tokens
+                estimate.completion_tokens += call.completion_tokens
+                if call.cost_usd is None or estimate.cost_usd is None:
+                    estimate.cost_usd = None  # one call with no known price: the total is unknown
+                else:
+                    estimate.cost_usd += call.cost_usd
         return estimate
 
 
@@ -243,6 +262,22 @@ def already_judged(
     return judged
 
 
+def selection_of(chosen: SelectionOptions, judged: set[tuple[str, str]] | None) -> Selection:
+    """The run's `Selection` from its selection options, leaving out `judged` (the (id,
+    turns_sha256) the history holds rows of; None: no history asked)."""
+    return Selection(
+        chosen.shard_slice,
+        chosen.sample,
+        chosen.sample_seed,
+        chosen.min_words,
+        list(chosen.only),
+        list(chosen.exclude),
+        chosen.limit,
+        closed_after_s=chosen.closed_after_s,
+        judged=judged,
+    )
+
+
 def scan_notices(report: ScanReport) -> list[str]:
     """What the scan found that a run tells before judging: unreadable chat dates, and the
     conversations `--closed-after` counted as closed for want of a time."""
@@ -262,16 +297,17 @@ def scan_notices(report: ScanReport) -> list[str]:
 
 def tell_lost_cache_writes(cache: ResponseCache | None, listener: RunListener) -> None:
     """Tell `listener` of the replies `cache` (None: no cache) could not keep (a full disk), if any."""
-    if cache is not None and cache.lost_writes:
-        listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
+    if cache is not None and cache.writes.lost_writes:
+        writes = cache.writes
+        listener.notice(f"{cache.path}: {writes.lost_writes} replies could not be cached ({writes.last_error})")
 
 
 def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], EvaluationRow], RunSummary]:
-    """`run.prepare`, then the rows a resumed output holds (`done_rows`) and the new summary
+    """`run.judges.prepare`, then the rows a resumed output holds (`RunOutputs.done_rows`) and the new summary
     (`start`), `listener` told: how every engine begins a run. The run is closed when any fails."""
     try:
-        run.prepare(listener)
-        return run.done_rows(listener), run.start(listener)
+        run.judges.prepare(listener)
+        return run.outputs.done_rows(run.metrics, listener), run.start(listener)
     except BaseException:
         run.close()
         raise

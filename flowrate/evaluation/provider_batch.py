@@ -89,13 +89,13 @@ class _Writer:
 def export_batch(run: FileRun, path: str) -> int:
     """Write the OpenAI-format request file of `run` to `path` (cached conversations left out
     unless the cache is off); returns the number of requests."""
-    run.prepare()
+    run.judges.prepare()
     count = 0
     try:
         with open(path, "wb") as handle:
             for _, _, _, metric, plan, cid in pending(run, {}):
                 if plan is not None and plan.cached_texts is None:
-                    handle.write(metric.batch_request(cid, plan))
+                    handle.write(metric.batch.request(cid, plan))
                     count += 1
     finally:
         run.close()
@@ -136,7 +136,7 @@ async def judge_in_batches(
     `listener`. Cached conversations, offline metrics, failed and expired lines and unparsable
     replies go online."""
     started = time.monotonic()
-    run.prepare(listener)
+    run.judges.prepare(listener)
     judged = [m for m in run.metrics if m.calls_per_conversation]
     if not judged:
         raise ConfigError("--batch needs a metric that calls a judge")
@@ -146,7 +146,7 @@ async def judge_in_batches(
     judge = run.settings.judge_settings
     provider = Provider(backend.provider, judge.api_base, judge.transport, judged[0].retry)
     state = BatchState(cache_folder(judge.cache_dir))
-    done = run.done_rows(listener)
+    done = run.outputs.done_rows(run.metrics, listener)
     summary = run.start(listener)
     write = _Writer(summary, listener)
     for row in list(done.values()):
@@ -217,7 +217,7 @@ async def _submit(run, listener, provider, state, backend, write, done, command,
             batches.waits.add(cid)
             if cid in sent or not submit:
                 continue
-            line = metric.batch_request(cid, plan)
+            line = metric.batch.request(cid, plan)
             if chunker.starts_batch(len(line)) and requests is not None:
                 await send(requests)
                 requests.close()
@@ -390,7 +390,7 @@ def _rows_from_line(
         return f"failed in the batch: {line_error(error if error is not None else found)}"
     plan = metric.plan(case, lookup=False)  # planned again, as when it was sent
     try:
-        rows = metric.rows_from_replies(case, source, plan, replies[0], replies[1], batch.batch_id)
+        rows = metric.batch.rows(case, source, plan, replies[0], replies[1], batch.batch_id)
     except UnparsableReply:
         return "unparsable reply in the batch"
     for row in rows:
@@ -403,7 +403,7 @@ async def import_batch_results(run: FileRun, path: str, listener: RunListener) -
     successes and errors in one file), mapped back by custom id to `run`'s conversations and
     told to `listener`. A failed or missing line is an error row; nothing is sent online. The
     file is indexed by custom id and each line read back when its conversation comes by."""
-    run.prepare()
+    run.judges.prepare()
     try:
         results = _open_batch_results(path)
     except BaseException:
@@ -450,7 +450,7 @@ async def _imported_rows(
     replies = result_texts(found) if found is not None else None
     if replies is not None:
         try:
-            return metric.rows_from_replies(case, source, plan, replies[0], replies[1], path)
+            return metric.batch.rows(case, source, plan, replies[0], replies[1], path)
         except UnparsableReply as problem:
             why = f"unparsable reply: {problem}"
     else:

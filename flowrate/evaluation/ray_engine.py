@@ -15,7 +15,6 @@ Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,8 @@ from typing import Any
 import orjson
 
 from flowrate.errors import ConfigError
-from flowrate.evaluation.engine import CostBudget, _Tally
-from flowrate.evaluation.file_run import FileRun, begin, finish
+from flowrate.evaluation.engine import CostBudget, Tally, close_judges
+from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.errors import JudgeError
@@ -367,56 +366,48 @@ def dataset_row(order: int, case: Any, source: Source | None, metric: str, **ext
     return row
 
 
-class RayRun(_Tally):
-    """One `--engine ray` run of a `FileRun`: see the module."""
+class RayRun:
+    """One `--engine ray` run of a `FileRun` (see the module): the first round's dataset made on
+    the driver, then the rounds sent through `processor` with `concurrency` calls in flight, each
+    processed row taken by `answers`; `tally` counts and tells the rows."""
 
-    def __init__(
-        self, run: FileRun, listener: RunListener, summary: RunSummary, done: dict, processor: Any, concurrency: int
-    ):
-        super().__init__(metrics=run.metrics, listener=listener, summary=summary, done=done)
+    def __init__(self, run: FileRun, tally: Tally, processor: Any, concurrency: int):
         self.run = run
+        self.tally = tally
         self.processor = processor
         self.concurrency = concurrency
-        self.metric_by_name = {metric.name: metric for metric in run.metrics}
         max_cost = run.settings.limit_settings.max_cost
         self.budget = CostBudget(max_cost) if max_cost is not None else None
         self.cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]] = {}
-        self.waiting: dict[tuple[int, str], _Pending] = {}
-        self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
+        self.answers = RayAnswers(tally, self.cases)
         self.rounds = 0
 
     async def first_round(self, stop: StopSignals) -> list[dict[str, Any]]:
         """The rows of the first dataset: every selected conversation's metric not in the output,
         not cached and within the budget; the others are answered here (until a stop)."""
         rows: list[dict[str, Any]] = []
-        for order, (case, source) in enumerate(self.run.items(self.listener), start=1):
+        emit_all = self.answers.emit_all
+        for order, (case, source) in enumerate(self.run.items(self.tally.listener), start=1):
             if stop.requested:
                 break
-            wanted = self._wanted(case, order)
+            wanted = self.tally.wanted(case, order)
             self.cases[order] = (case, source)
             for index, metric in enumerate(wanted):
                 if not isinstance(metric, RubricMetric) or not metric.calls_per_conversation:
-                    self._emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
+                    emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
                     continue
                 request = build_request(metric, case)
                 if request.cached_replies is not None:
-                    self._emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
+                    emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
                     continue
                 if not reserved(self.budget, metric, request):
-                    self._skip_for_budget(case, source, wanted[index:])
+                    self.tally.skip_for_budget(case, source, wanted[index:])
                     break
                 if not getattr(metric.backend, "form_settled", True):  # judged here, which finds the form
-                    self._emit_all(await metric.evaluate(case, source), order, metric.name)
+                    emit_all(await metric.evaluate(case, source), order, metric.name)
                     continue
                 rows.append(dataset_row(order, case, source, metric.name, form=known_form(metric)))
         return rows
-
-    def _emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
-        """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
-        self.finished.add((order, metric))
-        for row in rows:
-            if (row.id, row.metric) not in self.done:
-                self._emit(row, order)
 
     def send(self, rows: list[dict[str, Any]], stop: StopSignals) -> None:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
@@ -434,14 +425,35 @@ class RayRun(_Tally):
                 blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
                 outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
                 while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
-                    again.extend(self._take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
+                    again.extend(self.answers.take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
                 rows = again
                 if rows and backoff and not stop.requested:
                     stop.wait(time.sleep, min(backoff * 2 ** (self.rounds - 1), 60.0))
         except Stopped:
             pass
 
-    def _take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
+
+class RayAnswers:
+    """What each processed row of a Ray run comes to, as `flowrate eval` would make it: the rows
+    settled and cached, the re-asks to send and awaited, a retry for the next round, or error
+    rows. `tally` counts and tells the rows; `cases` holds each conversation by its place in the
+    selection (filled by the first round)."""
+
+    def __init__(self, tally: Tally, cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]):
+        self.tally = tally
+        self.cases = cases
+        self.metric_by_name = {metric.name: metric for metric in tally.metrics}
+        self.waiting: dict[tuple[int, str], _Pending] = {}
+        self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
+
+    def emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
+        """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
+        self.finished.add((order, metric))
+        for row in rows:
+            if (row.id, row.metric) not in self.tally.done:
+                self.tally.emit(row, order)
+
+    def take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
         """One processed row: its rows emitted and cached, or what the next round must send."""
         order, name = int(out["order"]), out["metric"]
         case, source = self.cases[order]
@@ -487,7 +499,7 @@ class RayRun(_Tally):
                 messages=request["messages"],
                 conversation_id=out["id"],
             )
-        self._emit_all(rows, order, metric.name)
+        self.emit_all(rows, order, metric.name)
 
     def _finish(self, metric: Any, case: Any, source: Source | None, order: int, pending: _Pending) -> None:
         """A conversation whose re-asks are all answered: its rows, made as `flowrate eval` makes them."""
@@ -502,7 +514,7 @@ class RayRun(_Tally):
                 pending.request.cache_key, metric.model, metric.rubric.version, step.cache_texts,
                 messages=pending.request.messages, conversation_id=case.id,
             )  # fmt: skip
-        self._emit_all(step.rows, order, metric.name)
+        self.emit_all(step.rows, order, metric.name)
 
     def _fail(self, metric: Any, case: Any, source: Source | None, order: int, out: dict, failure: dict) -> None:
         """Error rows, as `flowrate eval` writes them for a call that failed after its retries."""
@@ -516,7 +528,7 @@ class RayRun(_Tally):
             rows, failure_error(failure), cached=False, response_format=form,
             usage=usage, cost_usd=cost_usd, attempts=int(out["tries"]),
         )  # fmt: skip
-        self._emit_all(rows, order, metric.name)
+        self.emit_all(rows, order, metric.name)
 
 
 def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | None]:
@@ -536,13 +548,14 @@ def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | N
 def stop_unreachable(ray_run: RayRun, url: str) -> None:
     """The processor gave up (its retries spent, the judge unreachable): what was not finished
     is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
-    ray_run.summary.unreachable = url
+    tally, finished = ray_run.tally, ray_run.answers.finished
+    tally.summary.unreachable = url
     for order, (case, source) in ray_run.cases.items():
-        missing = [m for m in ray_run.metrics if ray_run._missing(case, m) and (order, m.name) not in ray_run.finished]
+        missing = [m for m in tally.metrics if tally.missing(case, m) and (order, m.name) not in finished]
         for metric in missing:
-            ray_run.summary.skip_unreachable(case.id, ray_run._missing(case, metric))
+            tally.summary.skip_unreachable(case.id, tally.missing(case, metric))
         if missing:
-            ray_run.listener.skipped(case.id or "", source, "unreachable")
+            tally.listener.skipped(case.id or "", source, "unreachable")
 
 
 async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
@@ -567,18 +580,14 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
         ray, connection = connect(run.settings.engine_settings.ray_address)
         actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
         processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
-        ray_run = RayRun(run, listener, summary, done, processor, run.concurrency)
+        ray_run = RayRun(run, Tally(run.metrics, listener, summary, done), processor, run.concurrency)
         listener.stage("judging on Ray")
         with StopSignals(summary) as stop:
             await _judge(ray_run, stop, judge)
     finally:
         run.close()
-        if "flowrate.judge.direct" in sys.modules:  # the client of a conversation judged here (`first_round`)
-            await sys.modules["flowrate.judge.direct"].close_sessions()
-        for cache in {id(m.cache): m.cache for m in run.metrics if m.cache is not None}.values():
-            cache.flush()
-            if cache.lost_writes:
-                listener.notice(f"{cache.path}: {cache.lost_writes} replies could not be cached ({cache.last_error})")
+        await close_judges(run.metrics)  # the client of a conversation judged here (`first_round`) too
+        tell_lost_cache_writes(run.cache, listener)
         if connection is not None:
             connection.close()
     summary.resumed_elsewhere = len(done) - summary.resumed
@@ -597,4 +606,4 @@ async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> No
         if stop.requested:  # the stop broke the dataset: nothing to tell
             return
         stop_unreachable(ray_run, judge.api_base or judge.model)
-        ray_run.listener.notice(f"Ray Data stopped: {ray_failure(error)}")
+        ray_run.tally.listener.notice(f"Ray Data stopped: {ray_failure(error)}")

@@ -33,15 +33,97 @@ SCANNED_SUFFIXES = {suffix for suffix in INPUT_SUFFIXES if suffix != ".csv"}  # 
 STDIN = "-"
 
 
-class InputSet:
-    """The paths of one run, with stdin spooled to a temporary file so it can be read twice.
+class InputFiles:
+    """The files one run's `paths` name, each as (path to read, name shown, base of default ids),
+    in order: a directory scanned for conversation files; a path given twice (compared
+    resolved) once, and stdin once, spooled to a temporary file so it can be read twice.
+    `output` is the run's results file: it may never be an input, and a directory scan passes
+    over it. `reports` are the other files the run writes, as (option, path): none may be an
+    input either (each compared with `same_file`). A flowrate results file found in a directory
+    is passed over with a notice; one named directly is a problem. The problems are raised
+    together, as an `InputError`."""
 
-    Each file is read by the source reader `format` names, else by the one its first item
-    shows (`sources.detect`). A path given twice (compared resolved) is read once, and so is stdin. `output` is the
-    run's results file: it may never be an input, and a directory scan passes over it.
-    `reports` are the other files the run writes, as (option, path): none may be an input
-    either (each compared with `same_file`). A flowrate results file found in a directory is
-    passed over with a notice; one named directly is a problem.
+    def __init__(self, paths: list[str], output: str | None, reports: Sequence[tuple[str, str | None]]):
+        self.files: list[tuple[Path, str, str]] = []
+        self.notices: list[str] = []
+        self._spool: tempfile.TemporaryDirectory | None = None
+        self._problems: list[str] = []
+        self._target = output if output and output != STDIN else None
+        self._written = [(option, report) for option, report in reports if report and report != STDIN]
+        self._seen: set[Path | str] = set()
+        for given in paths:
+            self._add_given(given)
+        if self._problems:
+            self.close()
+            raise InputError(self._problems, hint=None)
+
+    def _add_given(self, given: str) -> None:
+        """The files of one path as given: stdin, a directory's files, or a file."""
+        problems = self._problems
+        if given == STDIN:
+            if STDIN not in self._seen:
+                self._seen.add(STDIN)
+                self.files.append((self._spool_stdin(), "<stdin>", "<stdin>"))
+            return
+        path = Path(given)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SCANNED_SUFFIXES and p.is_file())
+            if not found:
+                problems.append(f"{given}: no .jsonl, .json, .yaml, .yml or .parquet files in this directory")
+            for item in found:
+                self._add(item, str(item), item.relative_to(path).as_posix(), named=False)
+        elif not path.exists():
+            problems.append(f"{given}: no such file or directory")
+        elif path.suffix.lower() not in INPUT_SUFFIXES:
+            problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv)")
+        else:
+            self._add(path, given, path.name, named=True)
+
+    def _add(self, path: Path, shown: str, id_base: str, named: bool) -> None:
+        """One file, found in a directory or `named` itself, unless it is read already, written
+        by the run or a results file."""
+        resolved = _resolved(str(path))
+        if resolved in self._seen:
+            return
+        self._seen.add(resolved)
+        problems = self._problems
+        is_results = looks_like_results(path)
+        is_output = self._target is not None and same_file(path, self._target)
+        report = next((option for option, report in self._written if same_file(path, report)), None)
+        if is_output and (named or not (is_results or _is_empty(path))):
+            problems.append(f"{shown}: is both an input and the --output file; writing results there would destroy it")
+        elif is_output:
+            return  # the run's own output, inside a directory it reads
+        elif report is not None:
+            problems.append(f"{shown}: is both an input and the {report} file; writing there would destroy it")
+        elif is_results and named:
+            problems.append(
+                f"{shown}: this is a flowrate results file, not conversations; give the conversations it was made from"
+            )
+        elif is_results:
+            self.notices.append(f"{shown}: passed over, it is a flowrate results file")
+        else:
+            self.files.append((path, shown, id_base))
+
+    def _spool_stdin(self) -> Path:
+        if self._spool is None:
+            self._spool = tempfile.TemporaryDirectory(prefix="flowrate-stdin-")
+        target = Path(self._spool.name) / "stdin.jsonl"
+        with target.open("wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        return target
+
+    def close(self) -> None:
+        """Remove the spooled copy of stdin."""
+        if self._spool is not None:
+            self._spool.cleanup()
+            self._spool = None
+
+
+class InputSet:
+    """The paths of one run (their files: `InputFiles`, which `output` and `reports` concern),
+    read record by record. Each file is read by the source reader `format` names, else by the
+    one its first item shows (`sources.detect`).
     """
 
     def __init__(
@@ -57,71 +139,11 @@ class InputSet:
             except ValueError as error:
                 raise ConfigError(f"option format: {error}") from None
         self.format = format  #: the source format every file is read as (`--format`); None: each file's own
-        self.files: list[tuple[Path, str, str]] = []  # (path to read, name shown, base of default ids)
+        self._found = InputFiles(paths, output, reports)
+        self.files = self._found.files  # (path to read, name shown, base of default ids)
         #: what the run is told once: files passed over, and the readers' notices once read
-        self.notices: list[str] = []
+        self.notices = self._found.notices
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
-        self._spool: tempfile.TemporaryDirectory | None = None
-        problems: list[str] = []
-        target = output if output and output != STDIN else None
-        written = [(option, report) for option, report in reports if report and report != STDIN]
-        seen: set[Path | str] = set()
-
-        def add(path: Path, shown: str, id_base: str, named: bool) -> None:
-            resolved = _resolved(str(path))
-            if resolved in seen:
-                return
-            seen.add(resolved)
-            is_results = looks_like_results(path)
-            is_output = target is not None and same_file(path, target)
-            report = next((option for option, report in written if same_file(path, report)), None)
-            if is_output and (named or not (is_results or _is_empty(path))):
-                problems.append(
-                    f"{shown}: is both an input and the --output file; writing results there would destroy it"
-                )
-            elif is_output:
-                return  # the run's own output, inside a directory it reads
-            elif report is not None:
-                problems.append(f"{shown}: is both an input and the {report} file; writing there would destroy it")
-            elif is_results and named:
-                problems.append(
-                    f"{shown}: this is a flowrate results file, not conversations; give the conversations it was made from"
-                )
-            elif is_results:
-                self.notices.append(f"{shown}: passed over, it is a flowrate results file")
-            else:
-                self.files.append((path, shown, id_base))
-
-        for given in paths:
-            if given == STDIN:
-                if STDIN not in seen:
-                    seen.add(STDIN)
-                    self.files.append((self._spool_stdin(), "<stdin>", "<stdin>"))
-                continue
-            path = Path(given)
-            if path.is_dir():
-                found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SCANNED_SUFFIXES and p.is_file())
-                if not found:
-                    problems.append(f"{given}: no .jsonl, .json, .yaml, .yml or .parquet files in this directory")
-                for item in found:
-                    add(item, str(item), item.relative_to(path).as_posix(), named=False)
-            elif not path.exists():
-                problems.append(f"{given}: no such file or directory")
-            elif path.suffix.lower() not in INPUT_SUFFIXES:
-                problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv)")
-            else:
-                add(path, given, path.name, named=True)
-        if problems:
-            self.close()
-            raise InputError(problems, hint=None)
-
-    def _spool_stdin(self) -> Path:
-        if self._spool is None:
-            self._spool = tempfile.TemporaryDirectory(prefix="flowrate-stdin-")
-        target = Path(self._spool.name) / "stdin.jsonl"
-        with target.open("wb") as out:
-            shutil.copyfileobj(sys.stdin.buffer, out)
-        return target
 
     def push_down(self, selection: Any) -> None:
         """Let the next pass over a Parquet file skip in its query what `selection` (a
@@ -165,9 +187,8 @@ class InputSet:
             return True
 
     def close(self) -> None:
-        if self._spool is not None:
-            self._spool.cleanup()
-            self._spool = None
+        """Remove the spooled copy of stdin (`InputFiles.close`)."""
+        self._found.close()
 
 
 def same_file(first: str | Path, second: str | Path) -> bool:

@@ -286,6 +286,87 @@ class BatchRecord:
     collected: bool
     command: dict[str, Any]
 
+    def row(self) -> tuple:
+        """The record as a row of the state's table: its `COLUMNS`, then its endpoint."""
+        return (
+            self.batch_id,
+            self.provider,
+            self.model,
+            self.api_base,
+            self.input_file,
+            self.output,
+            orjson.dumps(self.custom_ids).decode(),
+            self.status,
+            self.created_at_s,
+            int(self.collected),
+            orjson.dumps(self.command).decode(),
+            self.api_base or "",
+        )
+
+    @classmethod
+    def from_row(cls, row: tuple) -> BatchRecord:
+        """The record a row of the state's table (its `COLUMNS`) holds."""
+        batch_id, provider, model, api_base, input_file, output, ids, status, created_at, collected, command = row
+        return cls(
+            batch_id=batch_id,
+            provider=provider,
+            model=model,
+            api_base=api_base,
+            input_file=input_file,
+            output=output,
+            custom_ids=orjson.loads(ids),
+            status=status,
+            created_at_s=created_at,
+            collected=bool(collected),
+            command=orjson.loads(command),
+        )
+
+
+class StateFile:
+    """The SQLite file behind a `BatchState` at `path`, migrated to `STATE_VERSION`: created
+    unless `create` is False (then a file never written reads as an empty state in memory, and
+    nothing is made on disk). A file that cannot be set up (a full disk) gives a state in memory
+    for this run (`in_memory`), `error` saying why."""
+
+    def __init__(self, path: Path, create: bool):
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        where = str(path) if create or path.exists() else ":memory:"
+        self.error = ""
+        self.in_memory = False
+        self.db = sqlite3.connect(where, timeout=30, isolation_level=None)
+        try:
+            self._migrate()
+        except sqlite3.OperationalError as error:
+            self.db.close()
+            self.error, self.in_memory = str(error), True
+            self.db = sqlite3.connect(":memory:", isolation_level=None)
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring the state file to `STATE_VERSION` (SQLite's `user_version`), each step in one
+        transaction: 1 keys a batch by its provider, endpoint, id and the time it was recorded (two
+        self-hosted servers number their batches alike, and so does one restarted, at the same
+        endpoint), where 0 keyed it by the id alone."""
+        (version,) = self.db.execute("PRAGMA user_version").fetchone()
+        if version >= STATE_VERSION:
+            return
+        self.db.execute("BEGIN IMMEDIATE")  # another process may be migrating it too: one at a time
+        try:
+            if self.db.execute("PRAGMA user_version").fetchone()[0] >= STATE_VERSION:
+                self.db.execute("COMMIT")
+                return
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS batches ({STATE_V0})")
+            self.db.execute(f"CREATE TABLE batches_v1 ({STATE_V1})")
+            self.db.execute(f"INSERT INTO batches_v1 SELECT {COLUMNS}, coalesce(api_base, '') FROM batches")
+            self.db.execute("DROP TABLE batches")
+            self.db.execute("ALTER TABLE batches_v1 RENAME TO batches")
+            self.db.execute(f"PRAGMA user_version = {STATE_VERSION}")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
 
 class BatchState:
     """The batches a run submitted, kept in SQLite so that a later process can collect them."""
@@ -295,44 +376,11 @@ class BatchState:
         state never written reads as empty and nothing is made on disk (the batch commands
         that only look)."""
         self.path = Path(directory).expanduser() / STATE_FILE
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        where = str(self.path) if create or self.path.exists() else ":memory:"
+        state_file = StateFile(self.path, create)
         self.not_kept: list[str] = []  #: batches whose record or collection could not be written
-        self.last_error = ""  #: what SQLite said of the last write that failed (a full disk)
-        self._db = sqlite3.connect(where, timeout=30, isolation_level=None)
-        self._in_memory = False  #: the file could not be set up (a full disk): this run's batches are kept in memory
-        try:
-            self._migrate()
-        except sqlite3.OperationalError as error:
-            self._db.close()
-            self.last_error, self._in_memory = str(error), True
-            self._db = sqlite3.connect(":memory:", isolation_level=None)
-            self._migrate()
-
-    def _migrate(self) -> None:
-        """Bring the state file to `STATE_VERSION` (SQLite's `user_version`), each step in one
-        transaction: 1 keys a batch by its provider, endpoint, id and the time it was recorded (two
-        self-hosted servers number their batches alike, and so does one restarted, at the same
-        endpoint), where 0 keyed it by the id alone."""
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        if version >= STATE_VERSION:
-            return
-        self._db.execute("BEGIN IMMEDIATE")  # another process may be migrating it too: one at a time
-        try:
-            if self._db.execute("PRAGMA user_version").fetchone()[0] >= STATE_VERSION:
-                self._db.execute("COMMIT")
-                return
-            self._db.execute(f"CREATE TABLE IF NOT EXISTS batches ({STATE_V0})")
-            self._db.execute(f"CREATE TABLE batches_v1 ({STATE_V1})")
-            self._db.execute(f"INSERT INTO batches_v1 SELECT {COLUMNS}, coalesce(api_base, '') FROM batches")
-            self._db.execute("DROP TABLE batches")
-            self._db.execute("ALTER TABLE batches_v1 RENAME TO batches")
-            self._db.execute(f"PRAGMA user_version = {STATE_VERSION}")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        self.last_error = state_file.error  #: what SQLite said of the last write that failed (a full disk)
+        self._db = state_file.db
+        self._in_memory = state_file.in_memory  #: the file could not be set up: this run's batches are in memory
 
     def record(
         self,
@@ -362,36 +410,20 @@ class BatchState:
             collected=False,
             command=redacted(command),
         )
-        self._write(
-            batch,
-            f"INSERT INTO batches ({COLUMNS}, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                batch.batch_id,
-                batch.provider,
-                batch.model,
-                batch.api_base,
-                batch.input_file,
-                batch.output,
-                orjson.dumps(batch.custom_ids).decode(),
-                batch.status,
-                batch.created_at_s,
-                int(batch.collected),
-                orjson.dumps(batch.command).decode(),
-                batch.api_base or "",
-            ),
-        )
+        row = batch.row()
+        self._write(batch, f"INSERT INTO batches ({COLUMNS}, endpoint) VALUES ({', '.join('?' * len(row))})", row)
         return batch
 
     def uncollected(self, output: str | None = None) -> list[BatchRecord]:
         """Batches not collected yet, oldest first: those collected into the results file
         `output` (a resolved path), or all."""
         query = f"SELECT {COLUMNS} FROM batches WHERE collected = 0{' AND output = ?' if output else ''} ORDER BY created_at"
-        return [self._record(row) for row in self._db.execute(query, (output,) if output else ()).fetchall()]
+        return [BatchRecord.from_row(row) for row in self._db.execute(query, (output,) if output else ()).fetchall()]
 
     def all(self) -> list[BatchRecord]:
         """Every recorded batch, oldest first."""
         query = f"SELECT {COLUMNS} FROM batches ORDER BY created_at"
-        return [self._record(row) for row in self._db.execute(query).fetchall()]
+        return [BatchRecord.from_row(row) for row in self._db.execute(query).fetchall()]
 
     def mark(self, batch: BatchRecord, status: str, collected: bool = False) -> None:
         """Keep the provider's `status` of `batch` (a record of this state), and whether it is `collected`."""
@@ -417,23 +449,6 @@ class BatchState:
     def close(self) -> None:
         """Close the state file."""
         self._db.close()
-
-    @staticmethod
-    def _record(row: tuple) -> BatchRecord:
-        batch_id, provider, model, api_base, input_file, output, ids, status, created_at, collected, command = row
-        return BatchRecord(
-            batch_id=batch_id,
-            provider=provider,
-            model=model,
-            api_base=api_base,
-            input_file=input_file,
-            output=output,
-            custom_ids=orjson.loads(ids),
-            status=status,
-            created_at_s=created_at,
-            collected=bool(collected),
-            command=orjson.loads(command),
-        )
 
 
 def _namespace(value: Any) -> Any:

@@ -179,21 +179,62 @@ def _add_request_columns(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS responses_by_conversation ON responses (conversation_id)")
 
 
+class PendingWrites:
+    """The replies put in a response cache and not yet in its file `db` (`entries`, by key), with
+    the messages they name (`names`): written in one transaction once `WRITE_BATCH` are pending
+    or `WRITE_INTERVAL_S` have passed. The cache is an aid, not the record: a failed write (a
+    full disk, say) is counted in `lost_writes`, SQLite's words in `last_error`, for the run to
+    report, and the run goes on."""
+
+    def __init__(self, db: sqlite3.Connection, names: MessageNames):
+        self.db = db
+        self.names = names
+        self.entries: dict[str, tuple] = {}
+        self.lost_writes = 0
+        self.last_error = ""
+        self.last_flush = time.monotonic()
+
+    def add(self, entry: tuple) -> None:
+        """Keep `entry`, a row of the `responses` table, writing what is pending when it is time."""
+        self.entries[entry[0]] = entry
+        if len(self.entries) >= WRITE_BATCH or time.monotonic() - self.last_flush > WRITE_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is pending, in one transaction."""
+        if self.entries:
+            try:
+                with self.db:
+                    self.db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
+                    self.db.executemany(
+                        "INSERT OR IGNORE INTO messages VALUES (?, ?)", list(self.names.pending.items())
+                    )
+                    self.db.executemany(
+                        "INSERT OR REPLACE INTO responses (key, model, rubric_version, texts, created_at, request,"
+                        " conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        list(self.entries.values()),
+                    )
+            except sqlite3.Error as error:
+                self.lost_writes += len(self.entries)
+                self.last_error = str(error)
+                self.names.forget()  # its messages may not be in the file
+            self.entries.clear()
+            self.names.pending.clear()
+        self.last_flush = time.monotonic()
+
+
 class ResponseCache:
     """Judge replies by key. WAL mode and a busy timeout let two runs write at once."""
 
     def __init__(self, directory: Path):
         self.path = Path(directory).expanduser() / CACHE_FILE
-        self._pending: dict[str, tuple] = {}
         self._names = MessageNames()
-        self._last_flush = time.monotonic()
-        self.lost_writes = 0
-        self.last_error = ""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = self._open()
         except (OSError, sqlite3.Error) as error:
             raise ConfigError(f"{self.path}: cannot open the response cache: {error}") from None
+        self.writes = PendingWrites(self._db, self._names)
 
     def _open(self) -> sqlite3.Connection:
         """Connect and set up, retrying while another run sets up the same new file: switching
@@ -220,14 +261,15 @@ class ResponseCache:
                 time.sleep(random.uniform(0.01, 0.1))
 
     def get(self, key: str) -> list[str] | None:
-        if key in self._pending:
-            return orjson.loads(self._pending[key][3])
+        if key in self.writes.entries:
+            return orjson.loads(self.writes.entries[key][3])
         found = self._db.execute("SELECT texts FROM responses WHERE key = ?", (key,)).fetchone()
         return orjson.loads(found[0]) if found else None
 
     def get_many(self, keys: list[str]) -> dict[str, list[str]]:
         """Several lookups in one query: each query hands the GIL to other threads and back."""
-        found = {key: orjson.loads(self._pending[key][3]) for key in keys if key in self._pending}
+        pending = self.writes.entries
+        found = {key: orjson.loads(pending[key][3]) for key in keys if key in pending}
         wanted = [key for key in keys if key not in found]
         for start in range(0, len(wanted), LOOKUP_BATCH):
             chunk = wanted[start : start + LOOKUP_BATCH]
@@ -248,34 +290,13 @@ class ResponseCache:
         """Keep `texts`, the replies under `key` of `model` judging by `rubric_version`, with the
         request they answer: the `messages` sent and the `conversation_id` (for `records_for`).
         Kept in memory and written in one transaction per batch: a commit per reply would cost
-        more than the rest of flowrate's own work on it."""
+        more than the rest of flowrate's own work on it (`PendingWrites`)."""
         digests = orjson.dumps(self._names.of(messages)) if messages is not None else None
-        self._pending[key] = (key, model, rubric_version, orjson.dumps(texts), time.time(), digests, conversation_id)
-        if len(self._pending) >= WRITE_BATCH or time.monotonic() - self._last_flush > WRITE_INTERVAL_S:
-            self.flush()
+        self.writes.add((key, model, rubric_version, orjson.dumps(texts), time.time(), digests, conversation_id))
 
     def flush(self) -> None:
-        """Write what is pending. The cache is an aid, not the record: a failed write (a full
-        disk, say) is counted in `lost_writes` for the run to report, and the run goes on."""
-        if self._pending:
-            try:
-                with self._db:
-                    self._db.execute("BEGIN IMMEDIATE")  # take the write lock now, waiting on the busy timeout
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO messages VALUES (?, ?)", list(self._names.pending.items())
-                    )
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO responses (key, model, rubric_version, texts, created_at, request,"
-                        " conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        list(self._pending.values()),
-                    )
-            except sqlite3.Error as error:
-                self.lost_writes += len(self._pending)
-                self.last_error = str(error)
-                self._names.forget()  # its messages may not be in the file
-            self._pending.clear()
-            self._names.pending.clear()
-        self._last_flush = time.monotonic()
+        """Write what is pending (`PendingWrites.flush`)."""
+        self.writes.flush()
 
     def stats(self) -> dict[str, Any]:
         self.flush()
@@ -290,7 +311,7 @@ class ResponseCache:
         return read_records(self._db, conversation_id, model)
 
     def clear(self) -> int:
-        self._pending.clear()
+        self.writes.entries.clear()
         self._names.forget()
         self._db.execute("DELETE FROM messages")
         removed = self._db.execute("DELETE FROM responses").rowcount

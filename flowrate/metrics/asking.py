@@ -44,14 +44,78 @@ class Spend:
 
 
 @dataclass(eq=False)
+class Sampler:
+    """The `samples` replies to one plan's messages, each call retried by `retry` (its waits
+    drawn from `rng`), held by the run's gate and counted in the conversation's `Spend`.
+    `planner` gives the backend, the reply schema, the reply limit, the samples and the
+    temperature."""
+
+    planner: Planner
+    retry: RetryPolicy
+    rng: random.Random
+
+    def caller(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> Call:
+        """One call with `plan`'s settings, retried by the policy, counted in `spent`."""
+        planner = self.planner
+        tokens = plan.estimated_prompt_tokens + planner.expected_completion_tokens
+
+        async def call(messages: list[dict[str, str]], n: int) -> Completion:
+            completion = await complete_with_retries(
+                planner.backend,
+                messages,
+                n=n,
+                policy=self.retry,
+                rng=self.rng,
+                gate=gate,
+                estimated_tokens=tokens,
+                stats=spent.stats,
+                response_format=planner.response_format,
+                temperature=planner.temperature,
+                max_tokens=planner.budget.reply_limit,
+            )
+            spent.add(completion)
+            if not completion.texts:
+                raise UnparsableReply("the judge returned no reply")
+            return completion
+
+        return call
+
+    async def replies(self, plan: JudgePlan, call: Call) -> list[tuple[str, bool]]:
+        """(text, cut at the token limit) of `samples` replies through `call`: one request with
+        n=K where the provider takes it, else K requests; a server that answers n=K with fewer
+        choices (llama-cpp-python), or refuses n (llama-server), is asked for the rest one at a
+        time, and from then on."""
+        backend, samples = self.planner.backend, self.planner.samples
+        replies: list[tuple[str, bool]] = []
+        if samples > 1 and backend.supports_n():
+            try:
+                completion = await call(plan.messages, samples)
+            except ChoicesRefused:
+                backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
+            else:
+                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[:samples])]
+                if len(replies) < samples:
+                    backend.ignores_n()
+        while len(replies) < samples:
+            completion = await call(plan.messages, 1)
+            replies.append((completion.texts[0], completion.cut(0)))
+        return replies
+
+
+@dataclass(eq=False)
 class Asker:
-    """The judge calls for one conversation's plan. `planner` gives the backend, the messages,
-    the reply schema, the reply limit, the samples and the temperature; `retry` is the policy
-    for failed calls (its waits drawn from `rng`)."""
+    """The judgements for one conversation's plan: read from the cache, or asked (`sampler`), a
+    prompt refitted once to a window the server named, each unusable reply re-asked once.
+    `planner` gives the rubric, the budget, the plans and the cached replies; `retry` is the
+    policy for failed calls (its waits drawn from `rng`)."""
 
     planner: Planner
     retry: RetryPolicy
     rng: random.Random = field(default_factory=random.Random)
+    sampler: Sampler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sampler = Sampler(self.planner, self.retry, self.rng)
 
     async def outcome(
         self, case: ConversationalEvalTestCase, plan: JudgePlan, gate: CallGate | None
@@ -67,7 +131,9 @@ class Asker:
                 return cached_judgements(self.planner.rubric, plan.cached_texts), spent
             judgements = await self.ask(case, spent, gate)
             if not any(judgement.cut for judgement in judgements):  # a cut judgement may be missing issues
-                self.planner.remember(spent.plan, [judgement.text for judgement in judgements], spent.response_format)
+                self.planner.replies.remember(
+                    spent.plan, [judgement.text for judgement in judgements], spent.response_format
+                )
         except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
@@ -93,52 +159,10 @@ class Asker:
             return await self.judge(refitted, spent, gate)
 
     async def judge(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> list[Judgement]:
-        """`samples` judgements: one request with n=K where the provider takes it, else K requests;
-        a server that answers n=K with fewer choices (llama-cpp-python), or refuses n (llama-server),
-        is asked for the rest one at a time, and from then on. Each unusable reply gets one re-ask
-        saying what was wrong (see `usable`)."""
-        backend, samples = self.planner.backend, self.planner.samples
-        call = self._caller(plan, spent, gate)
-        replies: list[tuple[str, bool]] = []  # (text, cut at the token limit)
-        if samples > 1 and backend.supports_n():
-            try:
-                completion = await call(plan.messages, samples)
-            except ChoicesRefused:
-                backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
-            else:
-                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[:samples])]
-                if len(replies) < samples:
-                    backend.ignores_n()
-        while len(replies) < samples:
-            completion = await call(plan.messages, 1)
-            replies.append((completion.texts[0], completion.cut(0)))
-        return [await self.usable(plan, text, cut, call) for text, cut in replies]
-
-    def _caller(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> Call:
-        """One call with `plan`'s settings, retried by the policy, counted in `spent`."""
-        planner = self.planner
-        tokens = plan.estimated_prompt_tokens + planner.expected_completion_tokens
-
-        async def call(messages: list[dict[str, str]], n: int) -> Completion:
-            completion = await complete_with_retries(
-                planner.backend,
-                messages,
-                n=n,
-                policy=self.retry,
-                rng=self.rng,
-                gate=gate,
-                estimated_tokens=tokens,
-                stats=spent.stats,
-                response_format=planner.response_format,
-                temperature=planner.temperature,
-                max_tokens=planner.budget.reply_limit,
-            )
-            spent.add(completion)
-            if not completion.texts:
-                raise UnparsableReply("the judge returned no reply")
-            return completion
-
-        return call
+        """`samples` judgements for `plan` (`Sampler.replies`), its calls counted in `spent` and
+        held by `gate`; each unusable reply gets one re-ask saying what was wrong (see `usable`)."""
+        call = self.sampler.caller(plan, spent, gate)
+        return [await self.usable(plan, text, cut, call) for text, cut in await self.sampler.replies(plan, call)]
 
     async def usable(self, plan: JudgePlan, text: str, cut: bool, call: Call) -> Judgement:
         """The judgement in one reply, `text` (`cut`: stopped at its token limit), re-asking once

@@ -4,7 +4,7 @@ cache asked (in one query for many plans), cost estimates, and a batch request."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -51,12 +51,57 @@ class CallEstimate:
 
 
 @dataclass(eq=False)
+class CachedReplies:
+    """A plan's replies in the run's response `cache` (None: nothing is cached): the keys its
+    messages are cached under, one per response form `backend` may send them in, the lookup of
+    one plan or of many in one query, and the usable replies remembered. `backend`'s identity,
+    the `rubric`'s version, the `temperature` and the `samples` are part of what a reply answers."""
+
+    cache: ResponseCache | None
+    backend: JudgeBackend
+    rubric: Rubric
+    temperature: float
+    samples: int
+
+    def keys(self, messages: list[dict[str, str]]) -> list[tuple[str, str | None]]:
+        """(cache key, response form) of `messages`, for each form a reply may be cached under."""
+        if self.cache is None:
+            return []
+        digest = messages_digest(messages)
+        return [(self.key(digest, form), form) for form in self.backend.response_format_ids()]
+
+    def key(self, messages: list[dict[str, str]] | str, form: str | None) -> str:
+        """Where the reply to `messages` (or their digest) sent in response form `form` is cached:
+        the judge, the rubric, the messages, the temperature, the samples and the form make it."""
+        return cache_key(
+            self.backend.cache_identity(), self.rubric.version, messages, self.temperature, self.samples, form
+        )
+
+    def look_up(self, plans: list[JudgePlan]) -> None:
+        """Set the cached replies of all `plans`, asked with one query."""
+        if self.cache is None or not plans:
+            return
+        found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
+        for plan in plans:
+            take_cached(plan, found)
+
+    def remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
+        """Put a judge's usable replies `texts` to `plan` in the cache, under the response form
+        `form` the schema was sent in, with the messages they answer (`flowrate review` shows a
+        row's exact request)."""
+        if self.cache is not None:
+            key = next((key for key, planned in plan.keys if planned == form), None)
+            key = key or self.key(plan.messages, form)
+            self.cache.put(key, self.backend.model_name, self.rubric.version, texts, plan.messages, plan.case.id)
+
+
+@dataclass(eq=False)
 class Planner:
     """The plan of one conversation before any call: its messages fitted to `budget`, its cache
-    keys and any reply `cache` holds, its estimate and its batch request line. `rubric`,
-    `language` and `cut_logs` make the messages (`cut_logs`: a final user message nobody
-    answered is left out); `backend` counts tokens, names the response forms and prices;
-    `samples` and `temperature` are part of what a cached reply answers."""
+    keys and any reply `cache` holds (`replies`), its estimate. `rubric`, `language` and
+    `cut_logs` make the messages (`cut_logs`: a final user message nobody answered is left out);
+    `backend` counts tokens, names the response forms and prices; `samples` and `temperature`
+    are part of what a cached reply answers."""
 
     rubric: Rubric
     budget: Budget
@@ -66,6 +111,10 @@ class Planner:
     cut_logs: bool
     samples: int
     temperature: float
+    replies: CachedReplies = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.replies = CachedReplies(self.cache, self.backend, self.rubric, self.temperature, self.samples)
 
     @cached_property
     def response_format(self) -> dict[str, Any] | None:
@@ -79,6 +128,12 @@ class Planner:
         size = sum(len(reply) for reply in replies) / len(replies)
         return self.samples * round(size / BYTES_PER_TOKEN_ESTIMATE)
 
+    def warm_up(self) -> None:
+        """Look up now what every call needs (the model's window, its response format), and check
+        that the context budget holds the rubric and a conversation."""
+        _ = self.budget.window, self.response_format
+        self.budget.check()
+
     @property
     def calls_per_conversation(self) -> int:
         """Judge calls one conversation takes: one, or `samples` where the backend cannot return several."""
@@ -86,7 +141,7 @@ class Planner:
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
         """The messages for `case` (its middle left out if too long) and any cached reply;
-        with `lookup` False the cache is left for `fill_from_cache` to ask in one go.
+        with `lookup` False the cache is left for `replies.look_up` to ask in one go.
 
         Bytes bound tokens from above, so the tokenizer runs only for a conversation that may
         not fit; nearly every conversation is settled by a byte count.
@@ -99,39 +154,12 @@ class Planner:
             fitted, elided = fit_turns(case, self.budget.input_budget or 0, self.backend.count_tokens)
             if fitted is not case:
                 messages = self.rubric.build_messages(fitted, self.language, elided)
-        keys = []
-        if self.cache is not None:
-            digest = messages_digest(messages)
-            keys = [(self.cache_key(digest, form), form) for form in self.backend.response_format_ids()]
         estimated = size // BYTES_PER_TOKEN_ESTIMATE
+        keys = self.replies.keys(messages)
         plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self.budget.window)
-        if lookup and self.cache is not None:
-            take_cached(plan, {key: texts for key, _ in keys if (texts := self.cache.get(key)) is not None})
+        if lookup:
+            self.replies.look_up([plan])
         return plan
-
-    def cache_key(self, messages: list[dict[str, str]] | str, form: str | None) -> str:
-        """Where the reply to `messages` (or their digest) sent in response form `form` is cached:
-        the judge, the rubric, the messages, the temperature, the samples and the form make it."""
-        return cache_key(
-            self.backend.cache_identity(), self.rubric.version, messages, self.temperature, self.samples, form
-        )
-
-    def fill_from_cache(self, plans: list[JudgePlan]) -> None:
-        """Look up the replies of all `plans` with one query."""
-        if self.cache is None or not plans:
-            return
-        found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
-        for plan in plans:
-            take_cached(plan, found)
-
-    def remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
-        """Put a judge's usable replies `texts` to `plan` in the cache, under the response form
-        `form` the schema was sent in, with the messages they answer (`flowrate review` shows a
-        row's exact request)."""
-        if self.cache is not None:
-            key = next((key for key, planned in plan.keys if planned == form), None)
-            key = key or self.cache_key(plan.messages, form)
-            self.cache.put(key, self.backend.model_name, self.rubric.version, texts, plan.messages, plan.case.id)
 
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What `plan` would send and cost by the price list: the one estimator that both the
@@ -147,15 +175,6 @@ class Planner:
         prompt *= calls
         completion = self.expected_completion_tokens
         return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
-
-    def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
-        """`plan` as one line of an OpenAI batch input file, with custom id `cid`."""
-        from flowrate.judge.batch_api import request_line
-
-        n = self.samples if self.samples > 1 and self.backend.supports_n() else 1
-        model: str = getattr(self.backend, "batch_model", self.backend.model_name)
-        limit = self.budget.reply_limit
-        return request_line(cid, model, plan.messages, n, self.response_format, self.temperature, limit)
 
 
 def take_cached(plan: JudgePlan, found: dict[str, list[str]]) -> None:

@@ -9,6 +9,7 @@ from flowrate.judge.backend import JudgeBackend
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
 from flowrate.judge.retry import RetryPolicy
+from flowrate.metrics.batch_lines import BatchLines
 from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
 
@@ -32,13 +33,9 @@ class Metric(Protocol):
     calls_per_conversation: int  #: judge calls one conversation takes; 0 for an offline metric
     cache: ResponseCache | None
 
-    def check_keys(self) -> None: ...
-
-    def check_access(self) -> None: ...
+    backend: JudgeBackend | None  #: the judge its calls go to, its keys, access and prices (None: no judge)
 
     def warm_up(self) -> None: ...
-
-    def price_known(self) -> bool: ...
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan: ...
 
@@ -66,15 +63,4 @@ class JudgedMetric(Metric, Protocol):
 
     backend: JudgeBackend  #: the judge its calls go to
     retry: RetryPolicy  #: the policy for failed calls, which a provider batch's requests follow too
-
-    def batch_request(self, cid: str, plan: JudgePlan) -> bytes: ...
-
-    def rows_from_replies(
-        self,
-        case: ConversationalEvalTestCase,
-        source: Source | None,
-        plan: JudgePlan,
-        texts: list[str],
-        usage: dict[str, int],
-        batch_id: str,
-    ) -> list[EvaluationRow]: ...
+    batch: BatchLines  #: its provider batch request lines, and the rows from a batch's replies

@@ -105,6 +105,7 @@ class RepetitionCheck:
     name = NAME
     row_names = [NAME]
     cache = None
+    backend = None
     model = "offline"
     samples = 1
     calls_per_conversation = 0
@@ -120,17 +121,8 @@ class RepetitionCheck:
         self.date_field = date_field
         self.judge_identity = {"model": self.model, "rubric version": RULES_VERSION}
 
-    def check_keys(self) -> None:
-        return None
-
-    def check_access(self) -> None:
-        return None
-
     def warm_up(self) -> None:
         import rapidfuzz  # noqa: F401  (loaded now, not on the first conversation)
-
-    def price_known(self) -> bool:
-        return True
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
         return JudgePlan(case, [], False, [], None, 0)

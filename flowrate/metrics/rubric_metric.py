@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import Usage
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
 from flowrate.judge.retry import RetryPolicy
 from flowrate.judge.transports import make_backend
 from flowrate.metrics.asking import Asker
+from flowrate.metrics.batch_lines import BatchLines
 from flowrate.metrics.budget import Budget
+from flowrate.metrics.judging import ConversationJudge
 from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEstimate, JudgePlan, Planner
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
@@ -29,25 +30,24 @@ from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD, check_thr
 
 
 class RubricMetric:
-    """One judge call per conversation that rates every criterion of `rubric`.
+    """One judge call per conversation that rates every criterion of `rubric` (a `Rubric`, a
+    rubric file's path or a packaged metric's name), made of parts with declared inputs: `budget`
+    (the context window), `planner` (a plan before any call), `asker` (the calls and re-asks),
+    `row_maker` (judgements to rows), `judging` (one conversation online) and `batch` (a provider
+    batch's lines and rows).
 
-    `rubric` is a `Rubric`, a rubric file's path or a packaged metric's name. `model` is a
-    model string (`gpt-4o`, `anthropic:claude-3-5-sonnet-latest`, `ollama:llama3`, any LiteLLM
-    `provider/model`) or a `CustomLLMClient`. A row passes when its score is at least its
-    threshold: `thresholds[name]`, else `threshold`. `weights` (criterion name to weight, 1 when
-    not named) make a suite's `user_satisfaction`. `date_field` names the metadata field with the
-    chat's date (default: `chat_date`, `started_at` or `timestamp`). `samples` asks for K judgements and keeps the
-    majority; `max_input_tokens` caps the prompt; `cache` is the run's response cache. `cut_logs`
-    says every log was cut after its last message, so a final user message nobody answered is
-    left out rather than judged as a user left hanging (a record's `log_cut` says so for itself).
+    `model` is a model string (`gpt-4o`, `anthropic:claude-3-5-sonnet-latest`, `ollama:llama3`,
+    any LiteLLM `provider/model`) or a `CustomLLMClient`, `api_base` the judge server's address;
     `transport` is how a model speaking OpenAI's protocol is called: "auto" and "direct" over
-    flowrate's own HTTP client, "litellm" through LiteLLM (other providers always are).
-    `verbose` is taken for eval_lib's signature and changes nothing; `retry` is the policy for
-    failed calls, `api_base` the judge server's address, `language` the prompt's language.
-
-    It holds four parts, each with its inputs declared, and delegates to them: `budget` (the
-    context window), `planner` (a conversation's plan before any call), `asker` (the calls and
-    re-asks) and `row_maker` (judgements to rows).
+    flowrate's own HTTP client, "litellm" through LiteLLM (other providers always are). A row
+    passes when its score is at least `thresholds[name]`, else `threshold`; `weights` (criterion
+    name to weight, 1 when not named) make a suite's `user_satisfaction`. `date_field` names the
+    metadata field with the chat's date (default: `chat_date`, `started_at` or `timestamp`).
+    `samples` asks for K judgements and keeps the majority; `max_input_tokens` caps the prompt;
+    `cache` is the run's response cache, `retry` the policy for failed calls, `language` the
+    prompt's language. `cut_logs` says every log was cut after its last message, so a final user
+    message nobody answered is left out rather than judged as a user left hanging (a record's
+    `log_cut` says so for itself). `verbose` is taken for eval_lib's signature and changes nothing.
     """
 
     def __init__(
@@ -84,6 +84,8 @@ class RubricMetric:
         self.planner = Planner(self.rubric, self.budget, self.backend, cache, language, cut_logs, samples, self.temperature)  # fmt: skip
         self.asker = Asker(self.planner, self.retry, random.Random())
         self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, samples, date_field)
+        self.batch = BatchLines(self.planner, self.row_maker)
+        self.judging = ConversationJudge(self.planner, self.asker, self.row_maker)
         self.weights, self.judge_identity = weighted, self.row_maker.judge_identity
 
     @property
@@ -91,33 +93,9 @@ class RubricMetric:
         """Judge calls one conversation takes (`Planner.calls_per_conversation`)."""
         return self.planner.calls_per_conversation
 
-    @property
-    def reply_token_limit(self) -> int:
-        """max_tokens of each reply (`Budget.reply_token_limit`)."""
-        return self.budget.reply_token_limit
-
-    @property
-    def input_budget(self) -> int | None:
-        """Tokens a conversation may take of the judge's window (`Budget.input_budget`)."""
-        return self.budget.input_budget
-
-    def check_keys(self) -> None:
-        """Raise `JudgeAccessError` now when the provider's key is missing (no LiteLLM import)."""
-        self.backend.check_keys()
-
-    def check_access(self) -> None:
-        """Raise `JudgeAccessError` now if no call can succeed (a missing API key, a model no provider serves)."""
-        self.backend.check_access()
-
-    def price_known(self) -> bool:
-        """Whether the model has a known price (else costs are null)."""
-        return self.backend.price(1000, 100) is not None
-
     def warm_up(self) -> None:
-        """Look up now what every call needs (the model's window, its response format), and check
-        that the context budget holds the rubric and a conversation."""
-        _ = self.budget.window, self.planner.response_format
-        self.budget.check()
+        """Look up now what every call needs, and check the context budget (`Planner.warm_up`)."""
+        self.planner.warm_up()
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
         """The plan of `case` (`Planner.plan`; `lookup` False: the cache is left for `fill_from_cache`)."""
@@ -125,15 +103,11 @@ class RubricMetric:
 
     def fill_from_cache(self, plans: list[JudgePlan]) -> None:
         """Look up the replies of all `plans` with one query."""
-        self.planner.fill_from_cache(plans)
+        self.planner.replies.look_up(plans)
 
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What `plan` would send and cost (`Planner.estimate`; `exact`: counted with the model's tokenizer)."""
         return self.planner.estimate(plan, exact)
-
-    def batch_request(self, cid: str, plan: JudgePlan) -> bytes:
-        """`plan` as one line of an OpenAI batch input file, with custom id `cid`."""
-        return self.planner.batch_request(cid, plan)
 
     def new_row(
         self, case: ConversationalEvalTestCase, source: Source | None = None, name: str | None = None
@@ -141,39 +115,13 @@ class RubricMetric:
         """A row for `case` (read from `source`) and the row name `name` (default: the first), before any judgement."""
         return self.row_maker.new_row(case, source, name)
 
-    def rows_from_replies(
-        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan, texts: list[str],
-        usage: dict[str, int], batch_id: str,
-    ) -> list[EvaluationRow]:  # fmt: skip
-        """Rows for `case` (read from `source`) from the replies `texts` a provider batch `batch_id`
-        returned for `plan`, with its `usage`: parsed as online, put in the cache, priced at the
-        batch price (null when unknown). Raises `UnparsableReply` when a reply holds no judgement."""
-        form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
-        price = getattr(self.backend, "batch_price", lambda prompt, completion: None)
-        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
-        rows = self.row_maker.new_rows(case, source, plan.truncated)
-        self.row_maker.batch_rows(rows, texts, batch_id=batch_id, form=form, usage=Usage(**usage), cost_usd=cost)
-        self.planner.remember(plan, texts, form)
-        return rows
-
     async def evaluate(
         self, case: ConversationalEvalTestCase, source: Source | None = None, *,
         plan: JudgePlan | None = None, gate: CallGate | None = None,
     ) -> list[EvaluationRow]:  # fmt: skip
         """Judge `case` (read from `source`) by `plan` (default: planned now), its calls held by
-        `gate`: one row per name in `row_names`, error rows for judge failures (`Asker.outcome`);
-        the call's tokens, cost, attempts and clocks on the first row."""
-        plan = plan or self.plan(case)
-        if plan.cached_texts is None and plan.window != self.budget.window:  # fitted before a server named its window
-            plan = self.plan(case)
-        outcome, spent = await self.asker.outcome(case, plan, gate)
-        cached = plan.cached_texts is not None
-        return self.row_maker.settle(
-            self.row_maker.new_rows(case, source, spent.plan.truncated), outcome, cached=cached,
-            response_format=spent.response_format, usage=spent.usage,
-            cost_usd=spent.cost_usd if spent.calls or cached else None,
-            attempts=spent.stats.attempts, latency_s=spent.stats.latency_s, wait_s=spent.stats.wait_s,
-        )  # fmt: skip
+        `gate` (`ConversationJudge.rows`): one row per name in `row_names`."""
+        return await self.judging.rows(case, source, plan, gate)
 
 
 class ConversationalFlowRateMetric(RubricMetric):

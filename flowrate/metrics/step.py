@@ -130,7 +130,7 @@ def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, loo
         messages=plan.messages,
         body=body,
         response_format=form,
-        cache_key=key or planner.cache_key(messages_digest(plan.messages), form),
+        cache_key=key or planner.replies.key(messages_digest(plan.messages), form),
         rubric_version=metric.rubric.version,
         truncated=plan.truncated,
         cached_replies=plan.cached_texts,

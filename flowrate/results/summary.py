@@ -56,6 +56,17 @@ class MetricStats(Totals):
     distribution: dict[str, int] = Field(default_factory=dict)  #: verdict, rating or score -> rows
     value_scores: dict[str, float] = Field(default_factory=dict)  #: each value's score, to order them
 
+    def add(self, row: EvaluationRow) -> None:
+        """Count one `row` of the metric: its totals and, judged, its scale and its value."""
+        self.rows += 1
+        self.count(row)
+        if row.error is not None:
+            return
+        self.scale = row.scale
+        value = row.verdict or (str(row.rating) if row.rating is not None else f"{row.score:.1f}")
+        self.distribution[value] = self.distribution.get(value, 0) + 1
+        self.value_scores[value] = row.score or 0.0
+
 
 def mean4(values: list[float]) -> float | None:
     """The mean rounded to 4 places, as reports give scores; None for no values."""
@@ -108,6 +119,30 @@ class GateResult(BaseModel):
         )
 
 
+class Redacted(BaseModel):
+    """`--redact`'s totals: the identifiers replaced by type, over the conversations with a row,
+    and those conversations (each counted once: its counts are on each of its rows)."""
+
+    redactions: dict[str, int] = Field(default_factory=dict)
+    redacted_conversations: int = 0
+    _redacted_ids: set[str] = PrivateAttr(default_factory=set)
+
+    def count_redactions(self, row: EvaluationRow) -> None:
+        """Add the redaction counts of `row`'s conversation, once."""
+        if row.redactions is None or row.id in self._redacted_ids:
+            return
+        self._redacted_ids.add(row.id)
+        self.redacted_conversations += 1
+        for kind, count in row.redactions.items():
+            self.redactions[kind] = self.redactions.get(kind, 0) + count
+
+    @property
+    def redaction_note(self) -> str:
+        """The totals as one line: the conversations and the identifiers replaced by type."""
+        counts = ", ".join(f"{kind} {count}" for kind, count in sorted(self.redactions.items())) or "none found"
+        return f"redacted before judging, in {self.redacted_conversations} conversation(s): {counts}"
+
+
 class Spend(BaseModel):
     """Tokens and USD of a run's rows, and of them what resumed rows had spent in earlier runs."""
 
@@ -119,6 +154,19 @@ class Spend(BaseModel):
     resumed_prompt_tokens: int = 0
     resumed_completion_tokens: int = 0
     resumed_cost_usd: float = 0.0
+
+    def spend(self, row: EvaluationRow, resumed: bool) -> None:
+        """Count what `row` spent (`resumed`: in an earlier run, its row in the output already)."""
+        if resumed:
+            self.resumed_prompt_tokens += row.usage.prompt_tokens
+            self.resumed_completion_tokens += row.usage.completion_tokens
+            self.resumed_cost_usd += row.cost_usd or 0.0
+        self.prompt_tokens += row.usage.prompt_tokens
+        self.completion_tokens += row.usage.completion_tokens
+        if row.cost_usd is not None:
+            self.cost_usd += row.cost_usd
+        elif row.error is None:  # an error row is not one of unknown price: it has no price
+            self.rows_without_cost += 1
 
     @property
     def run_prompt_tokens(self) -> int:
@@ -174,8 +222,36 @@ class Skips(BaseModel):
         self.unreachable_skipped += rows
         _keep(self.skipped_notes, f"{conversation_id}: not judged, the judge could not be reached")
 
+    def skip_invalid(self, records: int, problems: list[str]) -> None:
+        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
+        self.skipped += records
+        for problem in problems:
+            _keep(self.skipped_notes, problem)
 
-class RunSummary(Totals, Spend, Skips):
+
+class FlaggedCalls:
+    """The judge calls whose reply was repaired, re-asked, cut at its token limit or copied from
+    the rubric's example, each counted once: its flags are on every row the call made (each
+    criterion of a suite)."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[str, str]] = set()
+
+    def first_flags(self, row: EvaluationRow) -> tuple[bool, bool, bool, bool] | None:
+        """(repaired, re-asked, cut, copied) of `row`'s call the first time a row of it shows a
+        flag; None for a row with none, or of a call counted already."""
+        copied = row.error is not None and row.error.type == "CopiedExample"
+        cut = row.cut or (row.error is not None and row.error.type == "ReplyCut")
+        if not (row.repaired or row.reasked or cut or copied):
+            return None
+        call = (row.id, row.suite or row.metric)
+        if call in self.seen:
+            return None
+        self.seen.add(call)
+        return row.repaired, row.reasked is not None, cut, copied
+
+
+class RunSummary(Totals, Spend, Skips, Redacted):
     """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
 
     expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
@@ -193,9 +269,6 @@ class RunSummary(Totals, Spend, Skips):
     resumed_elsewhere: int = 0  #: rows in a resumed output for conversations not in this run's input
     metrics: dict[str, MetricStats] = Field(default_factory=dict)
     left_out: dict[str, int] = Field(default_factory=dict)  #: conversations the selection left out, by reason
-    #: `--redact`: the identifiers replaced by type, over the conversations with a row, and those conversations
-    redactions: dict[str, int] = Field(default_factory=dict)
-    redacted_conversations: int = 0
     batches: list[str] = Field(default_factory=list)  #: provider batches this run submitted or collected
     batch_online: int = 0  #: batch lines that went the online way (failed, expired, unparsable)
     still_running: list[str] = Field(default_factory=list)  #: batches not finished when collection stopped
@@ -210,30 +283,24 @@ class RunSummary(Totals, Spend, Skips):
     error_notes: list[FailureNote] = Field(default_factory=list)
     unstable_notes: list[FailureNote] = Field(default_factory=list)
 
-    _flagged_calls: set[tuple[str, str]] = PrivateAttr(default_factory=set)
-    _redacted_ids: set[str] = PrivateAttr(default_factory=set)
+    _flagged_calls: FlaggedCalls = PrivateAttr(default_factory=FlaggedCalls)
 
     def add(self, row: EvaluationRow, order: int = 0, resumed: bool = False) -> None:
         """Count one row; `order` is its conversation's place in the input, `resumed` says it
         was in the output file already (its tokens and cost were spent by an earlier run)."""
-        if resumed:
-            self.resumed += 1
-            self.resumed_prompt_tokens += row.usage.prompt_tokens
-            self.resumed_completion_tokens += row.usage.completion_tokens
-            self.resumed_cost_usd += row.cost_usd or 0.0
-        stats = self.metrics.setdefault(row.metric, MetricStats())
-        stats.rows += 1
+        self.resumed += resumed
+        self.metrics.setdefault(row.metric, MetricStats()).add(row)
         self.count(row)
-        stats.count(row)
-        self.prompt_tokens += row.usage.prompt_tokens
-        self.completion_tokens += row.usage.completion_tokens
+        self.spend(row, resumed)
         self.cached += row.cached
-        if row.cost_usd is not None:
-            self.cost_usd += row.cost_usd
-        elif row.error is None:  # an error row is not one of unknown price: it has no price
-            self.rows_without_cost += 1
-        self._count_reply(row)
-        self._count_redactions(row)
+        flags = self._flagged_calls.first_flags(row)
+        if flags is not None:
+            repaired, reasked, cut, copied = flags
+            self.repaired += repaired
+            self.reasked += reasked
+            self.cut += cut
+            self.copied += copied
+        self.count_redactions(row)
         if row.error is not None:
             detail = f"{row.error.type}: {row.error.message}"
             _keep(self.error_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
@@ -244,45 +311,10 @@ class RunSummary(Totals, Spend, Skips):
             split = ", ".join(str(value) for value in row.sample_verdicts)
             detail = f"{shown_value(row)} with {row.agreement:.0%} agreement ({split})"
             _keep(self.unstable_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
-        stats.scale = row.scale
-        value = row.verdict or (str(row.rating) if row.rating is not None else f"{row.score:.1f}")
-        stats.distribution[value] = stats.distribution.get(value, 0) + 1
-        stats.value_scores[value] = row.score or 0.0
         if not row.success:
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
             detail = f"{shown_value(row)}: {first}"
             _keep(self.failures, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
-
-    @property
-    def redaction_note(self) -> str:
-        """`--redact`'s totals as one line: the conversations and the identifiers replaced by type."""
-        counts = ", ".join(f"{kind} {count}" for kind, count in sorted(self.redactions.items())) or "none found"
-        return f"redacted before judging, in {self.redacted_conversations} conversation(s): {counts}"
-
-    def _count_redactions(self, row: EvaluationRow) -> None:
-        """Add a conversation's redaction counts once: they are on each of its rows."""
-        if row.redactions is None or row.id in self._redacted_ids:
-            return
-        self._redacted_ids.add(row.id)
-        self.redacted_conversations += 1
-        for kind, count in row.redactions.items():
-            self.redactions[kind] = self.redactions.get(kind, 0) + count
-
-    def _count_reply(self, row: EvaluationRow) -> None:
-        """Count a call's repaired, re-asked, cut or copied reply once: its flags are on every row
-        the call made (each criterion of a suite)."""
-        copied = row.error is not None and row.error.type == "CopiedExample"
-        cut = row.cut or (row.error is not None and row.error.type == "ReplyCut")
-        if not (row.repaired or row.reasked or cut or copied):
-            return
-        call = (row.id, row.suite or row.metric)
-        if call in self._flagged_calls:
-            return
-        self._flagged_calls.add(call)
-        self.repaired += row.repaired
-        self.reasked += row.reasked is not None
-        self.cut += cut
-        self.copied += copied
 
     @property
     def rows_written(self) -> int:
@@ -302,12 +334,6 @@ class RunSummary(Totals, Spend, Skips):
             - self.unwritten_skipped,
             0,
         )
-
-    def skip_invalid(self, records: int, problems: list[str]) -> None:
-        """Invalid records left out by --skip-invalid: counted once each, every problem noted."""
-        self.skipped += records
-        for problem in problems:
-            _keep(self.skipped_notes, problem)
 
     @property
     def gates_failed(self) -> int:

@@ -34,7 +34,7 @@ def _state(request: Any) -> ReviewState:
 
 def _navigation(state: ReviewState) -> list[tuple[str, str]]:
     """`NAVIGATION`, its label link going straight to the queue when there is only one."""
-    metrics = state.metrics()
+    metrics = state.queues.metrics()
     label = "/label/" + quote(metrics[0], safe="") if len(metrics) == 1 else "/queues"
     return [(label if path == "/queues" else path, title) for path, title in NAVIGATION]
 
@@ -133,8 +133,8 @@ def queues_page(request: Any) -> Any:
     if reviewer is None:
         return _ask_name(request)
     queues = []
-    for metric in state.metrics():
-        queue = state.queue(metric)
+    for metric in state.queues.metrics():
+        queue = state.queues.queue(metric)
         done = state.own_answers(metric, reviewer)
         queues.append({"metric": metric, "size": len(queue), "answered": sum(1 for row in queue if row.id in done)})
     rule = state.rule
@@ -154,7 +154,7 @@ def label_page(request: Any) -> Any:
     if reviewer is None:
         return _ask_name(request)
     metric = request.path_params["metric"]
-    queue = state.queue(metric) if metric in state.metrics() else []
+    queue = state.queues.queue(metric) if metric in state.queues.metrics() else []
     if not queue:
         return _message(request, "label", f"The queue of {metric} is empty.", status=404)
     try:
@@ -210,7 +210,7 @@ async def answer_action(request: Any) -> Any:
         return JSONResponse({"error": f"a comment of at most {COMMENT_LIMIT} characters"}, 400)
     if reviewer is None:
         return JSONResponse({"error": "name the reviewer first"}, 400)
-    row = state.queued(metric, key)
+    row = state.queues.queued(metric, key)
     if row is None:
         return JSONResponse({"error": f"{key!r} is not in the queue of {metric!r}"}, 404)
     import duckdb

@@ -6,8 +6,8 @@ is in the file the moment its request returns (a killed server loses nothing).""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,53 @@ from flowrate.review.runs import Run
 BUSY_WAIT_S = 5.0  # how long an answer waits for the history while another process has it open
 
 
+@dataclass(eq=False)
+class LabellingQueues:
+    """The labelling queues of a server, each built once from `rows` by `rule` (`rubric`: the
+    rubric file of the user's own some runs used): which metrics have one, each metric's rows in
+    order, and whether a conversation is queued. Under `rule.recent`, what the history already
+    labels or reviews is left out, read through `history` (the history open for one read)."""
+
+    rows: list[EvaluationRow]
+    rule: QueueRule
+    rubric: str | None
+    history: Callable[[], AbstractContextManager[Any]]
+    _queues: dict[str, list[EvaluationRow]] = field(default_factory=dict)
+    _queued: dict[str, dict[str, EvaluationRow]] = field(default_factory=dict)
+    _metrics: list[str] | None = None
+
+    def metrics(self) -> list[str]:
+        """The metrics with a queue (worked out once: it reads every row)."""
+        if self._metrics is None:
+            self._metrics = queue_metrics(self.rows, self.rule, self.rubric)
+        return self._metrics
+
+    def queued(self, metric: str, conversation_id: str) -> EvaluationRow | None:
+        """The row of `conversation_id` in `metric`'s queue, or None when it is not queued."""
+        if metric not in self.metrics():
+            return None
+        if metric not in self._queued:
+            self._queued[metric] = {row.id: row for row in self.queue(metric)}
+        return self._queued[metric].get(conversation_id)
+
+    def queue(self, metric: str) -> list[EvaluationRow]:
+        """The queue of `metric`, built once per server (it does not shrink as answers come in)."""
+        if metric not in self._queues:
+            labelled: set[str] = set()
+            if self.rule.recent is not None:
+                with self.history() as connection:
+                    labelled = {key for (key,) in connection.execute(
+                        "SELECT conversation_id FROM labels WHERE metric = ?", [metric]
+                    ).fetchall()}  # fmt: skip
+                    labelled |= {review.conversation_id for review in current_reviews(connection, metric)}
+            self._queues[metric] = build_queue(self.rows, metric, self.rule, labelled, rubric=self.rubric)
+        return self._queues[metric]
+
+
 @dataclass
 class ReviewState:
-    """The app's data; `queue_rows` are the rows the queues are built from (the results files
-    given, else every run's)."""
+    """The app's data; `queue_rows` are the rows the queues (`queues`) are built from (the
+    results files given, else every run's), by `rule` and `rubric`."""
 
     runs: list[Run]
     queue_rows: list[EvaluationRow]
@@ -39,9 +82,10 @@ class ReviewState:
     rubric: str | None = None  # --rubric: the rubric file of the user's own some runs used
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
-    _queues: dict[str, list[EvaluationRow]] = field(default_factory=dict)
-    _queued: dict[str, dict[str, EvaluationRow]] = field(default_factory=dict)
-    _metrics: list[str] | None = None
+    queues: LabellingQueues = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.queues = LabellingQueues(self.queue_rows, self.rule, self.rubric, self.history)
 
     @contextmanager
     def history(self) -> Iterator[Any]:
@@ -75,33 +119,6 @@ class ReviewState:
             if run is not None and row is not None:
                 return run, row
         return None
-
-    def metrics(self) -> list[str]:
-        """The metrics with a queue (worked out once: it reads every row)."""
-        if self._metrics is None:
-            self._metrics = queue_metrics(self.queue_rows, self.rule, self.rubric)
-        return self._metrics
-
-    def queued(self, metric: str, conversation_id: str) -> EvaluationRow | None:
-        """The row of `conversation_id` in `metric`'s queue, or None when it is not queued."""
-        if metric not in self.metrics():
-            return None
-        if metric not in self._queued:
-            self._queued[metric] = {row.id: row for row in self.queue(metric)}
-        return self._queued[metric].get(conversation_id)
-
-    def queue(self, metric: str) -> list[EvaluationRow]:
-        """The queue of `metric`, built once per server (it does not shrink as answers come in)."""
-        if metric not in self._queues:
-            labelled: set[str] = set()
-            if self.rule.recent is not None:
-                with self.history() as connection:
-                    labelled = {key for (key,) in connection.execute(
-                        "SELECT conversation_id FROM labels WHERE metric = ?", [metric]
-                    ).fetchall()}  # fmt: skip
-                    labelled |= {review.conversation_id for review in current_reviews(connection, metric)}
-            self._queues[metric] = build_queue(self.queue_rows, metric, self.rule, labelled, rubric=self.rubric)
-        return self._queues[metric]
 
     def answers(self, row: EvaluationRow) -> list[Answer]:
         """The answer buttons of `row`'s metric (`queue.answers_for`, with `--rubric`)."""

@@ -11,6 +11,6 @@ def test_a_batch_line_carries_the_online_requests_temperature_and_max_tokens():
     for samples in (1, 3):
         metric = RubricMetric(None, model="gpt-4o", samples=samples)
         plan = metric.plan(conversation("Where is my order?", "It ships today."))
-        body = orjson.loads(metric.batch_request("flow-x", plan))["body"]
+        body = orjson.loads(metric.batch.request("flow-x", plan))["body"]
         assert body["temperature"] == metric.temperature == (0.0 if samples == 1 else 0.7)
-        assert body["max_tokens"] == metric.reply_token_limit
+        assert body["max_tokens"] == metric.budget.reply_token_limit

@@ -143,4 +143,4 @@ def test_a_cache_that_cannot_be_written_does_not_stop_the_run(tmp_path):
     cache._db.close()  # as good as a full disk: every write fails
     cache.put("key", "model", "rubric", ["reply"])
     cache.flush()
-    assert cache.lost_writes == 1 and "closed" in cache.last_error
+    assert cache.writes.lost_writes == 1 and "closed" in cache.writes.last_error

@@ -51,7 +51,7 @@ def test_a_reply_the_planner_remembers_is_found_by_the_next_plan_of_that_convers
     planner = Planner(rubric, budget, backend, ResponseCache(tmp_path), "English", False, 1, 0.0)
     first = planner.plan(CASE)
     assert first.cached_texts is None
-    planner.remember(first, ['{"verdict": "fully"}'], backend.response_format_ids()[0])
+    planner.replies.remember(first, ['{"verdict": "fully"}'], backend.response_format_ids()[0])
     again = planner.plan(CASE)
     assert again.cached_texts == ['{"verdict": "fully"}'] and planner.estimate(again).calls == 0
     other_temperature = Planner(rubric, budget, backend, planner.cache, "English", False, 1, 0.7)
@@ -64,7 +64,7 @@ def test_the_row_maker_weighs_a_suites_criteria_with_the_weights_it_is_given():
     thresholds = dict.fromkeys(rubric.row_names, 0.5)
     maker = RowMaker(rubric, thresholds, weights, "judge-model", 1)
     rows = maker.new_rows(CASE, None, truncated=False)
-    maker.fill(rows, [parse_reply(suite_reply({"truthfulness": 1}), rubric)])
+    maker.scoring.fill(rows, [parse_reply(suite_reply({"truthfulness": 1}), rubric)])
     by_name = {row.metric: row for row in rows}
     ratings = RATINGS | {"truthfulness": 1}
     scores = {c.name: ratings[c.name] / c.scale.points for c in rubric.criteria}

@@ -38,7 +38,7 @@ def test_the_models_known_window_is_the_default_budget(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     metric = ConversationalFlowRateMetric(model="gpt-4o")
     plan = metric.plan(ConversationalEvalTestCase(**{k: v for k, v in long_conversation().items() if k != "id"}))
-    assert plan.truncated is False and 100_000 < metric.input_budget < 128_000
+    assert plan.truncated is False and 100_000 < metric.budget.input_budget < 128_000
 
 
 async def test_a_huge_last_turn_keeps_the_start_and_end_of_the_paste_and_the_whole_reply():

@@ -11,7 +11,8 @@ def test_each_reply_is_bounded_by_what_the_rubrics_schema_needs(judge, run_flowr
     run_flowrate("eval", path, "--api-base", judge.base_url)
     run_flowrate("eval", path, "--api-base", judge.base_url, "--metric", "virtual_agent")
     flow, suite = (
-        RubricMetric(name, model="gpt-4o").reply_token_limit for name in ("conversational_flow_rate", "virtual_agent")
+        RubricMetric(name, model="gpt-4o").budget.reply_token_limit
+        for name in ("conversational_flow_rate", "virtual_agent")
     )
     assert [body["max_tokens"] for body in judge.bodies] == [flow, suite]
     assert flow == 512 and 512 < suite < 1352  # the runaway reply issue 14 measured

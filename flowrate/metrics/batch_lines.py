@@ -1,0 +1,53 @@
+"""A rubric metric's side of a provider batch (`flowrate eval --batch`): each conversation's plan
+as a line of the batch's input file, and the replies in its output read back into rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.backend import Usage
+from flowrate.metrics.planning import JudgePlan, Planner
+from flowrate.metrics.rows import RowMaker, charge
+from flowrate.results.rows import EvaluationRow
+from flowrate.scores.reading import parse_reply
+
+
+@dataclass(eq=False)
+class BatchLines:
+    """The request lines and the rows of a provider batch. `planner` gives the backend, the
+    messages, the reply schema, the samples, the temperature, the reply limit and the cache the
+    replies go to; `row_maker` makes the rows and scores them."""
+
+    planner: Planner
+    row_maker: RowMaker
+
+    def request(self, cid: str, plan: JudgePlan) -> bytes:
+        """`plan` as one line of an OpenAI batch input file, with custom id `cid`."""
+        from flowrate.judge.batch_api import request_line
+
+        planner, backend = self.planner, self.planner.backend
+        n = planner.samples if planner.samples > 1 and backend.supports_n() else 1
+        model: str = getattr(backend, "batch_model", backend.model_name)
+        limit = planner.budget.reply_limit
+        return request_line(cid, model, plan.messages, n, planner.response_format, planner.temperature, limit)
+
+    def rows(
+        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan, texts: list[str],
+        usage: dict[str, int], batch_id: str,
+    ) -> list[EvaluationRow]:  # fmt: skip
+        """Rows for `case` (read from `source`) from the replies `texts` a provider batch `batch_id`
+        returned for `plan`, with its `usage`: parsed as online, put in the cache, priced at the
+        batch price (null when unknown). Raises `UnparsableReply` when a reply holds no judgement."""
+        form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
+        price = getattr(self.planner.backend, "batch_price", lambda prompt, completion: None)
+        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        rows = self.row_maker.new_rows(case, source, plan.truncated)
+        self.row_maker.scoring.fill(rows, [parse_reply(text, self.planner.rubric) for text in texts])
+        for row in rows:
+            row.batch = True
+            row.batch_id = batch_id
+            row.response_format = form
+        charge(rows, Usage(**usage), cost).attempts = 1
+        self.planner.replies.remember(plan, texts, form)
+        return rows
