@@ -90,6 +90,10 @@ class Conversations:
         elif longer is history:
             known.history, known.longest = history, call.item.where
 
+    def drop(self, key: str) -> None:
+        """Forget the conversation `key` (its problem is told instead: a call of it is broken)."""
+        self._dialogues.pop(key, None)
+
     def problem(self, item: Item, text: str) -> None:
         """A record of the file that is no call: `text` names its field."""
         self._problems.append(Record(source=item.source, format=self.format, problems=[f"{item.where}: {text}"]))

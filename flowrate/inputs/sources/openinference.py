@@ -56,6 +56,9 @@ class OpenInferenceReader(SpanReader):
             return None
         return f"no span has `{KIND}`"
 
+    def complete(self, span: Span) -> bool:
+        return True  # its messages are its attributes alone
+
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         if span.attributes.get(KIND) != "LLM":
             return None

@@ -58,6 +58,13 @@ class OtelReader(SpanReader):
     def problem(self, item: Item) -> str | None:
         return otlp_problem(item)
 
+    def complete(self, span: Span) -> bool:
+        attributes = span.attributes
+        operation = attributes.get("gen_ai.operation.name")
+        if operation is not None and operation not in INFERENCE:
+            return True  # no call
+        return bool(_SEMCONV & attributes.keys()) or any(_FLAT.fullmatch(name) for name in attributes)
+
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         attributes = span.attributes
         operation = attributes.get("gen_ai.operation.name")

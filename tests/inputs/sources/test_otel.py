@@ -67,6 +67,29 @@ def test_a_conversation_over_eight_spans_with_a_tool_call_is_judged_once_as_one_
     assert all(text in judged for text in (*USER_TURNS, "Your checking balance is $120.", "Goodbye!", "get_balance"))
 
 
+def test_with_closed_after_30m_a_conversation_whose_last_span_is_a_minute_old_is_skipped_as_open(
+    judge, instrumented, run_flowrate, tmp_path
+):
+    agent_conversation(judge, instrumented)
+    document = instrumented.traces_json()
+    sent = judge.requests
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:  # the conversation ended a minute ago
+                for field in ("startTimeUnixNano", "endTimeUnixNano"):
+                    span[field] = str(int(span[field]) - 60 * 10**9)
+    (tmp_path / "traces.json").write_bytes(orjson.dumps(document))
+
+    still_open = run_flowrate("eval", "traces.json", "--api-base", judge.base_url, "--closed-after", "30m")
+    assert still_open.returncode == 2, still_open.stderr
+    assert "skipped 1 open conversation(s) (--closed-after)" in still_open.stderr
+    assert judge.requests == sent and not (tmp_path / "flowrate-results.jsonl").exists()
+
+    closed = run_flowrate("eval", "traces.json", "--api-base", judge.base_url, "--closed-after", "30s", "-o", "o.jsonl")
+    assert closed.returncode == 0, closed.stderr
+    assert [row["id"] for row in read_rows(tmp_path / "o.jsonl")] == [CONVERSATION] and judge.requests == sent + 1
+
+
 def test_the_turns_roles_tool_call_chat_date_and_metadata_come_from_the_spans(judge, instrumented, tmp_path):
     agent_conversation(judge, instrumented)
     path = tmp_path / "traces.json"
