@@ -1,0 +1,227 @@
+"""The judging of a pytest session: the settings of `flowrate eval` (the plugin's options over the
+FLOWRATE_* variables, the config file and the defaults), conversations judged in batches through
+`flowrate.api.evaluate_files` (the same cache, concurrency, budget and retries as the command), the
+outcome of each conversation kept for the test that reads it, and the session's rows and HTML
+report written through the CLI's report code when the session ends."""
+
+from __future__ import annotations
+
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowrate.errors import FlowrateError, InputError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.results.book import ReportBook
+from flowrate.results.events import RunListener
+from flowrate.results.files import ResultsFile
+from flowrate.results.rows import EvaluationRow
+from flowrate.results.summary import RunSummary
+from flowrate.settings.groups import Flag
+from flowrate.settings.options import EvalSettings, resolve_settings
+
+# What a session's own judging never takes from the environment or the config file: its rows go
+# to a staged file per batch (the session's rows to `rows_path`), its reports are the session's,
+# and each test reads its own verdict (a gate or a resume means nothing per batch).
+PER_BATCH = {
+    "junit": None,
+    "html": None,
+    "history": None,
+    "output_parquet": None,
+    "resume": False,
+    "retry_errors": False,
+    "batch": False,
+    "batch_submit_only": False,
+    "batch_export": None,
+    "skip_invalid": False,
+    "allow_empty": False,
+    "limit": None,
+    "sample": None,
+    "shard": None,
+    "only": [],
+    "exclude": [],
+    "min_pass_rate": None,
+    "min_mean_score": None,
+    "max_failures": None,
+    "gates": {},
+}
+
+
+class JudgeFailed(Exception):
+    """The judge gave no verdict for a conversation (an error row, a rejected key, a bad option):
+    the plugin reports it as a pytest error, not a failure, with `message` alone."""
+
+
+def environment_values(environ: typing.Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings the FLOWRATE_* variables of `environ` (default: this process's) give, read as
+    the CLI reads them (each option's `Flag.env`; a list option split on spaces, as click does)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for name, info in EvalSettings.model_fields.items():
+        flag = next((item for item in info.metadata if isinstance(item, Flag)), None)
+        if flag is None or flag.env(name) not in environ:
+            continue
+        text = environ[flag.env(name)]
+        kind = flag.cli_type or info.annotation
+        value: Any = text.split() if typing.get_origin(kind) is list else text
+        values[name] = flag.parse(value) if flag.parse else value
+    return values
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a test asks of the judge: its `metric` names and `rubric` file (None: the session's)."""
+
+    metric: tuple[str, ...] | None = None
+    rubric: str | None = None
+
+
+@dataclass
+class Marked:
+    """A conversation of a file named by a `flowrate` marker: its `case`, its `source`, and what
+    the marker asks (`wanted`, `at_least`)."""
+
+    case: ConversationalEvalTestCase
+    source: Source | None
+    wanted: Wanted
+    at_least: str | float | None = None
+
+    @property
+    def key(self) -> tuple[Wanted, str]:
+        return self.wanted, self.case.id or ""
+
+
+def read_marked(path: Path, wanted: Wanted, at_least: str | float | None) -> list[Marked]:
+    """The conversations of `path` (any format the inputs stage reads), each as a `Marked`.
+    Raises `InputError` naming the file, line and field of each invalid record."""
+    from flowrate.inputs.files import InputSet, with_duplicates_marked
+
+    inputs = InputSet([str(path)])
+    try:
+        records = list(with_duplicates_marked(inputs.records(), {}))
+    finally:
+        inputs.close()
+    problems = [problem for record in records for problem in record.problems]
+    if problems:
+        raise InputError(problems[:10], total=len(problems), headline="problem(s) in a file of a flowrate marker")
+    return [Marked(record.case, record.source, wanted, at_least) for record in records if record.case is not None]
+
+
+@dataclass
+class Outcome:
+    """What became of one conversation: its `rows` (one per row name of its metrics), or the
+    reason it was `skipped` (a budget, an unreachable judge), or the `error` of its batch."""
+
+    rows: list[EvaluationRow] = field(default_factory=list)
+    skipped: str | None = None
+    error: str | None = None
+
+
+class _Batch(RunListener):
+    """One batch's listener: each row with its original source, told to the session."""
+
+    def __init__(self, session: JudgeSession, sources: dict[str, Source | None]):
+        self.session, self.sources = session, sources
+
+    def row(self, row: EvaluationRow) -> None:
+        self.session.keep(row.model_copy(update={"source": self.sources.get(row.id)}))
+
+    def skipped(self, conversation_id: str, source: Source | None, reason: str) -> None:
+        self.session.outcomes.setdefault(self._key(conversation_id), Outcome()).skipped = reason
+
+    def _key(self, conversation_id: str) -> tuple[Wanted, str]:
+        return self.session.batch_wanted, conversation_id
+
+
+class JudgeSession:
+    """The judge of one pytest session: `given` settings (the plugin's options, over the
+    FLOWRATE_* variables), the `config` file, where the session's rows (`rows_path`) and HTML
+    report (`html_path`) go, and `workdir`, a folder of the session's own for staged batches."""
+
+    def __init__(
+        self,
+        given: dict[str, Any],
+        config: Path | None,
+        workdir: Path,
+        rows_path: str | None = None,
+        html_path: str | None = None,
+    ):
+        self.given, self.config, self.workdir = given, config, workdir
+        self.rows_path, self.html_path = rows_path, html_path
+        self.outcomes: dict[tuple[Wanted, str], Outcome] = {}
+        self.book, self.summary = ReportBook(), RunSummary()
+        self.transcripts: dict[str, ConversationalEvalTestCase] = {}
+        self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
+        self.batches = 0
+        self.batch_wanted = Wanted()
+
+    def settings(self, wanted: Wanted, output: str) -> EvalSettings:
+        """The settings of a batch of `wanted` writing its rows to `output`."""
+        values = {**environment_values(), **self.given, **PER_BATCH, "output": output}
+        if wanted.metric:
+            values["metric"] = list(wanted.metric)
+        if wanted.rubric:
+            values["rubric"] = wanted.rubric
+        return resolve_settings(values, self.config)
+
+    def judge(self, wanted: Wanted, cases: list[tuple[ConversationalEvalTestCase, Source | None]]) -> None:
+        """Judge `cases` (each id once) as one run of `flowrate eval` for `wanted`; each one's
+        `Outcome` is kept, a run that fails as a whole (a rejected key) an error on each."""
+        from flowrate.api import evaluate_files
+
+        cases = [(case, source) for case, source in cases if (wanted, case.id or "") not in self.outcomes]
+        if not cases:
+            return
+        self.batches += 1
+        staged = self.workdir / f"batch-{self.batches}.jsonl"
+        lines = [orjson.dumps(case.model_dump(mode="json", exclude_none=True)) for case, _ in cases]
+        staged.write_bytes(b"".join(line + b"\n" for line in lines))
+        for case, _ in cases:
+            self.transcripts[case.id or ""] = case
+        self.batch_wanted = wanted
+        try:
+            settings = self.settings(wanted, str(self.workdir / f"batch-{self.batches}.rows.jsonl"))
+            evaluate_files(
+                [str(staged)], settings, [_Batch(self, {case.id or "": source for case, source in cases})], None, True
+            )
+        except FlowrateError as error:
+            message = _plain(error)
+            for case, _ in cases:
+                self.outcomes.setdefault((wanted, case.id or ""), Outcome()).error = message
+        for case, _ in cases:  # a conversation the run neither judged nor skipped (it stopped)
+            outcome = self.outcomes.setdefault((wanted, case.id or ""), Outcome())
+            if not outcome.rows and outcome.skipped is None and outcome.error is None:
+                outcome.error = "not judged: the run stopped before this conversation"
+
+    def keep(self, row: EvaluationRow) -> None:
+        """A row of the session: kept for its test, in the session's rows and report."""
+        self.outcomes.setdefault((self.batch_wanted, row.id), Outcome()).rows.append(row)
+        self.book.add(row)
+        self.summary.add(row, len(self.outcomes))
+        if self.rows_file is not None:
+            self.rows_file.row(row)
+
+    def finish(self) -> list[str]:
+        """Close the session's rows and write its HTML report (when asked and rows were made);
+        returns the notices to show."""
+        notices = []
+        if self.rows_file is not None:
+            self.rows_file.close()
+            if self.rows_file.rows_written:
+                notices.append(f"flowrate rows: {self.rows_path} ({self.rows_file.rows_written} rows)")
+        if self.html_path and self.summary.metrics:
+            from flowrate.reports import write_reports
+
+            notices += write_reports(self.book, self.summary, html=self.html_path, transcripts=self.transcripts)
+        return notices
+
+
+def _plain(error: FlowrateError) -> str:
+    """A flowrate error as the CLI tells it: an input error's problems under its headline."""
+    if isinstance(error, InputError):
+        return "\n".join([error.headline, *error.problems, *([error.hint] if error.hint else [])])
+    return str(error)
