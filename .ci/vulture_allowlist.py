@@ -40,3 +40,4 @@ _.__call__  # evaluation/engines.py Engine
 # read by tests/cli/test_option_groups.py, which holds a command's own option type to its group's declaration
 _.declared_as
 cli_type_of
+_.longrepr  # ci/pytest_plugin.py: set on pytest's TestReport, which pytest's reporters read

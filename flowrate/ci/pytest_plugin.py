@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,7 +246,7 @@ def assert_flow(
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, Any, Any]:
     _state["item"] = item
     try:
         return (yield)
@@ -254,7 +255,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+def pytest_runtest_makereport(call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A judge that gave no verdict: the report is that message alone, and an error."""
     report: pytest.TestReport = yield
     judging = sys.modules.get("flowrate.ci.session")  # imported once a test asked for a verdict

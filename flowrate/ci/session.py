@@ -27,7 +27,7 @@ from flowrate.settings.options import EvalSettings, resolve_settings
 # What a session's own judging never takes from the environment or the config file: its rows go
 # to a staged file per batch (the session's rows to `rows_path`), its reports are the session's,
 # and each test reads its own verdict (a gate or a resume means nothing per batch).
-PER_BATCH = {
+PER_BATCH: dict[str, Any] = {
     "junit": None,
     "html": None,
     "history": None,
