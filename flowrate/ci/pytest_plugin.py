@@ -82,7 +82,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None:
         return
-    from flowrate.ci.session import read_marked
+    from flowrate.ci.session import plain_message, read_marked
     from flowrate.errors import FlowrateError
 
     where = metafunc.definition.nodeid
@@ -93,11 +93,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     path = Path(metafunc.definition.path).parent / marker.args[0]
     options = marker.kwargs
     try:
-        marked = read_marked(path, _wanted(options.get("metric"), options.get("rubric")), options.get("at_least"))
+        marked = read_marked(path, _wanted(options.get("metric"), options.get("rubric")))
     except FlowrateError as error:
-        from flowrate.ci.session import _plain
-
-        pytest.fail(f"{where}: {_plain(error)}", pytrace=False)
+        pytest.fail(f"{where}: {plain_message(error)}", pytrace=False)
     metafunc.parametrize("conversation", marked, ids=[item.case.id or "" for item in marked], indirect=True)
 
 

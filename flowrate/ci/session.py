@@ -83,19 +83,18 @@ class Wanted:
 @dataclass
 class Marked:
     """A conversation of a file named by a `flowrate` marker: its `case`, its `source`, and what
-    the marker asks (`wanted`, `at_least`)."""
+    the marker asks the judge (`wanted`)."""
 
     case: ConversationalEvalTestCase
     source: Source | None
     wanted: Wanted
-    at_least: str | float | None = None
 
     @property
     def key(self) -> tuple[Wanted, str]:
         return self.wanted, self.case.id or ""
 
 
-def read_marked(path: Path, wanted: Wanted, at_least: str | float | None) -> list[Marked]:
+def read_marked(path: Path, wanted: Wanted) -> list[Marked]:
     """The conversations of `path` (any format the inputs stage reads), each as a `Marked`.
     Raises `InputError` naming the file, line and field of each invalid record."""
     from flowrate.inputs.files import InputSet, with_duplicates_marked
@@ -108,7 +107,7 @@ def read_marked(path: Path, wanted: Wanted, at_least: str | float | None) -> lis
     problems = [problem for record in records for problem in record.problems]
     if problems:
         raise InputError(problems[:10], total=len(problems), headline="problem(s) in a file of a flowrate marker")
-    return [Marked(record.case, record.source, wanted, at_least) for record in records if record.case is not None]
+    return [Marked(record.case, record.source, wanted) for record in records if record.case is not None]
 
 
 @dataclass
@@ -122,19 +121,17 @@ class Outcome:
 
 
 class _Batch(RunListener):
-    """One batch's listener: each row with its original source, told to the session."""
+    """One batch's listener: each row of `wanted` with its original source (of `sources`, by id)
+    told to the session, each conversation skipped kept as its outcome."""
 
-    def __init__(self, session: JudgeSession, sources: dict[str, Source | None]):
-        self.session, self.sources = session, sources
+    def __init__(self, session: JudgeSession, wanted: Wanted, sources: dict[str, Source | None]):
+        self.session, self.wanted, self.sources = session, wanted, sources
 
     def row(self, row: EvaluationRow) -> None:
-        self.session.keep(row.model_copy(update={"source": self.sources.get(row.id)}))
+        self.session.keep(self.wanted, row.model_copy(update={"source": self.sources.get(row.id)}))
 
     def skipped(self, conversation_id: str, source: Source | None, reason: str) -> None:
-        self.session.outcomes.setdefault(self._key(conversation_id), Outcome()).skipped = reason
-
-    def _key(self, conversation_id: str) -> tuple[Wanted, str]:
-        return self.session.batch_wanted, conversation_id
+        self.session.outcomes.setdefault((self.wanted, conversation_id), Outcome()).skipped = reason
 
 
 class JudgeSession:
@@ -157,7 +154,6 @@ class JudgeSession:
         self.transcripts: dict[str, ConversationalEvalTestCase] = {}
         self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
         self.batches = 0
-        self.batch_wanted = Wanted()
 
     def settings(self, wanted: Wanted, output: str) -> EvalSettings:
         """The settings of a batch of `wanted` writing its rows to `output`."""
@@ -182,14 +178,12 @@ class JudgeSession:
         staged.write_bytes(b"".join(line + b"\n" for line in lines))
         for case, _ in cases:
             self.transcripts[case.id or ""] = case
-        self.batch_wanted = wanted
+        listener = _Batch(self, wanted, {case.id or "": source for case, source in cases})
         try:
             settings = self.settings(wanted, str(self.workdir / f"batch-{self.batches}.rows.jsonl"))
-            evaluate_files(
-                [str(staged)], settings, [_Batch(self, {case.id or "": source for case, source in cases})], None, True
-            )
+            evaluate_files([str(staged)], settings, [listener], None, True)
         except FlowrateError as error:
-            message = _plain(error)
+            message = plain_message(error)
             for case, _ in cases:
                 self.outcomes.setdefault((wanted, case.id or ""), Outcome()).error = message
         for case, _ in cases:  # a conversation the run neither judged nor skipped (it stopped)
@@ -197,9 +191,9 @@ class JudgeSession:
             if not outcome.rows and outcome.skipped is None and outcome.error is None:
                 outcome.error = "not judged: the run stopped before this conversation"
 
-    def keep(self, row: EvaluationRow) -> None:
-        """A row of the session: kept for its test, in the session's rows and report."""
-        self.outcomes.setdefault((self.batch_wanted, row.id), Outcome()).rows.append(row)
+    def keep(self, wanted: Wanted, row: EvaluationRow) -> None:
+        """A row of the session, judged for `wanted`: kept for its test, in the session's rows and report."""
+        self.outcomes.setdefault((wanted, row.id), Outcome()).rows.append(row)
         self.book.add(row)
         self.summary.add(row, len(self.outcomes))
         if self.rows_file is not None:
@@ -220,8 +214,12 @@ class JudgeSession:
         return notices
 
 
-def _plain(error: FlowrateError) -> str:
-    """A flowrate error as the CLI tells it: an input error's problems under its headline."""
+def plain_message(error: FlowrateError) -> str:
+    """A flowrate error as the CLI tells it (`cli.common.fail`): an input error's count and
+    headline, its problems indented under it, then its hint."""
     if isinstance(error, InputError):
-        return "\n".join([error.headline, *error.problems, *([error.hint] if error.hint else [])])
+        headline = f"{error.total} {error.headline}:" if error.counted else f"{error.headline}:"
+        return "\n".join(
+            [headline, *(f"  {problem}" for problem in error.problems), *([error.hint] if error.hint else [])]
+        )
     return str(error)

@@ -23,13 +23,13 @@ def as_case(conversation: Any, default_id: str) -> ConversationalEvalTestCase:
     if isinstance(conversation, ConversationalEvalTestCase):
         return conversation if conversation.id else conversation.model_copy(update={"id": default_id})
     if isinstance(conversation, str | os.PathLike) and Path(conversation).is_file():
-        from flowrate.ci.session import Wanted, _plain, read_marked
+        from flowrate.ci.session import Wanted, plain_message, read_marked
         from flowrate.errors import FlowrateError
 
         try:
-            cases = [marked.case for marked in read_marked(Path(conversation), Wanted(), None)]
+            cases = [marked.case for marked in read_marked(Path(conversation), Wanted())]
         except FlowrateError as error:
-            pytest.fail(f"assert_flow: {_plain(error)}", pytrace=False)
+            pytest.fail(f"assert_flow: {plain_message(error)}", pytrace=False)
         if len(cases) != 1:
             pytest.fail(f"assert_flow: {conversation} holds {len(cases)} conversations, not one", pytrace=False)
         return cases[0]
