@@ -92,10 +92,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{where}: a test marked flowrate takes the argument `conversation`", pytrace=False)
     path = Path(metafunc.definition.path).parent / marker.args[0]
     options = marker.kwargs
+    problem: str | None = None
     try:
         marked = read_marked(path, _wanted(options.get("metric"), options.get("rubric")))
     except FlowrateError as error:
-        pytest.fail(f"{where}: {plain_message(error)}", pytrace=False)
+        problem = plain_message(error)  # told below, outside the handler: no "During handling of ..."
+    if problem is not None:
+        pytest.fail(f"{where}: {problem}", pytrace=False)
     metafunc.parametrize("conversation", marked, ids=[item.case.id or "" for item in marked], indirect=True)
 
 

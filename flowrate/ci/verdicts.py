@@ -26,10 +26,13 @@ def as_case(conversation: Any, default_id: str) -> ConversationalEvalTestCase:
         from flowrate.ci.session import Wanted, plain_message, read_marked
         from flowrate.errors import FlowrateError
 
+        problem: str | None = None
         try:
             cases = [marked.case for marked in read_marked(Path(conversation), Wanted())]
         except FlowrateError as error:
-            pytest.fail(f"assert_flow: {plain_message(error)}", pytrace=False)
+            problem = plain_message(error)  # told outside the handler: no "During handling of ..."
+        if problem is not None:
+            pytest.fail(f"assert_flow: {problem}", pytrace=False)
         if len(cases) != 1:
             pytest.fail(f"assert_flow: {conversation} holds {len(cases)} conversations, not one", pytrace=False)
         return cases[0]

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import turn_record, write_jsonl
+from tests.helpers import CHROMIUM, turn_record, watched, write_jsonl
 
 FOUR_LINES = """
 import flowrate
@@ -166,8 +166,9 @@ def test_a_bad_marked_file_is_a_collection_error_naming_its_line_and_field(judge
     result = judged_project.runpytest_inprocess()
     result.assert_outcomes(errors=1)
     report = result.stdout.str()
-    assert "chats.jsonl:1" in report and "actual_output" in report
-    assert "Traceback" not in report
+    assert "test_bot.py::test_chat: 1 problem(s) in a file of a flowrate marker:" in report
+    assert "chats.jsonl:1: turns[0].actual_output: is missing" in report
+    assert "Traceback" not in report and "During handling" not in report
     assert judge.requests == 0
 
 
@@ -263,3 +264,39 @@ def test_the_plugin_imports_nothing_of_flowrate_in_a_project_that_does_not_use_i
             "flowrate.ci",
             "flowrate.ci.pytest_plugin",
         ]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+def test_the_sessions_html_report_shows_each_row_and_its_transcript_with_hostile_text_literal(judged_project, judge):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+    hostile = ["<img src=x onerror=alert(1)>", "</script><script>document.title='owned'</script>"]
+    judge.script("question 1", {"verdict": "none", "reason": hostile[0], "key_issues": [f"Turn 1: {hostile[1]}"]})
+    records = [turn_record(text, f"question {n}", f"bot says {text}") for n, text in enumerate(hostile)]
+    write_jsonl(judged_project.path / "chats.jsonl", records)
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+
+        @pytest.mark.flowrate("chats.jsonl")
+        def test_chat(conversation, flowrate):
+            flowrate.assert_flow(conversation)
+        """
+    )
+    result = judged_project.runpytest_inprocess("--flowrate-html", "report.html")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "HTML report: report.html" in result.stdout.str()
+    errors = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(offline=True)
+        context.route("http*://**", lambda route: route.abort())
+        page = watched(context.new_page(), errors)
+        page.goto((judged_project.path / "report.html").as_uri())
+        rows = page.locator("#results tbody tr")
+        assert sorted(rows.nth(n).locator("td").first.inner_text() for n in range(2)) == sorted(hostile)
+        page.locator("#results tbody tr", has_text="onerror").first.click()
+        turn = page.locator("#transcript .turn").first
+        assert turn.locator(".assistant").inner_text() == f"assistant: bot says {hostile[0]}"
+        assert page.title() != "owned" and page.locator("img").count() == 0
+        browser.close()
+    assert not errors
