@@ -6,8 +6,11 @@ report written through the CLI's report code when the session ends."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import typing
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,7 +184,7 @@ class JudgeSession:
         listener = _Batch(self, wanted, {case.id or "": source for case, source in cases})
         try:
             settings = self.settings(wanted, str(self.workdir / f"batch-{self.batches}.rows.jsonl"))
-            evaluate_files([str(staged)], settings, [listener], None, True)
+            _outside_a_running_loop(lambda: evaluate_files([str(staged)], settings, [listener], None, True))
         except FlowrateError as error:
             message = plain_message(error)
             for case, _ in cases:
@@ -212,6 +215,18 @@ class JudgeSession:
 
             notices += write_reports(self.book, self.summary, html=self.html_path, transcripts=self.transcripts)
         return notices
+
+
+def _outside_a_running_loop(call: Callable[[], object]) -> None:
+    """`call`, in a thread of its own when this one runs an event loop (an async test):
+    `evaluate_files` runs a loop of its own, which asyncio allows one per thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        call()
+        return
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(call).result()
 
 
 def plain_message(error: FlowrateError) -> str:

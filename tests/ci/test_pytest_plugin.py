@@ -300,3 +300,35 @@ def test_the_sessions_html_report_shows_each_row_and_its_transcript_with_hostile
         assert page.title() != "owned" and page.locator("img").count() == 0
         browser.close()
     assert not errors
+
+
+def test_an_async_test_can_assert_flow(judged_project, judge):
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+        import flowrate
+
+        @pytest.mark.asyncio
+        async def test_async():
+            flowrate.assert_flow([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        """
+    )
+    judged_project.runpytest_inprocess().assert_outcomes(passed=1)
+    assert judge.requests == 1
+
+
+def test_the_judge_is_chosen_by_the_config_file_under_the_model_option(judged_project, judge):
+    (judged_project.path / "configs").mkdir()
+    (judged_project.path / "configs" / "flowrate.yaml").write_text("model: gpt-4o-mini\nlanguage: French\n")
+    judged_project.makepyfile(
+        test_bot="""
+        import flowrate
+
+        def test_one():
+            flowrate.assert_flow({"turns": [{"input": "hi", "actual_output": "hello"}]})
+        """
+    )
+    judged_project.runpytest_inprocess().assert_outcomes(passed=1)
+    judged_project.runpytest_inprocess("--flowrate-model", "gpt-3.5-turbo").assert_outcomes(passed=1)
+    assert [body["model"] for body in judge.bodies] == ["gpt-4o-mini", "gpt-3.5-turbo"]
+    assert all("French" in json.dumps(body["messages"]) for body in judge.bodies)
