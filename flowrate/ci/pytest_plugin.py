@@ -145,8 +145,8 @@ def _judge_marked(config: pytest.Config, marked: Marked) -> Outcome:
     session = judge_session(config)
     if marked.key not in session.outcomes:
         pending = [marked] if hasattr(config, "workerinput") else config.stash.get(_PENDING, [marked])
-        together = {item.case.id: (item.case, item.source) for item in pending if item.wanted == marked.wanted}
-        together.setdefault(marked.case.id, (marked.case, marked.source))
+        together = {item.key: item.job for item in pending if item.wanted == marked.wanted}
+        together.setdefault(marked.key, marked.job)
         session.judge(marked.wanted, list(together.values()))
     return session.outcomes[marked.key]
 
@@ -212,6 +212,7 @@ class Flow:
         return outcome.rows
 
     def _outcome(self, conversation: Any, wanted: Wanted) -> Outcome:
+        from flowrate.ci.session import Job
         from flowrate.ci.verdicts import as_case
 
         session = judge_session(self.config)
@@ -221,9 +222,9 @@ class Flow:
             return _judge_marked(self.config, marked)
         self.calls += 1
         default_id = re.sub(r"[^\w.\[\]-]+", "_", self.item.nodeid) + (f"-{self.calls}" if self.calls > 1 else "")
-        case = as_case(conversation, default_id)
-        session.judge(wanted, [(case, None)])
-        return session.outcomes[(wanted, case.id or "")]
+        job = Job(as_case(conversation, default_id), None, f"{self.item.nodeid} call {self.calls}")
+        session.judge(wanted, [job])
+        return session.outcomes[job.key(wanted)]
 
 
 @pytest.fixture

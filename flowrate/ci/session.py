@@ -83,18 +83,35 @@ class Wanted:
     rubric: str | None = None
 
 
-@dataclass
-class Marked:
-    """A conversation of a file named by a `flowrate` marker: its `case`, its `source`, and what
-    the marker asks the judge (`wanted`)."""
+@dataclass(frozen=True)
+class Job:
+    """A conversation to judge: its `case`, its `source`, and its `place`, which with the id tells
+    it from any other of the session (a marked file's path and line; a test's own call)."""
 
     case: ConversationalEvalTestCase
     source: Source | None
+    place: str
+
+    def key(self, wanted: Wanted) -> tuple[Wanted, str, str]:
+        """Where the session keeps its `Outcome` when judged for `wanted`."""
+        return wanted, self.place, self.case.id or ""
+
+
+@dataclass
+class Marked:
+    """A conversation of a file named by a `flowrate` marker, as a `Job`, and what the marker asks
+    the judge (`wanted`)."""
+
+    job: Job
     wanted: Wanted
 
     @property
-    def key(self) -> tuple[Wanted, str]:
-        return self.wanted, self.case.id or ""
+    def case(self) -> ConversationalEvalTestCase:
+        return self.job.case
+
+    @property
+    def key(self) -> tuple[Wanted, str, str]:
+        return self.job.key(self.wanted)
 
 
 def read_marked(path: Path, wanted: Wanted) -> list[Marked]:
@@ -110,7 +127,11 @@ def read_marked(path: Path, wanted: Wanted) -> list[Marked]:
     problems = [problem for record in records for problem in record.problems]
     if problems:
         raise InputError(problems[:10], total=len(problems), headline="problem(s) in a file of a flowrate marker")
-    return [Marked(record.case, record.source, wanted) for record in records if record.case is not None]
+    return [
+        Marked(Job(record.case, record.source, str(record.source)), wanted)
+        for record in records
+        if record.case is not None
+    ]
 
 
 @dataclass
@@ -124,17 +145,18 @@ class Outcome:
 
 
 class _Batch(RunListener):
-    """One batch's listener: each row of `wanted` with its original source (of `sources`, by id)
-    told to the session, each conversation skipped kept as its outcome."""
+    """One batch's listener for `wanted`: each row told to the session as its `jobs` (by staged id)
+    has it, with the conversation's own id and source; each conversation skipped its outcome."""
 
-    def __init__(self, session: JudgeSession, wanted: Wanted, sources: dict[str, Source | None]):
-        self.session, self.wanted, self.sources = session, wanted, sources
+    def __init__(self, session: JudgeSession, wanted: Wanted, jobs: dict[str, Job]):
+        self.session, self.wanted, self.jobs = session, wanted, jobs
 
     def row(self, row: EvaluationRow) -> None:
-        self.session.keep(self.wanted, row.model_copy(update={"source": self.sources.get(row.id)}))
+        job = self.jobs[row.id]
+        self.session.keep(job.key(self.wanted), row.model_copy(update={"id": job.case.id, "source": job.source}))
 
     def skipped(self, conversation_id: str, source: Source | None, reason: str) -> None:
-        self.session.outcomes.setdefault((self.wanted, conversation_id), Outcome()).skipped = reason
+        self.session.outcomes.setdefault(self.jobs[conversation_id].key(self.wanted), Outcome()).skipped = reason
 
 
 class JudgeSession:
@@ -152,7 +174,7 @@ class JudgeSession:
     ):
         self.given, self.config, self.workdir = given, config, workdir
         self.rows_path, self.html_path = rows_path, html_path
-        self.outcomes: dict[tuple[Wanted, str], Outcome] = {}
+        self.outcomes: dict[tuple[Wanted, str, str], Outcome] = {}
         self.book, self.summary = ReportBook(), RunSummary()
         self.transcripts: dict[str, ConversationalEvalTestCase] = {}
         self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
@@ -167,36 +189,39 @@ class JudgeSession:
             values["rubric"] = wanted.rubric
         return resolve_settings(values, self.config)
 
-    def judge(self, wanted: Wanted, cases: list[tuple[ConversationalEvalTestCase, Source | None]]) -> None:
-        """Judge `cases` (each id once) as one run of `flowrate eval` for `wanted`; each one's
-        `Outcome` is kept, a run that fails as a whole (a rejected key) an error on each."""
+    def judge(self, wanted: Wanted, jobs: list[Job]) -> None:
+        """Judge `jobs` not judged yet as one run of `flowrate eval` for `wanted`; each one's
+        `Outcome` is kept, a run that fails as a whole (a rejected key) an error on each. They are
+        staged under ids of their own (two files may share an id; the judge never sees it)."""
         from flowrate.api import evaluate_files
 
-        cases = [(case, source) for case, source in cases if (wanted, case.id or "") not in self.outcomes]
-        if not cases:
+        staged_jobs = {
+            f"job-{n}": job for n, job in enumerate(job for job in jobs if job.key(wanted) not in self.outcomes)
+        }
+        if not staged_jobs:
             return
         self.batches += 1
         staged = self.workdir / f"batch-{self.batches}.jsonl"
-        lines = [orjson.dumps(case.model_dump(mode="json", exclude_none=True)) for case, _ in cases]
-        staged.write_bytes(b"".join(line + b"\n" for line in lines))
-        for case, _ in cases:
-            self.transcripts[case.id or ""] = case
-        listener = _Batch(self, wanted, {case.id or "": source for case, source in cases})
+        cases = [job.case.model_copy(update={"id": staged_id}) for staged_id, job in staged_jobs.items()]
+        staged.write_bytes(
+            b"".join(orjson.dumps(case.model_dump(mode="json", exclude_none=True)) + b"\n" for case in cases)
+        )
+        self.transcripts.update({job.case.id or "": job.case for job in staged_jobs.values()})
         try:
             settings = self.settings(wanted, str(self.workdir / f"batch-{self.batches}.rows.jsonl"))
+            listener = _Batch(self, wanted, staged_jobs)
             _outside_a_running_loop(lambda: evaluate_files([str(staged)], settings, [listener], None, True))
         except FlowrateError as error:
-            message = plain_message(error)
-            for case, _ in cases:
-                self.outcomes.setdefault((wanted, case.id or ""), Outcome()).error = message
-        for case, _ in cases:  # a conversation the run neither judged nor skipped (it stopped)
-            outcome = self.outcomes.setdefault((wanted, case.id or ""), Outcome())
+            for job in staged_jobs.values():
+                self.outcomes.setdefault(job.key(wanted), Outcome()).error = plain_message(error)
+        for job in staged_jobs.values():  # a conversation the run neither judged nor skipped (it stopped)
+            outcome = self.outcomes.setdefault(job.key(wanted), Outcome())
             if not outcome.rows and outcome.skipped is None and outcome.error is None:
                 outcome.error = "not judged: the run stopped before this conversation"
 
-    def keep(self, wanted: Wanted, row: EvaluationRow) -> None:
-        """A row of the session, judged for `wanted`: kept for its test, in the session's rows and report."""
-        self.outcomes.setdefault((wanted, row.id), Outcome()).rows.append(row)
+    def keep(self, key: tuple[Wanted, str, str], row: EvaluationRow) -> None:
+        """A row of the session, of the outcome `key`: kept for its test, in the session's rows and report."""
+        self.outcomes.setdefault(key, Outcome()).rows.append(row)
         self.book.add(row)
         self.summary.add(row, len(self.outcomes))
         if self.rows_file is not None:

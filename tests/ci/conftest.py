@@ -10,12 +10,12 @@ pytest_plugins = ["pytester"]
 @pytest.fixture
 def judged_project(pytester, judge, monkeypatch, tmp_path):
     """A pytester project whose flowrate judge is the scripted one: its key, no retry waits, a
-    response cache of this test's own, no stray FLOWRATE_*."""
+    response cache of this test's own, no stray FLOWRATE_* or GITHUB_*."""
     import os
 
     for name in list(os.environ):
-        if name.startswith("FLOWRATE_") and name != "FLOWRATE_TRANSPORT":
-            monkeypatch.delenv(name)
+        if name.startswith(("FLOWRATE_", "GITHUB_")) and name != "FLOWRATE_TRANSPORT":
+            monkeypatch.delenv(name)  # a run of this suite on GitHub Actions writes no summary of theirs
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     monkeypatch.setenv("FLOWRATE_API_BASE", judge.base_url)
     monkeypatch.setenv("FLOWRATE_BACKOFF", "0")

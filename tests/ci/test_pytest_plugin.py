@@ -332,3 +332,35 @@ def test_the_judge_is_chosen_by_the_config_file_under_the_model_option(judged_pr
     judged_project.runpytest_inprocess("--flowrate-model", "gpt-3.5-turbo").assert_outcomes(passed=1)
     assert [body["model"] for body in judge.bodies] == ["gpt-4o-mini", "gpt-3.5-turbo"]
     assert all("French" in json.dumps(body["messages"]) for body in judge.bodies)
+
+
+def test_conversations_sharing_an_id_in_two_files_or_two_tests_each_get_their_own_verdict(judged_project, judge):
+    judge.script("BROKEN", IGNORED)
+    write_jsonl(judged_project.path / "good.jsonl", [turn_record("c0", "question", "fine answer")])
+    write_jsonl(judged_project.path / "bad.jsonl", [turn_record("c0", "question", "BROKEN answer")])
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+        import flowrate
+
+        @pytest.mark.flowrate("good.jsonl")
+        def test_good(conversation):
+            flowrate.assert_flow(conversation)
+
+        @pytest.mark.flowrate("bad.jsonl")
+        def test_bad(conversation):
+            flowrate.assert_flow(conversation)
+
+        def test_inline_good():
+            flowrate.assert_flow({"id": "same", "turns": [{"input": "q", "actual_output": "fine"}]})
+
+        def test_inline_bad():
+            flowrate.assert_flow({"id": "same", "turns": [{"input": "q", "actual_output": "BROKEN"}]})
+        """
+    )
+    result = judged_project.runpytest_inprocess("-v")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        ["*test_good?c0? PASSED*", "*test_bad?c0? FAILED*", "*test_inline_good PASSED*", "*test_inline_bad FAILED*"]
+    )
+    assert judge.requests == 4
