@@ -4,8 +4,6 @@ import pytest
 
 from tests.helpers import TEST_KEY
 
-pytest_plugins = ["pytester"]
-
 
 @pytest.fixture
 def judged_project(pytester, judge, monkeypatch, tmp_path):
