@@ -71,16 +71,23 @@ def eval_options(environ: Mapping[str, str]) -> list[str]:
     return arguments
 
 
-def _digest(paths: list[str]) -> str:
-    """A hash of the files' names and contents (a missing file by its name alone)."""
+def _digest(paths: list[str], results: Path | None = None) -> str:
+    """A hash of the files' names and contents (a missing file by its name alone); of a directory,
+    the conversation files `flowrate eval` reads there, the `results` folder left out."""
+    from flowrate.inputs.files import SCANNED_SUFFIXES
+
     digest = hashlib.sha256()
     for path in sorted(paths):
         digest.update(path.encode() + b"\0")
         target = Path(path)
-        files = sorted(target.rglob("*")) if target.is_dir() else [target]
+        files = [target]
+        if target.is_dir():
+            files = [file for file in sorted(target.rglob("*")) if file.suffix.lower() in SCANNED_SUFFIXES]
+            if results is not None:
+                files = [file for file in files if not file.resolve().is_relative_to(results.resolve())]
         for file in files:
             if file.is_file():
-                digest.update(file.read_bytes())
+                digest.update(str(file).encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -89,7 +96,11 @@ def cache_keys(environ: Mapping[str, str]) -> tuple[str, str]:
     judge = "|".join(given(environ, name) or "-" for name in ("model", "api-base", "metric"))
     rubric_files = [path for path in (given(environ, "rubric"), given(environ, "config")) if path]
     prefix = f"flowrate-{hashlib.sha256(judge.encode()).hexdigest()[:12]}-{_digest(rubric_files)}-"
-    return prefix + _digest(given(environ, "files").split()), prefix
+    return prefix + _digest(given(environ, "files").split(), _results_dir(environ)), prefix
+
+
+def _results_dir(environ: Mapping[str, str]) -> Path:
+    return Path(given(environ, "results-dir") or "flowrate-results")
 
 
 def write_outputs(path: str | None, values: dict[str, str]) -> None:
@@ -182,7 +193,7 @@ def run(environ: Mapping[str, str]) -> int:
     if not files:
         print("::error title=flowrate::the input `files` names no conversations file", flush=True)
         return 2
-    results = Path(given(environ, "results-dir") or "flowrate-results")
+    results = _results_dir(environ)
     results.mkdir(parents=True, exist_ok=True)
     rows = results / "rows.jsonl"
     written = ["--output", str(rows), "--html", str(results / "report.html"), "--junit", str(results / "junit.xml")]

@@ -245,6 +245,20 @@ def test_a_rerun_after_only_the_ci_job_changed_has_the_same_cache_key_and_sends_
     assert second["run"]["outputs"]["cost-usd"] == "0.000000"
 
 
+def test_a_directory_s_key_is_its_conversations_not_the_results_written_inside_it(runner, judge):
+    (runner.workspace / "conversations").mkdir()
+    chats(runner.workspace).rename(runner.workspace / "conversations" / "chats.jsonl")
+    inputs = {"files": "conversations/", "api-base": judge.base_url, "results-dir": "conversations/results"}
+    first = runner.run(inputs)
+    assert first["run"]["status"] == 0, first["run"]["stderr"]
+    assert (runner.workspace / "conversations" / "results" / "rows.jsonl").is_file()
+    second = runner.run(inputs)
+    assert second["key"]["outputs"] == first["key"]["outputs"]
+    assert second["run"]["status"] == 0 and judge.requests == 4
+    write_jsonl(runner.workspace / "conversations" / "more.jsonl", [turn_record("c9", "question 9", "answer")])
+    assert runner.run(inputs)["key"]["outputs"]["cache-key"] != first["key"]["outputs"]["cache-key"]
+
+
 def test_the_cache_key_names_the_model_and_the_rubric(runner, judge, tmp_path):
     chats(runner.workspace)
     rubric = runner.workspace / "rubric.yaml"
