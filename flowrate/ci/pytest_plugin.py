@@ -49,6 +49,7 @@ _state: dict[str, Any] = {"config": None, "item": None}  # for `flowrate.assert_
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The plugin's options on `parser`: the judge, the config file, the session's rows and report."""
     group = parser.getgroup("flowrate", "flowrate: conversations judged by an LLM judge")
     group.addoption("--flowrate-model", help="The judge model of the session (flowrate eval --model).")
     group.addoption("--flowrate-config", help="flowrate's config file (flowrate eval --config).")
@@ -57,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """The `flowrate` marker declared on `config`, which `flowrate.assert_flow` then uses."""
     config.addinivalue_line(
         "markers",
         "flowrate(path, at_least=None, metric=None, rubric=None): a test for each conversation of the file"
@@ -67,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """`config` is over: `flowrate.assert_flow` goes back to the session around it, if any."""
     if _state["config"] is config:
         _state["config"] = config.stash.get(_OUTER, None)
 
@@ -79,6 +82,8 @@ def _wanted(metric: str | list[str] | tuple[str, ...] | None, rubric: str | os.P
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A marked test of `metafunc` made a test per conversation of its file (a bad file: a
+    collection error naming its file, line and field)."""
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None:
         return
@@ -249,6 +254,7 @@ def assert_flow(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, Any, Any]:
+    """`item` is the test `flowrate.assert_flow` judges for while it runs."""
     _state["item"] = item
     try:
         return (yield)
@@ -287,5 +293,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The notices of the session's rows and report, at the end of `terminalreporter`'s output."""
     for notice in config.stash.get(_NOTICES, []):
         terminalreporter.write_line(notice)
