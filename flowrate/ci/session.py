@@ -31,6 +31,7 @@ from flowrate.settings.options import EvalSettings, resolve_settings
 # to a staged file per batch (the session's rows to `rows_path`), its reports are the session's,
 # and each test reads its own verdict (a gate or a resume means nothing per batch).
 PER_BATCH: dict[str, Any] = {
+    "github": False,  # GITHUB_ACTIONS=true still turns GitHub's summary on, as it does for eval
     "junit": None,
     "html": None,
     "history": None,
