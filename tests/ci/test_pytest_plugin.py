@@ -364,3 +364,19 @@ def test_conversations_sharing_an_id_in_two_files_or_two_tests_each_get_their_ow
         ["*test_good?c0? PASSED*", "*test_bad?c0? FAILED*", "*test_inline_good PASSED*", "*test_inline_bad FAILED*"]
     )
     assert judge.requests == 4
+
+
+def test_flowrate_github_writes_no_step_summary_per_batch_of_a_session(judged_project, judge, monkeypatch):
+    summary = judged_project.path / "summary.md"
+    monkeypatch.setenv("FLOWRATE_GITHUB", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    judged_project.makepyfile(
+        test_bot="""
+        import flowrate
+
+        def test_one():
+            flowrate.assert_flow({"turns": [{"input": "hi", "actual_output": "hello"}]})
+        """
+    )
+    judged_project.runpytest_inprocess().assert_outcomes(passed=1)
+    assert judge.requests == 1 and not summary.exists()
