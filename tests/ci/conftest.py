@@ -1,5 +1,7 @@
 """Fixtures of the CI tests: a pytest project of its own (pytester) judged by the scripted judge."""
 
+import os
+
 import pytest
 
 from tests.helpers import TEST_KEY
@@ -9,8 +11,6 @@ from tests.helpers import TEST_KEY
 def judged_project(pytester, judge, monkeypatch, tmp_path):
     """A pytester project whose flowrate judge is the scripted one: its key, no retry waits, a
     response cache of this test's own, no stray FLOWRATE_* or GITHUB_*."""
-    import os
-
     for name in list(os.environ):
         if name.startswith(("FLOWRATE_", "GITHUB_")) and name != "FLOWRATE_TRANSPORT":
             monkeypatch.delenv(name)  # a run of this suite on GitHub Actions writes no summary of theirs
