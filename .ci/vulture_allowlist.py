@@ -44,3 +44,4 @@ cli_type_of
 _.handle_starttag
 _.handle_endtag
 _.handle_data
+_.longrepr  # ci/pytest_plugin.py: set on pytest's TestReport, which pytest's reporters read

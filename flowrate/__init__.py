@@ -44,6 +44,7 @@ _WHERE = {
     "reply_from_answer": "flowrate.metrics.step",
     "rows_from_reply": "flowrate.metrics.step",
     "evaluate_dataset": "flowrate.api",
+    "assert_flow": "flowrate.ci.pytest_plugin",
 }
 __all__ = [
     "ConversationalEvalTestCase",
@@ -76,10 +77,12 @@ __all__ = [
     "reply_from_answer",
     "rows_from_reply",
     "evaluate_dataset",
+    "assert_flow",
 ]
 
 if TYPE_CHECKING:
     from flowrate.api import Evaluation, evaluate_dataset, evaluate_files, evaluate_files_async
+    from flowrate.ci.pytest_plugin import assert_flow
     from flowrate.errors import ExitCode, JudgeAccessError
     from flowrate.evaluation.engine import evaluate_conversations
     from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase

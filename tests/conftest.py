@@ -13,6 +13,10 @@ from tests.judge_server import JudgeServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# pytest's own `pytester`, for the pytest plugin's tests (tests/ci); pytest takes this from the
+# top-level conftest only
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(scope="session")
 def judge_server():

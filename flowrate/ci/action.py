@@ -1,0 +1,223 @@
+"""The steps of flowrate's GitHub Action (`action.yml`), as a script a test can run without GitHub:
+`python -m flowrate.ci.action key` and `python -m flowrate.ci.action run`.
+
+The action passes its inputs as INPUT_<NAME> variables (dashes as underscores): `files`, the
+`flowrate eval` options of the same names (`model`, `max-cost`, `min-pass-rate`, ...; a list
+option's values separated by spaces), `config`, and its own: `baseline` (the path of the baseline
+rows in the target branch), `baseline-file` (a baseline rows file already in the workspace, such
+as a downloaded artifact), `tolerance`, `fail-on-any-regression` and `results-dir`.
+
+- `key` writes `cache-key` and `restore-key` to GITHUB_OUTPUT for `actions/cache`: the judge (model,
+  server), the rubric and metrics (the rubric file's and the config file's contents), then the
+  conversation files' contents. Nothing of the workflow is in it, so a rerun after only the CI
+  job changed restores the same cache and sends no request.
+- `run` runs `flowrate eval` (its step summary and annotations on, as `--github` writes them; the
+  rows, the HTML and the JUnit report in `results-dir`), then, on a pull request, `flowrate compare`
+  with the baseline (its Markdown appended to the step summary), and writes the outputs
+  `pass-rate`, `failures`, `failed-ids`, `failures-text`, `cost-usd`, `regressed` and `exit-code`. It exits with
+  eval's status when that is not 0, else compare's (1 on a regression).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import typing
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from flowrate.results.files import read_rows
+from flowrate.results.summary import RunSummary
+from flowrate.settings.groups import Flag
+from flowrate.settings.options import EvalSettings
+
+# What the action writes, and never takes as an option of its own: the rows, the reports and
+# GitHub's summary belong to the action's steps.
+WRITTEN = {"output", "junit", "html", "github", "history", "output_parquet", "batch_export"}
+PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
+
+
+def given(environ: Mapping[str, str], name: str) -> str:
+    """The action's input `name` (dashes or underscores), stripped; "" when not given."""
+    return environ.get("INPUT_" + name.replace("-", "_").upper(), "").strip()
+
+
+def eval_options(environ: Mapping[str, str]) -> list[str]:
+    """The `flowrate eval` arguments the action's inputs give: each input named as an option of
+    eval's, in the order of the settings (a bool input "true" as the bare flag)."""
+    arguments = []
+    for name, info in EvalSettings.model_fields.items():
+        flag = next((item for item in info.metadata if isinstance(item, Flag)), None)
+        if flag is None or name in WRITTEN:
+            continue
+        option = flag.flags(name)[0]
+        value = given(environ, option.removeprefix("--"))
+        if not value:
+            continue
+        kind = flag.cli_type or info.annotation
+        if info.annotation is bool:
+            arguments += [option] if value.lower() == "true" else []
+        elif typing.get_origin(kind) is list:
+            for item in value.split():
+                arguments += [option, item]
+        else:
+            arguments += [option, value]
+    if config := given(environ, "config"):
+        arguments += ["--config", config]
+    return arguments
+
+
+def _digest(paths: list[str], results: Path | None = None) -> str:
+    """A hash of the files' names and contents (a missing file by its name alone); of a directory,
+    the conversation files `flowrate eval` reads there, the `results` folder left out."""
+    from flowrate.inputs.files import SCANNED_SUFFIXES
+
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.encode() + b"\0")
+        target = Path(path)
+        files = [target]
+        if target.is_dir():
+            files = [file for file in sorted(target.rglob("*")) if file.suffix.lower() in SCANNED_SUFFIXES]
+            if results is not None:
+                files = [file for file in files if not file.resolve().is_relative_to(results.resolve())]
+        for file in files:
+            if file.is_file():
+                digest.update(str(file).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_keys(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The response cache's key and its restore prefix: the judge and the rubric, then the files."""
+    judge = "|".join(given(environ, name) or "-" for name in ("model", "api-base", "metric"))
+    rubric_files = [path for path in (given(environ, "rubric"), given(environ, "config")) if path]
+    prefix = f"flowrate-{hashlib.sha256(judge.encode()).hexdigest()[:12]}-{_digest(rubric_files)}-"
+    return prefix + _digest(given(environ, "files").split(), _results_dir(environ)), prefix
+
+
+def _results_dir(environ: Mapping[str, str]) -> Path:
+    return Path(given(environ, "results-dir") or "flowrate-results")
+
+
+def write_outputs(path: str | None, values: dict[str, str]) -> None:
+    """Append `values` to GITHUB_OUTPUT (`path`) as the runner reads them: `name=value`, and the
+    heredoc form, with a delimiter the value does not hold, for a value with a line break."""
+    if not path:
+        return
+    lines = []
+    for name, value in values.items():
+        if "\n" in value or "\r" in value:
+            delimiter = f"ghadelimiter_{uuid.uuid4()}"
+            while delimiter in value:  # as the runner's own toolkit does: never a line of the value
+                delimiter = f"ghadelimiter_{uuid.uuid4()}"
+            lines += [f"{name}<<{delimiter}", value, delimiter]
+        else:
+            lines.append(f"{name}={value}")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+
+
+def baseline_rows(environ: Mapping[str, str], results: Path) -> Path | None:
+    """The baseline of a pull request: `baseline-file` when given, else `baseline` as the target
+    branch holds it (`git fetch` of GITHUB_BASE_REF, then `git show`); None when there is none."""
+    if local := given(environ, "baseline-file"):
+        return Path(local) if Path(local).is_file() else None
+    base, path = environ.get("GITHUB_BASE_REF", ""), given(environ, "baseline")
+    if not base or not path:
+        return None
+    fetched = subprocess.run(["git", "fetch", "--no-tags", "--depth=1", "origin", base], capture_output=True)
+    if fetched.returncode != 0:
+        return None
+    shown = subprocess.run(["git", "show", f"FETCH_HEAD:{path}"], capture_output=True)
+    if shown.returncode != 0:
+        return None
+    target = results / "baseline.jsonl"
+    target.write_bytes(shown.stdout)
+    return target
+
+
+def _flowrate(*arguments: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "flowrate", *arguments], text=True, capture_output=capture)
+
+
+def compare(environ: Mapping[str, str], rows: Path, results: Path) -> int | None:
+    """On a pull request, `flowrate compare` of the baseline with `rows`, its Markdown appended to
+    the step summary; its status (1: a regression; 2: a baseline it could not read), None when
+    there was nothing to compare with."""
+    if environ.get("GITHUB_EVENT_NAME") not in PULL_REQUEST_EVENTS:
+        return None
+    baseline = baseline_rows(environ, results)
+    if baseline is None or not rows.is_file():
+        print("::warning title=flowrate::no baseline rows of the target branch; nothing was compared", flush=True)
+        return None
+    arguments = ["compare", str(baseline), str(rows), "--markdown"]
+    if tolerance := given(environ, "tolerance"):
+        arguments += ["--tolerance", tolerance]
+    if given(environ, "fail-on-any-regression").lower() == "true":
+        arguments.append("--fail-on-any-regression")
+    compared = _flowrate(*arguments, capture=True)
+    sys.stderr.write(compared.stderr)
+    if summary := environ.get("GITHUB_STEP_SUMMARY"):
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write("\n" + compared.stdout)
+    return compared.returncode
+
+
+def outcome(rows: Path) -> dict[str, str]:
+    """The outputs read from the run's rows: pass rate, failures, the failed ids (a JSON list, for
+    `fromJSON`), each failure with its reason (a line each, the heredoc form), the cost."""
+    summary, failed = RunSummary(), []
+    for order, row in enumerate(read_rows(rows) if rows.is_file() else [], start=1):
+        summary.add(row, order)
+        if row.error is None and not row.success:
+            failed.append(row)
+    rate = summary.pass_rate
+    return {
+        "pass-rate": "" if rate is None else f"{rate:.4f}",
+        "failures": str(summary.failed),
+        "failed-ids": json.dumps(list(dict.fromkeys(row.id for row in failed)), ensure_ascii=False),
+        "failures-text": "\n".join(
+            f"{row.id} ({row.metric}, {row.verdict or row.score}): {row.reason}" for row in failed
+        ),
+        "cost-usd": f"{summary.run_cost_usd:.6f}",
+    }
+
+
+def run(environ: Mapping[str, str]) -> int:
+    """The action's main step (see the module's description); returns its exit status."""
+    files = given(environ, "files").split()
+    if not files:
+        print("::error title=flowrate::the input `files` names no conversations file", flush=True)
+        return 2
+    results = _results_dir(environ)
+    results.mkdir(parents=True, exist_ok=True)
+    rows = results / "rows.jsonl"
+    written = ["--output", str(rows), "--html", str(results / "report.html"), "--junit", str(results / "junit.xml")]
+    status = _flowrate("eval", *files, *eval_options(environ), *written, "--github").returncode
+    compared = compare(environ, rows, results)
+    code = status or compared or 0
+    outputs = outcome(rows)
+    outputs.update({"regressed": "true" if compared == 1 else "false", "exit-code": str(code)})
+    write_outputs(environ.get("GITHUB_OUTPUT"), outputs)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`key` or `run` (the first of `argv`, default the command line's), over this environment."""
+    command = (argv if argv is not None else sys.argv[1:])[:1]
+    if command == ["key"]:
+        key, prefix = cache_keys(os.environ)
+        write_outputs(os.environ.get("GITHUB_OUTPUT"), {"cache-key": key, "restore-key": prefix})
+        return 0
+    if command == ["run"]:
+        return run(os.environ)
+    print("usage: python -m flowrate.ci.action key|run", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""The judging of a pytest session: the settings of `flowrate eval` (the plugin's options over the
+FLOWRATE_* variables, the config file and the defaults), conversations judged in batches through
+`flowrate.api.evaluate_files` (the same cache, concurrency, budget and retries as the command), the
+outcome of each conversation kept for the test that reads it, and the session's rows and HTML
+report written through the CLI's report code when the session ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import typing
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowrate.errors import FlowrateError, InputError
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.results.book import ReportBook
+from flowrate.results.events import RunListener
+from flowrate.results.files import ResultsFile
+from flowrate.results.rows import EvaluationRow
+from flowrate.results.summary import RunSummary
+from flowrate.settings.groups import Flag
+from flowrate.settings.options import EvalSettings, resolve_settings
+
+# What a session's own judging never takes from the environment or the config file: its rows go
+# to a staged file per batch (the session's rows to `rows_path`), its reports are the session's,
+# and each test reads its own verdict (a gate or a resume means nothing per batch).
+PER_BATCH: dict[str, Any] = {
+    "github": False,  # GITHUB_ACTIONS=true still turns GitHub's summary on, as it does for eval
+    "junit": None,
+    "html": None,
+    "history": None,
+    "output_parquet": None,
+    "resume": False,
+    "retry_errors": False,
+    "batch": False,
+    "batch_submit_only": False,
+    "batch_export": None,
+    "skip_invalid": False,
+    "allow_empty": False,
+    "limit": None,
+    "sample": None,
+    "shard": None,
+    "only": [],
+    "exclude": [],
+    "min_pass_rate": None,
+    "min_mean_score": None,
+    "max_failures": None,
+    "gates": {},
+}
+
+
+class JudgeFailed(Exception):
+    """The judge gave no verdict for a conversation (an error row, a rejected key, a bad option):
+    the plugin reports it as a pytest error, not a failure, with `message` alone."""
+
+
+def environment_values(environ: typing.Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings the FLOWRATE_* variables of `environ` (default: this process's) give, read as
+    the CLI reads them (each option's `Flag.env`; a list option split on spaces, as click does)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for name, info in EvalSettings.model_fields.items():
+        flag = next((item for item in info.metadata if isinstance(item, Flag)), None)
+        if flag is None or flag.env(name) not in environ:
+            continue
+        text = environ[flag.env(name)]
+        kind = flag.cli_type or info.annotation
+        value: Any = text.split() if typing.get_origin(kind) is list else text
+        values[name] = flag.parse(value) if flag.parse else value
+    return values
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a test asks of the judge: its `metric` names and `rubric` file (None: the session's)."""
+
+    metric: tuple[str, ...] | None = None
+    rubric: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A conversation to judge: its `case`, its `source`, and its `place`, which with the id tells
+    it from any other of the session (a marked file's path and line; a test's own call)."""
+
+    case: ConversationalEvalTestCase
+    source: Source | None
+    place: str
+
+    def key(self, wanted: Wanted) -> tuple[Wanted, str, str]:
+        """Where the session keeps its `Outcome` when judged for `wanted`."""
+        return wanted, self.place, self.case.id or ""
+
+
+@dataclass
+class Marked:
+    """A conversation of a file named by a `flowrate` marker, as a `Job`, and what the marker asks
+    the judge (`wanted`)."""
+
+    job: Job
+    wanted: Wanted
+
+    @property
+    def case(self) -> ConversationalEvalTestCase:
+        return self.job.case
+
+    @property
+    def key(self) -> tuple[Wanted, str, str]:
+        return self.job.key(self.wanted)
+
+
+def read_marked(path: Path, wanted: Wanted) -> list[Marked]:
+    """The conversations of `path` (any format the inputs stage reads), each as a `Marked`.
+    Raises `InputError` naming the file, line and field of each invalid record."""
+    from flowrate.inputs.files import InputSet, with_duplicates_marked
+
+    inputs = InputSet([str(path)])
+    try:
+        records = list(with_duplicates_marked(inputs.records(), {}))
+    finally:
+        inputs.close()
+    problems = [problem for record in records for problem in record.problems]
+    if problems:
+        raise InputError(problems[:10], total=len(problems), headline="problem(s) in a file of a flowrate marker")
+    return [
+        Marked(Job(record.case, record.source, str(record.source)), wanted)
+        for record in records
+        if record.case is not None
+    ]
+
+
+@dataclass
+class Outcome:
+    """What became of one conversation: its `rows` (one per row name of its metrics), or the
+    reason it was `skipped` (a budget, an unreachable judge), or the `error` of its batch."""
+
+    rows: list[EvaluationRow] = field(default_factory=list)
+    skipped: str | None = None
+    error: str | None = None
+
+
+class _Batch(RunListener):
+    """One batch's listener for `wanted`: each row told to the session as its `jobs` (by staged id)
+    has it, with the conversation's own id and source; each conversation skipped its outcome."""
+
+    def __init__(self, session: JudgeSession, wanted: Wanted, jobs: dict[str, Job]):
+        self.session, self.wanted, self.jobs = session, wanted, jobs
+
+    def row(self, row: EvaluationRow) -> None:
+        job = self.jobs[row.id]
+        self.session.keep(job.key(self.wanted), row.model_copy(update={"id": job.case.id, "source": job.source}))
+
+    def skipped(self, conversation_id: str, source: Source | None, reason: str) -> None:
+        self.session.outcomes.setdefault(self.jobs[conversation_id].key(self.wanted), Outcome()).skipped = reason
+
+
+class JudgeSession:
+    """The judge of one pytest session: `given` settings (the plugin's options, over the
+    FLOWRATE_* variables), the `config` file, where the session's rows (`rows_path`) and HTML
+    report (`html_path`) go, and `workdir`, a folder of the session's own for staged batches."""
+
+    def __init__(
+        self,
+        given: dict[str, Any],
+        config: Path | None,
+        workdir: Path,
+        rows_path: str | None = None,
+        html_path: str | None = None,
+    ):
+        self.given, self.config, self.workdir = given, config, workdir
+        self.rows_path, self.html_path = rows_path, html_path
+        self.outcomes: dict[tuple[Wanted, str, str], Outcome] = {}
+        self.book, self.summary = ReportBook(), RunSummary()
+        self.transcripts: dict[str, ConversationalEvalTestCase] = {}
+        self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
+        self.batches = 0
+
+    def settings(self, wanted: Wanted, output: str) -> EvalSettings:
+        """The settings of a batch of `wanted` writing its rows to `output`."""
+        values = {**environment_values(), **self.given, **PER_BATCH, "output": output}
+        if wanted.metric:
+            values["metric"] = list(wanted.metric)
+        if wanted.rubric:
+            values["rubric"] = wanted.rubric
+        return resolve_settings(values, self.config)
+
+    def judge(self, wanted: Wanted, jobs: list[Job]) -> None:
+        """Judge `jobs` not judged yet as one run of `flowrate eval` for `wanted`; each one's
+        `Outcome` is kept, a run that fails as a whole (a rejected key) an error on each. They are
+        staged under ids of their own (two files may share an id; the judge never sees it)."""
+        from flowrate.api import evaluate_files
+
+        staged_jobs = {
+            f"job-{n}": job for n, job in enumerate(job for job in jobs if job.key(wanted) not in self.outcomes)
+        }
+        if not staged_jobs:
+            return
+        self.batches += 1
+        staged = self.workdir / f"batch-{self.batches}.jsonl"
+        cases = [job.case.model_copy(update={"id": staged_id}) for staged_id, job in staged_jobs.items()]
+        staged.write_bytes(
+            b"".join(orjson.dumps(case.model_dump(mode="json", exclude_none=True)) + b"\n" for case in cases)
+        )
+        self.transcripts.update({job.case.id or "": job.case for job in staged_jobs.values()})
+        try:
+            settings = self.settings(wanted, str(self.workdir / f"batch-{self.batches}.rows.jsonl"))
+            listener = _Batch(self, wanted, staged_jobs)
+            _outside_a_running_loop(lambda: evaluate_files([str(staged)], settings, [listener], None, True))
+        except FlowrateError as error:
+            for job in staged_jobs.values():
+                self.outcomes.setdefault(job.key(wanted), Outcome()).error = plain_message(error)
+        for job in staged_jobs.values():  # a conversation the run neither judged nor skipped (it stopped)
+            outcome = self.outcomes.setdefault(job.key(wanted), Outcome())
+            if not outcome.rows and outcome.skipped is None and outcome.error is None:
+                outcome.error = "not judged: the run stopped before this conversation"
+
+    def keep(self, key: tuple[Wanted, str, str], row: EvaluationRow) -> None:
+        """A row of the session, of the outcome `key`: kept for its test, in the session's rows and report."""
+        self.outcomes.setdefault(key, Outcome()).rows.append(row)
+        self.book.add(row)
+        self.summary.add(row, len(self.outcomes))
+        if self.rows_file is not None:
+            self.rows_file.row(row)
+
+    def finish(self) -> list[str]:
+        """Close the session's rows and write its HTML report (when asked and rows were made);
+        returns the notices to show."""
+        notices = []
+        if self.rows_file is not None:
+            self.rows_file.close()
+            if self.rows_file.rows_written:
+                notices.append(f"flowrate rows: {self.rows_path} ({self.rows_file.rows_written} rows)")
+        if self.html_path and self.summary.metrics:
+            from flowrate.reports import write_reports
+
+            notices += write_reports(self.book, self.summary, html=self.html_path, transcripts=self.transcripts)
+        return notices
+
+
+def _outside_a_running_loop(call: Callable[[], object]) -> None:
+    """`call`, in a thread of its own when this one runs an event loop (an async test):
+    `evaluate_files` runs a loop of its own, which asyncio allows one per thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        call()
+        return
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(call).result()
+
+
+def plain_message(error: FlowrateError) -> str:
+    """A flowrate error as the CLI tells it (`cli.common.fail`): an input error's count and
+    headline, its problems indented under it, then its hint."""
+    if isinstance(error, InputError):
+        headline = f"{error.total} {error.headline}:" if error.counted else f"{error.headline}:"
+        return "\n".join(
+            [headline, *(f"  {problem}" for problem in error.problems), *([error.hint] if error.hint else [])]
+        )
+    return str(error)

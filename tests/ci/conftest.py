@@ -1,0 +1,24 @@
+"""Fixtures of the CI tests: a pytest project of its own (pytester) judged by the scripted judge."""
+
+import os
+
+import pytest
+
+from tests.helpers import TEST_KEY
+
+
+@pytest.fixture
+def judged_project(pytester, judge, monkeypatch, tmp_path):
+    """A pytester project whose flowrate judge is the scripted one: its key, no retry waits, a
+    response cache of this test's own, no stray FLOWRATE_* or GITHUB_*."""
+    for name in list(os.environ):
+        if name.startswith(("FLOWRATE_", "GITHUB_")) and name != "FLOWRATE_TRANSPORT":
+            monkeypatch.delenv(name)  # a run of this suite on GitHub Actions writes no summary of theirs
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setenv("FLOWRATE_API_BASE", judge.base_url)
+    monkeypatch.setenv("FLOWRATE_BACKOFF", "0")
+    monkeypatch.setenv("FLOWRATE_BACKOFF_MAX", "0")
+    monkeypatch.setenv("FLOWRATE_MAX_RETRIES", "1")
+    monkeypatch.setenv("FLOWRATE_CACHE_DIR", str(tmp_path / "cache"))
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester

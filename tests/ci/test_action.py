@@ -1,0 +1,327 @@
+"""The GitHub Action: `action.yml`'s own steps run by a test as a runner runs them (GITHUB_* set,
+a step summary and an output file, the inputs as the step's env), against the scripted judge. The
+`uses:` steps are GitHub's (setup-python, the cache, the upload): their part is played by the
+test (one cache folder kept between runs is a restored cache; the artifact is the results folder)."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flowrate.ci.action import write_outputs
+from flowrate.errors import ExitCode
+from flowrate.settings.options import EvalSettings
+from tests.helpers import ROOT, read_rows, turn_record, write_jsonl
+
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+OWN_INPUTS = {
+    "files",
+    "config",
+    "baseline",
+    "baseline-file",
+    "tolerance",
+    "fail-on-any-regression",
+    "results-dir",
+    "artifact-name",
+    "python-version",
+    "flowrate-spec",
+}
+
+
+def runner_outputs(path):
+    """GITHUB_OUTPUT read as the runner reads it (actions/runner's file commands): `name=value`
+    when `=` comes before any `<<`, else `name<<DELIMITER`, the lines up to DELIMITER alone."""
+    lines = re.split(r"\r\n|\r|\n", Path(path).read_text(encoding="utf-8"))  # as .NET's ReadLine
+    if lines and lines[-1] == "":
+        lines.pop()
+    values, index = {}, 0
+    while index < len(lines):
+        line = lines[index]
+        equals, heredoc = line.find("="), line.find("<<")
+        if equals >= 0 and (heredoc < 0 or equals < heredoc):
+            name, value = line[:equals], line[equals + 1 :]
+        elif heredoc >= 0:
+            name, delimiter = line[:heredoc], line[heredoc + 2 :]
+            end = lines.index(delimiter, index + 1)  # a ValueError here is the runner's "matching delimiter not found"
+            value = "\n".join(lines[index + 1 : end])
+            index = end
+        else:
+            raise ValueError(f"invalid output line {line!r}")
+        assert name, f"an output line without a name: {line!r}"
+        values[name] = value
+        index += 1
+    return values
+
+
+def expand(text, inputs, runner_temp):
+    """`${{ inputs.x }}` and `${{ runner.temp }}` as the runner expands them (an input not given: its default)."""
+
+    def value(match):
+        expression = match.group(1).strip()
+        if expression == "runner.temp":
+            return str(runner_temp)
+        name = expression.removeprefix("inputs.")
+        return inputs.get(name, ACTION["inputs"][name].get("default", ""))
+
+    return re.sub(r"\$\{\{(.*?)\}\}", value, text)
+
+
+class Runner:
+    """A job's runner for the action's script steps, in `workspace` with `env` (the test's key and
+    no FLOWRATE_*), GITHUB_* of an event, a fresh step summary and output file per step."""
+
+    def __init__(self, workspace, env, runner_temp):
+        self.workspace, self.env, self.runner_temp = workspace, env, runner_temp
+        self.step = 0
+
+    def run(self, inputs, event="push", base_ref=""):
+        """Run every script step of the action that calls flowrate.ci.action; the outputs, summary,
+        stdout and status of the last one, and the key step's outputs."""
+        seen = {}
+        for step in ACTION["runs"]["steps"]:
+            if "flowrate.ci.action" not in step.get("run", ""):
+                continue
+            self.step += 1
+            output = self.workspace.parent / f"output-{self.step}"
+            summary = self.workspace.parent / f"summary-{self.step}.md"
+            output.write_text("")
+            env = dict(self.env)
+            env.update({name: expand(str(value), inputs, self.runner_temp) for name, value in step["env"].items()})
+            env.update(
+                GITHUB_ACTIONS="true",
+                GITHUB_EVENT_NAME=event,
+                GITHUB_BASE_REF=base_ref,
+                GITHUB_WORKSPACE=str(self.workspace),
+                GITHUB_OUTPUT=str(output),
+                GITHUB_STEP_SUMMARY=str(summary),
+            )
+            command = step["run"].replace("python ", f"{sys.executable} ", 1)
+            done = subprocess.run(
+                ["bash", "-e", "-c", command],
+                cwd=self.workspace,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            seen[step.get("id")] = {
+                "status": done.returncode,
+                "stdout": done.stdout,
+                "stderr": done.stderr,
+                "outputs": runner_outputs(output),
+                "summary": summary.read_text() if summary.exists() else "",
+            }
+        return seen
+
+
+@pytest.fixture
+def runner(tmp_path, cli_env):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    env = {key: value for key, value in cli_env.items() if key != "FLOWRATE_CACHE_DIR"}
+    return Runner(workspace, env, tmp_path / "runner-temp")
+
+
+def git(workspace, *args):
+    subprocess.run(["git", *args], cwd=workspace, check=True, capture_output=True)
+
+
+def chats(workspace, broken=()):
+    """The workspace's conversations: c0..c3, those in `broken` with a reply the judge fails."""
+    records = [
+        turn_record(f"c{n}", f"question {n}", "BROKEN reply" if n in broken else f"answer {n}") for n in range(4)
+    ]
+    return write_jsonl(workspace / "chats.jsonl", records)
+
+
+def test_every_input_of_the_action_is_its_own_or_an_option_of_flowrate_eval_and_reaches_the_script():
+    options = {
+        name.replace("_", "-"): name for name, info in EvalSettings.model_fields.items() if info.metadata
+    }  # fields with a flag
+    inputs = set(ACTION["inputs"])
+    assert not inputs - OWN_INPUTS - set(options), "inputs that are no eval option"
+    run_step = next(step for step in ACTION["runs"]["steps"] if step.get("id") == "run")
+    passed = {
+        name.removeprefix("INPUT_").lower().replace("_", "-") for name in run_step["env"] if name.startswith("INPUT_")
+    }
+    assert inputs - passed == {"artifact-name", "python-version", "flowrate-spec"}  # the uses: steps' own
+    assert set(ACTION["outputs"]) == {
+        "pass-rate",
+        "failures",
+        "failed-ids",
+        "failures-text",
+        "cost-usd",
+        "regressed",
+        "exit-code",
+    }
+
+
+def test_a_push_run_writes_the_summary_annotations_artifacts_and_outputs(runner, judge):
+    judge.script("BROKEN", {"verdict": "none", "reason": "The reply is broken.", "key_issues": ["Turn 1: broken"]})
+    chats(runner.workspace, broken={2})
+    inputs = {"files": "chats.jsonl", "api-base": judge.base_url, "min-pass-rate": "0.9"}
+    steps = runner.run(inputs)
+    run = steps["run"]
+    assert run["status"] == 1, run["stderr"]  # the gate: 3 of 4 pass
+    assert "## " in run["summary"] and "c2" in run["summary"]
+    assert re.search(r"^::error file=chats\.jsonl,line=3", run["stdout"], re.M), run["stdout"]
+    results = runner.workspace / "flowrate-results"
+    assert {path.name for path in results.iterdir()} == {"rows.jsonl", "report.html", "junit.xml"}
+    assert len(read_rows(results / "rows.jsonl")) == 4
+    assert run["outputs"] == {
+        "pass-rate": "0.7500",
+        "failures": "1",
+        "failed-ids": '["c2"]',
+        "failures-text": "c2 (conversational_flow_rate, none): The reply is broken.",
+        "cost-usd": run["outputs"]["cost-usd"],
+        "regressed": "false",
+        "exit-code": "1",
+    }
+    assert float(run["outputs"]["cost-usd"]) >= 0
+
+
+def test_a_pull_request_that_regresses_against_the_target_branch_baseline_fails(runner, judge, tmp_path):
+    judge.script("BROKEN", {"verdict": "none", "reason": "The reply is broken.", "key_issues": []})
+    workspace = runner.workspace
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "config", "user.email", "ci@example.com")
+    git(workspace, "config", "user.name", "ci")
+    chats(workspace)
+    inputs = {"files": "chats.jsonl", "api-base": judge.base_url}
+    assert runner.run(inputs)["run"]["status"] == 0
+    (workspace / ".flowrate").mkdir()
+    (workspace / "flowrate-results" / "rows.jsonl").rename(workspace / ".flowrate" / "baseline.jsonl")
+    git(workspace, "add", "chats.jsonl", ".flowrate/baseline.jsonl")
+    git(workspace, "commit", "-q", "-m", "baseline")
+    git(tmp_path, "clone", "-q", "--bare", str(workspace), "origin.git")
+    git(workspace, "remote", "add", "origin", str(tmp_path / "origin.git"))
+    git(workspace, "checkout", "-q", "-b", "pr")
+    chats(workspace, broken={0, 1, 2, 3})
+    (workspace / ".flowrate" / "baseline.jsonl").write_text("")  # the pull request's copy is not the baseline
+
+    run = runner.run(inputs, event="pull_request", base_ref="main")["run"]
+    assert run["status"] == 1, run["stderr"]
+    assert run["outputs"]["regressed"] == "true"
+    assert run["outputs"]["exit-code"] == "1"
+    assert "### flowrate: compared with the baseline" in run["summary"]
+    assert "**significant drop**" in run["summary"]
+    assert "- c0 (conversational\\_flow\\_rate): fully → none" in run["summary"]
+
+    chats(workspace)  # fixed: the same verdicts as the baseline, from the cache
+    before = judge.requests
+    fixed = runner.run(inputs, event="pull_request", base_ref="main")["run"]
+    assert fixed["status"] == 0, fixed["stderr"]
+    assert fixed["outputs"]["regressed"] == "false"
+    assert "### flowrate: compared with the baseline" in fixed["summary"]
+    assert "**Regressions**" not in fixed["summary"]
+    assert judge.requests == before
+
+
+def test_a_pull_request_without_a_baseline_on_its_target_branch_is_told_and_not_compared(runner, judge):
+    chats(runner.workspace)
+    run = runner.run({"files": "chats.jsonl", "api-base": judge.base_url}, event="pull_request", base_ref="main")["run"]
+    assert run["status"] == 0
+    assert "::warning title=flowrate::no baseline rows of the target branch; nothing was compared" in run["stdout"]
+    assert "compared with the baseline" not in run["summary"]
+
+
+def test_a_rerun_after_only_the_ci_job_changed_has_the_same_cache_key_and_sends_no_request(runner, judge):
+    chats(runner.workspace)
+    inputs = {"files": "chats.jsonl", "api-base": judge.base_url}
+    first = runner.run(inputs)
+    assert first["run"]["status"] == 0 and judge.requests == 4
+    workflows = runner.workspace / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "flowrate.yml").write_text("on: pull_request\njobs: {judge: {runs-on: ubuntu-latest}}\n")
+    runner.env.update(GITHUB_JOB="judge-again", GITHUB_WORKFLOW="renamed", GITHUB_RUN_ATTEMPT="2")
+    second = runner.run(inputs)
+    assert second["key"]["outputs"] == first["key"]["outputs"]
+    assert second["run"]["status"] == 0
+    assert judge.requests == 4  # every verdict from the restored cache
+    assert second["run"]["outputs"]["cost-usd"] == "0.000000"
+
+
+def test_a_directory_s_key_is_its_conversations_not_the_results_written_inside_it(runner, judge):
+    (runner.workspace / "conversations").mkdir()
+    chats(runner.workspace).rename(runner.workspace / "conversations" / "chats.jsonl")
+    inputs = {"files": "conversations/", "api-base": judge.base_url, "results-dir": "conversations/results"}
+    first = runner.run(inputs)
+    assert first["run"]["status"] == 0, first["run"]["stderr"]
+    assert (runner.workspace / "conversations" / "results" / "rows.jsonl").is_file()
+    second = runner.run(inputs)
+    assert second["key"]["outputs"] == first["key"]["outputs"]
+    assert second["run"]["status"] == 0 and judge.requests == 4
+    write_jsonl(runner.workspace / "conversations" / "more.jsonl", [turn_record("c9", "question 9", "answer")])
+    assert runner.run(inputs)["key"]["outputs"]["cache-key"] != first["key"]["outputs"]["cache-key"]
+
+
+def test_the_cache_key_names_the_model_and_the_rubric(runner, judge, tmp_path):
+    chats(runner.workspace)
+    rubric = runner.workspace / "rubric.yaml"
+    rubric.write_text((ROOT / "flowrate" / "rubrics" / "conversational_flow.yaml").read_text())
+    base = {"files": "chats.jsonl", "api-base": judge.base_url, "rubric": "rubric.yaml"}
+    keys = [runner.run(base)["key"]["outputs"]["cache-key"]]
+    keys.append(runner.run({**base, "model": "gpt-4o-mini"})["key"]["outputs"]["cache-key"])
+    rubric.write_text(rubric.read_text() + "\n# edited\n")
+    keys.append(runner.run(base)["key"]["outputs"]["cache-key"])
+    assert len(set(keys)) == 3
+
+
+def test_max_cost_is_passed_to_flowrate_eval(runner, judge):
+    chats(runner.workspace)
+    run = runner.run({"files": "chats.jsonl", "api-base": judge.base_url, "max-cost": "0"})["run"]
+    assert judge.requests == 0
+    assert "budget: 4 conversation(s) not judged, the --max-cost budget was spent" in run["stderr"]
+    assert run["status"] == ExitCode.INCOMPLETE  # a run that judged nothing does not pass
+    assert run["outputs"]["exit-code"] == "3" and run["outputs"]["pass-rate"] == ""
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["plain", "two\nlines", "name=value\nx<<EOF\nEOF", "ghadelimiter_x\r\nend", "", "trailing\n"],
+)
+def test_outputs_are_read_back_by_the_runner_as_written_whatever_the_text(tmp_path, value):
+    path = tmp_path / "output"
+    write_outputs(str(path), {"failed-ids": value, "after": "still=here"})
+    read = runner_outputs(path)
+    assert read == {"failed-ids": "\n".join(re.split(r"\r\n|\r|\n", value)), "after": "still=here"}
+
+
+def test_hostile_ids_and_reasons_reach_the_outputs_whole(runner, judge):
+    reason = "ghadelimiter_1\nexit-code=0\n::error::pwned"
+    judge.script("BROKEN", {"verdict": "none", "reason": reason, "key_issues": []})
+    hostile = ["evil\nexit-code=0", "x<<EOF", "::error::pwned"]
+    records = [turn_record(name, f"question {n}", "BROKEN reply") for n, name in enumerate(hostile)]
+    write_jsonl(runner.workspace / "chats.jsonl", records)
+    run = runner.run({"files": "chats.jsonl", "api-base": judge.base_url})["run"]
+    outputs = run["outputs"]
+    assert outputs["exit-code"] == str(run["status"])
+    assert json.loads(outputs["failed-ids"]) == hostile
+    assert outputs["failures"] == "3"
+    assert outputs["failures-text"].count("exit-code=0") == 4  # 3 reasons, 1 id: all inside the value
+    assert set(outputs) == {
+        "pass-rate",
+        "failures",
+        "failed-ids",
+        "failures-text",
+        "cost-usd",
+        "regressed",
+        "exit-code",
+    }
+
+
+def test_the_cache_is_restored_before_the_run_and_saved_after_it_whatever_the_verdicts():
+    steps = ACTION["runs"]["steps"]
+    names = [step.get("uses", step.get("id", "")) for step in steps]
+    restore, run, save = (names.index(name) for name in ("actions/cache/restore@v4", "run", "actions/cache/save@v4"))
+    assert restore < run < save
+    assert steps[save]["if"].startswith("always()")  # a failed gate still keeps what was paid for
+    for index in (restore, save):
+        assert steps[index]["with"]["key"] == "${{ steps.key.outputs.cache-key }}"
+        assert steps[index]["with"]["path"] == steps[run]["env"]["FLOWRATE_CACHE_DIR"]
+    upload = steps[names.index("actions/upload-artifact@v4")]
+    assert upload["if"] == "always()" and upload["with"]["path"] == "${{ inputs.results-dir }}"
