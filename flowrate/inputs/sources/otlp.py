@@ -214,6 +214,47 @@ class SpanReader(Reader):
         yield from spans.records()
 
 
+class SpanTree:
+    """Each span's parent and the attributes of `read_from` it sets (the conversation keys and
+    the metadata fields), for finding what a span's ancestors set without keeping the spans."""
+
+    def __init__(self, read_from: set[str]):
+        self.read_from = read_from
+        self.links: dict[tuple[str, str], tuple[str | None, dict[str, Any] | None]] = {}
+
+    def add(self, span: Span) -> None:
+        """Keep `span`'s parent and what it sets of `read_from`."""
+        read = {name: span.attributes[name] for name in self.read_from if name in span.attributes}
+        self.links[(span.trace_id, span.span_id)] = (span.parent_id, read or None)
+
+    def found(self, span: Span, attributes: tuple[str, ...]) -> Any:
+        """The first of `attributes` set on `span`, else on its parent, and so up its trace."""
+        return self._walk(span, attributes)[0]
+
+    def known(self, span: Span, keys: tuple[str, ...]) -> bool:
+        """The span's ancestors are known up to the first that sets one of `keys`, or to the root."""
+        return self._walk(span, keys)[1]
+
+    def _walk(self, span: Span, attributes: tuple[str, ...]) -> tuple[Any, bool]:
+        """What `found` finds, and whether the walk ended at a span that sets it or at the root
+        (False: at a parent not read yet)."""
+        parent: str | None = span.parent_id
+        read: dict[str, Any] | None = span.attributes
+        seen: set[str] = set()
+        while True:
+            for attribute in attributes:
+                value = (read or {}).get(attribute)
+                if value is not None and value != "":
+                    return value, True
+            if parent is None or parent in seen:
+                return None, True
+            seen.add(parent)
+            link = self.links.get((span.trace_id, parent))
+            if link is None:
+                return None, False
+            parent, read = link
+
+
 class _SpanStream:
     """The spans of one file as they are read, turned into calls of `calls.Conversations` at once
     when a span says all it needs and its ancestors up to the conversation key are known, else
@@ -225,8 +266,7 @@ class _SpanStream:
 
     def __init__(self, reader: SpanReader):
         self.reader = reader
-        self.read_from = {*reader.keys, *(name for _, names in reader.fields for name in names)}
-        self.tree: dict[tuple[str, str], tuple[str | None, dict[str, Any] | None]] = {}
+        self.tree = SpanTree({*reader.keys, *(name for _, names in reader.fields for name in names)})
         self.logs: dict[tuple[str, str], list[Event]] = {}
         self.waiting: list[Span] = []
         self.conversations = Conversations(reader.name)
@@ -240,10 +280,9 @@ class _SpanStream:
             self.logs.setdefault(key, []).append(event)
         spans = list(_spans(item))
         for span in spans:
-            read = {name: span.attributes[name] for name in self.read_from if name in span.attributes}
-            self.tree[(span.trace_id, span.span_id)] = (span.parent_id, read or None)
+            self.tree.add(span)
         for span in spans:
-            if self.reader.complete(span) and self._known(span):
+            if self.reader.complete(span) and self.tree.known(span, self.reader.keys):
                 self._call(span)
             else:
                 self.waiting.append(span)
@@ -264,40 +303,6 @@ class _SpanStream:
             )
         yield from self.conversations.records()
 
-    def _known(self, span: Span) -> bool:
-        """The span's ancestors are known up to the first with a key, or to the root."""
-        current: tuple[str | None, dict[str, Any] | None] = (span.parent_id, span.attributes)
-        seen: set[str] = set()
-        while True:
-            parent, read = current
-            if read and any(read.get(key) not in (None, "") for key in self.reader.keys):
-                return True
-            if parent is None or parent in seen:
-                return True
-            seen.add(parent)
-            found = self.tree.get((span.trace_id, parent))
-            if found is None:
-                return False
-            current = found
-
-    def _found(self, span: Span, attributes: tuple[str, ...]) -> Any:
-        """The first of `attributes` set on `span`, else on its parent, and so up its trace."""
-        current: tuple[str | None, dict[str, Any] | None] = (span.parent_id, span.attributes)
-        seen: set[str] = set()
-        while True:
-            parent, read = current
-            for attribute in attributes:
-                value = (read or {}).get(attribute)
-                if value is not None and value != "":
-                    return value
-            if parent is None or parent in seen:
-                return None
-            seen.add(parent)
-            found = self.tree.get((span.trace_id, parent))
-            if found is None:
-                return None
-            current = found
-
     def _call(self, span: Span) -> None:
         call: Any
         try:
@@ -306,7 +311,7 @@ class _SpanStream:
             call = error
         if call is None:
             return
-        key = self._found(span, self.reader.keys)
+        key = self.tree.found(span, self.reader.keys)
         if key is None and self.keyless is None:
             self.keyless = span.item
         group = str(key or span.trace_id)
@@ -324,7 +329,7 @@ class _SpanStream:
         # first call's metadata (copied, not deeply), so they grow with the calls that follow
         metadata: dict[str, Any] = {"trace_id": ids["trace_ids"][0], **ids}
         for name, attributes in self.reader.fields:
-            value = self._found(span, attributes)
+            value = self.tree.found(span, attributes)
             if value is not None:
                 metadata[name] = value
         if span.resource.get("service.name") is not None:
