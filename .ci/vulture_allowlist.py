@@ -45,3 +45,18 @@ _.handle_starttag
 _.handle_endtag
 _.handle_data
 _.longrepr  # ci/pytest_plugin.py: set on pytest's TestReport, which pytest's reporters read
+# the source readers, imported by name when first needed (inputs/sources/registry.py READERS)
+AnthropicReader
+DialogflowCXReader
+IntercomReader
+LangfuseReader
+LangSmithReader
+NativeReader
+OpenAIChatReader
+OpenAIResponsesReader
+OpenInferenceReader
+OtelReader
+RasaReader
+ServiceNowReader
+ShareGPTReader
+ZendeskReader

@@ -177,13 +177,14 @@ def request_bodies(messages_per_conversation: list[list[dict]], path: Path) -> P
     """The bodies `raw_aiohttp_loop` sends, one a line, for a raw loop in a process of its own."""
     import orjson
 
+    from flowrate.judge.address import JudgeAddress
     from flowrate.judge.litellm_backend import LiteLLMBackend
     from flowrate.metrics.rubric_metric import RubricMetric
     from flowrate.rubric.model import load_rubric
     from flowrate.scores.schema import reply_schema
 
     base_url = "http://127.0.0.1:9/v1"  # only to make the backend: no call is made
-    response_format = LiteLLMBackend("gpt-4o", base_url).structured_output(
+    response_format = LiteLLMBackend(JudgeAddress.parse("gpt-4o", base_url)).structured_output(
         "conversational_flow_rate", reply_schema(load_rubric())
     )
     max_tokens = RubricMetric(None, model="gpt-4o", api_base=base_url).budget.reply_token_limit
