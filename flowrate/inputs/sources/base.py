@@ -55,3 +55,15 @@ class Reader:
         """How many of this format's `marks` the item has."""
         raw = item.raw
         return len(self.marks & raw.keys()) if isinstance(raw, dict) else 0
+
+
+class RecordReader(Reader):
+    """A reader of one conversation a record: `record` turns each item into its `Record`."""
+
+    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
+        for item in items:
+            yield item if isinstance(item, Record) else self.record(item)
+
+    def record(self, item: Item) -> Record:
+        """The conversation of `item`, or the problem naming its field."""
+        raise NotImplementedError

@@ -4,11 +4,10 @@ whole JSON document, a list of them, or one a line): the `source` is the first m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flowrate.inputs.formats import Record
-from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.base import Item, RecordReader
 from flowrate.inputs.sources.calls import seconds_of
 from flowrate.inputs.sources.dialogue import Message, dialogue_record, html_text, problem_record
 
@@ -16,7 +15,7 @@ CUSTOMERS = frozenset({"user", "lead", "contact"})  # the other authors (admin, 
 HIDDEN_PARTS = frozenset({"note", "note_and_reopen"})  # teammates' internal notes
 
 
-class IntercomReader(Reader):
+class IntercomReader(RecordReader):
     """Intercom conversations (REST API), one conversation a record."""
 
     name = "intercom"
@@ -32,23 +31,17 @@ class IntercomReader(Reader):
             return "has neither `source` nor `conversation_parts`"
         return None
 
-    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
-        for item in items:
-            if isinstance(item, Record):
-                yield item
-                continue
-            problem = self.problem(item)
-            raw = item.raw if isinstance(item.raw, dict) else {}
-            key = str(raw.get("id") or item.default_id)
-            if problem is not None:
-                yield problem_record(item, self.name, problem)
-                continue
-            try:
-                messages, times_s = _dialogue(raw)
-            except ValueError as error:
-                yield problem_record(item, self.name, str(error), key)
-                continue
-            yield dialogue_record(item, self.name, key, messages, _metadata(raw), times_s)
+    def record(self, item: Item) -> Record:
+        problem = self.problem(item)
+        raw = item.raw if isinstance(item.raw, dict) else {}
+        key = str(raw.get("id") or item.default_id)
+        if problem is not None:
+            return problem_record(item, self.name, problem)
+        try:
+            messages, times_s = _dialogue(raw)
+        except ValueError as error:
+            return problem_record(item, self.name, str(error), key)
+        return dialogue_record(item, self.name, key, messages, _metadata(raw), times_s)
 
 
 def _dialogue(raw: dict[str, Any]) -> tuple[list[Message], list[float | None]]:

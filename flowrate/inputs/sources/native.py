@@ -4,13 +4,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-
 from flowrate.inputs.formats import Record, parse_record
-from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.base import Item, RecordReader
 
 
-class NativeReader(Reader):
+class NativeReader(RecordReader):
     """flowrate's turns or OpenAI messages, one conversation a record."""
 
     name = "flowrate"
@@ -29,13 +27,7 @@ class NativeReader(Reader):
             return "has `choices`: a log of API calls (--format openai-chat), not a conversation"
         return None
 
-    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
-        for item in items:
-            if isinstance(item, Record):
-                yield item
-            elif item.whole:
-                yield Record(
-                    source=item.source, format="unknown", problems=[f"{item.source.path}: {self.problem(item)}"]
-                )
-            else:
-                yield parse_record(item.raw, item.source, default_id=item.default_id, where=item.where)
+    def record(self, item: Item) -> Record:
+        if item.whole:
+            return Record(source=item.source, format="unknown", problems=[f"{item.source.path}: {self.problem(item)}"])
+        return parse_record(item.raw, item.source, default_id=item.default_id, where=item.where)

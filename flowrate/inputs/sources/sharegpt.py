@@ -4,19 +4,18 @@ with an optional top-level `system` prompt; JSON, JSONL, YAML or Parquet."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from flowrate.inputs.formats import Record
-from flowrate.inputs.sources.base import Item, Reader
+from flowrate.inputs.sources.base import Item, RecordReader
 from flowrate.inputs.sources.dialogue import Message, dialogue_record, problem_record, tool_call, tool_result
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 
-class ShareGPTReader(Reader):
+class ShareGPTReader(RecordReader):
     """ShareGPT and LLaMA-Factory's sharegpt format, one conversation a record."""
 
     name = "sharegpt"
@@ -35,23 +34,17 @@ class ShareGPTReader(Reader):
             return "conversations[0].from: is missing"
         return None
 
-    def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
-        for item in items:
-            if isinstance(item, Record):
-                yield item
-                continue
-            problem = self.problem(item)
-            key = _identity(item)
-            given = key if key != item.default_id else None  # the id the record gives, to name it by
-            if problem is not None:
-                yield problem_record(item, self.name, problem, given)
-                continue
-            try:
-                messages = _messages(item.raw)
-            except ValueError as error:
-                yield problem_record(item, self.name, str(error), given)
-                continue
-            yield dialogue_record(item, self.name, key, messages, _metadata(item.raw), ())
+    def record(self, item: Item) -> Record:
+        problem = self.problem(item)
+        key = _identity(item)
+        given = key if key != item.default_id else None  # the id the record gives, to name it by
+        if problem is not None:
+            return problem_record(item, self.name, problem, given)
+        try:
+            messages = _messages(item.raw)
+        except ValueError as error:
+            return problem_record(item, self.name, str(error), given)
+        return dialogue_record(item, self.name, key, messages, _metadata(item.raw), ())
 
 
 def _identity(item: Item) -> str:
