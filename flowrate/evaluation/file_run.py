@@ -87,9 +87,10 @@ class FileRun:
             )
             self.concurrency = CONNECTION_POOL_LIMIT
         self.outputs = RunOutputs(settings)
-        self.judges = RunJudges(settings)  # before the scan: the history's lookup needs the metrics
-        self.cache, self.metrics = self.judges.cache, self.judges.metrics
-        judged = already_judged(self.metrics, settings, judged_before)
+        # the history's lookup needs the metrics' identities before the input is read; without a
+        # history, bad input is told before any judge is made or the response cache opened
+        early = RunJudges(settings) if judged_before is not None else None
+        judged = already_judged(early.metrics, settings, judged_before) if early is not None else set()
         self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
         self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
         if self.redactor is not None:
@@ -103,6 +104,8 @@ class FileRun:
             self.inputs.close()
             raise nothing_to_judge(paths, self.scan.left_out)
         self.notices.extend(scan_notices(self.scan))
+        self.judges = early or RunJudges(settings)
+        self.cache, self.metrics = self.judges.cache, self.judges.metrics
 
     @property
     def total_rows(self) -> int:

@@ -91,3 +91,10 @@ def test_report_refuses_an_html_page_that_is_a_hard_link_to_its_results(run_flow
     assert result.returncode == 2, result.stderr
     assert "--html page.html: is also an input of report" in result.stderr
     assert results.read_bytes() == before
+
+
+def test_bad_input_is_told_before_the_response_cache_is_opened(judge, run_flowrate, tmp_path):
+    (tmp_path / "conv.jsonl").write_text('{"id": "a", "turns": []}\n')
+    result = run_flowrate("eval", "conv.jsonl", "--api-base", judge.base_url, "--cache-dir", "cache")
+    assert result.returncode == 2 and "turns: must not be empty" in result.stderr, result.stderr
+    assert not (tmp_path / "cache").exists() and judge.requests == 0
