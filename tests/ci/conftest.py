@@ -4,6 +4,13 @@ import os
 
 import pytest
 
+# scikit-learn (and the numpy and scipy parts it loads) imported here, once: pytester's in-process
+# runs forget the modules they imported, and numpy's extensions cannot load twice in one process,
+# so a later test grouping top issues failed with "cannot load module more than once per process"
+# when tests/ci ran first in a process that had not imported them yet
+pytest.importorskip("sklearn.cluster")
+pytest.importorskip("sklearn.feature_extraction.text")
+
 from tests.helpers import TEST_KEY
 
 
