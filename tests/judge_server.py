@@ -19,6 +19,11 @@ A step is one of:
 - ``{"runaway": true}``: a verdict whose key issues never end, as a small model's do: cut at
   the request's ``max_tokens`` (``finish_reason: "length"``), else at the context window
 - any step may add ``"delay": seconds``
+- a verdict step may add ``"logprobs": {"fully": -0.2, "mostly": -1.9, ...}``, the alternatives at
+  the token where the verdict begins (default: the verdict alone, logprob 0), ``"split": {"minor":
+  ["m", "inor"]}`` to spell a verdict in several tokens, and ``"next_logprobs"`` for the
+  alternatives at its second token. A request with ``logprobs`` gets every reply's tokens in
+  OpenAI's ``logprobs.content`` shape (words, spaces and punctuation as tokens).
 
 Random faults for benchmarks come from ``fault_rates`` with a fixed seed.
 
@@ -36,9 +41,10 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -66,6 +72,9 @@ class Profile:
     ollama: bool = False  # /api/chat and /api/show
     keeps_abandoned_work: bool = False  # a request whose client left still runs to its end
     tokenize: str | None = None  # its /tokenize: "vllm" ({"prompt"} -> count) or "llama-server" ({"content"} -> tokens)
+    #: "yes": gives `logprobs`; "refuses": llama-cpp-python's server without --logits_all true (a 500
+    #: saying so); "ignores": answers without them
+    logprobs: str = "yes"
 
 
 PROFILES = {
@@ -81,13 +90,14 @@ PROFILES = {
         honours_n=False,
         context_error="llama-cpp-python",
         keeps_abandoned_work=True,
+        logprobs="refuses",
     ),
     "vllm": Profile(name="vllm", models_max_len=True, context_error="vllm", tokenize="vllm"),
     # llama.cpp's llama-server: takes json_schema, tells n_ctx and its slots at /props, refuses n != 1
     "llama-server": Profile(
         name="llama-server", props=True, context_error="llama-server", refuses_n=True, tokenize="llama-server"
     ),
-    "ollama": Profile(name="ollama", ollama=True, context_error="none"),
+    "ollama": Profile(name="ollama", ollama=True, context_error="none", logprobs="ignores"),
 }
 
 
@@ -132,12 +142,16 @@ class JudgeServer:
         total_slots: int = 1,
         cold_start_s: float = 0.0,
         slots: int | None = None,
+        logits_all: bool = False,
     ) -> JudgeServer:
         """Answer as the named server in `PROFILES` does, with a context window of `n_ctx`
         tokens (None: no limit), `total_slots` reported by /props, a first call that takes
         `cold_start_s` longer, and at most `slots` requests worked on at once (None: any number;
-        the others wait in the server's queue, their clients' clocks running)."""
+        the others wait in the server's queue, their clients' clocks running); `logits_all`: as
+        llama-cpp-python's server started with `--logits_all true`, giving log-probabilities."""
         self.profile = PROFILES[profile]
+        if logits_all:
+            self.profile = replace(self.profile, logprobs="yes")
         self.n_ctx = n_ctx
         self.total_slots = total_slots
         self.cold_start_s = cold_start_s
@@ -240,7 +254,7 @@ class JudgeServer:
             if self.keep_bodies:
                 self.bodies.append(body)
         try:
-            refused = self._refusal(body) or self._refuses_n(body)  # checked before any work
+            refused = self._refusal(body) or self._refuses_n(body) or self._refuses_logprobs(body)
             if refused is not None:
                 return refused
             work = self._work(request, body, prompt, reply)
@@ -296,7 +310,11 @@ class JudgeServer:
             return web.json_response(error, status=status, headers=headers)
         if not self.profile.honours_n:
             body = {**body, "n": 1}
-        return web.json_response(reply(body, step, prompt, self.n_ctx))
+        answer = reply(body, step, prompt, self.n_ctx)
+        if body.get("logprobs") and self.profile.logprobs == "yes" and "choices" in answer:
+            for choice in answer["choices"]:
+                choice["logprobs"] = {"content": _tokens(choice["message"].get("content") or "", step), "refusal": None}
+        return web.json_response(answer)
 
     # -- what real servers refuse ------------------------------------------------
     def _refusal(self, body: dict[str, Any]) -> web.Response | None:
@@ -315,6 +333,14 @@ class JudgeServer:
         }
         detail = f"1 validation error:\n  {problem}\n"  # as llama-cpp-python 0.3.36 words it
         error = {"message": detail, "type": "internal_server_error", "param": None, "code": None}
+        return web.json_response({"error": error}, status=500)
+
+    def _refuses_logprobs(self, body: dict[str, Any]) -> web.Response | None:
+        """llama-cpp-python's server started without --logits_all true: its ValueError, as its 500."""
+        if self.profile.logprobs != "refuses" or not body.get("logprobs"):
+            return None
+        message = "logprobs is not supported for models created with logits_all=False"
+        error = {"message": message, "type": "internal_server_error", "param": None, "code": None}
         return web.json_response({"error": error}, status=500)
 
     def _refuses_n(self, body: dict[str, Any]) -> web.Response | None:
@@ -458,6 +484,29 @@ def _contents(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: in
     if limit is None:
         return [(text, "stop") for text in texts]
     return [(text[: int(limit) * 4], "length") if len(text) > int(limit) * 4 else (text, "stop") for text in texts]
+
+
+_PIECES = re.compile(r'\s?"|\w+|\s+|[^\w\s]')
+_VERDICT_AT = re.compile(r'"(?:verdict|rating)": "?')
+
+
+def _tokens(text: str, step: dict[str, Any]) -> list[dict[str, Any]]:
+    """`text` as tokens with log-probabilities, in OpenAI's `logprobs.content` shape: the step's
+    `logprobs` are the alternatives where the verdict begins (its `split` spells it in several
+    tokens, `next_logprobs` the alternatives at the second), every other token certain."""
+    found = _VERDICT_AT.search(text)
+    start = found.end() if found else len(text)
+    value = re.match(r'[^",}]*', text[start:]).group(0)
+    pieces = _PIECES.findall(text[:start])
+    split = (step.get("split") or {}).get(value, [value]) if value else []
+    tokens = [{"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]} for piece in pieces]
+    for index, piece in enumerate(split):
+        given = step.get("logprobs" if index == 0 else "next_logprobs") or {piece: 0.0}
+        top = [{"token": token, "logprob": logprob} for token, logprob in given.items()]
+        tokens.append({"token": piece, "logprob": given.get(piece, -30.0), "top_logprobs": top})
+    rest = _PIECES.findall(text[start + len(value) :])
+    tokens += [{"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]} for piece in rest]
+    return tokens
 
 
 def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:

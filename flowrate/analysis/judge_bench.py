@@ -21,7 +21,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from flowrate.analysis.agreement import agreement_report, pair_up
+from flowrate.analysis.bench_scores import Gap, ScoreAgreement, by_score, calibration_error, largest_gaps
 from flowrate.analysis.statistics import Statistic
+from flowrate.analysis.turn_labels import TurnReport
 from flowrate.errors import ConfigError
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, RunSummary, shown_value
@@ -44,7 +46,8 @@ class BenchSet:
     """One human-rated set: its `file` (in the data directory, or a path of the user's own), the
     human `label` and its `scale` (lowest, highest), the `metric` run and the `row` metric its
     verdicts are read from, whether its logs end cut (`cut_logs`), the published `anchors`, and
-    how many of its conversations to judge (`limit`, None: all)."""
+    how many of its conversations to judge (`limit`, None: all), and whether its records carry
+    per-turn behaviour labels to score the turns the judge names against (`turn_labels`)."""
 
     name: str
     file: str
@@ -56,10 +59,12 @@ class BenchSet:
     about: str = ""
     anchors: tuple[Anchor, ...] = ()
     limit: int | None = None  #: judge only the first N conversations of the set (`--sets NAME:N`)
+    turn_labels: bool = False  #: its records carry people's per-turn behaviour labels (`turn_labels`)
 
 
 _FED = "Mehri & Eskenazi 2020 (SIGDIAL), FED dialog level"
 _RATERS = "one rater against the mean of the others, from the set's raw ratings (dialogue-ratings README)"
+_ABC = "Finch, Paek & Choi 2023 (SIGDIAL), redundant / ignore / irrelevant turns"
 _GPT4 = "GPT-4 prompted on FED, one run: computed from the outputs released with Zhang et al. (AAAI 2024)"
 
 SETS: dict[str, BenchSet] = {
@@ -116,6 +121,19 @@ SETS: dict[str, BenchSet] = {
             row="user_satisfaction",
             about="USS on MultiWOZ 2.1: 1,000 sessions ending with the user's goodbye, judged with the suite",
             anchors=(Anchor(name="one human", value=None, shown="0.26-0.36", source=_RATERS + ", USS"),),
+        ),
+        BenchSet(
+            "abc-eval",
+            "abc_eval_test_behaviors.jsonl",
+            "flow_violation_rate",
+            (0, 1),
+            about="ABC-Eval: 108 chats with per-turn behaviour labels by two people; the flow score should fall"
+            " as the share of redundant, ignoring and irrelevant turns rises (a negative Spearman)",
+            anchors=(
+                Anchor(name="ChatGPT-3.5 turn F1", value=None, shown="32.9 / 24.9 / 40.6", source=_ABC),
+                Anchor(name="two humans turn F1", value=None, shown="58.7 / 61.6 / 54.3", source=_ABC),
+            ),
+            turn_labels=True,
         ),
         BenchSet(
             "ab-redial",
@@ -215,6 +233,11 @@ class BenchScore(BaseModel):
     cost_usd: float | None  #: None: no price is known for this judge
     latency_s: float
     verdicts: dict[str, int] = Field(default_factory=dict)
+    #: the agreement of each score the rows carry (`bench_scores.SCORES`), with its share of ties
+    by_score: list[ScoreAgreement] = Field(default_factory=list)
+    calibration_error: float | None = None  #: of the level probabilities, where people rated on the judge's scale
+    largest_gaps: list[Gap] = Field(default_factory=list)  #: where the judge's expected score and people's differ most
+    turns: TurnReport | None = None  #: the turns the judge named against people's, for a set with turn labels
     stability: Stability | None = None
     results_file: str
     anchors: list[Anchor] = Field(default_factory=list)
@@ -301,9 +324,24 @@ def bench_score(
         cost_usd=None if summary.rows_without_cost else round(summary.run_cost_usd, 6),
         latency_s=round(sum(row.latency_s for row in rows), 3),
         verdicts=dict(Counter(shown_value(row) for row in usable).most_common()),
+        by_score=by_score(mine, labels, bench.label, bench.row),
+        calibration_error=_calibration(bench, mine, labels),
+        largest_gaps=largest_gaps(mine, labels, bench.row, bench.scale),
         results_file=path,
         anchors=list(bench.anchors),
     )
+
+
+def _calibration(bench: BenchSet, rows: list[EvaluationRow], labels: dict[str, float]) -> float | None:
+    """`calibration_error` of `rows` on the set's metric's own scale (a suite's mean has none)."""
+    from flowrate.rubric.model import load_rubric
+
+    try:
+        criteria = {criterion.name: criterion for criterion in load_rubric(bench.metric).criteria}
+    except ConfigError:
+        return None
+    criterion = criteria.get(bench.row)
+    return calibration_error(rows, labels, bench.row, criterion.scale) if criterion is not None else None
 
 
 def stability(runs: list[list[EvaluationRow]], row_metric: str, wanted: int) -> Stability:

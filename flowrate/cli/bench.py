@@ -26,7 +26,8 @@ CutLogsOption = Annotated[bool | None, option_of(groups.PromptOptions, "cut_logs
 @command(app, "judge-bench")
 @takes(
     groups.JudgeOptions, groups.RetryOptions, groups.CacheOptions,
-    also=("max_cost", "concurrency", "samples", "max_input_tokens", "limit"), config=False,
+    also=("max_cost", "concurrency", "samples", "max_input_tokens", "limit", "score", "reply_order", "logprobs"),
+    config=False,
 )  # fmt: skip
 def judge_bench_command(
     model: Annotated[
@@ -55,7 +56,7 @@ def judge_bench_command(
         str | None,
         typer.Option(
             "--sets",
-            help="Sets to judge, comma-separated: fed, fed-overall, ieval, uss-sgd, uss-mwoz, ab-redial, stc3;"
+            help="Sets to judge, comma-separated: fed, fed-overall, ieval, uss-sgd, uss-mwoz, abc-eval, ab-redial, stc3;"
             " NAME:N judges its first N conversations. [default: fed, or none with --labels]",
         ),
     ] = None,

@@ -114,6 +114,9 @@ class FileRun:
     def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
         """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
         tell_lost_cache_writes(self.cache, listener)
+        for note in dict.fromkeys(m.backend.logprobs_note() for m in self.metrics if m.backend is not None):
+            if note:
+                listener.notice(note)
         gate_notes = scheduler.oversized_calls
         if gate_notes:
             listener.notice(

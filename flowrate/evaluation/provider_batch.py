@@ -140,6 +140,11 @@ async def judge_in_batches(
     judged = [m for m in run.metrics if m.calls_per_conversation]
     if not judged:
         raise ConfigError("--batch needs a metric that calls a judge")
+    if run.settings.judge_settings.score_choice.asks_logprobs:
+        raise ConfigError(
+            "--logprobs (which --score expected or combined and --uncertain-below ask for) is not taken by"
+            " --batch yet: judge without --batch to get them"
+        )
     if any(m.samples > 1 and not m.backend.supports_n() for m in judged):
         raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
     backend = judged[0].backend

@@ -566,6 +566,11 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
     started = time.monotonic()
     try:
         judge = run.settings.judge_settings
+        if judge.score_choice.asks_logprobs:
+            raise ConfigError(
+                "--logprobs (which --score expected or combined and --uncertain-below ask for) is not taken by"
+                " --engine ray yet: judge without --engine ray to get them"
+            )
         if processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
         before_import(run.settings.engine_settings.ray_address)

@@ -67,6 +67,10 @@ OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM's ollama_chat pr
 # llama-server, LM Studio, gateways), then `{"type": "json_object", "schema": ...}`
 # (llama-cpp-python's server, whose request model allows the types "text" and "json_object"
 # only), then no schema at all (a server that takes neither).
+# Alternatives asked at each token of a reply: at the verdict's token the five levels held
+# 0.93-1.0 of the top-10 mass on the 1.5B judge (../shared/local-judge.md); OpenAI allows 20.
+TOP_LOGPROBS = 10
+
 SCHEMA_FORMS: tuple[str | None, ...] = ("json_schema", "json_object_schema", None)
 OLLAMA_FORM = "ollama_format"  # LiteLLM's ollama_chat provider sends json_schema as Ollama's `format`
 
@@ -78,10 +82,12 @@ def chat_body(
     response_format: dict[str, Any] | None,
     temperature: float,
     max_tokens: int | None,
+    top_logprobs: int = 0,
 ) -> dict[str, Any]:
     """The body of one OpenAI chat-completions request, as every path sends it: the direct
     transport, a provider batch's line and an engine's request (`metrics.step`). `response_format`
-    is already in the form the server takes; `n` and `max_tokens` are left out when 1 or None."""
+    is already in the form the server takes; `n` and `max_tokens` are left out when 1 or None;
+    with `top_logprobs`, each reply token's log-probability and that many alternatives are asked."""
     body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
     if n > 1:
         body["n"] = n
@@ -89,6 +95,9 @@ def chat_body(
         body["response_format"] = response_format
     if max_tokens:
         body["max_tokens"] = max_tokens
+    if top_logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = top_logprobs
     return body
 
 
@@ -97,7 +106,9 @@ def chat_body(
 class Completion:
     """The replies to one request. `finish_reasons` match `texts` ("length": cut at max_tokens);
     `response_format` is the form the schema went in (see `SCHEMA_FORMS`); `requests` counts
-    the HTTP requests it took (more than one when the server refused a schema form first)."""
+    the HTTP requests it took (more than one when the server refused a schema form first);
+    `logprobs` matches `texts` with each reply's tokens and their log-probabilities (OpenAI's
+    `logprobs.content`: token, logprob, top_logprobs), None for a reply that came without."""
 
     texts: list[str]
     usage: Usage = field(default_factory=Usage)
@@ -105,10 +116,34 @@ class Completion:
     finish_reasons: list[str | None] = field(default_factory=list)
     response_format: str | None = None
     requests: int = 1
+    logprobs: list[list[dict[str, Any]] | None] = field(default_factory=list)
+
+    def tokens(self, index: int) -> list[dict[str, Any]] | None:
+        """Reply `index`'s tokens with their log-probabilities; None when it came without."""
+        return self.logprobs[index] if index < len(self.logprobs) else None
 
     def cut(self, index: int) -> bool:
         """Whether reply `index` stopped at its token limit."""
         return index < len(self.finish_reasons) and self.finish_reasons[index] == "length"
+
+
+def tokens_of(logprobs: Any) -> list[dict[str, Any]] | None:
+    """A choice's tokens with their log-probabilities (`logprobs.content`), alternatives kept as
+    token and logprob only; None when the choice has none."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    return [
+        {
+            "token": item.get("token"),
+            "logprob": item.get("logprob"),
+            "top_logprobs": [
+                {"token": top.get("token"), "logprob": top.get("logprob")} for top in item.get("top_logprobs") or []
+            ],
+        }
+        for item in content
+        if isinstance(item, dict)
+    ]
 
 
 class JudgeBackend(ABC):
@@ -118,6 +153,7 @@ class JudgeBackend(ABC):
     three bytes a token."""
 
     model_name: str  #: the model as the user named it: rows and messages show it
+    asks_logprobs: bool = False  #: the run asks for token log-probabilities (`--logprobs`)
 
     @abstractmethod
     async def complete(
@@ -159,6 +195,16 @@ class JudgeBackend(ABC):
     def default_timeout_s(self) -> float:
         """Seconds an attempt may take when the run's policy does not say."""
         return HOSTED_TIMEOUT_S
+
+    def top_logprobs(self) -> int:
+        """Alternatives asked at each token of a reply with its log-probability (0: none asked):
+        by default, none."""
+        return 0
+
+    def logprobs_note(self) -> str | None:
+        """Why replies of this run came without log-probabilities, told once at its end; None
+        when they came with them, or none were asked."""
+        return None
 
     def retries_timeouts(self) -> bool:
         """Whether an attempt that timed out is tried again."""

@@ -169,7 +169,7 @@ def _add_request_columns(db: sqlite3.Connection) -> None:
     is no error)."""
     db.execute("CREATE TABLE IF NOT EXISTS messages (digest TEXT PRIMARY KEY, message BLOB NOT NULL)")
     columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
-    for name, kind in (("request", "BLOB"), ("conversation_id", "TEXT")):
+    for name, kind in (("request", "BLOB"), ("conversation_id", "TEXT"), ("logprobs", "BLOB")):
         if name not in columns:
             try:
                 db.execute(f"ALTER TABLE responses ADD COLUMN {name} {kind}")
@@ -211,7 +211,7 @@ class PendingWrites:
                     )
                     self.db.executemany(
                         "INSERT OR REPLACE INTO responses (key, model, rubric_version, texts, created_at, request,"
-                        " conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        " conversation_id, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         list(self.entries.values()),
                     )
             except sqlite3.Error as error:
@@ -249,7 +249,7 @@ class ResponseCache:
                 db.execute(
                     "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
                     " rubric_version TEXT NOT NULL, texts BLOB NOT NULL, created_at REAL NOT NULL,"
-                    " request BLOB, conversation_id TEXT)"
+                    " request BLOB, conversation_id TEXT, logprobs BLOB)"
                 )
                 _add_request_columns(db)
                 return db
@@ -266,17 +266,10 @@ class ResponseCache:
         found = self._db.execute("SELECT texts FROM responses WHERE key = ?", (key,)).fetchone()
         return orjson.loads(found[0]) if found else None
 
-    def get_many(self, keys: list[str]) -> dict[str, list[str]]:
-        """Several lookups in one query: each query hands the GIL to other threads and back."""
-        pending = self.writes.entries
-        found = {key: orjson.loads(pending[key][3]) for key in keys if key in pending}
-        wanted = [key for key in keys if key not in found]
-        for start in range(0, len(wanted), LOOKUP_BATCH):
-            chunk = wanted[start : start + LOOKUP_BATCH]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(f"SELECT key, texts FROM responses WHERE key IN ({marks})", chunk).fetchall()
-            found.update((key, orjson.loads(texts)) for key, texts in rows)
-        return found
+    def get_many(self, keys: list[str]) -> dict[str, Replies]:
+        """The replies under each of `keys` found, with their tokens' log-probabilities (None where
+        they were kept without), in one query: each query hands the GIL to other threads and back."""
+        return _looked_up(self._db, self.writes.entries, keys)
 
     def put(
         self,
@@ -286,13 +279,17 @@ class ResponseCache:
         texts: list[str],
         messages: list[dict[str, str]] | None = None,
         conversation_id: str | None = None,
+        logprobs: list[list[dict[str, Any]] | None] | None = None,
     ) -> None:
         """Keep `texts`, the replies under `key` of `model` judging by `rubric_version`, with the
-        request they answer: the `messages` sent and the `conversation_id` (for `records_for`).
+        request they answer: the `messages` sent and the `conversation_id` (for `records_for`), and
+        each reply's tokens with their log-probabilities (`logprobs`, None: kept without).
         Kept in memory and written in one transaction per batch: a commit per reply would cost
         more than the rest of flowrate's own work on it (`PendingWrites`)."""
         digests = orjson.dumps(self._names.of(messages)) if messages is not None else None
-        self.writes.add((key, model, rubric_version, orjson.dumps(texts), time.time(), digests, conversation_id))
+        tokens = orjson.dumps(logprobs) if logprobs and any(logprobs) else None
+        entry = (key, model, rubric_version, orjson.dumps(texts), time.time(), digests, conversation_id, tokens)
+        self.writes.add(entry)
 
     def flush(self) -> None:
         """Write what is pending (`PendingWrites.flush`)."""
@@ -321,6 +318,30 @@ class ResponseCache:
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+
+@dataclass
+class Replies:
+    """The replies kept under one key: their `texts`, and each one's tokens with log-probabilities
+    (`logprobs`, None for a reply kept without; empty when none was)."""
+
+    texts: list[str]
+    logprobs: list[list[dict[str, Any]] | None]
+
+
+def _looked_up(db: sqlite3.Connection, pending: dict[str, tuple], keys: list[str]) -> dict[str, Replies]:
+    """The replies under `keys` in the writes `pending`, else in `db`, `LOOKUP_BATCH` keys a query."""
+    found = {key: _replies(pending[key][3], pending[key][7]) for key in keys if key in pending}
+    wanted = [key for key in keys if key not in found]
+    for start in range(0, len(wanted), LOOKUP_BATCH):
+        chunk = wanted[start : start + LOOKUP_BATCH]
+        query = f"SELECT key, texts, logprobs FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
+        found.update((key, _replies(texts, tokens)) for key, texts, tokens in db.execute(query, chunk))
+    return found
+
+
+def _replies(texts: bytes, logprobs: bytes | None) -> Replies:
+    return Replies(orjson.loads(texts), orjson.loads(logprobs) if logprobs else [])
 
 
 def existing_cache(directory: str | None) -> ResponseCache | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flowrate.judge.backend import Completion, Usage, chat_body
+from flowrate.judge.backend import Completion, Usage, chat_body, tokens_of
 from flowrate.judge.errors import ERROR_BODY_LIMIT, BadReply, TimedOut, Unreachable, error_for
 from flowrate.judge.model_map import count_tokens, model_facts, price_usd
 from flowrate.judge.served import ServedJudge
@@ -103,6 +103,10 @@ class DirectBackend(ServedJudge):
     def _structured(self) -> bool:
         return bool((self._model_info or {}).get("supports_response_schema"))
 
+    @property
+    def _takes_logprobs(self) -> bool:
+        return True  # OpenAI's protocol has them; a server that refuses them is learned
+
     def bounds_replies(self) -> bool:
         return not (self._model_info or {}).get("supports_reasoning")
 
@@ -136,7 +140,7 @@ class DirectBackend(ServedJudge):
         import aiohttp
 
         form, sent_format = self.request_format(response_format, max_tokens)
-        body = chat_body(self.batch_model, messages, n, sent_format, temperature, max_tokens)
+        body = chat_body(self.batch_model, messages, n, sent_format, temperature, max_tokens, self.top_logprobs())
         url, headers = self._endpoint
         proxy, proxy_auth = proxy_for(url)
         try:
@@ -178,4 +182,5 @@ def completion_of(answer: Any, form: str | None, facts: dict[str, Any] | None, p
         cost_usd=price_usd(facts, tokens.prompt_tokens, tokens.completion_tokens),
         finish_reasons=[choice.get("finish_reason") for choice in choices],
         response_format=form,
+        logprobs=[tokens_of(choice.get("logprobs")) for choice in choices],
     )

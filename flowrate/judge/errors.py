@@ -62,6 +62,11 @@ class ChoicesRefused(RequestRefused):
     """The server refused to give several choices for one request (`n` > 1)."""
 
 
+class LogprobsRefused(RequestRefused):
+    """The server refused to give token log-probabilities (`logprobs`): llama-cpp-python's server
+    started without `--logits_all true` answers a 500 saying so, a reasoning model a 400."""
+
+
 class AuthRejected(JudgeError):
     """The judge rejected the API key (401, 403)."""
 
@@ -126,6 +131,11 @@ REFUSAL_WORDS = re.compile(
     re.IGNORECASE,
 )
 CHOICES_WORDS = re.compile(r"only one completion choice|\bn\b\W{0,3}(must be 1|is not supported|unsupported)", re.I)
+# llama-cpp-python: "logprobs is not supported for models created with logits_all=False"; OpenAI's
+# reasoning models: "logprobs is not supported with this model"
+LOGPROBS_WORDS = re.compile(
+    r"\b(top_)?logprobs\b.{0,40}(not supported|unsupported|not allowed|invalid)|logits_all", re.I
+)
 FORM_NAMED = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
 FORM_WORDS = re.compile(
     r"input should be|not supported|unsupported|invalid|unknown|not allowed|must be|extra inputs", re.IGNORECASE
@@ -182,6 +192,8 @@ def error_of(
         return ContextWindowExceeded(message, window_tokens=window_tokens or window_named(message), **details)
     if status >= 400 and FORM_NAMED.search(message) and FORM_WORDS.search(message):
         return FormRefused(message, **details)
+    if status >= 400 and LOGPROBS_WORDS.search(message):
+        return LogprobsRefused(message, **details)
     if status >= 400 and CHOICES_WORDS.search(message):
         return ChoicesRefused(message, **details)
     if status in REFUSED_STATUSES or (status >= 500 and REFUSAL_WORDS.search(message)):

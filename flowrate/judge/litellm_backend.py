@@ -11,6 +11,7 @@ from flowrate.judge.backend import (
     NO_KEY_PLACEHOLDER,
     Completion,
     Usage,
+    tokens_of,
 )
 from flowrate.judge.errors import (
     ContextWindowExceeded,
@@ -62,6 +63,14 @@ class LiteLLMBackend(AccessChecks, ServedJudge):
         except Exception:
             return False
 
+    @cached_property
+    def _takes_logprobs(self) -> bool:
+        """Whether LiteLLM passes `logprobs` to this model's provider (it refuses what a provider lacks)."""
+        try:
+            return "logprobs" in (_litellm().get_supported_openai_params(model=self.litellm_model) or [])
+        except Exception:
+            return False
+
     def bounds_replies(self) -> bool:
         """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
         try:
@@ -91,6 +100,8 @@ class LiteLLMBackend(AccessChecks, ServedJudge):
         form, sent_format = self.request_format(response_format, max_tokens)
         if sent_format is not None:
             options["response_format"] = sent_format
+        if self.top_logprobs():
+            options["logprobs"], options["top_logprobs"] = True, self.top_logprobs()
         try:
             response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
         except Exception as error:
@@ -109,7 +120,13 @@ class LiteLLMBackend(AccessChecks, ServedJudge):
             cost_usd=None if cost is None else float(cost),
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
             response_format=form,
+            logprobs=[tokens_of(_plain(getattr(choice, "logprobs", None))) for choice in response.choices],
         )
+
+
+def _plain(logprobs: Any) -> Any:
+    """LiteLLM's `ChoiceLogprobs` (a pydantic model) as the dict OpenAI's JSON holds."""
+    return logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs
 
 
 def judge_error_of(error: Exception) -> Exception:

@@ -19,7 +19,7 @@ from typing import Any
 
 from flowrate.errors import JudgeAccessError
 from flowrate.judge.address import GGUF_PREFIX, JudgeAddress
-from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, Completion, JudgeBackend, PerLoop, Usage
+from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, TOP_LOGPROBS, Completion, JudgeBackend, PerLoop, Usage
 from flowrate.judge.errors import CONTEXT_WORDS, ContextWindowExceeded, TimedOut, window_named
 from flowrate.judge.schema_forms import bounded_schema
 
@@ -101,11 +101,13 @@ class LocalModel(JudgeBackend):
     def response_format_id(self) -> str | None:
         return "gguf_grammar"
 
+    def top_logprobs(self) -> int:  # the logits are this process's: read at every token when asked
+        return TOP_LOGPROBS if self.asks_logprobs else 0
+
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The schema in llama-cpp-python's form, which it compiles to a grammar."""
         return {"type": "json_object", "schema": schema}
 
-    # -- one call -------------------------------------------------------------------------------
     async def complete(
         self,
         messages: list[dict[str, str]],
@@ -118,12 +120,10 @@ class LocalModel(JudgeBackend):
     ) -> Completion:
         """One reply, generated in the worker thread; a timeout or a stopping run stops it at
         its next token."""
-        if response_format is not None and response_format.get("schema"):  # a grammar: bounded to fit max_tokens
-            response_format = {**response_format, "schema": bounded_schema(response_format["schema"], max_tokens)}
+        response_format = bounded_grammar(response_format, max_tokens)
         stop = threading.Event()
-        generation = asyncio.get_running_loop().run_in_executor(
-            self._worker, generate, self._llama, messages, response_format, temperature, max_tokens, stop
-        )
+        asked = (self._llama, messages, response_format, temperature, max_tokens, stop, self.top_logprobs())
+        generation = asyncio.get_running_loop().run_in_executor(self._worker, generate, *asked)
         generation.add_done_callback(lambda done: done.cancelled() or done.exception())  # a stopped one is not awaited
         try:
             return await asyncio.wait_for(asyncio.shield(generation), timeout)
@@ -135,6 +135,13 @@ class LocalModel(JudgeBackend):
         except BaseException:
             stop.set()
             raise
+
+
+def bounded_grammar(response_format: dict | None, max_tokens: int | None) -> dict | None:
+    """`response_format`'s schema (the grammar) bounded to fit `max_tokens` (`bounded_schema`)."""
+    if response_format is None or not response_format.get("schema"):
+        return response_format
+    return {**response_format, "schema": bounded_schema(response_format["schema"], max_tokens)}
 
 
 def load_llama(path: Path) -> Any:
@@ -162,17 +169,20 @@ def generate(
     temperature: float,
     max_tokens: int | None,
     stop: threading.Event,
+    top_logprobs: int = 0,
 ) -> Completion:
-    """One streamed reply of `llama` to `messages`, stopped (`Stopped`) at the token after `stop` is set."""
+    """One streamed reply of `llama` to `messages`, stopped (`Stopped`) at the token after `stop` is
+    set; with `top_logprobs`, each token's log-probability and its alternatives read (`LogitsTrace`)."""
     parts: list[str] = []
     finish: str | None = None
-    generated = 0
+    trace = LogitsTrace(llama, top_logprobs, enum_values(response_format)) if top_logprobs else None
     chunks = llama.create_chat_completion(
         messages=messages,
         temperature=temperature,
         max_tokens=max_tokens,
         response_format=response_format,
         stream=True,
+        logits_processor=[trace] if trace is not None else None,
     )
     for chunk in chunks:
         if stop.is_set():
@@ -180,11 +190,86 @@ def generate(
         choice = chunk["choices"][0]
         text = choice.get("delta", {}).get("content")
         if text:
-            parts.append(text)
-            generated += 1  # llama-cpp-python streams one token per chunk
+            parts.append(text)  # llama-cpp-python streams one token per chunk
         finish = choice.get("finish_reason") or finish
+    generated = len(parts)
     usage = Usage(prompt_tokens=max(llama.n_tokens - generated, 0), completion_tokens=generated)
-    return Completion(texts=["".join(parts)], usage=usage, finish_reasons=[finish], response_format="gguf_grammar")
+    return Completion(
+        texts=["".join(parts)],
+        usage=usage,
+        finish_reasons=[finish],
+        response_format="gguf_grammar",
+        logprobs=[trace.tokens(parts) if trace is not None else None],
+    )
+
+
+class LogitsTrace:
+    """A logits processor that reads, at each token the model generates, the log-probabilities of
+    its `top` most likely tokens and of every token that begins one of `values` (the schema's
+    enums: a level is read even where it is not among the top). It is called before the grammar
+    constrains the choice, so the alternatives are the model's own."""
+
+    def __init__(self, llama: Any, top: int, values: list[str]):
+        self.llama = llama
+        self.top = top
+        self.watched = sorted(_starting_tokens(llama, values))
+        self.steps: list[dict[int, float]] = []
+
+    def __call__(self, input_ids: Any, logits: Any) -> Any:
+        import numpy as np
+
+        values = np.asarray(logits, dtype=np.float64)
+        peak = values.max()
+        log_total = peak + np.log(np.exp(values - peak).sum())
+        ids = {int(i) for i in np.argpartition(-values, self.top)[: self.top]} | set(self.watched)
+        self.steps.append({i: float(values[i] - log_total) for i in ids})
+        return logits
+
+    def tokens(self, pieces: list[str]) -> list[dict[str, Any]] | None:
+        """The generated `pieces` with their log-probabilities, in OpenAI's `logprobs.content`
+        shape; None when the steps read do not match the pieces one to one."""
+        if len(self.steps) < len(pieces):
+            return None
+        out = []
+        for piece, step in zip(pieces, self.steps):
+            named = [(self._text(i), logprob) for i, logprob in sorted(step.items(), key=lambda item: -item[1])]
+            chosen = next((logprob for text, logprob in named if text == piece), float("-inf"))
+            top = [{"token": text, "logprob": logprob} for text, logprob in named]
+            out.append({"token": piece, "logprob": chosen, "top_logprobs": top})
+        return out
+
+    def _text(self, token_id: int) -> str:
+        return self.llama.detokenize([token_id]).decode("utf-8", errors="replace")
+
+
+def enum_values(response_format: dict | None) -> list[str]:
+    """Every value a schema's enums allow, as text: where the judge's levels are."""
+    found: list[str] = []
+
+    def walk(part: Any) -> None:
+        if isinstance(part, dict):
+            found.extend(str(value) for value in part.get("enum") or [])
+            for value in part.values():
+                walk(value)
+        elif isinstance(part, list):
+            for value in part:
+                walk(value)
+
+    walk((response_format or {}).get("schema"))
+    return found
+
+
+def _starting_tokens(llama: Any, values: list[str]) -> set[int]:
+    """The tokens that spell a prefix of a value whole, each in one token (with a leading quote or
+    space too): the tokens a value may begin with."""
+    ids: set[int] = set()
+    for value in values:
+        for end in range(1, len(value) + 1):
+            for prefix in ("", '"', " ", ' "'):
+                tokens = llama.tokenize((prefix + value[:end]).encode("utf-8"), add_bos=False, special=False)
+                if len(tokens) == 1:
+                    ids.add(tokens[0])
+    return ids
 
 
 def local_error(error: ValueError) -> Exception:

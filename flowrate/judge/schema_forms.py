@@ -85,6 +85,18 @@ class SchemaForms(ServedFacts):
             return form, {"type": "json_object", "schema": schema}
         return form, response_format if form is not None else None
 
+    async def send_in_form(
+        self, send: Callable[[], Awaitable[Completion]], response_format: dict[str, Any] | None
+    ) -> Completion:
+        """`send`'s completion; until a server at --api-base has taken a schema form, one call at
+        a time finds which (the others wait for its answer instead of all probing)."""
+        if response_format is None or self._form_settled:
+            return await send()
+        async with self._loop_locks.get()[0]:
+            if not self._form_settled:
+                return await self._probe_form(send)
+        return await send()
+
     async def _probe_form(self, send: Callable[[], Awaitable[Completion]]) -> Completion:
         """Send, stepping down `SCHEMA_FORMS` while the server refuses the form; the form the
         server takes is kept for the run."""
@@ -129,9 +141,11 @@ def bounded_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, 
 
     def bound(part: dict[str, Any]) -> dict[str, Any]:
         properties = dict(part["properties"])
-        properties["reason"] = {**properties["reason"], "maxLength": reason}
-        items = {**properties["key_issues"]["items"], "maxLength": issue}
-        properties["key_issues"] = {**properties["key_issues"], "items": items, "maxItems": KEY_ISSUES_MAX}
+        if "reason" in properties:  # a verdict-only schema (`--score combined`'s first look) has none
+            properties["reason"] = {**properties["reason"], "maxLength": reason}
+        if "key_issues" in properties:
+            items = {**properties["key_issues"]["items"], "maxLength": issue}
+            properties["key_issues"] = {**properties["key_issues"], "items": items, "maxItems": KEY_ISSUES_MAX}
         return {**part, "properties": properties}
 
     if criteria is None:

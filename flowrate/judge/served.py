@@ -11,7 +11,8 @@ from typing import Any
 
 from flowrate.errors import JudgeAccessError
 from flowrate.judge.address import JudgeAddress
-from flowrate.judge.backend import ALSO_READ, KEY_VARIABLES, KEYLESS_PROVIDERS, Completion, PerLoop
+from flowrate.judge.backend import ALSO_READ, KEY_VARIABLES, KEYLESS_PROVIDERS, TOP_LOGPROBS, Completion, PerLoop
+from flowrate.judge.logprobs import LogprobsLearned
 from flowrate.judge.model_map import model_facts
 from flowrate.judge.schema_forms import SchemaForms
 from flowrate.judge.self_hosting import SelfHosting
@@ -34,6 +35,7 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
         self._form_index = 0
         self._form_taken = False
         self._n_ignored = False
+        self.logprobs = LogprobsLearned()
         self._loop_locks = PerLoop(lambda: (asyncio.Lock(), asyncio.Semaphore(self._server_slots() or 1)))
 
     # -- what a transport tells besides `ServedFacts`' ---------------------------------------
@@ -62,6 +64,15 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
 
     def supports_n(self) -> bool:
         return self._supports_n and not self._n_ignored
+
+    def top_logprobs(self) -> int:
+        """`TOP_LOGPROBS` where the run asks for log-probabilities, the model may give them and its
+        server has not refused them."""
+        wanted = self.asks_logprobs and self._takes_logprobs and self.logprobs.refused is None
+        return TOP_LOGPROBS if wanted else 0
+
+    def logprobs_note(self) -> str | None:
+        return self.logprobs.note()
 
     def ignores_n(self) -> None:
         """The server answered `n` choices with fewer (llama-cpp-python returns one): ask one at a time."""
@@ -95,11 +106,7 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
         max_tokens: int | None = None,
     ) -> Completion:
         """One request. Until a server at --api-base has taken a schema form, one call at a time
-        finds which (the others wait for its answer instead of all probing)."""
+        finds which (the others wait for its answer instead of all probing). A server that refuses
+        log-probabilities is asked again without them, and from then on."""
         send = lambda: self._send(messages, n, timeout, response_format, temperature, max_tokens)  # noqa: E731
-        if response_format is None or self._form_settled:
-            return await send()
-        async with self._loop_locks.get()[0]:
-            if not self._form_settled:
-                return await self._probe_form(send)
-        return await send()
+        return await self.logprobs.complete(self.top_logprobs(), lambda: self.send_in_form(send, response_format))

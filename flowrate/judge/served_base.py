@@ -44,6 +44,11 @@ class ServedFacts(JudgeBackend):
     def _structured(self) -> bool:
         """The model takes OpenAI's `json_schema`."""
 
+    @property
+    @abstractmethod
+    def _takes_logprobs(self) -> bool:
+        """The model may give token log-probabilities (`logprobs`, `top_logprobs`)."""
+
     @abstractmethod
     def _estimated_tokens(self, text: str) -> int:
         """Tokens in `text` by the transport's own count (no server asked)."""

@@ -15,11 +15,12 @@ from flowrate.judge.errors import ChoicesRefused
 from flowrate.judge.limits import CallGate, RunStopped
 from flowrate.judge.retry import CallStats, RetryPolicy, complete_with_retries, told_window
 from flowrate.metrics.planning import JudgePlan, Planner
-from flowrate.metrics.replies import cached_judgements, first_look, second_look
+from flowrate.metrics.replies import Tokens, cached_judgements, first_look, second_look
 from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
 
 Call = Callable[[list[dict[str, str]], int], Awaitable[Completion]]
+Reply = tuple[str, bool, Tokens]  # a reply's text, whether it was cut, its tokens' log-probabilities
 
 
 class Spend:
@@ -80,26 +81,30 @@ class Sampler:
 
         return call
 
-    async def replies(self, plan: JudgePlan, call: Call) -> list[tuple[str, bool]]:
-        """(text, cut at the token limit) of `samples` replies through `call`: one request with
+    async def replies(self, plan: JudgePlan, call: Call) -> list[Reply]:
+        """(text, cut at the token limit, tokens) of `samples` replies through `call`: one request with
         n=K where the provider takes it, else K requests; a server that answers n=K with fewer
         choices (llama-cpp-python), or refuses n (llama-server), is asked for the rest one at a
         time, and from then on."""
         backend, samples = self.planner.backend, self.planner.samples
-        replies: list[tuple[str, bool]] = []
+        replies: list[Reply] = []
         if samples > 1 and backend.supports_n():
             try:
                 completion = await call(plan.messages, samples)
             except ChoicesRefused:
                 backend.ignores_n()  # llama-server: "Only one completion choice is allowed"
             else:
-                replies = [(text, completion.cut(i)) for i, text in enumerate(completion.texts[:samples])]
+                replies = [reply_of(completion, i) for i in range(min(len(completion.texts), samples))]
                 if len(replies) < samples:
                     backend.ignores_n()
         while len(replies) < samples:
-            completion = await call(plan.messages, 1)
-            replies.append((completion.texts[0], completion.cut(0)))
+            replies.append(reply_of(await call(plan.messages, 1), 0))
         return replies
+
+
+def reply_of(completion: Completion, index: int) -> Reply:
+    """Reply `index` of `completion`: its text, whether it was cut, and its tokens' log-probabilities."""
+    return completion.texts[index], completion.cut(index), completion.tokens(index)
 
 
 @dataclass(eq=False)
@@ -128,12 +133,11 @@ class Asker:
         try:
             if plan.cached_texts is not None:
                 spent.response_format = plan.cached_form
-                return cached_judgements(self.planner.rubric, plan.cached_texts), spent
+                return cached_judgements(self.planner.rubric, plan.cached_texts, plan.cached_logprobs), spent
             judgements = await self.ask(case, spent, gate)
             if not any(judgement.cut for judgement in judgements):  # a cut judgement may be missing issues
-                self.planner.replies.remember(
-                    spent.plan, [judgement.text for judgement in judgements], spent.response_format
-                )
+                texts, tokens = [j.text for j in judgements], [j.tokens for j in judgements]
+                self.planner.replies.remember(spent.plan, texts, spent.response_format, tokens)
         except (JudgeAccessError, RunStopped):
             raise
         except Exception as error:
@@ -162,16 +166,17 @@ class Asker:
         """`samples` judgements for `plan` (`Sampler.replies`), its calls counted in `spent` and
         held by `gate`; each unusable reply gets one re-ask saying what was wrong (see `usable`)."""
         call = self.sampler.caller(plan, spent, gate)
-        return [await self.usable(plan, text, cut, call) for text, cut in await self.sampler.replies(plan, call)]
+        return [await self.usable(plan, reply, call) for reply in await self.sampler.replies(plan, call)]
 
-    async def usable(self, plan: JudgePlan, text: str, cut: bool, call: Call) -> Judgement:
-        """The judgement in one reply, `text` (`cut`: stopped at its token limit), re-asking once
+    async def usable(self, plan: JudgePlan, reply: Reply, call: Call) -> Judgement:
+        """The judgement in one `reply` (its text, cut at its token limit, its tokens), re-asking once
         through `call` when it is unusable, by the step API's rules (`step.first_look`,
         `step.second_look`): the re-ask says what was wrong; when only some criteria of a suite
         were, it asks for those alone and keeps the rest."""
         rubric, limit = self.planner.rubric, self.planner.budget.reply_limit
-        look = first_look(rubric, limit, text, cut)
+        text, cut, tokens = reply
+        look = first_look(rubric, limit, text, cut, tokens)
         if look.judgement is not None:
             return look.judgement
         retry = await call(corrective_messages(plan.messages, text, look.why, rubric, look.only), 1)
-        return second_look(rubric, limit, text, cut, look, retry.texts[0], retry.cut(0))
+        return second_look(rubric, limit, text, cut, look, retry.texts[0], retry.cut(0), retry.tokens(0))

@@ -90,6 +90,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
                 date_field=settings.date_field,
                 cut_logs=settings.cut_logs,
                 transport=settings.transport,
+                choice=settings.score_choice,
             )
         for row_name in metric.row_names:
             if row_name in made_by:

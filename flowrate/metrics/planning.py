@@ -12,7 +12,7 @@ import orjson
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.backend import JudgeBackend
-from flowrate.judge.cache import ResponseCache, cache_key, messages_digest
+from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.rubric.model import Rubric
@@ -37,6 +37,7 @@ class JudgePlan:
     cached_texts: list[str] | None  # replies already in the cache
     estimated_prompt_tokens: int
     cached_form: str | None = None  # the response form of the cached replies
+    cached_logprobs: list[list[dict[str, Any]] | None] = field(default_factory=list)  # their tokens' log-probabilities
     window: int | None = None  # the context window it was fitted to (tokens; None: none known)
 
 
@@ -55,13 +56,15 @@ class CachedReplies:
     """A plan's replies in the run's response `cache` (None: nothing is cached): the keys its
     messages are cached under, one per response form `backend` may send them in, the lookup of
     one plan or of many in one query, and the usable replies remembered. `backend`'s identity,
-    the `rubric`'s version, the `temperature` and the `samples` are part of what a reply answers."""
+    the `rubric`'s version, the `temperature`, the `samples` and the `reply_order` of the schema
+    are part of what a reply answers."""
 
     cache: ResponseCache | None
     backend: JudgeBackend
     rubric: Rubric
     temperature: float
     samples: int
+    reply_order: str = "reason-first"
 
     def keys(self, messages: list[dict[str, str]]) -> list[tuple[str, str | None]]:
         """(cache key, response form) of `messages`, for each form a reply may be cached under."""
@@ -73,26 +76,37 @@ class CachedReplies:
     def key(self, messages: list[dict[str, str]] | str, form: str | None) -> str:
         """Where the reply to `messages` (or their digest) sent in response form `form` is cached:
         the judge, the rubric, the messages, the temperature, the samples and the form make it."""
-        return cache_key(
-            self.backend.cache_identity(), self.rubric.version, messages, self.temperature, self.samples, form
+        # the reason-first schema's keys are those of every run before the order could be chosen
+        version = (
+            self.rubric.version if self.reply_order == "reason-first" else f"{self.rubric.version}:{self.reply_order}"
         )
+        return cache_key(self.backend.cache_identity(), version, messages, self.temperature, self.samples, form)
 
     def look_up(self, plans: list[JudgePlan]) -> None:
         """Set the cached replies of all `plans`, asked with one query."""
         if self.cache is None or not plans:
             return
         found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
+        if self.backend.top_logprobs():  # kept without log-probabilities: asked again, with them
+            found = {key: replies for key, replies in found.items() if replies.logprobs and all(replies.logprobs)}
         for plan in plans:
             take_cached(plan, found)
 
-    def remember(self, plan: JudgePlan, texts: list[str], form: str | None) -> None:
+    def remember(
+        self,
+        plan: JudgePlan,
+        texts: list[str],
+        form: str | None,
+        logprobs: list[list[dict[str, Any]] | None] | None = None,
+    ) -> None:
         """Put a judge's usable replies `texts` to `plan` in the cache, under the response form
         `form` the schema was sent in, with the messages they answer (`flowrate review` shows a
-        row's exact request)."""
+        row's exact request) and their tokens' `logprobs` (None: none)."""
         if self.cache is not None:
             key = next((key for key, planned in plan.keys if planned == form), None)
             key = key or self.key(plan.messages, form)
-            self.cache.put(key, self.backend.model_name, self.rubric.version, texts, plan.messages, plan.case.id)
+            version = self.rubric.version
+            self.cache.put(key, self.backend.model_name, version, texts, plan.messages, plan.case.id, logprobs)
 
 
 @dataclass(eq=False)
@@ -111,15 +125,20 @@ class Planner:
     cut_logs: bool
     samples: int
     temperature: float
+    reply_order: str = "reason-first"
+    first_look: bool = False  #: a verdict-first look is asked after each reply (`--score combined`)
     replies: CachedReplies = field(init=False)
 
     def __post_init__(self) -> None:
-        self.replies = CachedReplies(self.cache, self.backend, self.rubric, self.temperature, self.samples)
+        self.replies = CachedReplies(
+            self.cache, self.backend, self.rubric, self.temperature, self.samples, self.reply_order
+        )
 
     @cached_property
     def response_format(self) -> dict[str, Any] | None:
-        """The reply schema in the form the backend sends it (None: the backend sends none)."""
-        return self.backend.structured_output(self.rubric.name, reply_schema(self.rubric))
+        """The reply schema, its fields in `reply_order`, in the form the backend sends it (None:
+        the backend sends none)."""
+        return self.backend.structured_output(self.rubric.name, reply_schema(self.rubric, self.reply_order))
 
     @cached_property
     def expected_completion_tokens(self) -> int:
@@ -136,8 +155,9 @@ class Planner:
 
     @property
     def calls_per_conversation(self) -> int:
-        """Judge calls one conversation takes: one, or `samples` where the backend cannot return several."""
-        return 1 if self.samples == 1 or self.backend.supports_n() else self.samples
+        """Judge calls one conversation takes: one, or `samples` where the backend cannot return
+        several; and one more for a verdict-first look."""
+        return (1 if self.samples == 1 or self.backend.supports_n() else self.samples) + self.first_look
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
         """The messages for `case` (its middle left out if too long) and any cached reply;
@@ -177,11 +197,12 @@ class Planner:
         return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
 
 
-def take_cached(plan: JudgePlan, found: dict[str, list[str]]) -> None:
+def take_cached(plan: JudgePlan, found: dict[str, Replies]) -> None:
     """Set `plan`'s cached replies from `found` (cache key to replies), under the first of its
     forms that has them."""
     plan.cached_texts = None
     for key, form in plan.keys:
         if key in found:
-            plan.cached_texts, plan.cached_form = found[key], form
+            plan.cached_texts, plan.cached_form = found[key].texts, form
+            plan.cached_logprobs = found[key].logprobs
             return

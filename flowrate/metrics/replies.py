@@ -5,8 +5,10 @@ say and which criteria it asks again for, and the judgement after that re-ask. `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from flowrate.rubric.model import Rubric
+from flowrate.scores.distribution import distributions
 from flowrate.scores.reading import (
     REPLY_EXCERPT_CHARS,
     CopiedExample,
@@ -34,22 +36,42 @@ class Look:
     reading: Reading | None = None
 
 
-def first_look(rubric: Rubric, reply_limit: int | None, text: str, cut: bool) -> Look:
-    """Read a reply `text` by `rubric` (`cut`: it stopped at its token limit, `reply_limit`); see `Look`."""
+Tokens = list[dict[str, Any]] | None  # a reply's tokens with their log-probabilities
+
+
+def judged(text: str, tokens: Tokens, rubric: Rubric, judgement: Judgement) -> Judgement:
+    """`judgement` read from the reply `text`, with the distributions its `tokens` hold."""
+    judgement.tokens = tokens
+    judgement.levels = distributions(text, tokens, rubric)
+    return judgement
+
+
+def first_look(rubric: Rubric, reply_limit: int | None, text: str, cut: bool, tokens: Tokens = None) -> Look:
+    """Read a reply `text` by `rubric` (`cut`: it stopped at its token limit, `reply_limit`;
+    `tokens`: its log-probabilities, None without); see `Look`."""
     reading = read_reply(text, rubric)
     problem = problem_of(rubric, reply_limit, reading, cut)
     if problem is None:
-        return Look(Judgement(reading.ratings, text, repaired=reading.repaired, cut=cut))
+        return Look(judged(text, tokens, rubric, Judgement(reading.ratings, text, repaired=reading.repaired, cut=cut)))
     kind, why, only = problem
     return Look(None, kind, why, only, reading)
 
 
 def second_look(
-    rubric: Rubric, reply_limit: int | None, text: str, cut: bool, look: Look, retry_text: str, retry_cut: bool
+    rubric: Rubric,
+    reply_limit: int | None,
+    text: str,
+    cut: bool,
+    look: Look,
+    retry_text: str,
+    retry_cut: bool,
+    retry_tokens: Tokens = None,
 ) -> Judgement:
     """The judgement by `rubric` after a re-ask: `retry_text` is the reply to the re-ask `look`
-    called for after `text` (`cut`, `retry_cut`: each stopped at `reply_limit`). When only some criteria of a suite were asked again, the others are kept from
-    `text`. Raises `UnparsableReply`, `CopiedExample` or `ReplyCut` (with both replies) when the
+    called for after `text` (`cut`, `retry_cut`: each stopped at `reply_limit`; `retry_tokens`:
+    the re-ask reply's log-probabilities). When only some criteria of a suite were asked again,
+    the others are kept from `text`, and the judgement, written out anew, has no distribution
+    (no tokens spell it). Raises `UnparsableReply`, `CopiedExample` or `ReplyCut` (with both replies) when the
     re-ask's reply is unusable too."""
     why, only = look.why, look.only
     again = read_reply(retry_text, rubric, only)
@@ -61,7 +83,9 @@ def second_look(
         raise kind(said, replies)
     reading = look.reading  # set whenever `only` is (`first_look`)
     if not only or reading is None:
-        return Judgement(again.ratings, retry_text, again.repaired, why, retry_cut)
+        return judged(
+            retry_text, retry_tokens, rubric, Judgement(again.ratings, retry_text, again.repaired, why, retry_cut)
+        )
     ratings = {c.name: (again.ratings.get(c.name) or reading.ratings[c.name]) for c in rubric.criteria}
     repaired = reading.repaired or again.repaired
     return Judgement(ratings, judgement_text(ratings, rubric), repaired, why, cut or retry_cut)
@@ -94,9 +118,13 @@ def excerpt(text: str) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def cached_judgements(rubric: Rubric, texts: list[str]) -> list[Judgement]:
-    """The judgements by `rubric` in cached replies `texts` (no reply was read this run, so none is `repaired`)."""
-    judgements = [parse_reply(text, rubric) for text in texts]
-    for judgement in judgements:
+def cached_judgements(rubric: Rubric, texts: list[str], logprobs: list[Tokens] | None = None) -> list[Judgement]:
+    """The judgements by `rubric` in cached replies `texts`, with the distributions their tokens'
+    `logprobs` hold (no reply was read this run, so none is `repaired`)."""
+    judgements = []
+    for index, text in enumerate(texts):
+        tokens = logprobs[index] if logprobs and index < len(logprobs) else None
+        judgement = judged(text, tokens, rubric, parse_reply(text, rubric))
         judgement.repaired = False
+        judgements.append(judgement)
     return judgements

@@ -21,12 +21,13 @@ from flowrate.judge.transports import make_backend
 from flowrate.metrics.asking import Asker
 from flowrate.metrics.batch_lines import BatchLines
 from flowrate.metrics.budget import Budget
+from flowrate.metrics.first_look import VerdictFirstLook
 from flowrate.metrics.judging import ConversationJudge
 from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEstimate, JudgePlan, Planner
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
-from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD, check_threshold
+from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD, ScoreChoice, check_threshold
 
 
 class RubricMetric:
@@ -47,7 +48,9 @@ class RubricMetric:
     `cache` is the run's response cache, `retry` the policy for failed calls, `language` the
     prompt's language. `cut_logs` says every log was cut after its last message, so a final user
     message nobody answered is left out rather than judged as a user left hanging (a record's
-    `log_cut` says so for itself). `verbose` is taken for eval_lib's signature and changes nothing.
+    `log_cut` says so for itself). `choice` (a `ScoreChoice`) names the value rows are scored by,
+    the reply's field order, the `uncertain` mark, and whether the judge's log-probabilities are
+    asked (rows' `level_probs`, `expected_score`). `verbose` is for eval_lib's signature only.
     """
 
     def __init__(
@@ -68,24 +71,28 @@ class RubricMetric:
         date_field: str | None = None,
         cut_logs: bool = False,
         transport: str = "auto",
+        choice: ScoreChoice | None = None,
     ):
         check_threshold(threshold)
+        choice = choice or ScoreChoice()
         if samples < 1:
             raise ValueError("samples must be at least 1")
         self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
         self.name, self.row_names = self.rubric.name, self.rubric.row_names
         self.backend = make_backend(model, api_base, transport)
+        self.backend.asks_logprobs = choice.asks_logprobs
         self.model: str = self.backend.model_name
         self.threshold, self.samples, self.cache, self.retry = threshold, samples, cache, retry or RetryPolicy()
         self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}
         weighted = {c.name: float((weights or {}).get(c.name, 1.0)) for c in self.rubric.criteria}
         self.temperature = SAMPLING_TEMPERATURE if samples > 1 else TEMPERATURE
         self.budget = Budget(self.rubric, self.backend, language, max_input_tokens)
-        self.planner = Planner(self.rubric, self.budget, self.backend, cache, language, cut_logs, samples, self.temperature)  # fmt: skip
+        self.planner = Planner(self.rubric, self.budget, self.backend, cache, language, cut_logs, samples, self.temperature, choice.reply_order, choice.looks_first)  # fmt: skip
         self.asker = Asker(self.planner, self.retry, random.Random())
-        self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, samples, date_field)
+        self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, samples, date_field, choice)
         self.batch = BatchLines(self.planner, self.row_maker)
-        self.judging = ConversationJudge(self.planner, self.asker, self.row_maker)
+        first_look = VerdictFirstLook(self.planner, self.retry, random.Random()) if choice.looks_first else None
+        self.judging = ConversationJudge(self.planner, self.asker, self.row_maker, first_look)
         self.weights, self.judge_identity = weighted, self.row_maker.judge_identity
 
     @property

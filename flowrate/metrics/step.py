@@ -82,7 +82,8 @@ class JudgeRequest:
 @dataclass
 class Reply:
     """The server's answer to one request: a text per choice, whether each was cut at its token
-    limit, the tokens and the cost (None: no price known), and the calls it took and their clocks."""
+    limit, the tokens and the cost (None: no price known), the calls it took and their clocks, and
+    each choice's tokens with their log-probabilities (`logprobs`, None for one without)."""
 
     texts: list[str]
     cut: list[bool] = field(default_factory=list)
@@ -92,6 +93,11 @@ class Reply:
     attempts: int = 1
     latency_s: float = 0.0
     wait_s: float = 0.0
+    logprobs: list[list[dict[str, Any]] | None] = field(default_factory=list)
+
+    def tokens(self, index: int) -> list[dict[str, Any]] | None:
+        """Choice `index`'s tokens with their log-probabilities; None without."""
+        return self.logprobs[index] if index < len(self.logprobs) else None
 
     def is_cut(self, index: int) -> bool:
         return index < len(self.cut) and self.cut[index]
@@ -122,7 +128,7 @@ def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, loo
     if planner.response_format is not None and hasattr(backend, "request_format"):
         form, sent = backend.request_format(planner.response_format, limit)
     model: str = getattr(backend, "batch_model", metric.model)
-    body = chat_body(model, plan.messages, n, sent, metric.temperature, limit)
+    body = chat_body(model, plan.messages, n, sent, metric.temperature, limit, backend.top_logprobs())
     key = next((key for key, planned in plan.keys if planned == form), None)
     return JudgeRequest(
         conversation_id=case.id or "",
@@ -153,6 +159,7 @@ def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) 
         usage=usage,
         cost_usd=metric.backend.price(usage.prompt_tokens, usage.completion_tokens),
         response_format=request.response_format,
+        logprobs=completion.logprobs,
     )
 
 
@@ -176,7 +183,8 @@ def rows_from_reply(
     if reply is None:
         if request.cached_replies is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
-        cached = cached_judgements(metric.rubric, request.cached_replies)
+        logprobs = request.plan.cached_logprobs if request.plan is not None else None
+        cached = cached_judgements(metric.rubric, request.cached_replies, logprobs)
         metric.row_maker.settle(rows, cached, cached=True, response_format=request.cached_form, usage=Usage())
         return StepResult(rows)
     rubric, limit = metric.rubric, metric.budget.reply_limit
@@ -191,7 +199,7 @@ def rows_from_reply(
         if len(reply.texts) < metric.samples:
             raise UnparsableReply(f"the judge returned {len(reply.texts)} of the {metric.samples} replies asked for")
         for index, text in enumerate(reply.texts[: metric.samples]):
-            look = first_look(rubric, limit, text, reply.is_cut(index))
+            look = first_look(rubric, limit, text, reply.is_cut(index), reply.tokens(index))
             if look.judgement is not None:
                 judgements.append(look.judgement)
                 continue
@@ -204,7 +212,8 @@ def rows_from_reply(
             cost = None if cost is None or again.cost_usd is None else cost + again.cost_usd
             attempts, latency, wait = attempts + again.attempts, latency + again.latency_s, wait + again.wait_s
             retry_text = again.texts[0] if again.texts else ""
-            judgements.append(second_look(rubric, limit, text, reply.is_cut(index), look, retry_text, again.is_cut(0)))
+            cut = reply.is_cut(index)
+            judgements.append(second_look(rubric, limit, text, cut, look, retry_text, again.is_cut(0), again.tokens(0)))
         if reasks:
             why = "; ".join(dict.fromkeys(reask.why or "" for reask in reasks))
             raise ReaskNeeded(f"a re-ask would have been needed: {why}", reasks[0].reask_of)

@@ -90,11 +90,46 @@ def print_bench(console: Console, report: BenchReport) -> None:
         ]
         if _stability(score):
             lines.append(f"  same verdict on reruns without the cache: {_stability(score)}")
+        lines += [f"  {line}" for line in distribution_lines(score)]
         lines.append(f"  rows: {score.results_file}")
         for line in lines:
             console.print(table_text(line))
     for number, anchor in enumerate(sources, start=1):
         console.print(table_text(f"[{number}] {anchor.name}: {anchor.source}"))
+
+
+def distribution_lines(score: BenchScore) -> list[str]:
+    """Each score the rows carry with its agreement and ties, the calibration of the level
+    probabilities, and the conversations the expected score misjudges most."""
+    lines = [
+        f"by {found.score}: spearman {_statistic(found.spearman)}, kendall {_statistic(found.kendall)},"
+        f" n {found.n}, ties {'n/a' if found.ties is None else f'{found.ties:.1%}'}"
+        for found in score.by_score
+    ]
+    if score.calibration_error is not None:
+        lines.append(f"expected calibration error of the level probabilities: {score.calibration_error:.3f}")
+    if score.turns is not None:
+        lines.append(f"turns named against people's, {score.turns.dialogues} dialogues (P / R / F1, %):")
+        for who, found in (
+            ("judge", score.turns.judge),
+            ("ChatGPT-3.5", score.turns.chatgpt),
+            ("two people", score.turns.people),
+        ):
+            lines.append(
+                f"  {who}: "
+                + "; ".join(
+                    f"{t.behaviour} {_percent(t.precision)} / {_percent(t.recall)} / {_percent(t.f1)}" for t in found
+                )
+            )
+    lines += [
+        f"gap {gap.gap:+.2f}: {gap.id} (judge {gap.verdict}, expected {gap.expected_score:.2f}, people {gap.people:.2f})"
+        for gap in score.largest_gaps
+    ]
+    return lines
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def write_bench_html(report: BenchReport, path: str | Path) -> None:
@@ -116,6 +151,7 @@ def write_bench_html(report: BenchReport, path: str | Path) -> None:
                 for anchor in score.anchors
             ],
             "after": [_replies(score), score.calls, _cost(score), _stability(score)],
+            "distribution": distribution_lines(score),
         }
         for score in report.scores
     ]

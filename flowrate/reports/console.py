@@ -205,6 +205,7 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
     _print_notes(console, "errors", [note(n) for n in summary.error_notes], summary.errors)
     _print_notes(console, "skipped", summary.skipped_notes, summary.skipped)
     _print_notes(console, "unstable (samples split)", [note(n) for n in summary.unstable_notes], summary.unstable)
+    _print_notes(console, "uncertain (judge unsure)", [note(n) for n in summary.uncertain_notes], summary.uncertain)
     for gate in summary.gates:
         default = gate.gate == "max_failures" and gate.limit == 0
         if not (default and gate.passed):

@@ -72,6 +72,20 @@ class EvaluationRow(BaseModel):
     samples: int = 1  #: verdicts the majority was taken over (on an error row: asked for)
     agreement: float | None = None  #: share of samples that agree with the majority (samples > 1)
     sample_verdicts: list[str | int] = Field(default_factory=list)  #: every sample's verdict or rating
+    #: the judge's probability of each level (or rating) of the scale, renormalised over it: from
+    #: its token log-probabilities, the mean over the samples' (`level_probs_from` "logprobs"), or
+    #: from the samples' verdicts (`"samples"`); null when the judge gave neither
+    level_probs: dict[str, float] | None = None
+    outside_prob: float | None = None  #: the mass of the judge's alternatives that fell outside the scale
+    level_probs_from: str | None = None  #: "logprobs" or "samples": where `level_probs` came from
+    expected_score: float | None = None  #: Σ level_probs × the level's score, in [0, 1]
+    verdict_score: float | None = None  #: the verdict's score (`score` is it unless `score_from` says otherwise)
+    #: `--score combined`: the judge's distribution at a first look, the verdict asked alone before any reasoning
+    verdict_first_probs: dict[str, float] | None = None
+    verdict_first_score: float | None = None  #: Σ verdict_first_probs × the level's score
+    combined_score: float | None = None  #: the mean of verdict_score and the verdict-first expected score
+    score_from: str | None = None  #: which value `score` is: "verdict", "expected" or "combined" (`--score`)
+    uncertain: bool = False  #: the judge's most likely level had less probability than --uncertain-below
     weights: dict[str, float] | None = None  #: on user_satisfaction rows: the weight of each criterion
     cached: bool = False  #: the verdict came from the response cache: no call, no cost
     batch: bool = False  #: the verdict came from a provider batch

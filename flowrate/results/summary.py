@@ -251,7 +251,22 @@ class FlaggedCalls:
         return row.repaired, row.reasked is not None, cut, copied
 
 
-class RunSummary(Totals, Spend, Skips, Redacted):
+class Doubts(BaseModel):
+    """The rows whose judge was unsure: its most likely level less probable than --uncertain-below."""
+
+    uncertain: int = 0
+    uncertain_notes: list[FailureNote] = Field(default_factory=list)
+
+    def count_uncertain(self, row: EvaluationRow, order: int) -> None:
+        """Count `row` (of the conversation at `order`) if it is marked uncertain."""
+        if row.uncertain and row.level_probs:
+            self.uncertain += 1
+            level, p = max(row.level_probs.items(), key=lambda item: item[1])
+            detail = f"{shown_value(row)}, the judge's most likely level {level} at {p:.0%}"
+            _keep(self.uncertain_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
+
+
+class RunSummary(Totals, Spend, Skips, Redacted, Doubts):
     """Totals of a run, built row by row: over all rows, and per metric in `metrics`."""
 
     expected_rows: int | None = None  #: rows this run should end with (selected conversations x metrics)
@@ -311,6 +326,7 @@ class RunSummary(Totals, Spend, Skips, Redacted):
             split = ", ".join(str(value) for value in row.sample_verdicts)
             detail = f"{shown_value(row)} with {row.agreement:.0%} agreement ({split})"
             _keep(self.unstable_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
+        self.count_uncertain(row, order)
         if not row.success:
             first = row.key_issues[0] if row.key_issues else (row.reason or "")
             detail = f"{shown_value(row)}: {first}"

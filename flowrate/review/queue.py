@@ -1,7 +1,8 @@
 """A metric's labelling queue and the answers on its own scale.
 
 The default queue (`QueueRule`) holds every failing conversation, a seeded random share (20 %)
-of the passing ones, and every conversation whose samples disagree (`agreement` < 1). With
+of the passing ones, every conversation whose samples disagree (`agreement` < 1), and every one
+the judge was unsure of (`uncertain`: its top level below `eval --uncertain-below`). With
 `recent` it is instead ServiceNow's "label random scores": that many random conversations that
 nobody has labelled yet, from the last `days` days (by chat date, else by evaluation date).
 Error rows and computed scores (`user_satisfaction`) have nothing to label and are left out.
@@ -123,7 +124,7 @@ def build_queue(
     chosen = [
         row
         for row in candidates
-        if not row.success or (row.agreement is not None and row.agreement < 1) or _sampled(row, rule)
+        if not row.success or (row.agreement is not None and row.agreement < 1) or row.uncertain or _sampled(row, rule)
     ]
     return _shuffled(chosen, rule.seed)
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from flowrate.rubric.model import Criterion, Rubric
+from flowrate.scores.distribution import LevelProbs
 
 REPLY_EXCERPT_CHARS = 2000  # of an unusable reply, kept on its error row: a screenful, enough to see what went wrong
 
@@ -52,13 +53,17 @@ class Judgement:
     """One sample's ratings, by criterion name in the rubric's order. `text` is the reply as the
     judge wrote it, or, when it had to be repaired or partly asked again, the judgement written
     out as a clean reply (what the cache keeps). `repaired`: read from nearly valid JSON;
-    `reasked`: why a re-ask was needed (None when none was); `cut`: the reply hit its token limit."""
+    `reasked`: why a re-ask was needed (None when none was); `cut`: the reply hit its token limit;
+    `levels`: each criterion's distribution over its scale, read from the reply's log-probabilities
+    (`scores.distribution`; a criterion without them is absent); `tokens`: those log-probabilities."""
 
     ratings: dict[str, Rating]
     text: str
     repaired: bool = False
     reasked: str | None = None
     cut: bool = False
+    levels: dict[str, LevelProbs] = field(default_factory=dict)
+    tokens: list[dict[str, Any]] | None = None
 
 
 @dataclass

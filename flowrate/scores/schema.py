@@ -6,37 +6,37 @@ from typing import Any
 
 from flowrate.rubric.model import Criterion, Rubric
 
-
 # -- what is asked for -------------------------------------------------------------------
-def _criterion_schema(criterion: Criterion) -> dict[str, Any]:
+REPLY_ORDERS = ("reason-first", "verdict-first", "verdict-only")  # the last: the short verdict-first look
+
+
+def _criterion_schema(criterion: Criterion, order: str) -> dict[str, Any]:
     scale = criterion.scale
     judged = (
         {"type": "string", "enum": list(scale.levels)}
         if scale.levels is not None
         else {"type": "integer", "enum": scale.values}
     )
-    return {
-        "type": "object",
-        "properties": {
-            "reason": {"type": "string"},
-            "key_issues": {"type": "array", "items": {"type": "string"}},
-            scale.field: judged,
-        },
-        "required": ["reason", "key_issues", scale.field],
-        "additionalProperties": False,
-    }
+    words: dict[str, Any] = {"reason": {"type": "string"}, "key_issues": {"type": "array", "items": {"type": "string"}}}
+    fields: dict[str, Any] = {
+        "reason-first": {**words, scale.field: judged},
+        "verdict-first": {scale.field: judged, **words},
+        "verdict-only": {scale.field: judged},
+    }[order]
+    return {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
 
 
-def reply_schema(rubric: Rubric) -> dict[str, Any]:
-    """The JSON schema of a reply, for providers' structured output."""
+def reply_schema(rubric: Rubric, order: str = "reason-first") -> dict[str, Any]:
+    """The JSON schema of a reply, for providers' structured output, its fields in `order` (one
+    of `REPLY_ORDERS`: grammar-constrained servers and OpenAI's strict schemas write them so)."""
     if not rubric.is_suite:
-        return _criterion_schema(rubric.criteria[0])
+        return _criterion_schema(rubric.criteria[0], order)
     return {
         "type": "object",
         "properties": {
             "criteria": {
                 "type": "object",
-                "properties": {criterion.name: _criterion_schema(criterion) for criterion in rubric.criteria},
+                "properties": {criterion.name: _criterion_schema(criterion, order) for criterion in rubric.criteria},
                 "required": [criterion.name for criterion in rubric.criteria],
                 "additionalProperties": False,
             }

@@ -195,12 +195,48 @@ class PromptOptions(Group):
     samples: Annotated[int, flag()] = Field(
         1, ge=1, le=20, description="Verdicts per conversation; the row carries the majority and the agreement."
     )
+    logprobs: Annotated[bool, flag()] = Field(
+        False,
+        description="Ask the judge for its tokens' log-probabilities: each row gets level_probs, the judge's"
+        " distribution over the scale, and expected_score, where the judge gives them (OpenAI, vLLM, llama-server,"
+        " llama-cpp-python's server started with logits_all on, gguf:). --score expected or combined and"
+        " the mark of uncertain rows ask for them too.",
+    )
+    reply_order: Annotated[Literal["reason-first", "verdict-first"], flag()] = Field(
+        "reason-first",
+        description="The order of the reply's fields: the reason and key issues before the verdict, or the"
+        " verdict first (its distribution is then the judge's first look, before any reasoning).",
+    )
     max_input_tokens: Annotated[int | None, flag()] = Field(
         None,
         ge=256,
         description="The judge's context budget; longer conversations lose their middle turns. [default: the"
         " model's known window]",
     )
+
+
+Score = Literal["verdict", "expected", "combined"]  # what `--score` may name
+
+
+@dataclass(frozen=True)
+class ScoreChoice:
+    """What a row is scored by, and what the judge is asked for it: `score` (`--score`), the
+    reply's field order `reply_order`, the mark `uncertain_below`, and `logprobs` asked for."""
+
+    score: str = "verdict"
+    reply_order: str = "reason-first"
+    uncertain_below: float | None = None
+    logprobs: bool = False
+
+    @property
+    def asks_logprobs(self) -> bool:
+        """Whether the judge is asked for log-probabilities: `logprobs`, or a score or a mark that needs them."""
+        return self.logprobs or self.score != "verdict" or self.uncertain_below is not None
+
+    @property
+    def looks_first(self) -> bool:
+        """Whether a verdict-first look is asked besides the reply (a verdict-first reply is its own)."""
+        return self.score == "combined" and self.reply_order == "reason-first"
 
 
 THRESHOLDS = (0.0, 1.0)  # where a threshold may lie: scores are fractions
@@ -228,6 +264,20 @@ class MetricOptions(Group):
         0.7, ge=THRESHOLDS[0], le=THRESHOLDS[1], description="A conversation passes when its score is at least this."
     )
     thresholds: dict[str, float] = Field({}, description="Per metric, a threshold of its own.")
+    score: Annotated[Score, flag()] = Field(
+        "verdict",
+        description="The score the threshold, the gates, the summary, calibration, trends, compare and top-issues"
+        " use: verdict (its level's score), expected (the judge's distribution's Σ p × score), combined (the"
+        " mean of the reasoned verdict's score and the expected score of a verdict-first look: one more short"
+        " call). A row without a distribution keeps its verdict's score and says so in score_from.",
+    )
+    uncertain_below: Annotated[float | None, flag()] = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Mark a conversation uncertain when the judge's most likely level has less than this"
+        " probability: counted in the summary, queued in the review app.",
+    )
 
     @field_validator("thresholds")
     @classmethod

@@ -33,6 +33,7 @@ from flowrate.settings.groups import (
     RedactionOptions,
     ReportOptions,
     RetryOptions,
+    ScoreChoice,
     SelectionOptions,
 )
 
@@ -107,6 +108,11 @@ class JudgeSettings(JudgeOptions, RetryOptions, PromptOptions, MetricOptions, Ca
 
     date_field: str | None = None
     metric_named: bool = False  #: `--metric` was given (a `--rubric` alone replaces the default metric)
+
+    @property
+    def score_choice(self) -> ScoreChoice:
+        """What a row is scored by and what the judge is asked for it."""
+        return ScoreChoice(self.score, self.reply_order, self.uncertain_below, self.logprobs)
 
     @classmethod
     def of(cls: type[JudgeSettings], settings: BaseModel) -> JudgeSettings:

@@ -3,6 +3,7 @@ a set's human labels and the published figures beside it, replies that misbehave
 the cache, the budget, verdict stability, bad options, and the HTML page in Chromium."""
 
 import json
+import math
 
 import pytest
 from scipy import stats
@@ -283,3 +284,118 @@ def test_the_html_page_in_chromium_draws_a_hostile_label_as_text(judge, run_flow
     assert texts[1][2] == hostile
     assert texts[0][6].startswith("FED metric 0.251 [1]")
     assert sources[0] == "FED metric: Mehri & Eskenazi 2020 (SIGDIAL), FED dialog level"
+
+
+# -- the judge's distribution: each score, its ties, calibration and the largest gaps --------------
+def _torn_steps(plan):
+    """For each dialogue, a reasoned verdict that is sure and a verdict-first look that is torn
+    between its verdict and the level people's label points to."""
+    steps = {}
+    for i, (verdict, coherent) in enumerate(plan):
+        people = LEVELS[min(int(coherent / 2 * 5), 4)]
+        sure = {"verdict": verdict, "reason": "r", "key_issues": [], "logprobs": {verdict: 0.0}}
+        torn = {verdict: math.log(0.5), people: math.log(0.5)} if people != verdict else {verdict: 0.0}
+        steps[i] = [sure, {"verdict": verdict, "logprobs": torn}]
+    return steps
+
+
+def test_each_score_the_rows_carry_is_scored_with_its_ties_and_the_largest_gaps_listed(judge, run_flowrate, tmp_path):
+    _fed(tmp_path, judge, steps=_torn_steps(PLAN))
+    result = _bench(run_flowrate, judge, "--score", "combined", "-j", "1")
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    found = {entry["score"]: entry for entry in score["by_score"]}
+    assert set(found) == {"verdict", "expected", "verdict_first", "combined"}
+    humans = [coherent for _, coherent in PLAN]
+    verdicts = [SCORES[verdict] for verdict, _ in PLAN]
+    assert found["verdict"]["spearman"]["value"] == pytest.approx(stats.spearmanr(verdicts, humans).statistic, abs=1e-4)
+    firsts = []
+    for verdict, coherent in PLAN:
+        people = LEVELS[min(int(coherent / 2 * 5), 4)]
+        firsts.append(SCORES[verdict] if people == verdict else (SCORES[verdict] + SCORES[people]) / 2)
+    assert found["verdict_first"]["spearman"]["value"] == pytest.approx(
+        stats.spearmanr(firsts, humans).statistic, abs=1e-4
+    )
+    combined = [(v + f) / 2 for v, f in zip(verdicts, firsts)]
+    assert found["combined"]["spearman"]["value"] == pytest.approx(
+        stats.spearmanr(combined, humans).statistic, abs=1e-4
+    )
+    assert score["spearman"] == found["combined"]["spearman"]  # the score --score names is the headline
+    # ten verdicts on five levels: each level twice, so 5 of the 45 pairs tie
+    assert found["verdict"]["ties"] == pytest.approx(10 / 90, abs=1e-4)
+    assert found["verdict_first"]["ties"] < found["verdict"]["ties"]
+    worst = score["largest_gaps"][0]
+    assert worst["id"] == "d5" and worst["gap"] == pytest.approx(1.0 - 0.4 / 2, abs=1e-4)  # "fully", people 0.4 of 2
+    assert "by verdict_first: spearman" in result.stderr and "gap +0.80: d5" in result.stderr
+
+
+def test_calibration_is_measured_where_people_rated_on_the_judges_own_scale(judge, run_flowrate, tmp_path):
+    steps = {}
+    for i, (verdict, _) in enumerate(PLAN):  # the judge is 0.8 sure each time
+        other = "none" if verdict != "none" else "minor"
+        steps[i] = [{"verdict": verdict, "logprobs": {verdict: math.log(0.8), other: math.log(0.2)}}]
+    _fed(tmp_path, judge, steps=steps)
+    own = [json.loads(line) for line in (tmp_path / "data" / "fed_dialog_level.jsonl").read_text().splitlines()]
+    # people agree with the judge on every other dialogue, and call the rest "none"
+    labelled = [record | {"labels": {"ok": SCORES[PLAN[i][0]] if i % 2 else 0.0}} for i, record in enumerate(own)]
+    write_jsonl(tmp_path / "mine.jsonl", labelled)
+    result = run_flowrate(
+        "judge-bench", "--model", "smol", "--api-base", judge.base_url, "--labels", "mine.jsonl", "--label", "ok",
+        "--json", "bench.json", "--logprobs",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    right = sum(1 for i, (verdict, _) in enumerate(PLAN) if i % 2 or verdict == "none")
+    assert score["calibration_error"] == pytest.approx(abs(0.8 - right / 10), abs=1e-4)
+
+
+def _abc(tmp_path, judge):
+    """An ABC-Eval-like set: two dialogues of four turns, each turn's behaviours flagged by two
+    people and by ChatGPT-3.5 (the shape of abc_eval_test_behaviors.jsonl); the judge names turns."""
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+
+    def turn(redundant=(0, 0), ignore=(0, 0), gpt=()):
+        labels = {"redundant": {"human": list(redundant), "gpt": int("redundant" in gpt)},
+                  "ignore": {"human": list(ignore), "gpt": int("ignore" in gpt)},
+                  "irrelevant": {"human": [0, 0], "gpt": 0}}  # fmt: skip
+        return labels
+
+    plans = {
+        "a0": ([turn(), turn(redundant=(1, 1)), turn(ignore=(1, 0), gpt=("ignore",)), turn()], ["turn 2: asks again"]),
+        "a1": (
+            [turn(redundant=(1, 1), gpt=("redundant",)), turn(), turn(), turn()],
+            ["turn 1: repeats", "turn 3: odd"],
+        ),
+    }
+    records = []
+    for conversation, (labels, issues) in plans.items():
+        judge.script(f"MARK-{conversation}-", {"verdict": "minor", "key_issues": issues})
+        records.append(
+            {
+                "id": conversation,
+                "turns": [{"input": f"MARK-{conversation}- {n}", "actual_output": "ok"} for n in range(4)],
+                "labels": {"flow_violation_rate": 0.25 if conversation == "a0" else 0.5},
+                "turn_behavior_labels": labels,
+            }
+        )
+    write_jsonl(data / "abc_eval_test_behaviors.jsonl", records)
+
+
+def test_the_turns_the_judge_names_are_scored_against_the_turns_people_flagged(judge, run_flowrate, tmp_path):
+    _abc(tmp_path, judge)
+    result = _bench(run_flowrate, judge, "--sets", "abc-eval")
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    turns = score["turns"]
+    judge_by = {entry["behaviour"]: entry for entry in turns["judge"]}
+    # named: a0 {2}, a1 {1, 3}; redundant flagged by both people: a0 {2}, a1 {1}
+    assert (judge_by["redundant"]["precision"], judge_by["redundant"]["recall"]) == (66.7, 100.0)
+    assert judge_by["redundant"]["f1"] == 80.0
+    # ignore: person 1 flagged a0 turn 3, person 2 nothing: recall is person 1's alone, F1 the mean of 0 and 0
+    assert (judge_by["ignore"]["precision"], judge_by["ignore"]["recall"], judge_by["ignore"]["f1"]) == (0.0, 0.0, 0.0)
+    people_by = {entry["behaviour"]: entry for entry in turns["people"]}
+    assert people_by["redundant"]["f1"] == 100.0 and people_by["ignore"]["f1"] == 0.0
+    chatgpt_by = {entry["behaviour"]: entry for entry in turns["chatgpt"]}
+    assert chatgpt_by["redundant"]["f1"] == pytest.approx(66.7)  # a1's turn 1 of the two flagged
+    assert "turns named against people's, 2 dialogues" in result.stderr

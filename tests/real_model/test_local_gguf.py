@@ -83,3 +83,23 @@ def test_a_conversation_past_the_loaded_window_is_cut_to_it_by_the_models_own_to
     assert row["truncated"] is True and row["error"] is None and row["attempts"] == 1, row
     assert row["usage"]["prompt_tokens"] + 512 <= window, row["usage"]
     assert len(json.dumps(turns)) > 4 * window
+
+
+def test_logprobs_in_process_give_each_row_a_distribution_over_the_levels(model_file, tmp_path):
+    status, stderr, rows = run_gguf(
+        tmp_path, "eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", 2, "--logprobs"
+    )
+    assert status in exit_codes_for(rows) and "Traceback" not in stderr, stderr
+    judged = [row for row in rows if row["error"] is None]
+    assert judged, rows
+    for row in judged:
+        probs = row["level_probs"]
+        assert row["level_probs_from"] == "logprobs" and set(probs) == {"fully", "mostly", "partial", "minor", "none"}
+        assert abs(sum(probs.values()) - 1) < 1e-4 and probs[row["verdict"]] > 0, row
+        assert 0 <= row["outside_prob"] <= 1 and 0 <= row["expected_score"] <= 1
+    again_status, _, again = run_gguf(
+        tmp_path, "eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", 2, "--logprobs"
+    )
+    assert again_status in exit_codes_for(again)
+    cached = {row["id"]: row["level_probs"] for row in again if row["cached"]}
+    assert cached and all(cached[i] == r["level_probs"] for i, r in ((r["id"], r) for r in judged) if i in cached)

@@ -334,3 +334,16 @@ def test_the_suite_rates_each_sample_conversation_in_one_request_read_on_the_fir
     assert run.returncode in exit_codes_for(run.rows), run.stderr
     if copied:  # counted, as the summary says
         assert "copied a rubric example" in run.stderr, run.stderr
+
+
+# -- --logprobs against a server started without --logits_all true --------------------------------
+def test_logprobs_refused_by_the_real_server_are_asked_once_and_the_rows_say_null(real_judge, proxy, tmp_path):
+    ids = short_conversations(tmp_path / "two.jsonl", 2, "logprobs")
+    run = run_flowrate(proxy, tmp_path, tmp_path / "cache", "eval", "two.jsonl", "-m", real_judge.model,
+                       "--api-base", proxy.url, "-j", "1", "--logprobs")  # fmt: skip
+    assert run.returncode in exit_codes_for(run.rows), run.stderr
+    assert_each_once(run.rows, ids, [FLOW])
+    asked = [e for e in run.completions if e.body.get("logprobs")]
+    assert len(asked) == 1 and asked[0].status >= 400, [(e.status, e.body.get("logprobs")) for e in run.completions]
+    assert all(row["level_probs"] is None and row["expected_score"] is None for row in run.rows)
+    assert run.stderr.count("refused token log-probabilities") == 1 and "--logits_all true" in run.stderr

@@ -79,3 +79,11 @@ def test_a_rubric_of_ones_own_gives_its_levels_and_without_it_no_buttons_are_mad
     ]  # fmt: skip
     assert [r.id for r in build_queue([row], "resolution", QueueRule(), set(), rubric=rubric)] == ["c"]
     assert build_queue([row], "resolution", QueueRule(), set()) == []
+
+
+def test_a_conversation_the_judge_was_unsure_of_is_queued_beside_the_disagreements():
+    passing = [flow_row(f"p{n}", "fully") for n in range(200)]
+    unsure = [flow_row(f"u{n}", "fully", uncertain=True, level_probs={"fully": 0.45, "mostly": 0.4}) for n in range(5)]
+    ids = {row.id for row in build_queue(passing + unsure, FLOW, QueueRule(), set())}
+    assert {f"u{n}" for n in range(5)} <= ids
+    assert len(ids & {row.id for row in passing}) < 80  # the passing ones still only sampled

@@ -25,6 +25,7 @@ from flowrate.analysis.judge_bench import (
     stability,
 )
 from flowrate.analysis.judged import Evaluate, Evaluated
+from flowrate.analysis.turn_labels import read_turn_flags, turn_report
 from flowrate.errors import ConfigError
 from flowrate.evaluation.file_run import FileRun
 from flowrate.results.files import read_rows
@@ -85,6 +86,8 @@ def bench_judges(
         score = bench_score(
             judge.model, chosen, rows, bench.labels[name], run.summary, output, bench.selected[judge, name]
         )
+        if chosen.turn_labels:
+            score.turns = turn_report(rows, read_turn_flags(bench.files[name]), chosen.row)
         report.scores.append(score)
         if run.summary.interrupted:
             report.interrupted = True

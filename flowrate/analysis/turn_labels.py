@@ -1,0 +1,122 @@
+"""Where the judge points: the turns its key issues name against the turns people flagged, for a
+set with per-turn behaviour labels (ABC-Eval: each turn's "redundant", "ignore", "irrelevant"
+marked by two people, and ChatGPT-3.5's prediction kept beside them). Data only.
+
+Each behaviour is scored by precision, recall and F1 of the flagged turns, taken against each of
+the two people in turn and averaged (F1 is then symmetric, so the two people's own agreement is
+one figure); the turns the judge names stand for every behaviour, since a key issue says which
+turn but not which behaviour, and the union of the behaviours ("any") is scored too."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel
+
+from flowrate.results.rows import EvaluationRow
+
+BEHAVIOURS = ("redundant", "ignore", "irrelevant")
+ANY = "any"
+# "turn 3: ...", "turns 2 and 4: ...", "(turn 5) ...": the turns a key issue starts with
+_NAMED = re.compile(r"^\s*\(?turns?\s+(\d+(?:\s*(?:,|and|&|-|–)\s*\d+)*)", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+")
+Flags = dict[str, list[set[int]]]  # behaviour -> one set of flagged turns per rater
+
+
+class TurnScore(BaseModel):
+    """Precision, recall and F1 of one behaviour's flagged turns, over `dialogues` dialogues and
+    `flagged` turns people flagged (the mean over the two people)."""
+
+    behaviour: str
+    precision: float | None
+    recall: float | None
+    f1: float | None
+
+
+class TurnReport(BaseModel):
+    """Where the judge points against people, per behaviour, beside ChatGPT-3.5's kept prediction
+    and the two people's own agreement on the same `dialogues`."""
+
+    dialogues: int
+    judge: list[TurnScore]
+    chatgpt: list[TurnScore]
+    people: list[TurnScore]
+
+
+def named_turns(issues: list[str]) -> set[int]:
+    """The turn numbers the key `issues` begin with."""
+    found: set[int] = set()
+    for issue in issues:
+        match = _NAMED.match(issue)
+        if match:
+            found.update(int(number) for number in _NUMBER.findall(match.group(1)))
+    return found
+
+
+def read_turn_flags(path: str | Path) -> dict[str, tuple[Flags, dict[str, set[int]]]]:
+    """Per dialogue id of a set file, each behaviour's turns (1-based) flagged by each person, and by ChatGPT-3.5."""
+    found = {}
+    for line in Path(path).read_bytes().splitlines():
+        if not line.strip():
+            continue
+        record = orjson.loads(line)
+        turns = record.get("turn_behavior_labels")
+        if not isinstance(turns, list):
+            continue
+        people: Flags = {behaviour: [set(), set()] for behaviour in BEHAVIOURS}
+        chatgpt: dict[str, set[int]] = {behaviour: set() for behaviour in BEHAVIOURS}
+        for number, labels in enumerate(turns, start=1):
+            for behaviour in BEHAVIOURS:
+                label = labels.get(behaviour) or {}
+                for rater, flagged in enumerate((label.get("human") or [0, 0])[:2]):
+                    if flagged:
+                        people[behaviour][rater].add(number)
+                if label.get("gpt"):
+                    chatgpt[behaviour].add(number)
+        found[str(record.get("id"))] = (people, chatgpt)
+    return found
+
+
+def turn_report(
+    rows: list[EvaluationRow], flags: dict[str, tuple[Flags, dict[str, set[int]]]], metric: str
+) -> TurnReport:
+    """The judge's named turns in `rows` of `metric` (usable ones) against the people's `flags`."""
+    judged = {row.id: named_turns(row.key_issues) for row in rows if row.metric == metric and row.error is None}
+    ids = sorted(set(judged) & set(flags))
+    judge, chatgpt, people = [], [], []
+    for behaviour in (*BEHAVIOURS, ANY):
+        raters = [[_flagged(flags[i][0], behaviour, r) for i in ids] for r in (0, 1)]
+        judge.append(_score(behaviour, [judged[i] for i in ids], raters))
+        chatgpt.append(_score(behaviour, [_gpt(flags[i][1], behaviour) for i in ids], raters))
+        people.append(_score(behaviour, raters[1], [raters[0]]))
+    return TurnReport(dialogues=len(ids), judge=judge, chatgpt=chatgpt, people=people)
+
+
+def _flagged(people: Flags, behaviour: str, rater: int) -> set[int]:
+    if behaviour == ANY:
+        return set().union(*(people[b][rater] for b in BEHAVIOURS))
+    return people[behaviour][rater]
+
+
+def _gpt(chatgpt: dict[str, set[int]], behaviour: str) -> set[int]:
+    return set().union(*chatgpt.values()) if behaviour == ANY else chatgpt[behaviour]
+
+
+def _score(behaviour: str, predicted: list[set[int]], references: list[list[set[int]]]) -> TurnScore:
+    """P, R and F1 of `predicted` turns (one set per dialogue) against each reference, averaged."""
+    scores: list[tuple[float | None, float | None, float | None]] = []
+    for reference in references:
+        hits = sum(len(p & r) for p, r in zip(predicted, reference))
+        said, flagged = sum(len(p) for p in predicted), sum(len(r) for r in reference)
+        precision = hits / said if said else None
+        recall = hits / flagged if flagged else None
+        f1 = 2 * hits / (said + flagged) if said + flagged else None
+        scores.append((precision, recall, f1))
+
+    def mean(index: int) -> float | None:
+        values = [value for score in scores if (value := score[index]) is not None]
+        return round(sum(values) / len(values) * 100, 1) if values else None
+
+    return TurnScore(behaviour=behaviour, precision=mean(0), recall=mean(1), f1=mean(2))
