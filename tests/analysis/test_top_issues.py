@@ -175,6 +175,11 @@ def test_a_loop_and_a_re_ask_are_different_modes():
     assert [mode.texts for mode, found in zip(modes, kinds, strict=True) if len(found) > 1] == []
 
 
+def test_issues_of_only_one_and_two_letter_words_still_form_modes():
+    rows = [issue_row(f"c{n}", 0.3, [f"turn 2: {text}"]) for n, text in enumerate(["ok", "no", "ok"])]
+    assert sorted((mode.label, mode.conversations) for mode in top_issues(rows)) == [("no", 1), ("ok", 2)]
+
+
 def test_an_end_of_conversation_lapse_is_more_severe_than_the_same_lapse_at_the_start():
     at_end = top_issues(
         [issue_row(f"c{n}", 0.3, ["turn 6: ignores the user's question about the refund"]) for n in range(5)]
