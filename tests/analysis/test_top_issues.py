@@ -133,6 +133,53 @@ def test_turn_references_and_quoted_values_are_not_what_makes_issues_the_same():
     assert sorted(sorted({key[0] for key in mode.ids}) for mode in modes) == [["a"], ["b"]]
 
 
+# the assistant repeating its own earlier reply, and asking again for what the user gave: several
+# phrasings of each, as judges write them, in English, Portuguese and Russian
+LOOP = [
+    "repeats the reply of turn {t} word for word",
+    "gives the same answer as in turn {t} again",
+    "repeats its previous reply verbatim",
+    "sends the same reply it gave in turn {t}",
+    "repete a resposta do turno {t} palavra por palavra",
+    "dá a mesma resposta do turno {t} outra vez",
+    "repete a mesma resposta que deu no turno {t}",
+    "повторяет ответ из хода {t} слово в слово",
+    "снова даёт тот же ответ, что и в ходе {t}",
+    "повторяет свой предыдущий ответ дословно",
+]
+RE_ASK = [
+    "asks again for the order number {n} the user gave in turn {t}",
+    "repeats the question after the user already answered it",
+    "repeats the question the user answered in turn {t}",
+    "asks again for the email the user already gave",
+    "repete a pergunta depois que o usuário já respondeu",
+    "pede de novo o número do pedido {n} que o usuário deu no turno {t}",
+    "repete a pergunta que o usuário já respondeu no turno {t}",
+    "повторяет вопрос, на который пользователь уже ответил",
+    "снова спрашивает номер заказа {n}, который пользователь назвал в ходе {t}",
+    "повторяет вопрос, хотя пользователь ответил в ходе {t}",
+]
+
+
+def test_a_loop_and_a_re_ask_are_different_modes():
+    rng = random.Random(1)
+    rows = planted_rows()  # among other failures, as in a real run
+    for kind, wordings in (("loop", LOOP), ("re_ask", RE_ASK)):
+        for index in range(30):
+            turn = rng.randint(2, 6)
+            text = wordings[index % len(wordings)].format(t=turn - 1, n=rng.choice(["77812", "#4471", "'ZX-90'"]))
+            rows.append(issue_row(f"{kind}-{index}", rng.choice([0.3, 0.0]), [f"turn {turn}: {text}"]))
+    modes = top_issues(rows)
+    kinds = [{key.split("-")[0] for key in mode.ids} & {"loop", "re_ask"} for mode in modes]
+    assert set().union(*kinds) == {"loop", "re_ask"}
+    assert [mode.texts for mode, found in zip(modes, kinds, strict=True) if len(found) > 1] == []
+
+
+def test_issues_of_only_one_and_two_letter_words_still_form_modes():
+    rows = [issue_row(f"c{n}", 0.3, [f"turn 2: {text}"]) for n, text in enumerate(["ok", "no", "ok"])]
+    assert sorted((mode.label, mode.conversations) for mode in top_issues(rows)) == [("no", 1), ("ok", 2)]
+
+
 def test_an_end_of_conversation_lapse_is_more_severe_than_the_same_lapse_at_the_start():
     at_end = top_issues(
         [issue_row(f"c{n}", 0.3, ["turn 6: ignores the user's question about the refund"]) for n in range(5)]
