@@ -141,3 +141,16 @@ def test_the_first_look_goes_in_the_form_llama_cpp_pythons_server_takes(judge, r
     assert list(look["response_format"]["schema"]["properties"]) == ["verdict"]
     [row] = read_rows(tmp_path / "out.jsonl")
     assert row["verdict_first_score"] == pytest.approx(0.85) and row["score_from"] == "combined"
+
+
+def test_calibrate_reads_the_score_expected_named(judge, run_flowrate, tmp_path):
+    judge_torn(judge, run_flowrate, tmp_path, "--score", "expected", output="e.jsonl")
+    today = __import__("datetime").date.today().isoformat()
+    labels = [{"conversation_id": name, "metric": "conversational_flow_rate", "score": 1.0, "labeled_at": today}
+              for name in ("torn", "sure")]  # fmt: skip
+    write_jsonl(tmp_path / "labels.jsonl", labels)
+    result = run_flowrate("calibrate", "e.jsonl", "--labels", "labels.jsonl", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)["metrics"]["conversational_flow_rate"]
+    assert report["labeled_conversations"] == 2
+    assert report["mean_score"] == 0.75  # the expected scores 0.5 and 1.0, where the verdicts say 1.0 and 1.0
