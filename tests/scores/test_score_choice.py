@@ -5,6 +5,7 @@ top-issues all read `score`); `--reply-order`; `--uncertain-below`."""
 import json
 import math
 import xml.etree.ElementTree as ElementTree
+from datetime import date
 
 import duckdb
 import pytest
@@ -145,7 +146,7 @@ def test_the_first_look_goes_in_the_form_llama_cpp_pythons_server_takes(judge, r
 
 def test_calibrate_reads_the_score_expected_named(judge, run_flowrate, tmp_path):
     judge_torn(judge, run_flowrate, tmp_path, "--score", "expected", output="e.jsonl")
-    today = __import__("datetime").date.today().isoformat()
+    today = date.today().isoformat()
     labels = [{"conversation_id": name, "metric": "conversational_flow_rate", "score": 1.0, "labeled_at": today}
               for name in ("torn", "sure")]  # fmt: skip
     write_jsonl(tmp_path / "labels.jsonl", labels)
