@@ -29,11 +29,16 @@ class LiteLLMBackend(AccessChecks, ServedJudge):
     """Any model LiteLLM reaches. LiteLLM's own retries are off: tenacity owns them all."""
 
     @cached_property
-    def _supports_n(self) -> bool:
+    def _supported_params(self) -> list[str]:
+        """The OpenAI parameters LiteLLM passes to this model's provider (it refuses the others)."""
         try:
-            return "n" in (_litellm().get_supported_openai_params(model=self.litellm_model) or [])
+            return list(_litellm().get_supported_openai_params(model=self.litellm_model) or [])
         except Exception:
-            return False
+            return []
+
+    @property
+    def _supports_n(self) -> bool:
+        return "n" in self._supported_params
 
     @cached_property
     def _model_info(self) -> dict[str, Any] | None:
@@ -63,13 +68,9 @@ class LiteLLMBackend(AccessChecks, ServedJudge):
         except Exception:
             return False
 
-    @cached_property
+    @property
     def _takes_logprobs(self) -> bool:
-        """Whether LiteLLM passes `logprobs` to this model's provider (it refuses what a provider lacks)."""
-        try:
-            return "logprobs" in (_litellm().get_supported_openai_params(model=self.litellm_model) or [])
-        except Exception:
-            return False
+        return "logprobs" in self._supported_params
 
     def bounds_replies(self) -> bool:
         """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
