@@ -28,6 +28,8 @@ min_pass_rate  # settings/groups.py GateOptions, read through the group
 min_mean_score
 max_failures
 reruns  # analysis/judge_bench.py BenchEstimate, in judge-bench's JSON
+outside_prob  # results/rows.py EvaluationRow, written out on every row (docs/output.md)
+verdict_first_probs  # results/rows.py EvaluationRow, written out on every row
 raw_reply  # results/rows.py, kept on the row for the review app's raw-reply view
 # set for other libraries: typer reads a function's __signature__, rich a column's overflow
 _.__signature__

@@ -215,7 +215,7 @@ class LogitsTrace:
         self.watched = sorted(_starting_tokens(llama, values))
         self.steps: list[dict[int, float]] = []
 
-    def __call__(self, input_ids: Any, logits: Any) -> Any:
+    def __call__(self, _input_ids: Any, logits: Any) -> Any:
         import numpy as np
 
         values = np.asarray(logits, dtype=np.float64)

@@ -6,10 +6,8 @@ from typing import Any
 
 from flowrate.rubric.model import Criterion, Rubric
 
+
 # -- what is asked for -------------------------------------------------------------------
-REPLY_ORDERS = ("reason-first", "verdict-first", "verdict-only")  # the last: the short verdict-first look
-
-
 def _criterion_schema(criterion: Criterion, order: str) -> dict[str, Any]:
     scale = criterion.scale
     judged = (
@@ -27,8 +25,9 @@ def _criterion_schema(criterion: Criterion, order: str) -> dict[str, Any]:
 
 
 def reply_schema(rubric: Rubric, order: str = "reason-first") -> dict[str, Any]:
-    """The JSON schema of a reply, for providers' structured output, its fields in `order` (one
-    of `REPLY_ORDERS`: grammar-constrained servers and OpenAI's strict schemas write them so)."""
+    """The JSON schema of a reply, for providers' structured output, its fields in `order`
+    ("reason-first", "verdict-first", or "verdict-only" for `--score combined`'s short first look):
+    grammar-constrained servers and OpenAI's strict schemas write them so."""
     if not rubric.is_suite:
         return _criterion_schema(rubric.criteria[0], order)
     return {
