@@ -72,8 +72,8 @@ class Profile:
     ollama: bool = False  # /api/chat and /api/show
     keeps_abandoned_work: bool = False  # a request whose client left still runs to its end
     tokenize: str | None = None  # its /tokenize: "vllm" ({"prompt"} -> count) or "llama-server" ({"content"} -> tokens)
-    #: "yes": gives `logprobs`; "refuses": llama-cpp-python's server without --logits_all true (a 500
-    #: saying so); "ignores": answers without them
+    #: "yes": gives `logprobs`; "refuses": llama-cpp-python's server started with --logits_all false
+    #: (a 500 saying so; 0.3.36's default is true); "ignores": answers without them
     logprobs: str = "yes"
 
 
@@ -90,7 +90,6 @@ PROFILES = {
         honours_n=False,
         context_error="llama-cpp-python",
         keeps_abandoned_work=True,
-        logprobs="refuses",
     ),
     "vllm": Profile(name="vllm", models_max_len=True, context_error="vllm", tokenize="vllm"),
     # llama.cpp's llama-server: takes json_schema, tells n_ctx and its slots at /props, refuses n != 1
@@ -142,16 +141,16 @@ class JudgeServer:
         total_slots: int = 1,
         cold_start_s: float = 0.0,
         slots: int | None = None,
-        logits_all: bool = False,
+        logits_all: bool = True,
     ) -> JudgeServer:
         """Answer as the named server in `PROFILES` does, with a context window of `n_ctx`
         tokens (None: no limit), `total_slots` reported by /props, a first call that takes
         `cold_start_s` longer, and at most `slots` requests worked on at once (None: any number;
-        the others wait in the server's queue, their clients' clocks running); `logits_all`: as
-        llama-cpp-python's server started with `--logits_all true`, giving log-probabilities."""
+        the others wait in the server's queue, their clients' clocks running); `logits_all` False: as
+        llama-cpp-python's server started with `--logits_all false`, refusing log-probabilities."""
         self.profile = PROFILES[profile]
-        if logits_all:
-            self.profile = replace(self.profile, logprobs="yes")
+        if not logits_all and profile == "llama-cpp-python":
+            self.profile = replace(self.profile, logprobs="refuses")
         self.n_ctx = n_ctx
         self.total_slots = total_slots
         self.cold_start_s = cold_start_s
@@ -336,7 +335,7 @@ class JudgeServer:
         return web.json_response({"error": error}, status=500)
 
     def _refuses_logprobs(self, body: dict[str, Any]) -> web.Response | None:
-        """llama-cpp-python's server started without --logits_all true: its ValueError, as its 500."""
+        """llama-cpp-python's server started with --logits_all false: its ValueError, as its 500."""
         if self.profile.logprobs != "refuses" or not body.get("logprobs"):
             return None
         message = "logprobs is not supported for models created with logits_all=False"

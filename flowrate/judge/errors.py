@@ -64,7 +64,7 @@ class ChoicesRefused(RequestRefused):
 
 class LogprobsRefused(RequestRefused):
     """The server refused to give token log-probabilities (`logprobs`): llama-cpp-python's server
-    started without `--logits_all true` answers a 500 saying so, a reasoning model a 400."""
+    started with `--logits_all false` answers a 500 saying so, a reasoning model a 400."""
 
 
 class AuthRejected(JudgeError):

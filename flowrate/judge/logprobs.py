@@ -1,5 +1,5 @@
 """What a served judge learns of token log-probabilities during a run: whether its server refused
-them (llama-cpp-python's started without `--logits_all true` answers a 500 saying so), then asked
+them (llama-cpp-python's started with `--logits_all false` answers a 500 saying so), then asked
 again without them and never again; and how many replies came without the ones asked for. The
 run's end tells either once (`note`)."""
 
@@ -37,7 +37,7 @@ class LogprobsLearned:
     def note(self) -> str | None:
         """Why this run's replies came without log-probabilities; None when they came with them."""
         if self.refused is not None:
-            hint = " (llama-cpp-python's server gives them when started with --logits_all true)"
+            hint = " (llama-cpp-python's server gives them unless started with --logits_all false)"
             hint = hint if "logits_all" in self.refused else ""
             return (
                 f"the judge refused token log-probabilities{hint}: level_probs and expected_score are null"

@@ -199,7 +199,7 @@ class PromptOptions(Group):
         False,
         description="Ask the judge for its tokens' log-probabilities: each row gets level_probs, the judge's"
         " distribution over the scale, and expected_score, where the judge gives them (OpenAI, vLLM, llama-server,"
-        " llama-cpp-python's server started with logits_all on, gguf:). --score expected or combined and"
+        " llama-cpp-python's server unless started with logits_all off, gguf:). --score expected or combined and"
         " the mark of uncertain rows ask for them too.",
     )
     reply_order: Annotated[Literal["reason-first", "verdict-first"], flag()] = Field(

@@ -336,14 +336,22 @@ def test_the_suite_rates_each_sample_conversation_in_one_request_read_on_the_fir
         assert "copied a rubric example" in run.stderr, run.stderr
 
 
-# -- --logprobs against a server started without --logits_all true --------------------------------
-def test_logprobs_refused_by_the_real_server_are_asked_once_and_the_rows_say_null(real_judge, proxy, tmp_path):
+# -- --score combined: the distribution of the reply, and of a verdict-first look -------------------
+def test_the_real_servers_log_probabilities_give_each_row_its_distributions(real_judge, proxy, tmp_path):
     ids = short_conversations(tmp_path / "two.jsonl", 2, "logprobs")
     run = run_flowrate(proxy, tmp_path, tmp_path / "cache", "eval", "two.jsonl", "-m", real_judge.model,
-                       "--api-base", proxy.url, "-j", "1", "--logprobs")  # fmt: skip
+                       "--api-base", proxy.url, "-j", "1", "--score", "combined")  # fmt: skip
     assert run.returncode in exit_codes_for(run.rows), run.stderr
     assert_each_once(run.rows, ids, [FLOW])
-    asked = [e for e in run.completions if e.body.get("logprobs")]
-    assert len(asked) == 1 and asked[0].status >= 400, [(e.status, e.body.get("logprobs")) for e in run.completions]
-    assert all(row["level_probs"] is None and row["expected_score"] is None for row in run.rows)
-    assert run.stderr.count("refused token log-probabilities") == 1 and "--logits_all true" in run.stderr
+    accepted = [e for e in run.completions if e.status == 200]
+    assert all(e.body.get("logprobs") is True and e.body.get("top_logprobs") == 10 for e in accepted)
+    looks = [e for e in accepted if list(e.body["response_format"]["schema"]["properties"]) == ["verdict"]]
+    assert len(looks) == len([row for row in run.rows if row["error"] is None]), [e.body for e in accepted]
+    assert "log-probabilities" not in run.stderr, run.stderr  # llama-cpp-python 0.3.36 gives them by default
+    for row in (row for row in run.rows if row["error"] is None):
+        for probs in (row["level_probs"], row["verdict_first_probs"]):
+            assert set(probs) == {"fully", "mostly", "partial", "minor", "none"}, row
+            assert abs(sum(probs.values()) - 1) < 1e-4
+        assert row["level_probs"][row["verdict"]] > 0 and row["level_probs_from"] == "logprobs"
+        assert row["score_from"] == "combined"
+        assert row["score"] == pytest.approx((row["verdict_score"] + row["verdict_first_score"]) / 2)

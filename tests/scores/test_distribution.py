@@ -77,7 +77,7 @@ def test_a_reply_whose_value_is_off_the_scale_is_re_asked_and_the_rows_distribut
 def test_a_server_refusing_log_probabilities_is_asked_again_without_them_and_the_run_says_so_once(
     judge, run_flowrate, tmp_path
 ):
-    judge.behave_as("llama-cpp-python")  # started without --logits_all true
+    judge.behave_as("llama-cpp-python", logits_all=False)
     records = [turn_record(f"c{n}", f"question {n}", "an answer") for n in range(3)]
     path = write_jsonl(tmp_path / "c.jsonl", records)
     result = run_flowrate(*local_eval(judge, path, "--logprobs", "-j", "1"))
@@ -88,11 +88,11 @@ def test_a_server_refusing_log_probabilities_is_asked_again_without_them_and_the
     asked = [body for body in chat_bodies(judge, "json_object") if body.get("logprobs")]
     assert len(asked) == 1  # refused once, then never asked again
     assert result.stderr.count("refused token log-probabilities") == 1
-    assert "--logits_all true" in result.stderr
+    assert "unless started with --logits_all false" in result.stderr
 
 
-def test_a_server_started_with_logits_all_gives_them(judge, run_flowrate, tmp_path):
-    judge.behave_as("llama-cpp-python", logits_all=True)
+def test_llama_cpp_pythons_server_gives_them_by_default(judge, run_flowrate, tmp_path):
+    judge.behave_as("llama-cpp-python")
     judge.script("MARK-LP", {"verdict": "mostly", "logprobs": {"mostly": math.log(0.7), "fully": math.log(0.3)}})
     path = write_jsonl(tmp_path / "c.jsonl", [turn_record("c1", "MARK-LP", "an answer")])
     result = run_flowrate(*local_eval(judge, path, "--logprobs"))
@@ -134,7 +134,7 @@ def test_samples_without_log_probabilities_give_their_frequencies(judge, run_flo
 
 
 def test_samples_with_log_probabilities_give_the_mean_of_their_distributions(judge, run_flowrate, tmp_path):
-    judge.behave_as("llama-cpp-python", logits_all=True)  # one choice a request: one step a sample
+    judge.behave_as("llama-cpp-python")  # one choice a request: one step a sample
     judge.script(
         "MARK-LP",
         {"verdict": "fully", "logprobs": {"fully": math.log(0.8), "mostly": math.log(0.2)}},

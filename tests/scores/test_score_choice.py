@@ -111,7 +111,7 @@ def test_verdict_first_replies_put_the_verdict_first_and_are_their_own_first_loo
 
 
 def test_a_row_without_a_distribution_keeps_its_verdicts_score_and_says_so(judge, run_flowrate, tmp_path):
-    judge.behave_as("llama-cpp-python")  # refuses log-probabilities
+    judge.behave_as("llama-cpp-python", logits_all=False)  # refuses log-probabilities
     path = write_jsonl(tmp_path / "c.jsonl", [turn_record("c1", "a", "b")])
     result = run_flowrate(*local_eval(judge, path, "--score", "expected"))
     assert result.returncode == 0, result.stderr
@@ -129,7 +129,7 @@ def test_a_conversation_the_judge_is_unsure_of_is_marked_and_counted(judge, run_
 
 
 def test_the_first_look_goes_in_the_form_llama_cpp_pythons_server_takes(judge, run_flowrate, tmp_path):
-    judge.behave_as("llama-cpp-python", logits_all=True)
+    judge.behave_as("llama-cpp-python")
     judge.script(
         "MARK-TORN",
         {"verdict": "fully", "logprobs": {"fully": 0.0}},
