@@ -14,9 +14,11 @@ from tests.helpers import batch_conversations as conversations
 
 
 def submitted_and_polling(batch_server):
-    """Wait until a real process has created its batch and gone on to poll it."""
+    """Wait until a real process has recorded its batch and polled it once (it records a batch
+    before its first poll: a created batch alone may not be recorded yet on a loaded machine),
+    and is now waiting for the next poll."""
     deadline = time.monotonic() + 60
-    while batch_server.created < 1 and time.monotonic() < deadline:
+    while not any(batch_server.polls.values()) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)
 
@@ -157,10 +159,7 @@ def test_sigint_stops_polling_in_a_process_started_with_sigint_ignored(
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
-        deadline = time.monotonic() + 60
-        while not any(batch_server.polls.values()) and time.monotonic() < deadline:
-            time.sleep(0.05)  # submitted, polled once, and now waiting for the next poll
-        time.sleep(0.3)
+        submitted_and_polling(batch_server)
         os.kill(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:

@@ -17,6 +17,8 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data.llm")
 
 TIMING = {"evaluated_at", "latency_s", "wait_s"}
+# under xdist (`--dist loadgroup`) the module's tests share one worker, so one Ray cluster
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,13 @@ from tests.helpers import distinct, read_rows, write_jsonl
 
 
 def test_concurrency_shrinks_under_429_and_grows_back(judge, run_flowrate, tmp_path):
-    judge.latency_s = 0.05
+    # each call held 0.2 s: long enough for LiteLLM's client on a loaded machine (two xdist workers
+    # on 2 cores) to fill 8 slots again (at 0.05 s it reached 7 of them); 80 conversations are
+    # 8 + 22 calls to grow back from 4 and 50 at full width
+    judge.latency_s = 0.2
     burst = [{"status": 429, "retry_after": 0}] * 8
     judge.script("question", *burst, {"verdict": "fully"})
-    path = write_jsonl(tmp_path / "c.jsonl", distinct(120))
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(80))
     result = run_flowrate("eval", path, "--api-base", judge.base_url, "-j", "8", "--no-cache")
     assert result.returncode == 0, result.stderr
     in_flight = [count for _, count in judge.arrivals]
