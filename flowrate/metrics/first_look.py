@@ -52,13 +52,10 @@ class VerdictFirstLook:
         """Each criterion's distribution at the first look at `plan`'s messages (from the cache
         when it holds one), its call counted in `spent` and held by `gate`; empty when the judge
         gave none or the call failed. A stopping run raises `RunStopped`."""
-        rubric, cache = self.planner.rubric, self.replies.cache
-        keys = self.replies.keys(plan.messages)
-        if cache is not None:
-            found = cache.get_many([key for key, _ in keys])
-            for key, _ in keys:
-                if key in found and found[key].logprobs:
-                    return distributions(found[key].texts[0], found[key].logprobs[0], rubric)
+        rubric = self.planner.rubric
+        cached = self.replies.found_for(plan.messages)
+        if cached is not None and cached.logprobs:
+            return distributions(cached.texts[0], cached.logprobs[0], rubric)
         try:
             completion = await complete_with_retries(
                 self.planner.backend, plan.messages, n=1, policy=self.retry, rng=self.rng, gate=gate,
@@ -70,9 +67,6 @@ class VerdictFirstLook:
         spent.add(completion)
         text, tokens = (completion.texts or [""])[0], completion.tokens(0)
         levels = distributions(text, tokens, rubric)
-        if levels and cache is not None:
-            key = self.replies.key(plan.messages, completion.response_format)
-            cache.put(
-                key, self.planner.backend.model_name, rubric.version, [text], plan.messages, plan.case.id, [tokens]
-            )
+        if levels:
+            self.replies.keep(plan.messages, [text], completion.response_format, [tokens], plan.case.id)
         return levels

@@ -102,11 +102,32 @@ class CachedReplies:
         """Put a judge's usable replies `texts` to `plan` in the cache, under the response form
         `form` the schema was sent in, with the messages they answer (`flowrate review` shows a
         row's exact request) and their tokens' `logprobs` (None: none)."""
+        key = next((key for key, planned in plan.keys if planned == form), None)
+        self.keep(plan.messages, texts, form, logprobs, plan.case.id, key)
+
+    def keep(
+        self,
+        messages: list[dict[str, str]],
+        texts: list[str],
+        form: str | None,
+        logprobs: list[list[dict[str, Any]] | None] | None,
+        conversation_id: str | None,
+        key: str | None = None,
+    ) -> None:
+        """Put `texts`, the replies to `messages` sent in response form `form`, in the cache with
+        their tokens' `logprobs`, for `conversation_id`, under `key` (None: the messages' own)."""
         if self.cache is not None:
-            key = next((key for key, planned in plan.keys if planned == form), None)
-            key = key or self.key(plan.messages, form)
+            key = key or self.key(messages, form)
             version = self.rubric.version
-            self.cache.put(key, self.backend.model_name, version, texts, plan.messages, plan.case.id, logprobs)
+            self.cache.put(key, self.backend.model_name, version, texts, messages, conversation_id, logprobs)
+
+    def found_for(self, messages: list[dict[str, str]]) -> Replies | None:
+        """The replies the cache holds for `messages`, under the first of the backend's forms that has them."""
+        if self.cache is None:
+            return None
+        keys = [key for key, _ in self.keys(messages)]
+        found = self.cache.get_many(keys)
+        return next((found[key] for key in keys if key in found), None)
 
 
 @dataclass(eq=False)
