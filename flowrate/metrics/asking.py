@@ -178,5 +178,6 @@ class Asker:
         look = first_look(rubric, limit, text, cut, tokens)
         if look.judgement is not None:
             return look.judgement
-        retry = await call(corrective_messages(plan.messages, text, look.why, rubric, look.only), 1)
+        messages = corrective_messages(plan.messages, text, look.why, rubric, look.only, self.planner.reply_order)
+        retry = await call(messages, 1)
         return second_look(rubric, limit, text, cut, look, retry.texts[0], retry.cut(0), retry.tokens(0))

@@ -205,7 +205,7 @@ def rows_from_reply(
                 continue
             again = (reask_replies or {}).get(index)
             if again is None:
-                reasks.append(corrective_request(rubric, request, text, look, index))
+                reasks.append(corrective_request(rubric, request, text, look, index, metric.planner.reply_order))
                 continue
             usage.prompt_tokens += again.usage.prompt_tokens
             usage.completion_tokens += again.usage.completion_tokens
@@ -228,11 +228,13 @@ def rows_from_reply(
 
 
 # -- the re-ask ------------------------------------------------------------------------------------
-def corrective_request(rubric: Rubric, request: JudgeRequest, text: str, look: Look, sample: int = 0) -> JudgeRequest:
+def corrective_request(
+    rubric: Rubric, request: JudgeRequest, text: str, look: Look, sample: int = 0, order: str = "reason-first"
+) -> JudgeRequest:
     """The one re-ask after `text`, the unusable reply `sample` to `request` (judged by `rubric`):
-    the messages say what was wrong (`scores.schema.corrective_messages`); the body asks for one
-    reply, as before."""
-    messages = corrective_messages(request.messages, text, look.why, rubric, look.only)
+    the messages say what was wrong and show the reply's fields in `order`
+    (`scores.schema.corrective_messages`); the body asks for one reply, as before."""
+    messages = corrective_messages(request.messages, text, look.why, rubric, look.only, order)
     body = {key: value for key, value in request.body.items() if key != "n"}
     body["messages"] = messages
     return JudgeRequest(

@@ -45,15 +45,16 @@ def reply_schema(rubric: Rubric, order: str = "reason-first") -> dict[str, Any]:
     }
 
 
-def reply_template(rubric: Rubric, only: list[str] | None = None) -> str:
+def reply_template(rubric: Rubric, only: list[str] | None = None, order: str = "reason-first") -> str:
     """The reply's shape in one line, for the corrective re-ask; `only` names the criteria of a
-    suite to ask for (default: all)."""
+    suite to ask for (default: all), `order` the reply schema's order of fields (`reply_schema`)."""
 
     def one(criterion: Criterion) -> str:
         scale = criterion.scale
         choices = "|".join(str(value) for value in reversed(scale.values))
         judged = f'"{choices}"' if scale.levels is not None else f"1-{scale.points}"
-        return f'{{"reason": "...", "key_issues": ["..."], "{scale.field}": {judged}}}'
+        words, verdict = '"reason": "...", "key_issues": ["..."]', f'"{scale.field}": {judged}'
+        return f"{{{verdict}, {words}}}" if order == "verdict-first" else f"{{{words}, {verdict}}}"
 
     if not rubric.is_suite:
         return one(rubric.criteria[0])
@@ -62,18 +63,22 @@ def reply_template(rubric: Rubric, only: list[str] | None = None) -> str:
 
 
 def corrective_messages(
-    messages: list[dict[str, str]], reply: str, problem: str, rubric: Rubric, only: list[str] | None = None
+    messages: list[dict[str, str]],
+    reply: str,
+    problem: str,
+    rubric: Rubric,
+    only: list[str] | None = None,
+    order: str = "reason-first",
 ) -> list[dict[str, str]]:
-    """The one re-ask after an unusable reply, saying what was wrong. With `only` (some criteria
-    of a suite were unusable), it asks for just those; the others are kept."""
+    """The one re-ask after an unusable `reply` to `messages`, saying what was wrong (`problem`)
+    and showing the shape `rubric` asks for, its fields in `order`. With `only` (some criteria of
+    a suite were unusable), it asks for just those; the others are kept."""
     if only:
         ask = (
             f"Your reply could not be used for {len(only)} of the {len(rubric.criteria)} criteria: {problem}."
             " Your other ratings are kept. Reply again with only the JSON object for these criteria:"
-            f" {reply_template(rubric, only)}."
+            f" {reply_template(rubric, only, order)}."
         )
     else:
-        ask = (
-            f"Your reply could not be used: {problem}. Reply again with only the JSON object {reply_template(rubric)}."
-        )
+        ask = f"Your reply could not be used: {problem}. Reply again with only the JSON object {reply_template(rubric, None, order)}."
     return messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": ask}]

@@ -79,3 +79,18 @@ def test_a_suite_reask_asks_only_for_the_criterion_off_its_scale_and_keeps_the_o
     assert ratings == RATINGS | {"slot_filling": 2}  # every other criterion as first judged
     assert all(row["reasked"] == "rating 5 for slot_filling is not on its scale 1..3" for row in rows.values())
     assert rows["user_satisfaction"]["error"] is None
+
+
+def test_the_reask_shows_the_fields_in_the_reply_order_the_run_asked_for(judge, run_flowrate, tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("o", "MARK-ORDER", "x")])
+    for order, first, second in (("verdict-first", '"verdict"', '"reason"'), ("reason-first", '"reason"', '"verdict"')):
+        judge.reset()
+        judge.script("MARK-ORDER", {"content": "no JSON here"}, {"verdict": "partial"})
+        run_flowrate(
+            "eval", path, "--api-base", judge.base_url, "--reply-order", order, "--no-cache", "-o", f"{order}.jsonl"
+        )
+        reask = reask_text(judge.bodies[1])
+        shape = reask[reask.index("Reply again with only the JSON object") :]
+        assert shape.index(first) < shape.index(second), (order, shape)
+        [row] = read_rows(tmp_path / f"{order}.jsonl")
+        assert row["verdict"] == "partial"
