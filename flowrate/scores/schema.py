@@ -52,9 +52,13 @@ def reply_template(rubric: Rubric, only: list[str] | None = None, order: str = "
     def one(criterion: Criterion) -> str:
         scale = criterion.scale
         choices = "|".join(str(value) for value in reversed(scale.values))
-        judged = f'"{choices}"' if scale.levels is not None else f"1-{scale.points}"
-        words, verdict = '"reason": "...", "key_issues": ["..."]', f'"{scale.field}": {judged}'
-        return f"{{{verdict}, {words}}}" if order == "verdict-first" else f"{{{words}, {verdict}}}"
+        shown = {
+            "reason": '"..."',
+            "key_issues": '["..."]',
+            scale.field: f'"{choices}"' if scale.levels is not None else f"1-{scale.points}",
+        }
+        fields = _criterion_schema(criterion, order)["properties"]  # the schema's order of fields
+        return "{" + ", ".join(f'"{name}": {shown[name]}' for name in fields) + "}"
 
     if not rubric.is_suite:
         return one(rubric.criteria[0])
