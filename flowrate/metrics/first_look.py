@@ -20,8 +20,6 @@ from flowrate.metrics.planning import TEMPERATURE, CachedReplies, JudgePlan, Pla
 from flowrate.scores.distribution import LevelProbs, distributions
 from flowrate.scores.schema import reply_schema
 
-TOKENS_PER_VERDICT = 16  # {"verdict": "partial"} is 7 tokens with Qwen2.5's tokenizer; a suite's criterion about 12
-
 
 @dataclass(eq=False)
 class VerdictFirstLook:
@@ -46,7 +44,7 @@ class VerdictFirstLook:
 
     @property
     def max_tokens(self) -> int:
-        return TOKENS_PER_VERDICT * (len(self.planner.rubric.criteria) + 1)
+        return self.planner.look_max_tokens
 
     async def levels(self, plan: JudgePlan, spent: Spend, gate: CallGate | None) -> dict[str, LevelProbs]:
         """Each criterion's distribution at the first look at `plan`'s messages (from the cache

@@ -24,6 +24,7 @@ TEMPERATURE = 0.0  # one sample: the judge's most likely verdict
 # K samples at temperature 0 are K copies of one verdict: their agreement would say nothing. 0.7 is
 # the usual sampling temperature of self-consistency voting (Wang et al. 2022 used 0.5-0.7).
 SAMPLING_TEMPERATURE = 0.7
+TOKENS_PER_VERDICT = 16  # {"verdict": "partial"} is 7 tokens with Qwen2.5's tokenizer; a suite's criterion about 12
 
 
 @dataclass
@@ -168,6 +169,11 @@ class Planner:
         size = sum(len(reply) for reply in replies) / len(replies)
         return self.samples * round(size / BYTES_PER_TOKEN_ESTIMATE)
 
+    @property
+    def look_max_tokens(self) -> int:
+        """The reply limit of a verdict-first look (`first_look.VerdictFirstLook`): a verdict per criterion, and one more."""
+        return TOKENS_PER_VERDICT * (len(self.rubric.criteria) + 1)
+
     def warm_up(self) -> None:
         """Look up now what every call needs (the model's window, its response format), and check
         that the context budget holds the rubric and a conversation."""
@@ -214,7 +220,7 @@ class Planner:
             counted = self.backend.count_tokens(plan.messages[-1]["content"])
             prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
-        completion = self.expected_completion_tokens
+        completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
         return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
 
 

@@ -58,6 +58,18 @@ def test_a_reply_the_planner_remembers_is_found_by_the_next_plan_of_that_convers
     assert other_temperature.plan(CASE).cached_texts is None  # the temperature is part of what a reply answers
 
 
+def test_the_estimate_of_a_combined_score_counts_the_looks_call_and_the_tokens_it_may_write(backend):
+    for name, verdicts in ((None, 1), ("virtual_agent", 8)):
+        rubric = load_rubric(name)
+        budget = Budget(rubric, backend, "English")
+        alone = Planner(rubric, budget, backend, None, "English", False, 1, 0.0)
+        looking = Planner(rubric, budget, backend, None, "English", False, 1, 0.0, first_look=True)
+        plain, both = alone.estimate(alone.plan(CASE)), looking.estimate(looking.plan(CASE))
+        assert (plain.calls, both.calls) == (1, 2) and both.prompt_tokens == 2 * plain.prompt_tokens
+        assert both.completion_tokens - plain.completion_tokens == looking.look_max_tokens == 16 * (verdicts + 1)
+        assert both.cost_usd > plain.cost_usd
+
+
 def test_the_row_maker_weighs_a_suites_criteria_with_the_weights_it_is_given():
     rubric = load_rubric("virtual_agent")
     weights = {c.name: (3.0 if c.name == "truthfulness" else 1.0) for c in rubric.criteria}
