@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.judge_server import JudgeServer, _completion, _text
+from tests.judge_server import JudgeServer, _completion, _text, with_logprobs
 
 FAIL_ERROR = {"code": "server_error", "message": "scripted failure"}
 
@@ -142,7 +142,8 @@ class BatchServer:
                     }
                 )
                 continue
-            completion = _completion(body, self.judge._next_step(prompt), prompt)
+            step = self.judge._next_step(prompt)
+            completion = with_logprobs(_completion(body, step, prompt), body, step)
             out.append(
                 {
                     "id": "r",

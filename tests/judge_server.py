@@ -310,9 +310,8 @@ class JudgeServer:
         if not self.profile.honours_n:
             body = {**body, "n": 1}
         answer = reply(body, step, prompt, self.n_ctx)
-        if body.get("logprobs") and self.profile.logprobs == "yes" and "choices" in answer:
-            for choice in answer["choices"]:
-                choice["logprobs"] = {"content": _tokens(choice["message"].get("content") or "", step), "refusal": None}
+        if self.profile.logprobs == "yes":
+            with_logprobs(answer, body, step)
         return web.json_response(answer)
 
     # -- what real servers refuse ------------------------------------------------
@@ -506,6 +505,15 @@ def _tokens(text: str, step: dict[str, Any]) -> list[dict[str, Any]]:
     rest = _PIECES.findall(text[start + len(value) :])
     tokens += [{"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]} for piece in rest]
     return tokens
+
+
+def with_logprobs(answer: dict[str, Any], body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
+    """`answer` with each choice's tokens and their log-probabilities (`_tokens`), as OpenAI gives
+    them online and in a batch's output, when the request `body` asked for them."""
+    if body.get("logprobs") and "choices" in answer:
+        for choice in answer["choices"]:
+            choice["logprobs"] = {"content": _tokens(choice["message"].get("content") or "", step), "refusal": None}
+    return answer
 
 
 def _completion(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:

@@ -114,9 +114,6 @@ class FileRun:
     def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
         """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
         tell_lost_cache_writes(self.cache, listener)
-        for note in dict.fromkeys(m.backend.logprobs_note() for m in self.metrics if m.backend is not None):
-            if note:
-                listener.notice(note)
         gate_notes = scheduler.oversized_calls
         if gate_notes:
             listener.notice(
@@ -322,7 +319,11 @@ def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], Ev
 def finish(run: FileRun, listener: RunListener, summary: RunSummary, started: float) -> RunSummary:
     """How every engine ends `run`: its gates applied to `summary`, the wall clock since `started`
     (`time.monotonic()` when the engine was called: loading the judge included, as the progress
-    clock), `listener` told the run finished. Returns `summary`."""
+    clock), `listener` told why its replies came without the log-probabilities asked for, if they
+    did, and that the run finished. Returns `summary`."""
+    for note in dict.fromkeys(m.backend.logprobs_note() for m in run.metrics if m.backend is not None):
+        if note:
+            listener.notice(note)
     apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)
     listener.finished(summary)

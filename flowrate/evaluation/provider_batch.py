@@ -38,7 +38,7 @@ from flowrate.judge.batch_api import (
     ResultFile,
     custom_id,
     line_error,
-    result_texts,
+    result_replies,
 )
 from flowrate.metrics.protocol import JudgedMetric, Metric
 from flowrate.results.events import RunListener
@@ -140,10 +140,11 @@ async def judge_in_batches(
     judged = [m for m in run.metrics if m.calls_per_conversation]
     if not judged:
         raise ConfigError("--batch needs a metric that calls a judge")
-    if run.settings.judge_settings.score_choice.asks_logprobs:
+    if run.settings.judge_settings.score_choice.looks_first:
         raise ConfigError(
-            "--logprobs (which --score expected or combined and --uncertain-below ask for) is not taken by"
-            " --batch yet: judge without --batch to get them"
+            "--score combined with the reason first asks each conversation a second, verdict-first look,"
+            " which --batch does not send yet: use --score expected or --reply-order verdict-first,"
+            " or judge without --batch"
         )
     if any(m.samples > 1 and not m.backend.supports_n() for m in judged):
         raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
@@ -387,7 +388,7 @@ def _rows_from_line(
     returns None, or why the conversation goes online instead."""
     (batch, info), (results, failed) = finished, lines
     found = results.get(cid)
-    replies = result_texts(found) if found is not None else None
+    replies = result_replies(found) if found is not None else None
     if replies is None:
         error = failed.get(cid)
         if error is None and found is None:
@@ -395,7 +396,7 @@ def _rows_from_line(
         return f"failed in the batch: {line_error(error if error is not None else found)}"
     plan = metric.plan(case, lookup=False)  # planned again, as when it was sent
     try:
-        rows = metric.batch.rows(case, source, plan, replies[0], replies[1], batch.batch_id)
+        rows = metric.batch.rows(case, source, plan, replies, batch.batch_id)
     except UnparsableReply:
         return "unparsable reply in the batch"
     for row in rows:
@@ -452,10 +453,10 @@ async def _imported_rows(
     if plan is None or not isinstance(metric, JudgedMetric):  # an offline metric
         return await metric.evaluate(case, source)
     found = results.get(cid)
-    replies = result_texts(found) if found is not None else None
+    replies = result_replies(found) if found is not None else None
     if replies is not None:
         try:
-            return metric.batch.rows(case, source, plan, replies[0], replies[1], path)
+            return metric.batch.rows(case, source, plan, replies, path)
         except UnparsableReply as problem:
             why = f"unparsable reply: {problem}"
     else:

@@ -27,7 +27,7 @@ from flowrate.evaluation.engine import CostBudget, Tally, close_judges
 from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.errors import JudgeError
+from flowrate.judge.errors import JudgeError, LogprobsRefused
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
 from flowrate.metrics.rubric_metric import RubricMetric
@@ -157,7 +157,7 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     `flowrate eval` writes (a re-ask's answer, once read as a completion, goes back as it came, for the driver to finish)."""
     answer = plain(row.get("http_response"))
     out = {name: row[name] for name in ROW_COLUMNS}
-    out.update(rows="", reasks="", cache_texts="", answer=orjson.dumps(answer).decode(), failure="")
+    out.update(rows="", reasks="", cache_texts="", cache_logprobs="", answer=orjson.dumps(answer).decode(), failure="")
     failure = answer_error(answer)
     if failure is not None:
         out["failure"] = orjson.dumps(failure).decode()
@@ -177,6 +177,7 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     out["rows"] = orjson.dumps([r.model_dump(mode="json") for r in step.rows]).decode()
     out["reasks"] = orjson.dumps([reask.to_dict() for reask in step.reasks]).decode()
     out["cache_texts"] = orjson.dumps(step.cache_texts).decode()
+    out["cache_logprobs"] = orjson.dumps(step.cache_logprobs).decode()
     return out
 
 
@@ -184,6 +185,7 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 # metric, the request when made already (a re-ask, a retry), its `kind` ("judge" or "reask"), the
 # re-ask's `sample`, the rounds it has been `tries`ed in, and the schema `form` the server takes
 NO_FORM = "none"  # a row's `form` when the server takes no schema form ("": not told)
+LOGPROBS_KEYS = ("logprobs", "top_logprobs")  # what a request asks log-probabilities by (`chat_body`)
 ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries", "form")
 
 
@@ -462,7 +464,10 @@ class RayAnswers:
             return []
         if out["failure"]:
             failure = orjson.loads(out["failure"])
-            if retry and failure_error(failure).retryable:  # as flowrate's own retry policy decides
+            error = failure_error(failure)
+            if isinstance(error, LogprobsRefused) and orjson.loads(out["request"])["body"].get("logprobs"):
+                return [self._without_logprobs(metric, case, out, str(error))]
+            if retry and error.retryable:  # as flowrate's own retry policy decides
                 return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
             self._fail(metric, case, source, order, out, failure)
             return []
@@ -485,6 +490,20 @@ class RayAnswers:
             for r in reasks
         ]
 
+    @staticmethod
+    def _without_logprobs(metric: Any, case: Any, out: dict[str, Any], said: str) -> dict[str, Any]:
+        """A row whose request the server refused for its log-probabilities, to send again without
+        them, as `flowrate eval` does (`LogprobsLearned`): the run's judge asks none from now on,
+        and its end says why its rows have none. A row sent before the driver learned it is refused
+        once too; the refusal costs no try."""
+        metric.backend.refuses_logprobs(said)
+        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+        if out["kind"] == "judge":
+            request = build_request(metric, case, lookup=False)
+        else:  # a re-ask: the same messages, its body without them
+            request.body = {key: value for key, value in request.body.items() if key not in LOGPROBS_KEYS}
+        return {**{key: out[key] for key in ROW_COLUMNS}, "request": orjson.dumps(request.to_dict()).decode()}
+
     def _settle(self, metric: Any, order: int, out: dict[str, Any]) -> None:
         request = orjson.loads(out["request"])
         rows = [EvaluationRow.model_validate(row) for row in orjson.loads(out["rows"])]
@@ -492,13 +511,9 @@ class RayAnswers:
         texts = orjson.loads(out["cache_texts"])
         if texts is not None and metric.cache is not None:
             metric.cache.put(
-                request["cache_key"],
-                metric.model,
-                metric.rubric.version,
-                texts,
-                messages=request["messages"],
-                conversation_id=out["id"],
-            )
+                request["cache_key"], metric.model, metric.rubric.version, texts, messages=request["messages"],
+                conversation_id=out["id"], logprobs=orjson.loads(out["cache_logprobs"]),
+            )  # fmt: skip
         self.emit_all(rows, order, metric.name)
 
     def _finish(self, metric: Any, case: Any, source: Source | None, order: int, pending: _Pending) -> None:
@@ -512,7 +527,7 @@ class RayAnswers:
         if step.cache_texts is not None and metric.cache is not None:
             metric.cache.put(
                 pending.request.cache_key, metric.model, metric.rubric.version, step.cache_texts,
-                messages=pending.request.messages, conversation_id=case.id,
+                messages=pending.request.messages, conversation_id=case.id, logprobs=step.cache_logprobs,
             )  # fmt: skip
         self.emit_all(step.rows, order, metric.name)
 
@@ -566,10 +581,11 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
     started = time.monotonic()
     try:
         judge = run.settings.judge_settings
-        if judge.score_choice.asks_logprobs:
+        if judge.score_choice.looks_first:
             raise ConfigError(
-                "--logprobs (which --score expected or combined and --uncertain-below ask for) is not taken by"
-                " --engine ray yet: judge without --engine ray to get them"
+                "--score combined with the reason first asks each conversation a second, verdict-first look,"
+                " which --engine ray does not send yet: use --score expected or --reply-order verdict-first,"
+                " or judge without --engine ray"
             )
         if processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts

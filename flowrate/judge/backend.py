@@ -206,6 +206,11 @@ class JudgeBackend(ABC):
         when they came with them, or none were asked."""
         return None
 
+    def refuses_logprobs(self, said: str) -> None:
+        """The server refused log-probabilities, saying `said`, to an engine that sends the
+        requests itself (Ray): ask none from now on. By default none are asked anyway."""
+        return None
+
     def retries_timeouts(self) -> bool:
         """Whether an attempt that timed out is tried again."""
         return True

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
-from flowrate.judge.backend import chat_body
+from flowrate.judge.backend import chat_body, tokens_of
 from flowrate.judge.direct import openai_endpoint
 from flowrate.judge.errors import BadReply, JudgeError, TimedOut, Unreachable, error_for
 from flowrate.judge.litellm_backend import judge_error_of
@@ -117,11 +117,13 @@ def request_line(
     response_format: dict | None,
     temperature: float = 0.0,
     max_tokens: int | None = None,
+    top_logprobs: int = 0,
 ) -> bytes:
     """One line of an OpenAI batch input file: request `cid` of `model` with `messages`, asking
     for `n` replies in `response_format` at `temperature`, each bounded by `max_tokens` (None:
-    unbounded), as the same request online would."""
-    body = chat_body(model, messages, n, response_format, temperature, max_tokens)
+    unbounded), with `top_logprobs` alternatives at each token (0: no log-probabilities), as the
+    same request online would."""
+    body = chat_body(model, messages, n, response_format, temperature, max_tokens, top_logprobs)
     return orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}) + b"\n"
 
 
@@ -680,19 +682,28 @@ def line_error(line: dict[str, Any] | None) -> str:
     return one_line(redact_secrets(text)) or "no reason given"
 
 
-def result_texts(line: dict[str, Any]) -> tuple[list[str], dict[str, int]] | None:
-    """The reply texts and usage of a successful result line; None for a failed one."""
+@dataclass
+class BatchReplies:
+    """The replies in a successful result line: their texts, the line's usage, and each reply's
+    tokens with their log-probabilities (`logprobs`, None for one without)."""
+
+    texts: list[str]
+    usage: dict[str, int]
+    logprobs: list[list[dict[str, Any]] | None]
+
+
+def result_replies(line: dict[str, Any]) -> BatchReplies | None:
+    """The replies of a successful result line; None for a failed one, or one with no reply."""
     response = line.get("response") or {}
     if line.get("error") or response.get("status_code") != 200:
         return None
     body = response.get("body") or {}
-    texts = [(choice.get("message") or {}).get("content") or "" for choice in body.get("choices") or []]
+    choices = body.get("choices") or []
+    if not choices:
+        return None
     usage = body.get("usage") or {}
-    return (
-        (
-            texts,
-            {"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)},
-        )
-        if texts
-        else None
+    return BatchReplies(
+        texts=[(choice.get("message") or {}).get("content") or "" for choice in choices],
+        usage={"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)},
+        logprobs=[tokens_of(choice.get("logprobs")) for choice in choices],
     )

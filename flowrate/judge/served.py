@@ -74,6 +74,9 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
     def logprobs_note(self) -> str | None:
         return self.logprobs.note()
 
+    def refuses_logprobs(self, said: str) -> None:
+        self.logprobs.refused = said
+
     def ignores_n(self) -> None:
         """The server answered `n` choices with fewer (llama-cpp-python returns one): ask one at a time."""
         self._n_ignored = True

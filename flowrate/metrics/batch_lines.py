@@ -4,13 +4,18 @@ as a line of the batch's input file, and the replies in its output read back int
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage
 from flowrate.metrics.planning import JudgePlan, Planner
+from flowrate.metrics.replies import judged
 from flowrate.metrics.rows import RowMaker, charge
 from flowrate.results.rows import EvaluationRow
 from flowrate.scores.reading import parse_reply
+
+if TYPE_CHECKING:
+    from flowrate.judge.batch_api import BatchReplies
 
 
 @dataclass(eq=False)
@@ -30,24 +35,32 @@ class BatchLines:
         n = planner.samples if planner.samples > 1 and backend.supports_n() else 1
         model: str = getattr(backend, "batch_model", backend.model_name)
         limit = planner.budget.reply_limit
-        return request_line(cid, model, plan.messages, n, planner.response_format, planner.temperature, limit)
+        top = backend.top_logprobs()
+        return request_line(cid, model, plan.messages, n, planner.response_format, planner.temperature, limit, top)
 
     def rows(
-        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan, texts: list[str],
-        usage: dict[str, int], batch_id: str,
+        self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan, replies: BatchReplies,
+        batch_id: str,
     ) -> list[EvaluationRow]:  # fmt: skip
-        """Rows for `case` (read from `source`) from the replies `texts` a provider batch `batch_id`
-        returned for `plan`, with its `usage`: parsed as online, put in the cache, priced at the
-        batch price (null when unknown). Raises `UnparsableReply` when a reply holds no judgement."""
+        """Rows for `case` (read from `source`) from the `replies` a provider batch `batch_id`
+        returned for `plan`: parsed as online, with the distributions their tokens hold, put in
+        the cache, priced at the batch price (null when unknown). Raises `UnparsableReply` when a
+        reply holds no judgement."""
         form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
         price = getattr(self.planner.backend, "batch_price", lambda prompt, completion: None)
+        usage = replies.usage
         cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        rubric = self.planner.rubric
+        judgements = [
+            judged(text, tokens, rubric, parse_reply(text, rubric))
+            for text, tokens in zip(replies.texts, replies.logprobs, strict=True)
+        ]
         rows = self.row_maker.new_rows(case, source, plan.truncated)
-        self.row_maker.scoring.fill(rows, [parse_reply(text, self.planner.rubric) for text in texts])
+        self.row_maker.scoring.fill(rows, judgements)
         for row in rows:
             row.batch = True
             row.batch_id = batch_id
             row.response_format = form
         charge(rows, Usage(**usage), cost).attempts = 1
-        self.planner.replies.remember(plan, texts, form)
+        self.planner.replies.remember(plan, replies.texts, form, replies.logprobs)
         return rows

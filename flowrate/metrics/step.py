@@ -107,11 +107,13 @@ class Reply:
 class StepResult:
     """What a reply made: the conversation's `rows` (error rows while a re-ask is outstanding),
     the re-asks `flowrate eval` would send next (`reasks`, empty when none is needed), and the
-    replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)."""
+    replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)
+    with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without)."""
 
     rows: list[EvaluationRow]
     reasks: list[JudgeRequest] = field(default_factory=list)
     cache_texts: list[str] | None = None
+    cache_logprobs: list[list[dict[str, Any]] | None] | None = None
 
 
 # -- the request ---------------------------------------------------------------------------
@@ -223,8 +225,9 @@ def rows_from_reply(
         rows, outcome, cached=False, response_format=reply.response_format, usage=usage, cost_usd=cost,
         attempts=attempts, latency_s=latency, wait_s=wait,
     )  # fmt: skip
-    usable = outcome is judgements and not any(judgement.cut for judgement in judgements)
-    return StepResult(rows, reasks, [judgement.text for judgement in judgements] if usable else None)
+    if outcome is not judgements or any(judgement.cut for judgement in judgements):
+        return StepResult(rows, reasks)
+    return StepResult(rows, reasks, [j.text for j in judgements], [j.tokens for j in judgements])
 
 
 # -- the re-ask ------------------------------------------------------------------------------------

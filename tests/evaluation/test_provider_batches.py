@@ -2,6 +2,7 @@
 (tests/batch_server.py): failed and expired lines judged online, the batch price, submit and
 collect, a killed or interrupted run, and real `flowrate` processes where signals are tested."""
 
+import json
 import os
 import signal
 import subprocess
@@ -239,3 +240,65 @@ def test_a_batch_run_whose_results_file_fills_the_disk_exits_4_and_leaves_the_ba
         assert sorted(row["id"] for row in read_rows(disk / "out.jsonl")) == sorted(
             record["id"] for record in conversations(30)
         )
+
+
+# the judge says "fully" (1.0) and is torn: 0.6 on it, 0.4 on "none" (0.0)
+TORN = {"verdict": "fully", "reason": "torn", "key_issues": [], "logprobs": {"fully": -0.5108, "none": -0.9163}}
+DISTRIBUTION = (
+    "level_probs",
+    "outside_prob",
+    "level_probs_from",
+    "expected_score",
+    "verdict_score",
+    "score",
+    "score_from",
+    "success",
+    "uncertain",
+)
+
+
+def test_a_batch_asks_the_distribution_and_its_rows_carry_what_flowrate_eval_gives(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(4))
+    judge.script("question 2", TORN)
+    score = ["--score", "expected", "--uncertain-below", "0.7", "--no-cache"]
+    online = run_flowrate("eval", "c.jsonl", "--api-base", judge.base_url, "-o", "online.jsonl", *score)
+    judge.reset()
+    judge.script("question 2", TORN)
+    batched = run_flowrate(*batch_args(batch_server, *score))
+    assert batched.returncode == online.returncode == 1, batched.stderr
+    [line_file] = [data for data in batch_server.files.values() if b'"custom_id"' in data and b'"body"' in data][:1]
+    assert all(json.loads(line)["body"]["logprobs"] is True for line in line_file.splitlines())
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert all(row["batch"] for row in rows.values()) and judge.requests == 0
+    for expected in read_rows(tmp_path / "online.jsonl"):
+        assert {key: rows[expected["id"]][key] for key in DISTRIBUTION} == {key: expected[key] for key in DISTRIBUTION}
+    torn = rows["c2"]
+    assert torn["level_probs"]["fully"] == pytest.approx(0.6, abs=1e-3) and torn["uncertain"] is True
+    assert torn["score"] == torn["expected_score"] == pytest.approx(0.6, abs=1e-3) and torn["success"] is False
+    assert rows["c0"]["expected_score"] == 1.0 and rows["c0"]["uncertain"] is False
+
+
+def test_a_batchs_distributions_are_cached_and_read_back_on_a_rerun(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(3))
+    judge.script("question 1", TORN)
+    cache = ["--score", "expected", "--cache-dir", str(tmp_path / "cache")]
+    assert run_flowrate(*batch_args(batch_server, *cache)).returncode == 1
+    again = run_flowrate(*batch_args(batch_server, *cache, output="again.jsonl"))
+    assert again.returncode == 1 and judge.requests == 0 and batch_server.created == 1, again.stderr
+    first = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    for row in read_rows(tmp_path / "again.jsonl"):
+        assert row["cached"] is True
+        assert (row["level_probs"], row["expected_score"]) == (
+            first[row["id"]]["level_probs"],
+            first[row["id"]]["expected_score"],
+        )
+
+
+def test_a_batch_refuses_a_second_look_plainly_before_anything_is_sent(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(2))
+    result = run_flowrate(*batch_args(batch_server, "--score", "combined"))
+    assert result.returncode == 2 and "--score combined with the reason first" in result.stderr
+    assert "Traceback" not in result.stderr and batch_server.created == 0 and judge.requests == 0
+    assert not (tmp_path / "out.jsonl").exists()

@@ -344,6 +344,59 @@ def test_a_server_that_refuses_openais_schema_form_is_judged_on_ray_in_the_form_
     assert sent == ["json_schema"] + ["json_object"] * 12  # one refusal in the whole run
 
 
+# the judge says "fully" (1.0) and is torn: 0.6 on it, 0.4 on "none" (0.0)
+TORN = {"verdict": "fully", "reason": "torn", "key_issues": [], "logprobs": {"fully": -0.5108, "none": -0.9163}}
+
+
+def test_ray_gives_the_distributions_flowrate_eval_gives_and_keeps_them_in_the_cache(ray_judge, run_flowrate, tmp_path):
+    logs = write_jsonl(tmp_path / "logs.jsonl", _records(12))
+    score = ["--score", "expected", "--uncertain-below", "0.7"]
+
+    def script():
+        ray_judge.script("question 5", TORN)
+        _script(ray_judge, 12)  # c3 re-asked: its distribution is the re-ask reply's
+
+    script()
+    local = _eval(run_flowrate, ray_judge, logs, "local.jsonl", "--no-cache", *score)
+    ray_judge.reset()
+    script()
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", *cache, *score, "--engine", "ray")
+    assert on_ray.returncode == local.returncode, on_ray.stderr
+    assert all(body.get("logprobs") is True for body in ray_judge.bodies)
+    local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
+    for key, row in local_rows.items():
+        assert {**ray_rows[key], "cached": False} == row, key
+    torn = ray_rows[("c5", "conversational_flow_rate")]
+    assert torn["expected_score"] == pytest.approx(0.6, abs=1e-3) and torn["score_from"] == "expected"
+    assert torn["uncertain"] is True and ray_rows[("c3", "conversational_flow_rate")]["level_probs"] is not None
+    sent = ray_judge.requests
+    again = _eval(run_flowrate, ray_judge, logs, "again.jsonl", *cache, *score, "--engine", "ray")
+    assert again.returncode == on_ray.returncode and ray_judge.requests == sent  # all from the cache
+    for row in read_rows(tmp_path / "again.jsonl"):
+        first = ray_rows[(row["id"], row["metric"])]
+        assert row["cached"] and (row["level_probs"], row["expected_score"]) == (
+            first["level_probs"],
+            first["expected_score"],
+        )
+
+
+def test_a_server_that_refuses_log_probabilities_is_asked_again_without_them_on_ray(ray_judge, run_flowrate, tmp_path):
+    ray_judge.behave_as("llama-cpp-python", logits_all=False)
+    logs = write_jsonl(tmp_path / "logs.jsonl", _records(12))
+    result = run_flowrate(
+        "eval", logs, "--api-base", ray_judge.base_url, "--model", "openai/local-model", "-o", "ray.jsonl",
+        "--no-cache", "--score", "expected", "--engine", "ray",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = _by_id(read_rows(tmp_path / "ray.jsonl"))
+    assert len(rows) == 12 and all(row["error"] is None for row in rows.values())
+    assert all(row["expected_score"] is None and row["score_from"] == "verdict" for row in rows.values())
+    assert result.stderr.count("refused token log-probabilities") == 1
+    answered = [body for body in ray_judge.bodies if not body.get("logprobs")]
+    assert len(answered) >= 12  # each conversation answered once without them; a refusal costs no try
+
+
 def _closed_port():
     import socket
 
