@@ -18,7 +18,8 @@ A step is one of:
   example, as a small model sometimes does)
 - ``{"runaway": true}``: a verdict whose key issues never end, as a small model's do: cut at
   the request's ``max_tokens`` (``finish_reason: "length"``), else at the context window
-- any step may add ``"delay": seconds``
+- any step may add ``"delay": seconds``, and ``"look": {step}``: the step a verdict-first look
+  (a request whose schema holds no reason, ``--score combined``) takes instead
 - a verdict step may add ``"logprobs": {"fully": -0.2, "mostly": -1.9, ...}``, the alternatives at
   the token where the verdict begins (default: the verdict alone, logprob 0), ``"split": {"minor":
   ["m", "inor"]}`` to spell a verdict in several tokens, and ``"next_logprobs"`` for the
@@ -289,7 +290,7 @@ class JudgeServer:
         too_long = self._context_error(body, prompt)
         if too_long is not None:
             return too_long
-        step = self._next_step(prompt)
+        step = looked_at(body, self._next_step(prompt))
         delay = step.get("delay", self.latency_s) + (self.cold_start_s if first else 0.0)
         if delay:
             await asyncio.sleep(delay)
@@ -505,6 +506,15 @@ def _tokens(text: str, step: dict[str, Any]) -> list[dict[str, Any]]:
     rest = _PIECES.findall(text[start + len(value) :])
     tokens += [{"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]} for piece in rest]
     return tokens
+
+
+def looked_at(body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
+    """The step a request takes: a step's ``"look"`` where the request is a verdict-first look
+    (its schema holds no reason), so a conversation's reasoned call and its look, sent at once,
+    each get their own reply whatever their order."""
+    look = step.get("look")
+    form = body.get("response_format")
+    return look if look is not None and form and "reason" not in json.dumps(form) else step
 
 
 def with_logprobs(answer: dict[str, Any], body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:

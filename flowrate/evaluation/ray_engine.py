@@ -16,6 +16,7 @@ Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,21 @@ from flowrate.evaluation.engine import CostBudget, Tally, close_judges
 from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.backend import Usage
 from flowrate.judge.errors import JudgeError, LogprobsRefused
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
 from flowrate.metrics.rubric_metric import RubricMetric
-from flowrate.metrics.step import JudgeRequest, Reply, build_request, reply_from_answer, rows_from_reply
+from flowrate.metrics.step import (
+    JudgeRequest,
+    Reply,
+    StepResult,
+    build_look,
+    build_request,
+    cached_look,
+    reply_from_answer,
+    rows_from_reply,
+)
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
@@ -169,7 +180,7 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     except Exception as error:  # not a chat completion: as flowrate eval, an error row after retries
         out["failure"] = orjson.dumps({"status": 500, "message": str(error)}).decode()
         return out
-    if row["kind"] == "reask":
+    if row["kind"] != "judge":  # a re-ask's or a look's answer: the driver finishes the conversation
         return out
     case = ConversationalEvalTestCase.model_validate_json(row["case"])
     source = Source.model_validate_json(row["source"]) if row["source"] else None
@@ -182,7 +193,8 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 
 
 # a dataset row: the conversation (`order` in the input, `id`, the case and its source as JSON), the
-# metric, the request when made already (a re-ask, a retry), its `kind` ("judge" or "reask"), the
+# metric, the request when made already (a re-ask, a look, a retry), its `kind` ("judge", "reask"
+# or "look": the verdict-first look of --score combined, sent beside the first request), the
 # re-ask's `sample`, the rounds it has been `tries`ed in, and the schema `form` the server takes
 NO_FORM = "none"  # a row's `form` when the server takes no schema form ("": not told)
 LOGPROBS_KEYS = ("logprobs", "top_logprobs")  # what a request asks log-probabilities by (`chat_body`)
@@ -399,21 +411,36 @@ class RayRun:
                     emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
                     continue
                 request = build_request(metric, case)
-                if request.cached_replies is not None:
+                looks = metric.judging.first_look is not None
+                if request.cached_replies is not None and not looks:
                     emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
                     continue
                 if not reserved(self.budget, metric, request):
                     self.tally.skip_for_budget(case, source, wanted[index:])
                     break
-                if not getattr(metric.backend, "form_settled", True):  # judged here, which finds the form
+                # judged here: a server's form to find, or a cached reply whose look may need a call
+                if not getattr(metric.backend, "form_settled", True) or request.cached_replies is not None:
                     emit_all(await metric.evaluate(case, source), order, metric.name)
                     continue
                 rows.append(dataset_row(order, case, source, metric.name, form=known_form(metric)))
+                look = build_look(metric, request)
+                if look is not None and (cached := cached_look(look)) is not None:
+                    self.answers.looked(order, metric.name, cached)
+                elif look is not None:
+                    rows.append(
+                        dataset_row(
+                            order, case, source, metric.name, request=orjson.dumps(look.to_dict()).decode(), kind="look"
+                        )
+                    )
         return rows
 
     def send(self, rows: list[dict[str, Any]], stop: StopSignals) -> None:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
-        does not retry itself (each request at most `--max-retries` times). A stop ends it at once:
+        does not retry itself (each request at most `--max-retries` times). Each round sends the
+        looks of `--score combined` after the other requests, as a dataset of their own: Ray Data
+        gives the rows of a block one Arrow schema, so a look's reply schema sent beside a reasoned
+        one came to the server with the reasoned one's properties added as nulls (the scripted
+        judge saw `"reason": null` in every look). A stop ends it at once:
         the rows out are kept, the rest is left for --resume (the caller leaves Ray, which ends
         the run's workers and so its calls)."""
         import ray
@@ -424,10 +451,18 @@ class RayRun:
             while rows and not stop.requested:
                 self.rounds += 1
                 again: list[dict[str, Any]] = []
-                blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
-                outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
-                while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
-                    again.extend(self.answers.take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
+                for alike in (
+                    [row for row in rows if row["kind"] != "look"],
+                    [row for row in rows if row["kind"] == "look"],
+                ):  # the looks apart (see above)
+                    if not alike or stop.requested:
+                        continue
+                    blocks = max(1, min(len(alike), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
+                    outs = iter(self.processor(ray.data.from_items(alike, override_num_blocks=blocks)).iter_rows())
+                    while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
+                        again.extend(
+                            self.answers.take(dict(out), retry=int(out["tries"]) <= retries)
+                        )  # each request's own
                 rows = again
                 if rows and backoff and not stop.requested:
                     stop.wait(time.sleep, min(backoff * 2 ** (self.rounds - 1), 60.0))
@@ -447,6 +482,10 @@ class RayAnswers:
         self.metric_by_name = {metric.name: metric for metric in tally.metrics}
         self.waiting: dict[tuple[int, str], _Pending] = {}
         self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
+        # --score combined: each conversation's look answered (a reply with no text: it failed), or
+        # its rows held until the look is, as the rows are made from both
+        self.looks: dict[tuple[int, str], Reply | None] = {}
+        self.held: dict[tuple[int, str], Callable[[Reply | None], None]] = {}
 
     def emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
         """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
@@ -459,7 +498,7 @@ class RayAnswers:
         """One processed row: its rows emitted and cached, or what the next round must send."""
         order, name = int(out["order"]), out["metric"]
         case, source = self.cases[order]
-        metric = self.metric_by_name[name]
+        metric: Any = self.metric_by_name[name]
         if (order, name) in self.finished:  # a re-ask of another sample failed it already
             return []
         if out["failure"]:
@@ -469,7 +508,17 @@ class RayAnswers:
                 return [self._without_logprobs(metric, case, out, str(error))]
             if retry and error.retryable:  # as flowrate's own retry policy decides
                 return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
+            if out["kind"] == "look":  # a failed look leaves the rows to their verdicts, its tries counted, as in eval
+                self.looked(order, name, Reply([], usage=Usage(), cost_usd=0.0, attempts=int(out["tries"])))
+                return []
             self._fail(metric, case, source, order, out, failure)
+            return []
+        if out["kind"] == "look":
+            look = reply_from_answer(
+                metric, JudgeRequest.from_dict(orjson.loads(out["request"])), orjson.loads(out["answer"])
+            )
+            look.attempts = int(out["tries"])
+            self.looked(order, name, look)
             return []
         if out["kind"] == "reask":
             pending = self.waiting[(order, name)]
@@ -490,6 +539,26 @@ class RayAnswers:
             for r in reasks
         ]
 
+    def looked(self, order: int, name: str, look: Reply | None) -> None:
+        """The look at conversation `order` for metric `name` answered `look` (no text: it failed):
+        its rows are made now if they were held for it, else when they come."""
+        make = self.held.pop((order, name), None)
+        if make is None:
+            self.looks[(order, name)] = look
+        else:
+            make(look)
+
+    def _when_looked(self, metric: Any, order: int, make: Callable[[Reply | None], None]) -> None:
+        """Make the rows of conversation `order` by `make`, given its look's reply: now when it
+        has none to wait for or the reply is in, else once it is (`looked`)."""
+        key = (order, metric.name)
+        if metric.judging.first_look is None:
+            make(None)
+        elif key in self.looks:
+            make(self.looks.pop(key))
+        else:
+            self.held[key] = make
+
     @staticmethod
     def _without_logprobs(metric: Any, case: Any, out: dict[str, Any], said: str) -> dict[str, Any]:
         """A row whose request the server refused for its log-probabilities, to send again without
@@ -505,52 +574,85 @@ class RayAnswers:
         return {**{key: out[key] for key in ROW_COLUMNS}, "request": orjson.dumps(request.to_dict()).decode()}
 
     def _settle(self, metric: Any, order: int, out: dict[str, Any]) -> None:
-        request = orjson.loads(out["request"])
-        rows = [EvaluationRow.model_validate(row) for row in orjson.loads(out["rows"])]
-        rows[0].attempts = int(out["tries"])  # the HTTP stage's own retries are not told; flowrate's rounds are
-        texts = orjson.loads(out["cache_texts"])
-        if texts is not None and metric.cache is not None:
-            metric.cache.put(
-                request["cache_key"], metric.model, metric.rubric.version, texts, messages=request["messages"],
-                conversation_id=out["id"], logprobs=orjson.loads(out["cache_logprobs"]),
-            )  # fmt: skip
-        self.emit_all(rows, order, metric.name)
+        """A conversation answered with no re-ask: the worker's rows, or with a look, its rows made
+        again here from the answer and the look's reply."""
+        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+        tries = int(out["tries"])  # the HTTP stage's own retries are not told; flowrate's rounds are
+
+        def make(look: Reply | None) -> None:
+            if metric.judging.first_look is None:
+                rows = [EvaluationRow.model_validate(row) for row in orjson.loads(out["rows"])]
+                step = StepResult(rows, [], orjson.loads(out["cache_texts"]), orjson.loads(out["cache_logprobs"]))
+            else:
+                case, source = self.cases[order]
+                reply = reply_from_answer(metric, request, orjson.loads(out["answer"]))
+                step = rows_from_reply(metric, case, request, reply, source=source, look_reply=look)
+            step.rows[0].attempts = tries + (look.attempts if look is not None else 0)
+            self._emit(metric, order, request, step)
+
+        self._when_looked(metric, order, make)
 
     def _finish(self, metric: Any, case: Any, source: Source | None, order: int, pending: _Pending) -> None:
-        """A conversation whose re-asks are all answered: its rows, made as `flowrate eval` makes them."""
+        """A conversation whose re-asks are all answered: its rows, made as `flowrate eval` makes them
+        (once its look, if any, is answered too)."""
         del self.waiting[(order, metric.name)]
         reply = reply_from_answer(metric, pending.request, pending.first)
         again: dict[int, Reply] = {}
         for sample, answer in pending.answers.items():
             again[sample] = reply_from_answer(metric, pending.request, answer)
-        step = rows_from_reply(metric, case, pending.request, reply, reask_replies=again, source=source)
+
+        def make(look: Reply | None) -> None:
+            step = rows_from_reply(
+                metric, case, pending.request, reply, reask_replies=again, source=source, look_reply=look
+            )
+            self._emit(metric, order, pending.request, step)
+
+        self._when_looked(metric, order, make)
+
+    def _emit(self, metric: Any, order: int, request: JudgeRequest, step: StepResult) -> None:
+        """Tell `step`'s rows, and put what it says to keep in the cache: the replies to `request`
+        under its key, the look's under the look's."""
+        case_id = self.cases[order][0].id
         if step.cache_texts is not None and metric.cache is not None:
             metric.cache.put(
-                pending.request.cache_key, metric.model, metric.rubric.version, step.cache_texts,
-                messages=pending.request.messages, conversation_id=case.id, logprobs=step.cache_logprobs,
+                request.cache_key, metric.model, metric.rubric.version, step.cache_texts,
+                messages=request.messages, conversation_id=case_id, logprobs=step.cache_logprobs,
             )  # fmt: skip
+        look, kept = metric.judging.first_look, step.look_kept
+        if look is not None and kept is not None and kept.attempts:  # a look from the cache is there already
+            look.replies.keep(request.messages, kept.texts, kept.response_format, kept.logprobs, case_id)
         self.emit_all(step.rows, order, metric.name)
 
     def _fail(self, metric: Any, case: Any, source: Source | None, order: int, out: dict, failure: dict) -> None:
-        """Error rows, as `flowrate eval` writes them for a call that failed after its retries."""
-        from flowrate.judge.backend import Usage
+        """Error rows, as `flowrate eval` writes them for a call that failed after its retries (the
+        tokens of a look sent beside it counted in)."""
 
         pending = self.waiting.pop((order, metric.name), None)
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
         usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
-        metric.row_maker.settle(
-            rows, failure_error(failure), cached=False, response_format=form,
-            usage=usage, cost_usd=cost_usd, attempts=int(out["tries"]),
-        )  # fmt: skip
-        self.emit_all(rows, order, metric.name)
+
+        def make(look: Reply | None) -> None:
+            spent, cost, attempts = usage, cost_usd, int(out["tries"])
+            if look is not None:
+                spent = Usage(
+                    prompt_tokens=usage.prompt_tokens + look.usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens + look.usage.completion_tokens,
+                )
+                cost = None if cost is None or look.cost_usd is None else cost + look.cost_usd
+                attempts += look.attempts
+            rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
+            metric.row_maker.settle(
+                rows, failure_error(failure), cached=False, response_format=form,
+                usage=spent, cost_usd=cost, attempts=attempts,
+            )  # fmt: skip
+            self.emit_all(rows, order, metric.name)
+
+        self._when_looked(metric, order, make)
 
 
 def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | None]:
     """The tokens, cost and schema form of the calls a conversation whose re-ask failed had
     answered before it (its first call, its other re-asks): paid, as `flowrate eval` counts them."""
-    from flowrate.judge.backend import Usage
-
     replies = [reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())]
     usage = Usage(
         prompt_tokens=sum(reply.usage.prompt_tokens for reply in replies),
@@ -581,12 +683,6 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
     started = time.monotonic()
     try:
         judge = run.settings.judge_settings
-        if judge.score_choice.looks_first:
-            raise ConfigError(
-                "--score combined with the reason first asks each conversation a second, verdict-first look,"
-                " which --engine ray does not send yet: use --score expected or --reply-order verdict-first,"
-                " or judge without --engine ray"
-            )
         if processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
         before_import(run.settings.engine_settings.ray_address)

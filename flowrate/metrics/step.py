@@ -9,6 +9,12 @@ the requests itself (Ray Data, a queue of your own) uses the same two public fun
     for reask in step.reasks:  # a reply that needs a re-ask: its rows say so until one is sent
         ...send reask.body, then rows_from_reply(..., reask_replies={reask.sample: reply})
 
+With `--score combined` and the reason first, `build_look(metric, request)` is the verdict-first
+look to send beside the request (None otherwise), and its reply goes to `rows_from_reply(...,
+look_reply=reply)`: the rows' `verdict_first_*` and `combined_score` come from it, its tokens are
+added to the first row's, and `StepResult.look_texts` is what to keep in the cache under the
+look's own key.
+
 Nothing here makes a call or writes anything: `build_request` reads the metric's cache (when it
 has one and `lookup` is left on), and `StepResult.cache_texts` says what to put in it.
 """
@@ -21,11 +27,12 @@ from typing import Any
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage, chat_body
 from flowrate.judge.cache import messages_digest
-from flowrate.metrics.planning import JudgePlan
+from flowrate.metrics.planning import TEMPERATURE, JudgePlan
 from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
 from flowrate.metrics.rubric_metric import RubricMetric
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric
+from flowrate.scores.distribution import distributions
 from flowrate.scores.reading import (
     Judgement,
     UnparsableReply,
@@ -34,7 +41,7 @@ from flowrate.scores.schema import corrective_messages
 
 REQUEST_FIELDS = (
     "conversation_id", "metric", "messages", "body", "response_format", "cache_key", "rubric_version",
-    "truncated", "cached_replies", "cached_form", "sample", "reask_of", "why", "only",
+    "truncated", "cached_replies", "cached_form", "cached_logprobs", "sample", "reask_of", "why", "only",
 )  # fmt: skip
 
 
@@ -49,7 +56,8 @@ class JudgeRequest:
     chat-completions request (`messages`, the reply schema in the form the server takes, named by
     `response_format`, temperature, `n` and `max_tokens`); `cache_key` is where its reply is
     cached, `rubric_version` the rubric it judges by. `cached_replies` holds the replies the cache
-    had (then nothing need be sent). On a re-ask, `sample` is the reply it corrects (by index),
+    had (then nothing need be sent), `cached_logprobs` their tokens' log-probabilities (a look's;
+    a request's own are in its `plan`). On a re-ask, `sample` is the reply it corrects (by index),
     `reask_of` that reply's text, `why` what was wrong and `only` the criteria asked again."""
 
     conversation_id: str
@@ -62,6 +70,7 @@ class JudgeRequest:
     truncated: bool = False
     cached_replies: list[str] | None = None
     cached_form: str | None = None
+    cached_logprobs: list[list[dict[str, Any]] | None] | None = None
     sample: int | None = None
     reask_of: str | None = None
     why: str | None = None
@@ -108,12 +117,14 @@ class StepResult:
     """What a reply made: the conversation's `rows` (error rows while a re-ask is outstanding),
     the re-asks `flowrate eval` would send next (`reasks`, empty when none is needed), and the
     replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)
-    with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without)."""
+    with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without);
+    `look_kept` is the verdict-first look's reply to keep under its own key (None: nothing to keep)."""
 
     rows: list[EvaluationRow]
     reasks: list[JudgeRequest] = field(default_factory=list)
     cache_texts: list[str] | None = None
     cache_logprobs: list[list[dict[str, Any]] | None] | None = None
+    look_kept: Reply | None = None
 
 
 # -- the request ---------------------------------------------------------------------------
@@ -147,6 +158,35 @@ def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, loo
     )
 
 
+def build_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
+    """The verdict-first look at the conversation of `request` that `--score combined` with the
+    reason first sends beside it (`first_look.VerdictFirstLook`): the same messages, a schema of
+    the verdicts alone, a few tokens, temperature 0, one reply; None when the metric asks none.
+    `cached_replies` holds the look's reply when the cache has it (then nothing need be sent)."""
+    look = metric.judging.first_look
+    if look is None:
+        return None
+    backend = metric.backend
+    form, sent = None, None
+    if look.response_format is not None and hasattr(backend, "request_format"):
+        form, sent = backend.request_format(look.response_format, look.max_tokens)
+    model: str = getattr(backend, "batch_model", metric.model)
+    body = chat_body(model, request.messages, 1, sent, TEMPERATURE, look.max_tokens, backend.top_logprobs())
+    cached = look.replies.found_for(request.messages)
+    return JudgeRequest(
+        conversation_id=request.conversation_id,
+        metric=request.metric,
+        messages=request.messages,
+        body=body,
+        response_format=form,
+        cache_key=look.replies.key(request.messages, form),
+        rubric_version=request.rubric_version,
+        truncated=request.truncated,
+        cached_replies=cached.texts if cached is not None and cached.logprobs else None,
+        cached_logprobs=cached.logprobs if cached is not None and cached.logprobs else None,
+    )
+
+
 def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) -> Reply:
     """A decoded chat-completions answer to `request` as a `Reply`, priced as `flowrate eval`
     prices it. Raises the error `flowrate eval` would (a `BadReply` for an answer that is not a
@@ -174,24 +214,40 @@ def rows_from_reply(
     *,
     reask_replies: dict[int, Reply] | None = None,
     source: Source | None = None,
+    look_reply: Reply | None = None,
 ) -> StepResult:
     """The rows `flowrate eval` writes for `case` from `reply` to `request` (None: the request's
     `cached_replies`), with the same scores, fields and re-ask rules: an unusable reply is re-asked
     once, for just what was wrong. A reply whose re-ask's reply is not in `reask_replies` (by sample
     index) makes error rows of type `ReaskNeeded` saying why, and the re-ask to send is in
     `StepResult.reasks`; a re-ask's reply that is unusable too makes the error rows `flowrate eval`
-    writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`)."""
+    writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`). `look_reply` is the reply to the
+    verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
+    score the rows, and its tokens, cost and clocks are the first row's too."""
     rows = metric.row_maker.new_rows(case, source, request.truncated)
+    seen = look_reply
+    levels = distributions(seen.texts[0], seen.tokens(0), metric.rubric) if seen is not None and seen.texts else {}
+    kept = seen if levels else None
     if reply is None:
         if request.cached_replies is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
         logprobs = request.plan.cached_logprobs if request.plan is not None else None
         cached = cached_judgements(metric.rubric, request.cached_replies, logprobs)
-        metric.row_maker.settle(rows, cached, cached=True, response_format=request.cached_form, usage=Usage())
-        return StepResult(rows)
+        spent = seen or Reply([], usage=Usage(), cost_usd=0.0, attempts=0)  # a look sent for a cached reply is paid
+        metric.row_maker.settle(
+            rows, cached, cached=True, response_format=request.cached_form, usage=Usage(**spent.usage.model_dump()),
+            cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
+            first_look=levels or None,
+        )  # fmt: skip
+        return StepResult(rows, look_kept=kept)
     rubric, limit = metric.rubric, metric.budget.reply_limit
     usage = Usage(**reply.usage.model_dump())
     cost, attempts, latency, wait = reply.cost_usd, reply.attempts, reply.latency_s, reply.wait_s
+    if seen is not None:
+        usage.prompt_tokens += seen.usage.prompt_tokens
+        usage.completion_tokens += seen.usage.completion_tokens
+        cost = None if cost is None or seen.cost_usd is None else cost + seen.cost_usd
+        attempts, latency, wait = attempts + seen.attempts, latency + seen.latency_s, wait + seen.wait_s
     judgements: list[Judgement] = []
     reasks: list[JudgeRequest] = []
     outcome: list[Judgement] | Exception = judgements
@@ -223,11 +279,19 @@ def rows_from_reply(
         outcome = error
     metric.row_maker.settle(
         rows, outcome, cached=False, response_format=reply.response_format, usage=usage, cost_usd=cost,
-        attempts=attempts, latency_s=latency, wait_s=wait,
+        attempts=attempts, latency_s=latency, wait_s=wait, first_look=levels or None,
     )  # fmt: skip
     if outcome is not judgements or any(judgement.cut for judgement in judgements):
-        return StepResult(rows, reasks)
-    return StepResult(rows, reasks, [j.text for j in judgements], [j.tokens for j in judgements])
+        return StepResult(rows, reasks, look_kept=kept)
+    return StepResult(rows, reasks, [j.text for j in judgements], [j.tokens for j in judgements], kept)
+
+
+def cached_look(look: JudgeRequest) -> Reply | None:
+    """The reply a look `build_look` made holds from the cache, as `rows_from_reply` takes it
+    (nothing spent); None when the cache had none."""
+    if look.cached_replies is None:
+        return None
+    return Reply(look.cached_replies, usage=Usage(), cost_usd=0.0, attempts=0, logprobs=look.cached_logprobs or [])
 
 
 # -- the re-ask ------------------------------------------------------------------------------------

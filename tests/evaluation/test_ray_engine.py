@@ -381,6 +381,46 @@ def test_ray_gives_the_distributions_flowrate_eval_gives_and_keeps_them_in_the_c
         )
 
 
+def test_ray_sends_the_verdict_first_look_beside_each_request_and_gives_flowrate_evals_combined_rows(
+    ray_judge, run_flowrate, tmp_path
+):
+    logs = write_jsonl(tmp_path / "logs.jsonl", _records(12))
+    sure = {"fully": 0.0}
+
+    def script():
+        ray_judge.script("question 5", {"verdict": "fully", "logprobs": sure, "look": TORN})
+        ray_judge.script("question 8", {"verdict": "mostly", "look": {"status": 500}})  # a look that fails
+        _script(ray_judge, 12)  # c3 re-asked, c7 "minor": each with its own look
+
+    score = ["--score", "combined", "--max-retries", "1"]
+    script()
+    local = _eval(run_flowrate, ray_judge, logs, "local.jsonl", "--no-cache", *score)
+    sent_locally = ray_judge.requests
+    ray_judge.reset()
+    script()
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", *cache, *score, "--engine", "ray")
+    assert on_ray.returncode == local.returncode, on_ray.stderr
+    assert ray_judge.requests == sent_locally == 12 + 1 + 12 + 1  # a call and a look each, c3's re-ask, c8's look again
+    schemas = [body["response_format"]["json_schema"]["schema"]["properties"] for body in ray_judge.bodies]
+    assert sorted(len(properties) for properties in schemas) == [1] * 13 + [3] * 13  # each look's schema as built
+    local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
+    for key, row in local_rows.items():
+        assert ray_rows[key] == row, key
+    torn = ray_rows[("c5", "conversational_flow_rate")]
+    assert torn["verdict_first_score"] == pytest.approx(0.6, abs=1e-3)
+    assert torn["score"] == torn["combined_score"] == pytest.approx(0.8, abs=1e-3) and torn["score_from"] == "combined"
+    failed_look = ray_rows[("c8", "conversational_flow_rate")]
+    assert failed_look["verdict_first_score"] is None and failed_look["score"] == 0.9 and failed_look["attempts"] == 3
+    sent = ray_judge.requests
+    again = _eval(run_flowrate, ray_judge, logs, "again.jsonl", *cache, *score, "--engine", "ray")
+    assert again.returncode == on_ray.returncode
+    assert ray_judge.requests == sent + 2  # from the cache, but c8's look, which failed: asked again, twice
+    for row in read_rows(tmp_path / "again.jsonl"):
+        if row["id"] != "c8":
+            assert row["cached"] and row["combined_score"] == ray_rows[(row["id"], row["metric"])]["combined_score"]
+
+
 def test_a_server_that_refuses_log_probabilities_is_asked_again_without_them_on_ray(ray_judge, run_flowrate, tmp_path):
     ray_judge.behave_as("llama-cpp-python", logits_all=False)
     logs = write_jsonl(tmp_path / "logs.jsonl", _records(12))

@@ -171,17 +171,6 @@ def test_a_reply_cached_without_log_probabilities_is_asked_again_when_they_are_w
     assert row["cached"] is False and row["level_probs"]["fully"] == pytest.approx(0.9)
 
 
-def test_a_second_look_is_refused_plainly_with_ray_and_provider_batches(judge, run_flowrate, tmp_path):
-    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("c1", "a", "b")])
-    for extra in (["--engine", "ray"], ["--batch"]):
-        result = run_flowrate(
-            "eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--score", "combined", *extra
-        )
-        assert result.returncode == 2, result.stderr
-        assert "does not send yet" in result.stderr and "Traceback" not in result.stderr
-        assert judge.requests == 0
-
-
 # -- the mapping, on replies as judges write them -------------------------------------------------
 def certain(text):
     return [{"token": char, "logprob": 0.0, "top_logprobs": []} for char in text]
