@@ -165,8 +165,10 @@ class Spend(BaseModel):
         self.completion_tokens += row.usage.completion_tokens
         if row.cost_usd is not None:
             self.cost_usd += row.cost_usd
-        elif row.error is None:  # an error row is not one of unknown price: it has no price
-            self.rows_without_cost += 1
+        elif row.error is None or row.usage.prompt_tokens or row.usage.completion_tokens:
+            self.rows_without_cost += (
+                1  # an error row that reached no judge has no price; one whose calls were answered does
+            )
 
     @property
     def run_prompt_tokens(self) -> int:

@@ -4,7 +4,7 @@ import json
 from io import StringIO
 
 from tests.helpers import evaluation_row as _row
-from tests.helpers import read_rows, turn_record, verdict_record, write_jsonl
+from tests.helpers import local_eval, read_rows, turn_record, verdict_record, write_jsonl
 
 
 def _plain_console():
@@ -105,3 +105,12 @@ def test_the_cost_line_counts_no_error_row_as_a_row_of_unknown_price(judge, run_
     assert rows["good"]["cost_usd"] is not None
     assert "errors 1" in result.stderr
     assert "unknown price" not in result.stderr
+
+
+def test_an_error_row_whose_calls_an_unpriced_judge_answered_is_a_row_of_unknown_price(judge, run_flowrate, tmp_path):
+    judge.script("MARK-COPY", {"copy_example": 0})  # the rubric's example, copied again after the re-ask
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("copied", "MARK-COPY", "x")])
+    result = run_flowrate(*local_eval(judge, path, "--threshold", "0"))
+    [row] = read_rows(tmp_path / "out.jsonl")
+    assert row["error"]["type"] == "CopiedExample" and row["usage"]["prompt_tokens"] > 0 and row["cost_usd"] is None
+    assert "(+ 1 rows with unknown price)" in result.stderr
