@@ -400,7 +400,7 @@ class RayRun:
         """The rows of the first dataset: every selected conversation's metric not in the output,
         not cached and within the budget; the others are answered here (until a stop)."""
         rows: list[dict[str, Any]] = []
-        emit_all = self.answers.emit_all
+        emit_all = self.answers.rows.emit_all
         for order, (case, source) in enumerate(self.run.items(self.tally.listener), start=1):
             if stop.requested:
                 break
@@ -425,7 +425,7 @@ class RayRun:
                 rows.append(dataset_row(order, case, source, metric.name, form=known_form(metric)))
                 look = build_look(metric, request)
                 if look is not None and (cached := cached_look(look)) is not None:
-                    self.answers.looked(order, metric.name, cached)
+                    self.answers.rows.wait.looked((order, metric.name), cached)
                 elif look is not None:
                     rows.append(
                         dataset_row(
@@ -470,22 +470,47 @@ class RayRun:
             pass
 
 
-class RayAnswers:
-    """What each processed row of a Ray run comes to, as `flowrate eval` would make it: the rows
-    settled and cached, the re-asks to send and awaited, a retry for the next round, or error
-    rows. `tally` counts and tells the rows; `cases` holds each conversation by its place in the
-    selection (filled by the first round)."""
+Key = tuple[int, str]  # a conversation's place in the selection, and a metric's name
 
-    def __init__(self, tally: Tally, cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]):
-        self.tally = tally
-        self.cases = cases
-        self.metric_by_name = {metric.name: metric for metric in tally.metrics}
-        self.waiting: dict[tuple[int, str], _Pending] = {}
-        self.finished: set[tuple[int, str]] = set()  # (order, metric) whose rows are out
-        # --score combined: each conversation's look answered (a reply with no text: it failed), or
-        # its rows held until the look is, as the rows are made from both
-        self.looks: dict[tuple[int, str], Reply | None] = {}
-        self.held: dict[tuple[int, str], Callable[[Reply | None], None]] = {}
+
+@dataclass(eq=False)
+class LookWait:
+    """With `--score combined`, each conversation's rows are made from its answer and its
+    verdict-first look, which come back in either order: each look answered (a reply with no
+    text: it failed) kept until its rows are made, or those rows held until it comes."""
+
+    looks: dict[Key, Reply] = field(default_factory=dict)
+    held: dict[Key, Callable[[Reply | None], None]] = field(default_factory=dict)
+
+    def looked(self, key: Key, look: Reply) -> None:
+        """The look at `key` answered `look`: its rows are made now if they were held for it."""
+        make = self.held.pop(key, None)
+        if make is None:
+            self.looks[key] = look
+        else:
+            make(look)
+
+    def when_looked(self, metric: Any, key: Key, make: Callable[[Reply | None], None]) -> None:
+        """Make the rows of `key` by `make`, given its look's reply: at once when `metric` asks no
+        look (None) or the reply is in, else once it comes (`looked`)."""
+        if metric.judging.first_look is None:
+            make(None)
+        elif key in self.looks:
+            make(self.looks.pop(key))
+        else:
+            self.held[key] = make
+
+
+@dataclass(eq=False)
+class RayRows:
+    """The rows of each conversation answered on Ray, as `flowrate eval` makes them, told to
+    `tally` once (`finished`) and their replies put in the metric's cache; `cases` holds each
+    conversation by its place in the selection, `wait` pairs the rows with their looks."""
+
+    tally: Tally
+    cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]
+    wait: LookWait = field(default_factory=LookWait)
+    finished: set[Key] = field(default_factory=set)  #: (order, metric) whose rows are out
 
     def emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
         """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
@@ -494,93 +519,14 @@ class RayAnswers:
             if (row.id, row.metric) not in self.tally.done:
                 self.tally.emit(row, order)
 
-    def take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
-        """One processed row: its rows emitted and cached, or what the next round must send."""
-        order, name = int(out["order"]), out["metric"]
-        case, source = self.cases[order]
-        metric: Any = self.metric_by_name[name]
-        if (order, name) in self.finished:  # a re-ask of another sample failed it already
-            return []
-        if out["failure"]:
-            failure = orjson.loads(out["failure"])
-            error = failure_error(failure)
-            if isinstance(error, LogprobsRefused) and orjson.loads(out["request"])["body"].get("logprobs"):
-                return [self._without_logprobs(metric, case, out, str(error))]
-            if retry and error.retryable:  # as flowrate's own retry policy decides
-                return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
-            if out["kind"] == "look":  # a failed look leaves the rows to their verdicts, its tries counted, as in eval
-                self.looked(order, name, Reply([], usage=Usage(), cost_usd=0.0, attempts=int(out["tries"])))
-                return []
-            self._fail(metric, case, source, order, out, failure)
-            return []
-        if out["kind"] == "look":
-            look = reply_from_answer(
-                metric, JudgeRequest.from_dict(orjson.loads(out["request"])), orjson.loads(out["answer"])
-            )
-            look.attempts = int(out["tries"])
-            self.looked(order, name, look)
-            return []
-        if out["kind"] == "reask":
-            pending = self.waiting[(order, name)]
-            pending.answers[int(out["sample"])] = orjson.loads(out["answer"])
-            if len(pending.answers) == len(pending.reasks):
-                self._finish(metric, case, source, order, pending)
-            return []
-        reasks = [JudgeRequest.from_dict(item) for item in orjson.loads(out["reasks"])]
-        if not reasks:
-            self._settle(metric, order, out)
-            return []
-        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        self.waiting[(order, name)] = _Pending(request, orjson.loads(out["answer"]), reasks)
-        return [
-            dataset_row(
-                order, case, source, name, request=orjson.dumps(r.to_dict()).decode(), sample=r.sample, kind="reask"
-            )
-            for r in reasks
-        ]
-
-    def looked(self, order: int, name: str, look: Reply | None) -> None:
-        """The look at conversation `order` for metric `name` answered `look` (no text: it failed):
-        its rows are made now if they were held for it, else when they come."""
-        make = self.held.pop((order, name), None)
-        if make is None:
-            self.looks[(order, name)] = look
-        else:
-            make(look)
-
-    def _when_looked(self, metric: Any, order: int, make: Callable[[Reply | None], None]) -> None:
-        """Make the rows of conversation `order` by `make`, given its look's reply: now when it
-        has none to wait for or the reply is in, else once it is (`looked`)."""
-        key = (order, metric.name)
-        if metric.judging.first_look is None:
-            make(None)
-        elif key in self.looks:
-            make(self.looks.pop(key))
-        else:
-            self.held[key] = make
-
-    @staticmethod
-    def _without_logprobs(metric: Any, case: Any, out: dict[str, Any], said: str) -> dict[str, Any]:
-        """A row whose request the server refused for its log-probabilities, to send again without
-        them, as `flowrate eval` does (`LogprobsLearned`): the run's judge asks none from now on,
-        and its end says why its rows have none. A row sent before the driver learned it is refused
-        once too; the refusal costs no try."""
-        metric.backend.refuses_logprobs(said)
-        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        if out["kind"] == "judge":
-            request = build_request(metric, case, lookup=False)
-        else:  # a re-ask: the same messages, its body without them
-            request.body = {key: value for key, value in request.body.items() if key not in LOGPROBS_KEYS}
-        return {**{key: out[key] for key in ROW_COLUMNS}, "request": orjson.dumps(request.to_dict()).decode()}
-
-    def _settle(self, metric: Any, order: int, out: dict[str, Any]) -> None:
+    def settle(self, metric: Any, order: int, out: dict[str, Any]) -> None:
         """A conversation answered with no re-ask: the worker's rows, or with a look, its rows made
         again here from the answer and the look's reply."""
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
         tries = int(out["tries"])  # the HTTP stage's own retries are not told; flowrate's rounds are
 
         def make(look: Reply | None) -> None:
-            if metric.judging.first_look is None:
+            if look is None:
                 rows = [EvaluationRow.model_validate(row) for row in orjson.loads(out["rows"])]
                 step = StepResult(rows, [], orjson.loads(out["cache_texts"]), orjson.loads(out["cache_logprobs"]))
             else:
@@ -590,16 +536,15 @@ class RayAnswers:
             step.rows[0].attempts = tries + (look.attempts if look is not None else 0)
             self._emit(metric, order, request, step)
 
-        self._when_looked(metric, order, make)
+        self.wait.when_looked(metric, (order, metric.name), make)
 
-    def _finish(self, metric: Any, case: Any, source: Source | None, order: int, pending: _Pending) -> None:
-        """A conversation whose re-asks are all answered: its rows, made as `flowrate eval` makes them
-        (once its look, if any, is answered too)."""
-        del self.waiting[(order, metric.name)]
+    def finish(self, metric: Any, order: int, pending: _Pending) -> None:
+        """A conversation whose re-asks are all answered: its rows, once its look is too."""
+        case, source = self.cases[order]
         reply = reply_from_answer(metric, pending.request, pending.first)
-        again: dict[int, Reply] = {}
-        for sample, answer in pending.answers.items():
-            again[sample] = reply_from_answer(metric, pending.request, answer)
+        again = {
+            sample: reply_from_answer(metric, pending.request, answer) for sample, answer in pending.answers.items()
+        }
 
         def make(look: Reply | None) -> None:
             step = rows_from_reply(
@@ -607,7 +552,30 @@ class RayAnswers:
             )
             self._emit(metric, order, pending.request, step)
 
-        self._when_looked(metric, order, make)
+        self.wait.when_looked(metric, (order, metric.name), make)
+
+    def fail(self, metric: Any, order: int, out: dict, failure: dict, pending: _Pending | None) -> None:
+        """Error rows, as `flowrate eval` writes them for a call that failed after its retries: what
+        its calls answered before (`pending`'s) and a look sent beside it are counted in."""
+        case, source = self.cases[order]
+        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+        usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
+
+        def make(look: Reply | None) -> None:
+            rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
+            seen = look or Reply([], usage=Usage(), cost_usd=0.0, attempts=0)
+            metric.row_maker.settle(
+                rows, failure_error(failure), cached=False, response_format=form,
+                usage=Usage(
+                    prompt_tokens=usage.prompt_tokens + seen.usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens + seen.usage.completion_tokens,
+                ),
+                cost_usd=None if cost_usd is None or seen.cost_usd is None else cost_usd + seen.cost_usd,
+                attempts=int(out["tries"]) + seen.attempts,
+            )  # fmt: skip
+            self.emit_all(rows, order, metric.name)
+
+        self.wait.when_looked(metric, (order, metric.name), make)
 
     def _emit(self, metric: Any, order: int, request: JudgeRequest, step: StepResult) -> None:
         """Tell `step`'s rows, and put what it says to keep in the cache: the replies to `request`
@@ -623,31 +591,77 @@ class RayAnswers:
             look.replies.keep(request.messages, kept.texts, kept.response_format, kept.logprobs, case_id)
         self.emit_all(step.rows, order, metric.name)
 
-    def _fail(self, metric: Any, case: Any, source: Source | None, order: int, out: dict, failure: dict) -> None:
-        """Error rows, as `flowrate eval` writes them for a call that failed after its retries (the
-        tokens of a look sent beside it counted in)."""
 
-        pending = self.waiting.pop((order, metric.name), None)
+class RayAnswers:
+    """What each processed row of a Ray run comes to, as `flowrate eval` would make it: the rows
+    (`rows`, once a conversation is answered), the re-asks to send and awaited, a retry for the
+    next round, a request sent again without log-probabilities, or a look answered. `tally`
+    counts and tells the rows; `cases` holds each conversation by its place in the selection
+    (filled by the first round)."""
+
+    def __init__(self, tally: Tally, cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]):
+        self.cases = cases
+        self.metric_by_name = {metric.name: metric for metric in tally.metrics}
+        self.waiting: dict[Key, _Pending] = {}
+        self.rows = RayRows(tally, cases)
+
+    def take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
+        """One processed row: its rows emitted and cached, or what the next round must send."""
+        order, name, kind = int(out["order"]), out["metric"], out["kind"]
+        case, source = self.cases[order]
+        metric: Any = self.metric_by_name[name]
+        if (order, name) in self.rows.finished:  # a re-ask of another sample failed it already
+            return []
+        if out["failure"]:
+            failure = orjson.loads(out["failure"])
+            error = failure_error(failure)
+            if isinstance(error, LogprobsRefused) and orjson.loads(out["request"])["body"].get("logprobs"):
+                return [without_logprobs(metric, case, out, str(error))]
+            if retry and error.retryable:  # as flowrate's own retry policy decides
+                return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
+            if kind == "look":  # a failed look leaves the rows to their verdicts, its tries counted, as in eval
+                self.rows.wait.looked((order, name), Reply([], usage=Usage(), cost_usd=0.0, attempts=int(out["tries"])))
+            else:
+                self.rows.fail(metric, order, out, failure, self.waiting.pop((order, name), None))
+            return []
+        if kind == "look":
+            request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+            look = reply_from_answer(metric, request, orjson.loads(out["answer"]))
+            look.attempts = int(out["tries"])
+            self.rows.wait.looked((order, name), look)
+            return []
+        if kind == "reask":
+            pending = self.waiting[(order, name)]
+            pending.answers[int(out["sample"])] = orjson.loads(out["answer"])
+            if len(pending.answers) == len(pending.reasks):
+                self.rows.finish(metric, order, self.waiting.pop((order, name)))
+            return []
+        reasks = [JudgeRequest.from_dict(item) for item in orjson.loads(out["reasks"])]
+        if not reasks:
+            self.rows.settle(metric, order, out)
+            return []
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
+        self.waiting[(order, name)] = _Pending(request, orjson.loads(out["answer"]), reasks)
+        return [
+            dataset_row(
+                order, case, source, name, request=orjson.dumps(r.to_dict()).decode(), sample=r.sample, kind="reask"
+            )
+            for r in reasks
+        ]
 
-        def make(look: Reply | None) -> None:
-            spent, cost, attempts = usage, cost_usd, int(out["tries"])
-            if look is not None:
-                spent = Usage(
-                    prompt_tokens=usage.prompt_tokens + look.usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens + look.usage.completion_tokens,
-                )
-                cost = None if cost is None or look.cost_usd is None else cost + look.cost_usd
-                attempts += look.attempts
-            rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
-            metric.row_maker.settle(
-                rows, failure_error(failure), cached=False, response_format=form,
-                usage=spent, cost_usd=cost, attempts=attempts,
-            )  # fmt: skip
-            self.emit_all(rows, order, metric.name)
 
-        self._when_looked(metric, order, make)
+def without_logprobs(metric: Any, case: Any, out: dict[str, Any], said: str) -> dict[str, Any]:
+    """A processed row whose request the server refused for its log-probabilities, to send again
+    without them, as `flowrate eval` does (`LogprobsLearned`): the run's judge asks none from now
+    on, and its end says why its rows have none. A row sent before the driver learned it is
+    refused once too; the refusal costs no try."""
+    metric.backend.refuses_logprobs(said)
+    request = JudgeRequest.from_dict(orjson.loads(out["request"]))
+    if out["kind"] == "judge":
+        request = build_request(metric, case, lookup=False)
+    else:  # a re-ask or a look: the same messages, its body without them
+        request.body = {key: value for key, value in request.body.items() if key not in LOGPROBS_KEYS}
+    return {**{key: out[key] for key in ROW_COLUMNS}, "request": orjson.dumps(request.to_dict()).decode()}
 
 
 def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | None]:
@@ -665,7 +679,7 @@ def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | N
 def stop_unreachable(ray_run: RayRun, url: str) -> None:
     """The processor gave up (its retries spent, the judge unreachable): what was not finished
     is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
-    tally, finished = ray_run.tally, ray_run.answers.finished
+    tally, finished = ray_run.tally, ray_run.answers.rows.finished
     tally.summary.unreachable = url
     for order, (case, source) in ray_run.cases.items():
         missing = [m for m in tally.metrics if tally.missing(case, m) and (order, m.name) not in finished]

@@ -147,10 +147,9 @@ def tokens_of(logprobs: Any) -> list[dict[str, Any]] | None:
 
 
 class JudgeBackend(ABC):
-    """A judge: one model call, its replies, tokens and cost. A backend writes `complete` and
-    only what differs from these defaults (as inspect_ai's `ModelAPI`): a hosted judge that needs
-    no key check, gives one reply per call, tells no context window or price, and counts about
-    three bytes a token."""
+    """A judge: one model call, its replies, tokens and cost. A backend writes `complete` and only what
+    differs from these defaults (as inspect_ai's `ModelAPI`): a hosted judge that needs no key check, gives
+    one reply per call, tells no context window or price, and counts about three bytes a token."""
 
     model_name: str  #: the model as the user named it: rows and messages show it
     asks_logprobs: bool = False  #: the run asks for token log-probabilities (`--logprobs`)
@@ -197,18 +196,15 @@ class JudgeBackend(ABC):
         return HOSTED_TIMEOUT_S
 
     def top_logprobs(self) -> int:
-        """Alternatives asked at each token of a reply with its log-probability (0: none asked):
-        by default, none."""
+        """Alternatives asked at each reply token with its log-probability (0: none): by default none."""
         return 0
 
     def logprobs_note(self) -> str | None:
-        """Why replies of this run came without log-probabilities, told once at its end; None
-        when they came with them, or none were asked."""
+        """Why this run's replies came without the log-probabilities asked, told at its end; None: they did not."""
         return None
 
     def refuses_logprobs(self, said: str) -> None:
-        """The server refused log-probabilities, saying `said`, to an engine that sends the
-        requests itself (Ray): ask none from now on. By default none are asked anyway."""
+        """The server refused log-probabilities, saying `said`, to an engine sending for itself (Ray): ask none."""
         return None
 
     def retries_timeouts(self) -> bool:
