@@ -385,3 +385,13 @@ def fill_disk(where, leave_bytes=0):
     if leave_bytes:
         os.truncate(filler, max(filler.stat().st_size - leave_bytes, 0))
     return filler
+
+
+def lines_in(path):
+    """Lines in the results file a running `flowrate` writes at `path`, so far: 0 before it is
+    made, and while the run's check that it can be written has made it and removed it again
+    (`check_output_path`), which an `exists()` before the read does not see coming."""
+    try:
+        return len(path.read_bytes().splitlines())
+    except FileNotFoundError:
+        return 0

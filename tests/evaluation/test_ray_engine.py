@@ -11,7 +11,7 @@ import time
 import pytest
 
 from flowrate import ConversationalEvalTestCase, EvalTestCase
-from tests.helpers import FLOWRATE, distinct, read_rows, turn_record, write_jsonl
+from tests.helpers import FLOWRATE, distinct, lines_in, read_rows, turn_record, write_jsonl
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data.llm")
@@ -198,12 +198,12 @@ def test_a_killed_ray_run_resumed_from_its_output_judges_only_what_is_missing(
     )  # fmt: skip  (a client of the cluster ray.init started sends its token: Ray's auth mode as the fixture's)
     output = tmp_path / "out.jsonl"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if output.exists() and len(output.read_bytes().splitlines()) >= 10:
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait(30)
+    try:
+        while time.monotonic() < deadline and process.poll() is None and lines_in(output) < 10:
+            time.sleep(0.05)
+    finally:  # killed whatever happens: a run left behind holds the cluster's CPUs, and the next Ray test waits for good
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
     settled = time.monotonic() + 30
     while ray_judge.in_flight and time.monotonic() < settled:  # the killed job's actors go with its driver
         time.sleep(0.1)
@@ -502,9 +502,10 @@ def _start_on_ray(cli_env, tmp_path, *args):
 def _wait_for_rows(process, output, count, timeout_s):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and process.poll() is None:
-        if output.exists() and len(output.read_bytes().splitlines()) >= count:
+        if lines_in(output) >= count:
             return
         time.sleep(0.05)
+    process.kill()  # a run left behind holds the cluster's CPUs, and the next Ray test waits for good
     raise AssertionError(f"not {count} rows in {timeout_s} s: {process.poll()}")
 
 

@@ -6,7 +6,17 @@ import signal
 import subprocess
 import time
 
-from tests.helpers import FLOWRATE, SUITE_MARK, distinct, ids, read_rows, suite_reply, wait_for_requests, write_jsonl
+from tests.helpers import (
+    FLOWRATE,
+    SUITE_MARK,
+    distinct,
+    ids,
+    lines_in,
+    read_rows,
+    suite_reply,
+    wait_for_requests,
+    write_jsonl,
+)
 from tests.helpers import packaged_rubric_text as _packaged_rubric
 
 
@@ -32,7 +42,7 @@ def test_resume_after_kill_9_judges_each_conversation_once(judge, tmp_path, cli_
     )
     output = tmp_path / "out.jsonl"
     deadline = time.monotonic() + 60
-    while (not output.exists() or output.read_text().count("\n") < 8) and time.monotonic() < deadline:
+    while lines_in(output) < 8 and time.monotonic() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.communicate()
