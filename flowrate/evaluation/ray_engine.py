@@ -28,7 +28,7 @@ from flowrate.evaluation.engine import CostBudget, Tally, close_judges
 from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import Usage
+from flowrate.judge.backend import LOGPROBS_KEYS, Usage
 from flowrate.judge.errors import JudgeError, LogprobsRefused
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
@@ -42,6 +42,7 @@ from flowrate.metrics.step import (
     cached_look,
     reply_from_answer,
     rows_from_reply,
+    spend_of,
 )
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
@@ -197,7 +198,6 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 # or "look": the verdict-first look of --score combined, sent beside the first request), the
 # re-ask's `sample`, the rounds it has been `tries`ed in, and the schema `form` the server takes
 NO_FORM = "none"  # a row's `form` when the server takes no schema form ("": not told)
-LOGPROBS_KEYS = ("logprobs", "top_logprobs")  # what a request asks log-probabilities by (`chat_body`)
 ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries", "form")
 
 
@@ -411,21 +411,22 @@ class RayRun:
                     emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
                     continue
                 request = build_request(metric, case)
-                looks = metric.judging.first_look is not None
-                if request.cached_replies is not None and not looks:
-                    emit_all(rows_from_reply(metric, case, request, None, source=source).rows, order, metric.name)
+                look = build_look(metric, request)
+                seen = cached_look(look) if look is not None else None
+                if request.cached_replies is not None and (look is None or seen is not None):
+                    step = rows_from_reply(metric, case, request, None, source=source, look_reply=seen)
+                    emit_all(step.rows, order, metric.name)
                     continue
                 if not reserved(self.budget, metric, request):
                     self.tally.skip_for_budget(case, source, wanted[index:])
                     break
-                # judged here: a server's form to find, or a cached reply whose look may need a call
+                # judged here: a server's form to find, or a cached reply whose look needs a call
                 if not getattr(metric.backend, "form_settled", True) or request.cached_replies is not None:
                     emit_all(await metric.evaluate(case, source), order, metric.name)
                     continue
                 rows.append(dataset_row(order, case, source, metric.name, form=known_form(metric)))
-                look = build_look(metric, request)
-                if look is not None and (cached := cached_look(look)) is not None:
-                    self.answers.rows.wait.looked((order, metric.name), cached)
+                if seen is not None:
+                    self.answers.rows.wait.looked((order, metric.name), seen)
                 elif look is not None:
                     rows.append(
                         dataset_row(
@@ -451,23 +452,24 @@ class RayRun:
             while rows and not stop.requested:
                 self.rounds += 1
                 again: list[dict[str, Any]] = []
-                for alike in (
-                    [row for row in rows if row["kind"] != "look"],
-                    [row for row in rows if row["kind"] == "look"],
-                ):  # the looks apart (see above)
-                    if not alike or stop.requested:
-                        continue
-                    blocks = max(1, min(len(alike), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
-                    outs = iter(self.processor(ray.data.from_items(alike, override_num_blocks=blocks)).iter_rows())
-                    while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
-                        again.extend(
-                            self.answers.take(dict(out), retry=int(out["tries"]) <= retries)
-                        )  # each request's own
+                for looks in (False, True):  # the looks apart (see above)
+                    alike = [row for row in rows if (row["kind"] == "look") == looks]
+                    if alike and not stop.requested:
+                        again.extend(self._dataset(ray, alike, stop, retries))
                 rows = again
                 if rows and backoff and not stop.requested:
                     stop.wait(time.sleep, min(backoff * 2 ** (self.rounds - 1), 60.0))
         except Stopped:
             pass
+
+    def _dataset(self, ray: Any, rows: list[dict[str, Any]], stop: StopSignals, retries: int) -> list[dict[str, Any]]:
+        """Send `rows` as one dataset until it is done or a stop: what the next round must send."""
+        again: list[dict[str, Any]] = []
+        blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
+        outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
+        while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
+            again.extend(self.answers.take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
+        return again
 
 
 Key = tuple[int, str]  # a conversation's place in the selection, and a metric's name
@@ -559,19 +561,17 @@ class RayRows:
         its calls answered before (`pending`'s) and a look sent beside it are counted in."""
         case, source = self.cases[order]
         request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        usage, cost_usd, form = answered(metric, pending) if pending is not None else (Usage(), None, None)
+        earlier = answered(metric, pending) if pending is not None else []
+        form = pending.request.response_format if pending is not None else None
 
         def make(look: Reply | None) -> None:
             rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
-            seen = look or Reply([], usage=Usage(), cost_usd=0.0, attempts=0)
+            looked = [look] if look is not None else []
+            paid = spend_of(*earlier, *looked)
             metric.row_maker.settle(
-                rows, failure_error(failure), cached=False, response_format=form,
-                usage=Usage(
-                    prompt_tokens=usage.prompt_tokens + seen.usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens + seen.usage.completion_tokens,
-                ),
-                cost_usd=None if cost_usd is None or seen.cost_usd is None else cost_usd + seen.cost_usd,
-                attempts=int(out["tries"]) + seen.attempts,
+                rows, failure_error(failure), cached=False, response_format=form, usage=paid.usage,
+                cost_usd=paid.cost_usd if pending is not None else None,  # the failed call's own price is not known
+                attempts=int(out["tries"]) + spend_of(*looked).attempts,
             )  # fmt: skip
             self.emit_all(rows, order, metric.name)
 
@@ -664,16 +664,10 @@ def without_logprobs(metric: Any, case: Any, out: dict[str, Any], said: str) -> 
     return {**{key: out[key] for key in ROW_COLUMNS}, "request": orjson.dumps(request.to_dict()).decode()}
 
 
-def answered(metric: Any, pending: _Pending) -> tuple[Any, float | None, str | None]:
-    """The tokens, cost and schema form of the calls a conversation whose re-ask failed had
-    answered before it (its first call, its other re-asks): paid, as `flowrate eval` counts them."""
-    replies = [reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())]
-    usage = Usage(
-        prompt_tokens=sum(reply.usage.prompt_tokens for reply in replies),
-        completion_tokens=sum(reply.usage.completion_tokens for reply in replies),
-    )
-    costs = [reply.cost_usd for reply in replies]
-    return usage, None if None in costs else sum(costs), pending.request.response_format  # type: ignore[arg-type]
+def answered(metric: Any, pending: _Pending) -> list[Reply]:
+    """The replies a conversation whose re-ask failed had before it (its first call, its other
+    re-asks): paid, as `flowrate eval` counts them."""
+    return [reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())]
 
 
 def stop_unreachable(ray_run: RayRun, url: str) -> None:

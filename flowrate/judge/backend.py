@@ -75,6 +75,9 @@ SCHEMA_FORMS: tuple[str | None, ...] = ("json_schema", "json_object_schema", Non
 OLLAMA_FORM = "ollama_format"  # LiteLLM's ollama_chat provider sends json_schema as Ollama's `format`
 
 
+LOGPROBS_KEYS = ("logprobs", "top_logprobs")  # the keys `chat_body` asks for log-probabilities by
+
+
 def chat_body(
     model: str,
     messages: list[dict[str, str]],

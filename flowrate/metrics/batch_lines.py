@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage
 from flowrate.metrics.planning import JudgePlan, Planner
-from flowrate.metrics.replies import judged
+from flowrate.metrics.replies import parsed_judgements
 from flowrate.metrics.rows import RowMaker, charge
 from flowrate.results.rows import EvaluationRow
-from flowrate.scores.reading import parse_reply
 
 if TYPE_CHECKING:
     from flowrate.judge.batch_api import BatchReplies
@@ -50,11 +49,7 @@ class BatchLines:
         price = getattr(self.planner.backend, "batch_price", lambda prompt, completion: None)
         usage = replies.usage
         cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
-        rubric = self.planner.rubric
-        judgements = [
-            judged(text, tokens, rubric, parse_reply(text, rubric))
-            for text, tokens in zip(replies.texts, replies.logprobs, strict=True)
-        ]
+        judgements = parsed_judgements(self.planner.rubric, replies.texts, replies.logprobs)
         rows = self.row_maker.new_rows(case, source, plan.truncated)
         self.row_maker.scoring.fill(rows, judgements)
         for row in rows:

@@ -118,13 +118,18 @@ def excerpt(text: str) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def parsed_judgements(rubric: Rubric, texts: list[str], logprobs: list[Tokens] | None = None) -> list[Judgement]:
+    """The judgements by `rubric` in replies `texts` known to hold one (cached, or a provider
+    batch's), with the distributions their tokens' `logprobs` hold."""
+    return [
+        judged(text, logprobs[index] if logprobs and index < len(logprobs) else None, rubric, parse_reply(text, rubric))
+        for index, text in enumerate(texts)
+    ]
+
+
 def cached_judgements(rubric: Rubric, texts: list[str], logprobs: list[Tokens] | None = None) -> list[Judgement]:
-    """The judgements by `rubric` in cached replies `texts`, with the distributions their tokens'
-    `logprobs` hold (no reply was read this run, so none is `repaired`)."""
-    judgements = []
-    for index, text in enumerate(texts):
-        tokens = logprobs[index] if logprobs and index < len(logprobs) else None
-        judgement = judged(text, tokens, rubric, parse_reply(text, rubric))
+    """`parsed_judgements` of cached replies: no reply was read this run, so none is `repaired`."""
+    judgements = parsed_judgements(rubric, texts, logprobs)
+    for judgement in judgements:
         judgement.repaired = False
-        judgements.append(judgement)
     return judgements

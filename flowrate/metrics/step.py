@@ -12,7 +12,7 @@ the requests itself (Ray Data, a queue of your own) uses the same two public fun
 With `--score combined` and the reason first, `build_look(metric, request)` is the verdict-first
 look to send beside the request (None otherwise), and its reply goes to `rows_from_reply(...,
 look_reply=reply)`: the rows' `verdict_first_*` and `combined_score` come from it, its tokens are
-added to the first row's, and `StepResult.look_texts` is what to keep in the cache under the
+added to the first row's, and `StepResult.look_kept` is what to keep in the cache under the
 look's own key.
 
 Nothing here makes a call or writes anything: `build_request` reads the metric's cache (when it
@@ -112,6 +112,24 @@ class Reply:
         return index < len(self.cut) and self.cut[index]
 
 
+def spend_of(*replies: Reply) -> Reply:
+    """What `replies` spent together, as one reply with no text: their tokens, their cost (None
+    once one has no price), their calls and their clocks; nothing at all for no reply."""
+    costs = [reply.cost_usd for reply in replies]
+    priced = [cost for cost in costs if cost is not None]
+    return Reply(
+        [],
+        usage=Usage(
+            prompt_tokens=sum(reply.usage.prompt_tokens for reply in replies),
+            completion_tokens=sum(reply.usage.completion_tokens for reply in replies),
+        ),
+        cost_usd=sum(priced, 0.0) if len(priced) == len(costs) else None,
+        attempts=sum(reply.attempts for reply in replies),
+        latency_s=sum((reply.latency_s for reply in replies), 0.0),
+        wait_s=sum((reply.wait_s for reply in replies), 0.0),
+    )
+
+
 @dataclass
 class StepResult:
     """What a reply made: the conversation's `rows` (error rows while a re-ask is outstanding),
@@ -135,13 +153,9 @@ def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, loo
     version. With `lookup` (and a metric with a cache) the cache is read: `cached_replies` then
     holds the replies, and nothing need be sent."""
     plan = metric.plan(case, lookup=lookup)
-    backend, planner, limit = metric.backend, metric.planner, metric.budget.reply_limit
-    n = metric.samples if metric.samples > 1 and backend.supports_n() else 1
-    form, sent = None, None
-    if planner.response_format is not None and hasattr(backend, "request_format"):
-        form, sent = backend.request_format(planner.response_format, limit)
-    model: str = getattr(backend, "batch_model", metric.model)
-    body = chat_body(model, plan.messages, n, sent, metric.temperature, limit, backend.top_logprobs())
+    planner, limit = metric.planner, metric.budget.reply_limit
+    n = metric.samples if metric.samples > 1 and metric.backend.supports_n() else 1
+    form, body = request_body(metric, plan.messages, n, planner.response_format, metric.temperature, limit)
     key = next((key for key, planned in plan.keys if planned == form), None)
     return JudgeRequest(
         conversation_id=case.id or "",
@@ -158,6 +172,20 @@ def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, loo
     )
 
 
+def request_body(
+    metric: RubricMetric, messages: list[dict[str, str]], n: int, schema: dict[str, Any] | None, temperature: float,
+    limit: int | None,
+) -> tuple[str | None, dict[str, Any]]:  # fmt: skip
+    """The form `schema` goes in to `metric`'s judge and the body asking `n` replies to `messages`
+    in it, at `temperature`, each at most `limit` tokens, with log-probabilities where asked."""
+    backend = metric.backend
+    form, sent = None, None
+    if schema is not None and hasattr(backend, "request_format"):
+        form, sent = backend.request_format(schema, limit)
+    model: str = getattr(backend, "batch_model", metric.model)
+    return form, chat_body(model, messages, n, sent, temperature, limit, backend.top_logprobs())
+
+
 def build_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
     """The verdict-first look at the conversation of `request` that `--score combined` with the
     reason first sends beside it (`first_look.VerdictFirstLook`): the same messages, a schema of
@@ -166,12 +194,7 @@ def build_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | No
     look = metric.judging.first_look
     if look is None:
         return None
-    backend = metric.backend
-    form, sent = None, None
-    if look.response_format is not None and hasattr(backend, "request_format"):
-        form, sent = backend.request_format(look.response_format, look.max_tokens)
-    model: str = getattr(backend, "batch_model", metric.model)
-    body = chat_body(model, request.messages, 1, sent, TEMPERATURE, look.max_tokens, backend.top_logprobs())
+    form, body = request_body(metric, request.messages, 1, look.response_format, TEMPERATURE, look.max_tokens)
     cached = look.replies.found_for(request.messages)
     return JudgeRequest(
         conversation_id=request.conversation_id,
@@ -225,29 +248,24 @@ def rows_from_reply(
     verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
     score the rows, and its tokens, cost and clocks are the first row's too."""
     rows = metric.row_maker.new_rows(case, source, request.truncated)
-    seen = look_reply
-    levels = distributions(seen.texts[0], seen.tokens(0), metric.rubric) if seen is not None and seen.texts else {}
-    kept = seen if levels else None
+    looked = [look_reply] if look_reply is not None and look_reply.texts else []
+    levels = distributions(looked[0].texts[0], looked[0].tokens(0), metric.rubric) if looked else {}
+    kept = look_reply if levels else None
+    paid = [look_reply] if look_reply is not None else []  # a look that failed counts its tries
     if reply is None:
         if request.cached_replies is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
         logprobs = request.plan.cached_logprobs if request.plan is not None else None
         cached = cached_judgements(metric.rubric, request.cached_replies, logprobs)
-        spent = seen or Reply([], usage=Usage(), cost_usd=0.0, attempts=0)  # a look sent for a cached reply is paid
+        spent = spend_of(*paid)  # a look sent for a cached reply is paid
         metric.row_maker.settle(
-            rows, cached, cached=True, response_format=request.cached_form, usage=Usage(**spent.usage.model_dump()),
+            rows, cached, cached=True, response_format=request.cached_form, usage=spent.usage,
             cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
             first_look=levels or None,
         )  # fmt: skip
         return StepResult(rows, look_kept=kept)
     rubric, limit = metric.rubric, metric.budget.reply_limit
-    usage = Usage(**reply.usage.model_dump())
-    cost, attempts, latency, wait = reply.cost_usd, reply.attempts, reply.latency_s, reply.wait_s
-    if seen is not None:
-        usage.prompt_tokens += seen.usage.prompt_tokens
-        usage.completion_tokens += seen.usage.completion_tokens
-        cost = None if cost is None or seen.cost_usd is None else cost + seen.cost_usd
-        attempts, latency, wait = attempts + seen.attempts, latency + seen.latency_s, wait + seen.wait_s
+    paid.append(reply)
     judgements: list[Judgement] = []
     reasks: list[JudgeRequest] = []
     outcome: list[Judgement] | Exception = judgements
@@ -265,10 +283,7 @@ def rows_from_reply(
             if again is None:
                 reasks.append(corrective_request(rubric, request, text, look, index, metric.planner.reply_order))
                 continue
-            usage.prompt_tokens += again.usage.prompt_tokens
-            usage.completion_tokens += again.usage.completion_tokens
-            cost = None if cost is None or again.cost_usd is None else cost + again.cost_usd
-            attempts, latency, wait = attempts + again.attempts, latency + again.latency_s, wait + again.wait_s
+            paid.append(again)
             retry_text = again.texts[0] if again.texts else ""
             cut = reply.is_cut(index)
             judgements.append(second_look(rubric, limit, text, cut, look, retry_text, again.is_cut(0), again.tokens(0)))
@@ -277,9 +292,11 @@ def rows_from_reply(
             raise ReaskNeeded(f"a re-ask would have been needed: {why}", reasks[0].reask_of)
     except UnparsableReply as error:
         outcome = error
+    spent = spend_of(*paid)
     metric.row_maker.settle(
-        rows, outcome, cached=False, response_format=reply.response_format, usage=usage, cost_usd=cost,
-        attempts=attempts, latency_s=latency, wait_s=wait, first_look=levels or None,
+        rows, outcome, cached=False, response_format=reply.response_format, usage=spent.usage,
+        cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
+        first_look=levels or None,
     )  # fmt: skip
     if outcome is not judgements or any(judgement.cut for judgement in judgements):
         return StepResult(rows, reasks, look_kept=kept)
