@@ -566,12 +566,11 @@ class RayRows:
 
         def make(look: Reply | None) -> None:
             rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
-            looked = [look] if look is not None else []
-            paid = spend_of(*earlier, *looked)
+            paid = spend_of(*earlier, *([look] if look is not None else []))
             metric.row_maker.settle(
                 rows, failure_error(failure), cached=False, response_format=form, usage=paid.usage,
                 cost_usd=paid.cost_usd if pending is not None else None,  # the failed call's own price is not known
-                attempts=int(out["tries"]) + spend_of(*looked).attempts,
+                attempts=int(out["tries"]) + (look.attempts if look is not None else 0),
             )  # fmt: skip
             self.emit_all(rows, order, metric.name)
 

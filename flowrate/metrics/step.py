@@ -248,8 +248,9 @@ def rows_from_reply(
     verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
     score the rows, and its tokens, cost and clocks are the first row's too."""
     rows = metric.row_maker.new_rows(case, source, request.truncated)
-    looked = [look_reply] if look_reply is not None and look_reply.texts else []
-    levels = distributions(looked[0].texts[0], looked[0].tokens(0), metric.rubric) if looked else {}
+    levels = {}
+    if look_reply is not None and look_reply.texts:
+        levels = distributions(look_reply.texts[0], look_reply.tokens(0), metric.rubric)
     kept = look_reply if levels else None
     paid = [look_reply] if look_reply is not None else []  # a look that failed counts its tries
     if reply is None:
