@@ -5,6 +5,7 @@ import random
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 
 from flowrate.analysis.history import connect, import_results
 from flowrate.analysis.top_issues import (
@@ -313,3 +314,18 @@ def test_a_naming_reply_counts_each_mode_once_and_ignores_numbers_out_of_range()
     for unusable in ("no JSON at all", '{"modes": []}', '{"modes": [{"merge": [7], "label": "x"}]}'):
         with pytest.raises(NamingError):
             read_naming(unusable, 3)
+
+
+# the pair of issue 25 as a judge wrote it: they share only their verb
+ISSUE_LOOP = "turn 3: repeats the reply of turn 1"
+ISSUE_RE_ASK = "turn 4: repeats the question after the user answered"
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+@pytest.mark.parametrize("among_others", [False, True])
+def test_two_issues_that_share_only_their_verb_are_different_modes(copies, among_others):
+    rows = planted_rows() if among_others else []
+    rows += [issue_row(f"loop-{n}", 0.3, [ISSUE_LOOP]) for n in range(copies)]
+    rows += [issue_row(f"re_ask-{n}", 0.3, [ISSUE_RE_ASK]) for n in range(copies)]
+    kinds = [sorted({key.split("-")[0] for key in mode.ids} & {"loop", "re_ask"}) for mode in top_issues(rows)]
+    assert sorted(found for found in kinds if found) == [["loop"], ["re_ask"]]
