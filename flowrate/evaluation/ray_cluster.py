@@ -1,8 +1,8 @@
 """The Ray cluster an `--engine ray` run joins, and how the run lets go of it.
 
 Joining is bounded: Ray retries a GCS that does not answer for good, in C++ code that hears no
-signal, so `ray.init` runs in a thread of its own while this one waits `JOIN_TIMEOUT_S` (Ctrl-C
-and SIGTERM heard meanwhile). A run that names no cluster gets a local one from a keeper: this
+signal, so `ray.init` runs in a thread of its own while this one waits (`--ray-join-timeout`;
+Ctrl-C and SIGTERM heard meanwhile). A run that names no cluster gets a local one from a keeper: this
 module run as a process of its own, in a session of its own (a Ctrl-C at the terminal reaches the
 run, not the cluster), which starts the cluster, tells its address, and stops every process of it
 once its stdin closes: when the run ends, however it ends (kill -9 included). Without the keeper,
@@ -26,7 +26,6 @@ from typing import Any
 
 from flowrate.errors import ConfigError
 
-JOIN_TIMEOUT_S = 10.0  # a cluster that answers joins in 1-3 s on a busy 2-core machine
 START_TIMEOUT_S = 120.0  # a local cluster starts in 5-15 s there
 STOP_TIMEOUT_S = 30.0  # the keeper stops its cluster in 1-3 s
 READY = "flowrate-ray-keeper: "  # the keeper's line telling the address (Ray may print other lines)
@@ -74,10 +73,10 @@ def before_import(address: str | None) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
-def connect(ray: Any, address: str | None) -> Connection:
+def connect(ray: Any, address: str | None, timeout_s: float) -> Connection:
     """Join the Ray cluster at `address` (None: `RAY_ADDRESS`, else a local cluster started for
     the run by a keeper), unless this process has joined one already; `ConfigError` (exit 2) for
-    one that cannot be joined within `JOIN_TIMEOUT_S`."""
+    one that cannot be joined within `timeout_s`."""
     if ray.is_initialized():
         return Connection()
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -85,7 +84,7 @@ def connect(ray: Any, address: str | None) -> Connection:
     if address is None:
         keeper, address = start_keeper()
     try:
-        join(ray, address, "a local cluster" if keeper is not None else address)
+        join(ray, address, "a local cluster" if keeper is not None else address, timeout_s)
     except BaseException:
         if keeper is not None:
             stop_keeper(keeper)
@@ -93,8 +92,9 @@ def connect(ray: Any, address: str | None) -> Connection:
     return Connection(joined=True, keeper=keeper)
 
 
-def join(ray: Any, address: str, where: str) -> None:
-    """`ray.init(address)` in a thread, waited for `JOIN_TIMEOUT_S` here, where signals are heard."""
+def join(ray: Any, address: str, where: str, timeout_s: float) -> None:
+    """`ray.init(address)` in a thread, waited for `timeout_s` here, where signals are heard;
+    `where` names the cluster in the error."""
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -106,8 +106,8 @@ def join(ray: Any, address: str, where: str) -> None:
     thread = threading.Thread(target=run, name="flowrate-ray-join", daemon=True)
     thread.start()
     with ctrl_c_raises():
-        thread.join(JOIN_TIMEOUT_S)
-    why = f"no answer within {JOIN_TIMEOUT_S:g} s" if thread.is_alive() else failed[0] if failed else None
+        thread.join(timeout_s)
+    why = f"no answer within {timeout_s:g} s" if thread.is_alive() else failed[0] if failed else None
     if why is not None:
         raise ConfigError(
             f"--ray-address {where}: cannot join the Ray cluster ({why}); a cluster with token"

@@ -72,15 +72,16 @@ def require_ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> tuple[Any, Any]:
-    """Join the Ray cluster at `address` (see `ray_cluster.connect`): `ray`, and the connection
-    to close at the run's end; Ray Data's progress output kept off the terminal."""
+def connect(address: str | None, join_timeout_s: float) -> tuple[Any, Any]:
+    """Join the Ray cluster at `address` within `join_timeout_s` (see `ray_cluster.connect`):
+    `ray`, and the connection to close at the run's end; Ray Data's progress output kept off the
+    terminal."""
     import logging
 
     from flowrate.evaluation.ray_cluster import connect as join_cluster
 
     ray = require_ray()
-    connection = join_cluster(ray, address)
+    connection = join_cluster(ray, address, join_timeout_s)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     context.print_on_execution_start = False
@@ -701,7 +702,8 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
     connection = None
     try:
         listener.stage("starting Ray")
-        ray, connection = connect(run.settings.engine_settings.ray_address)
+        engine = run.settings.engine_settings
+        ray, connection = connect(engine.ray_address, engine.ray_join_timeout)
         actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
         processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
         ray_run = RayRun(run, Tally(run.metrics, listener, summary, done), processor, run.concurrency)

@@ -505,6 +505,12 @@ class EngineOptions(Group):
         " or HOST:6379 on the cluster)."
         " [default: RAY_ADDRESS, else a local cluster for the run]",
     )
+    ray_join_timeout: Annotated[float, flag()] = Field(
+        10.0,
+        gt=0,
+        description="Seconds --engine ray waits to join its cluster before giving up with exit 2 (Ray alone"
+        " retries a cluster that does not answer for good). [default: 10]",
+    )
 
 
 class RedactionRule(BaseModel):
