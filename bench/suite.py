@@ -46,7 +46,8 @@ def run(checkout: Path) -> tuple[float, float, str]:
     wall_s, cpu_s = time.monotonic() - started, busy_cpu_s() - cpu
     last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     if done.returncode != 0:
-        print(f"{checkout}: {shlex.join(command)} exited {done.returncode}: {last}", file=sys.stderr)
+        failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        print(f"{checkout}: {shlex.join(command)} exited {done.returncode}: {last}", *failed, sep="\n", file=sys.stderr)
     return wall_s, cpu_s, last
 
 
