@@ -38,8 +38,9 @@ def busy_cpu_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def run(checkout: Path) -> tuple[float, float, str]:
-    """The README's test command in `checkout`: wall seconds, machine CPU seconds, pytest's last line."""
+def run(checkout: Path) -> tuple[list[str], float, float, str]:
+    """The README's test command in `checkout`: the command, wall seconds, machine CPU seconds,
+    pytest's last line."""
     command = readme_test_command(checkout)
     started, cpu = time.monotonic(), busy_cpu_s()
     done = subprocess.run(command, cwd=checkout, capture_output=True, text=True)
@@ -48,7 +49,7 @@ def run(checkout: Path) -> tuple[float, float, str]:
     if done.returncode != 0:
         failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
         print(f"{checkout}: {shlex.join(command)} exited {done.returncode}: {last}", *failed, sep="\n", file=sys.stderr)
-    return wall_s, cpu_s, last
+    return command, wall_s, cpu_s, last
 
 
 def main() -> None:
@@ -57,20 +58,17 @@ def main() -> None:
     parser.add_argument("--after", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, alternating")
     args = parser.parse_args()
-    times: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    times: dict[str, list[float]] = {"before": [], "after": []}
     for _ in range(args.repeat):
         for name, checkout in (("before", args.before), ("after", args.after)):
-            wall_s, cpu_s, last = run(checkout.resolve())
-            times[name].append((wall_s, cpu_s))
-            print(
-                f"{name:6}  {wall_s:6.1f} s wall  {cpu_s:6.1f} s machine CPU  {shlex.join(readme_test_command(checkout))}"
-            )
+            command, wall_s, cpu_s, last = run(checkout.resolve())
+            times[name].append(wall_s)
+            print(f"{name:6}  {wall_s:6.1f} s wall  {cpu_s:6.1f} s machine CPU  {shlex.join(command)}")
             print(f"        {last}")
-    before = min(wall for wall, _ in times["before"])
-    after = min(wall for wall, _ in times["after"])
-    print(
-        f"after / before (wall, best of {args.repeat}): {after / before:.2f} ({(1 - after / before) * 100:.0f} % faster)"
-    )
+    before, after = min(times["before"]), min(times["after"])
+    ratio = after / before
+    change = f"{(1 - ratio) * 100:.0f} % faster" if ratio <= 1 else f"{(ratio - 1) * 100:.0f} % slower"
+    print(f"after / before (wall, best of {args.repeat}): {ratio:.2f} ({change})")
 
 
 if __name__ == "__main__":

@@ -231,10 +231,20 @@ def conversation_ids(rows: Iterable[Any]) -> set[str]:
 
 
 # -- grouping ------------------------------------------------------------------------------
-def vectors(texts: list[str]) -> Any:
-    """The unit vectors (sparse) of `texts` whose dot products are the similarities grouping
-    reads: TF-IDF of character 3- to 5-grams within words and TF-IDF of the words of
-    `SHORTEST_WORD` characters or more, each L2-normalised, side by side with weights
+def word_counts(texts: list[str]) -> tuple[Any, Any]:
+    """How often each word occurs in each of `texts` (a sparse matrix, a row per text), and the
+    words (its columns): what both the vectors and the content words are read from."""
+    import numpy
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    words = CountVectorizer(analyzer=str.split, dtype=numpy.float32)
+    return words.fit_transform(texts), words.get_feature_names_out()
+
+
+def vectors(per_text: Any, names: Any) -> Any:
+    """The unit vectors (sparse) of the texts counted in `per_text` (its words `names`, from
+    `word_counts`) whose dot products are the similarities grouping reads: TF-IDF of character
+    3- to 5-grams within words and TF-IDF of the words of `SHORTEST_WORD` characters or more, each L2-normalised, side by side with weights
     `1 - WORD_WEIGHT` and `WORD_WEIGHT` on their squares, so a dot product is the weighted
     mean of the two cosines (a text, or all texts, of only shorter words: the n-grams alone).
     The n-grams are what `TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
@@ -246,9 +256,6 @@ def vectors(texts: list[str]) -> Any:
     from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
     from sklearn.preprocessing import normalize
 
-    words = CountVectorizer(analyzer=str.split, dtype=numpy.float32)
-    per_text = words.fit_transform(texts)
-    names = words.get_feature_names_out()
     grams = CountVectorizer(analyzer="char_wb", ngram_range=(3, 5), lowercase=False, dtype=numpy.float32)
     by_grams = TfidfTransformer(sublinear_tf=True).fit_transform(per_text @ grams.fit_transform(names))
     long = [index for index, word in enumerate(names) if len(word) >= SHORTEST_WORD]
@@ -261,22 +268,24 @@ def vectors(texts: list[str]) -> Any:
     return normalize(scipy.sparse.hstack([by_grams, by_words], format="csr"))
 
 
-def _content_words(texts: list[str]) -> Any:
-    """Which content words each text has (a sparse 0/1 matrix, one row per text): its whole
-    words of `SHORTEST_WORD` characters or more but English's function words (scikit-learn's
-    list; other languages' function words count, which only lets more pairs join)."""
-    import numpy
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
+def _content_words(per_text: Any, names: Any) -> Any:
+    """Which content words each text counted in `per_text` has (0/1, a row per text; None when
+    no text has one): its whole words of `SHORTEST_WORD` characters or more but English's
+    function words (scikit-learn's list; other languages' function words count, which only lets
+    more pairs join)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    def content(text: str) -> list[str]:
-        return [word for word in text.split() if len(word) >= SHORTEST_WORD and word not in ENGLISH_STOP_WORDS]
-
-    if not any(content(text) for text in texts):
+    content = [
+        index for index, word in enumerate(names) if len(word) >= SHORTEST_WORD and word not in ENGLISH_STOP_WORDS
+    ]
+    if not content:
         return None
-    return CountVectorizer(analyzer=content, binary=True, dtype=numpy.float32).fit_transform(texts)
+    words = per_text[:, content].tocsr()
+    words.data[:] = 1.0
+    return words
 
 
-def _cluster(matrix: Any, frequencies: list[int], words: Any = None) -> list[int]:
+def _cluster(matrix: Any, frequencies: list[int], words: Any) -> list[int]:
     """The group of each text (row of `matrix`), numbered in the texts' order; `frequencies`
     (how often each text occurs) choose which texts are clustered first above `EXACT_LIMIT`;
     `words` (from `_content_words`, None: no content words) keep apart texts that share too few."""
@@ -288,7 +297,7 @@ def _cluster(matrix: Any, frequencies: list[int], words: Any = None) -> list[int
     return [numbering.setdefault(int(label), len(numbering)) for label in labels]
 
 
-def _exact(matrix: Any, words: Any = None) -> Any:
+def _exact(matrix: Any, words: Any) -> Any:
     """Average linkage on the full cosine distance matrix, pairs sharing fewer than
     `SHARED_WORDS` of their content `words` (or than the shorter has) put at distance 1."""
     import numpy
@@ -310,7 +319,7 @@ def _exact(matrix: Any, words: Any = None) -> Any:
     return model.fit_predict(distances)
 
 
-def _in_rounds(matrix: Any, frequencies: list[int], words: Any = None) -> Any:
+def _in_rounds(matrix: Any, frequencies: list[int], words: Any) -> Any:
     """Many texts: in rounds, the `ROUND_SIZE` most frequent texts not yet grouped (ties: the
     first in sorted order) are clustered exactly, and every other text not yet grouped joins the
     group of this round nearest it if that is within the cut (by its mean vector: `words` keep
@@ -450,9 +459,12 @@ class Grouping:
 def group(found: list[Occurrence]) -> Grouping:
     """The occurrences grouped by the similarity of their grouping texts (see the module)."""
     texts = sorted({occurrence.key for occurrence in found})
-    matrix = vectors(texts) if texts else None
+    matrix = words = None
+    if texts:
+        per_text, names = word_counts(texts)
+        matrix, words = vectors(per_text, names), _content_words(per_text, names)
     frequency = Counter(occurrence.key for occurrence in found)
-    groups = _cluster(matrix, [frequency[text] for text in texts], _content_words(texts) if texts else None)
+    groups = _cluster(matrix, [frequency[text] for text in texts], words)
     return Grouping(found, texts, matrix, dict(zip(texts, groups, strict=True)))
 
 

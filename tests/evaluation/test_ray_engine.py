@@ -519,14 +519,15 @@ def _start_on_ray(cli_env, tmp_path, *args):
     )
 
 
-def _wait_for_rows(process, output, count, timeout_s):
+def _wait_for(process, reached, what, timeout_s):
+    """Until `reached()` while `process` runs; else it is killed and the test fails, saying `what`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and process.poll() is None:
-        if lines_in(output) >= count:
+        if reached():
             return
         time.sleep(0.05)
     process.kill()  # a run left behind holds the cluster's CPUs, and the next Ray test waits for good
-    raise AssertionError(f"not {count} rows in {timeout_s} s: {process.poll()}")
+    raise AssertionError(f"not {what} in {timeout_s} s: {process.poll()}")
 
 
 @ON_CLUSTER
@@ -544,7 +545,7 @@ def test_ctrl_c_and_sigterm_stop_a_ray_run_sending_nothing_more_with_the_summary
     write_jsonl(tmp_path / "c.jsonl", distinct(120))
     args = ["eval", "c.jsonl", "--api-base", ray_judge.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "-j", "4"]
     process = _start_on_ray(cli_env, tmp_path, *args, "--no-cache", "--ray-address", ray_address)
-    _wait_for_rows(process, tmp_path / "out.jsonl", 8, 120)
+    _wait_for(process, lambda: lines_in(tmp_path / "out.jsonl") >= 8, "8 rows", 120)
     sent = ray_judge.requests
     process.send_signal(stop)
     if again:  # a second Ctrl-C, while Ray is left: no traceback of Ray's
@@ -602,10 +603,7 @@ def test_a_ray_run_killed_with_kill_9_leaves_no_process_of_its_local_cluster(jud
     args = ["eval", "c.jsonl", "--api-base", judge_server.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "-j", "4"]
     process = _start_on_ray(cli_env, tmp_path, *args, "--no-cache")  # no --ray-address: a local cluster for the run
     try:  # killed while its actors send: no need to wait for a block's rows (12 s at 100 conversations)
-        deadline = time.monotonic() + 240
-        while judge_server.requests < 4 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert judge_server.requests >= 4, process.poll()
+        _wait_for(process, lambda: judge_server.requests >= 4, "4 requests", 240)
         time.sleep(1)
         run = _descendants(process.pid)
         commands = " | ".join(run.values())
