@@ -78,7 +78,10 @@ def agreement_report(
 def correlation(name: str, scores, labels) -> Statistic:
     """The correlation `name` (one of `CORRELATIONS`: Spearman, Kendall tau-b, Pearson) of the
     arrays `scores` and `labels`, paired by position, with its bootstrap interval over the
-    pairs; no value where either side has no spread or there are fewer than 3 pairs."""
+    pairs; no value where either side has no spread or there are fewer than 3 pairs.
+
+    The interval's 1,000 resamples are computed at once (`correlations_by_row`), not by a call
+    to scipy per resample: 0.5 s of CPU for each interval on 10 pairs, and 62 times less."""
     import warnings
 
     import numpy as np
@@ -94,8 +97,61 @@ def correlation(name: str, scores, labels) -> Statistic:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a resample with no spread has no correlation: left out
         value = measure(scores, labels)
-        interval = bootstrap_ci95(lambda index: measure(scores[index], labels[index]), len(scores), vectorised=False)
+        interval = bootstrap_ci95(lambda index: correlations_by_row(name, scores[index], labels[index]), len(scores))
     return Statistic(value=rounded(value), ci95=interval)
+
+
+def correlations_by_row(name: str, scores, labels):
+    """The correlation `name` of each row of the 2-D arrays `scores` and `labels` with the same
+    row of the other, NaN where a row has no spread: what scipy gives one row at a time.
+
+    Pearson is scipy's own along the rows and Kendall's tau-b comes from the same integer
+    counts as scipy's, so both are scipy's figures to the bit; Spearman is Pearson over
+    scipy's average ranks, within 1e-15 of `spearmanr`, which goes through `np.corrcoef`
+    (`tests/analysis/test_agreement.py` holds all three)."""
+    from scipy import stats
+
+    if name == "kendall":
+        return _kendall_tau_b_by_row(scores, labels)
+    if name == "spearman":
+        scores, labels = stats.rankdata(scores, axis=1), stats.rankdata(labels, axis=1)
+    return stats.pearsonr(scores, labels, axis=1).statistic
+
+
+def _kendall_tau_b_by_row(scores, labels, cells_at_once: int = 4_000_000):
+    """Kendall's tau-b of each row pair, counted from the row's table of (score, label) values:
+    concordant minus discordant pairs, and the pairs tied on each side, in integers, then
+    divided as `scipy.stats.kendalltau` divides. Rows are taken `cells_at_once` table cells at
+    a time, which bounds the memory whatever the number of distinct values."""
+    import numpy as np
+
+    _, x = np.unique(scores, return_inverse=True)
+    _, y = np.unique(labels, return_inverse=True)
+    x, y = x.reshape(scores.shape), y.reshape(labels.shape)
+    rows, n = x.shape
+    width, height = int(x.max()) + 1, int(y.max()) + 1
+    pairs = n * (n - 1) // 2
+    step = max(1, cells_at_once // (width * height))
+    tau = np.empty(rows)
+    for start in range(0, rows, step):
+        block = slice(start, start + step)
+        count = x[block].shape[0]
+        cells = x[block] * height + y[block] + np.arange(count)[:, None] * (width * height)
+        table = np.bincount(cells.ravel(), minlength=count * width * height).reshape(count, width, height)
+        both_up = np.zeros_like(table)  # pairs with a cell that is higher on both sides
+        both_up[:, :-1, :-1] = table[:, ::-1, ::-1].cumsum(1).cumsum(2)[:, ::-1, ::-1][:, 1:, 1:]
+        crossed = np.zeros_like(table)  # higher score, lower label
+        crossed[:, :-1, 1:] = table[:, ::-1, :].cumsum(1)[:, ::-1, :].cumsum(2)[:, 1:, :-1]
+        concordant_minus_discordant = (table * (both_up - crossed)).sum(axis=(1, 2))
+        per_score, per_label = table.sum(axis=2), table.sum(axis=1)
+        score_ties = (per_score * (per_score - 1) // 2).sum(axis=1)
+        label_ties = (per_label * (per_label - 1) // 2).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            figure = concordant_minus_discordant / np.sqrt(pairs - score_ties) / np.sqrt(pairs - label_ties)
+        figure = np.clip(figure, -1.0, 1.0)
+        figure[(score_ties == pairs) | (label_ties == pairs)] = np.nan
+        tau[block] = figure
+    return tau
 
 
 def _ordinal_agreement(pairs: list[Pair], labels, scale) -> tuple[Kappa | None, Confusion | None]:

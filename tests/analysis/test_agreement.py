@@ -2,10 +2,13 @@
 labeled conversations it cannot use."""
 
 import json
+import warnings
 
+import numpy as np
+import pytest
 from scipy import stats
 
-from flowrate.analysis.agreement import agreement_report
+from flowrate.analysis.agreement import CORRELATIONS, agreement_report, correlations_by_row
 from flowrate.results.rows import Verdict
 from tests.helpers import suite_reply, turn_record, write_jsonl
 from tests.helpers import verdict_record as _row
@@ -47,6 +50,45 @@ def test_agreement_statistics():
     ]
     assert report.confusion.counts == [[1, 0, 0, 0, 0], [0, 0, 1, 0, 0], [0, 1, 0, 0, 1]]
     assert report.spearman.ci95 is not None and agreement_report(pairs, "Coherent", scale=scale) == report
+
+
+SCIPY_ONE_AT_A_TIME = {
+    "spearman": lambda a, b: stats.spearmanr(a, b).statistic,
+    "kendall": lambda a, b: stats.kendalltau(a, b, variant="b").statistic,
+    "pearson": lambda a, b: stats.pearsonr(a, b).statistic,
+}
+
+
+@pytest.mark.parametrize("name", CORRELATIONS)
+@pytest.mark.parametrize("labels", ["0-2 levels", "fifths", "continuous"])
+@pytest.mark.parametrize("n", [3, 10, 125])
+def test_each_resample_s_correlation_is_what_scipy_gives_for_that_resample_alone(name, labels, n):
+    rng = np.random.default_rng(n)
+    scores = rng.choice([0.0, 0.3, 0.7, 0.9, 1.0], n)
+    humans = {
+        "0-2 levels": np.round(scores * 2 + rng.normal(0, 0.6, n)).clip(0, 2),
+        "fifths": np.round((scores * 4 + rng.normal(0, 1, n)) * 5) / 5,
+        "continuous": scores + rng.normal(0, 1, n),
+    }[labels]
+    index = rng.integers(0, n, size=(300, n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resamples with no spread: NaN on both sides
+        alone = np.array([SCIPY_ONE_AT_A_TIME[name](scores[row], humans[row]) for row in index])
+        by_row = correlations_by_row(name, scores[index], humans[index])
+    assert np.array_equal(np.isnan(alone), np.isnan(by_row)) and (n > 3 or np.isnan(alone).any())
+    if name == "spearman":  # np.corrcoef's order of sums against pearsonr's
+        np.testing.assert_allclose(by_row, alone, rtol=0, atol=1e-15)
+    else:
+        assert np.array_equal(by_row, alone, equal_nan=True)
+
+
+def test_kendall_s_table_taken_a_few_cells_at_a_time_gives_the_same_figures():
+    from flowrate.analysis.agreement import _kendall_tau_b_by_row
+
+    rng = np.random.default_rng(5)
+    scores, humans = rng.integers(0, 5, size=(50, 40)), rng.normal(size=(50, 40)).round(1)
+    whole = _kendall_tau_b_by_row(scores, humans)
+    assert np.array_equal(_kendall_tau_b_by_row(scores, humans, cells_at_once=1), whole, equal_nan=True)
 
 
 def test_agreement_intervals_do_not_depend_on_row_order():
