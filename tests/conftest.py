@@ -1,14 +1,16 @@
 """Fixtures: the scripted judge and the batch fake on 127.0.0.1, `flowrate` in process and as a real
 process, and the inputs several stages' tests share. Plain helpers are in `tests/helpers.py`."""
 
+import asyncio
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import FLOWRATE, TEST_KEY, judge_mixed, mixed, write_jsonl
+from tests.helpers import CHROMIUM, FLOWRATE, TEST_KEY, judge_mixed, mixed, write_jsonl
 from tests.judge_server import JudgeServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -99,10 +101,50 @@ def run_flowrate(tmp_path, cli_env, monkeypatch):
         wanted = env or cli_env
         overlay = {key: None for key in os.environ if key not in wanted}
         overlay.update(wanted)
-        result = CliRunner().invoke(app, [str(arg) for arg in args], input=input, env=overlay, catch_exceptions=False)
+        result = beside_playwright(
+            lambda: CliRunner().invoke(
+                app, [str(arg) for arg in args], input=input, env=overlay, catch_exceptions=False
+            )
+        )
         return Outcome(result.exit_code, result.stdout, result.stderr)
 
     return run
+
+
+def beside_playwright(call):
+    """`call()`, in a thread of its own while this thread's asyncio loop is marked running, as
+    playwright's sync API leaves it between its calls (`chromium`): `asyncio.run` refuses to
+    start there. Exceptions come back as they were raised."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(call).result()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Chromium (Debian's, through playwright's driver), launched once for the module's
+    tests; each test opens its pages in a browser context of its own (its own cookies and
+    storage). A launch cost 2.5 s of wall time a test, of which a page is 0.6 s. Skipped where
+    Chromium or the driver is not installed (.ci/run installs Debian's chromium)."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
 
 
 @pytest.fixture

@@ -39,19 +39,6 @@ def _hostile_run(tmp_path, judge):
     return write_jsonl(tmp_path / "c.jsonl", records)
 
 
-def _browser(playwright):
-    return playwright.chromium.launch(
-        executable_path=CHROMIUM,
-        args=[
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-        ],
-    )
-
-
 # Names that read as the placeholders of a page template.
 PLACEHOLDER_METRICS = ["{{data}}", "{{cards}}", "{{charts}}"]
 
@@ -67,115 +54,101 @@ def write_placeholder_rows(path):
     return path
 
 
-def open_page(playwright, path, errors):
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-    page = browser.new_context(offline=True).new_page()
+def open_page(chromium, path, errors):
+    context = chromium.new_context(offline=True)
+    page = context.new_page()
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(path.as_uri())
-    return browser, page
+    return context, page
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
-def test_the_html_report_in_headless_chromium(report_page, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+def test_the_html_report_in_headless_chromium(report_page, chromium, tmp_path):
     errors = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        context = browser.new_context(offline=True)
-        context.route("http*://**", lambda route: route.abort())
-        page = context.new_page()
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(report_page.as_uri())
-        assert page.locator("svg.chart").count() == 1
-        assert page.locator("#results tbody tr").count() == 5
-        page.select_option("#status", "fail")
-        assert page.locator("#results tbody tr").count() == 1
-        page.locator("#results tbody tr").first.click()
-        issue = page.locator('#transcript .turn[data-turn="2"] .issue')
-        assert issue.inner_text() == "conversational_flow_rate: turn 2: asks again for the order number"
-        page.locator("#results th", has_text="score").click()
-        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-        browser.close()
+    context = chromium.new_context(offline=True)
+    context.route("http*://**", lambda route: route.abort())
+    page = context.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(report_page.as_uri())
+    assert page.locator("svg.chart").count() == 1
+    assert page.locator("#results tbody tr").count() == 5
+    page.select_option("#status", "fail")
+    assert page.locator("#results tbody tr").count() == 1
+    page.locator("#results tbody tr").first.click()
+    issue = page.locator('#transcript .turn[data-turn="2"] .issue')
+    assert issue.inner_text() == "conversational_flow_rate: turn 2: asks again for the order number"
+    page.locator("#results th", has_text="score").click()
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    context.close()
     assert errors == []
     assert (tmp_path / "report.png").stat().st_size > 1000
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
-def test_hostile_text_in_every_field_is_drawn_literally_in_the_html_report(judge, run_flowrate, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+def test_hostile_text_in_every_field_is_drawn_literally_in_the_html_report(judge, run_flowrate, chromium, tmp_path):
     path = _hostile_run(tmp_path, judge)
     result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--html", "report.html")
     assert result.returncode == 1, result.stderr
     errors = []
-    with sync_api.sync_playwright() as playwright:
-        browser = _browser(playwright)
-        context = browser.new_context(offline=True)
-        context.route("http*://**", lambda route: route.abort())
-        page = watched(context.new_page(), errors)
-        page.goto((tmp_path / "report.html").as_uri())
-        rows = page.locator("#results tbody tr")
-        assert rows.count() == len(HOSTILE)
-        # input order (the first conversation was judged last), each id as its literal text
-        assert [rows.nth(n).locator("td").first.inner_text() for n in range(len(HOSTILE))] == HOSTILE
-        for n, text in enumerate(HOSTILE):
-            rows.nth(n).click()
-            assert page.locator("#transcript h2").inner_text() == text
-            turns = page.locator("#transcript .turn")
-            assert turns.count() == 2
-            assert turns.first.locator(".user").inner_text() == f"user: MARK-HOSTILE-{n} user says {text}"
-            assert turns.first.locator(".assistant").inner_text() == f"assistant: bot says {text}"
-            if n % 2 == 0:  # the failing ones carry their key issues at turns 1 and 2
-                issues = page.locator("#transcript .issue")
-                assert issues.first.inner_text() == f"conversational_flow_rate: turn 1: {text}"
-        cost = rows.first.locator("td").nth(5).inner_text()
-        assert re.fullmatch(r"\d\.\d{1,6}", cost), cost  # money, not 0.006542500000000001
-        assert page.locator("img").count() == 0 and page.locator("script").count() == 2
-        assert page.title() == "flowrate report"
-        browser.close()
+    context = chromium.new_context(offline=True)
+    context.route("http*://**", lambda route: route.abort())
+    page = watched(context.new_page(), errors)
+    page.goto((tmp_path / "report.html").as_uri())
+    rows = page.locator("#results tbody tr")
+    assert rows.count() == len(HOSTILE)
+    # input order (the first conversation was judged last), each id as its literal text
+    assert [rows.nth(n).locator("td").first.inner_text() for n in range(len(HOSTILE))] == HOSTILE
+    for n, text in enumerate(HOSTILE):
+        rows.nth(n).click()
+        assert page.locator("#transcript h2").inner_text() == text
+        turns = page.locator("#transcript .turn")
+        assert turns.count() == 2
+        assert turns.first.locator(".user").inner_text() == f"user: MARK-HOSTILE-{n} user says {text}"
+        assert turns.first.locator(".assistant").inner_text() == f"assistant: bot says {text}"
+        if n % 2 == 0:  # the failing ones carry their key issues at turns 1 and 2
+            issues = page.locator("#transcript .issue")
+            assert issues.first.inner_text() == f"conversational_flow_rate: turn 1: {text}"
+    cost = rows.first.locator("td").nth(5).inner_text()
+    assert re.fullmatch(r"\d\.\d{1,6}", cost), cost  # money, not 0.006542500000000001
+    assert page.locator("img").count() == 0 and page.locator("script").count() == 2
+    assert page.title() == "flowrate report"
+    context.close()
     assert errors == []
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
-def test_metric_names_that_read_as_template_placeholders_are_drawn_as_themselves_on_both_pages(run_flowrate, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+def test_metric_names_that_read_as_template_placeholders_are_drawn_as_themselves_on_both_pages(
+    run_flowrate, chromium, tmp_path
+):
     write_placeholder_rows(tmp_path / "rows.jsonl")
     trends = run_flowrate("trends", "rows.jsonl", "--html", "trends.html", "--json")
     assert trends.returncode == 0, trends.stderr
     report = run_flowrate("report", "rows.jsonl", "--html", "report.html")
     assert report.returncode == 0, report.stderr
     errors = []
-    with sync_api.sync_playwright() as playwright:
-        browser, page = open_page(playwright, tmp_path / "trends.html", errors)
-        assert sorted(page.locator("svg.trend").evaluate_all("svgs => svgs.map(s => s.dataset.metric)")) == sorted(
-            PLACEHOLDER_METRICS
-        )
-        assert sorted(page.locator(".card h3").all_text_contents()) == sorted(PLACEHOLDER_METRICS)
-        assert page.evaluate("JSON.parse(document.getElementById('data').textContent)") == json.loads(trends.stdout)
-        assert page.title() == "flowrate trends (6 points)"
-        browser.close()
-        browser, page = open_page(playwright, tmp_path / "report.html", errors)
-        assert sorted(page.locator("#totals .card h3").all_text_contents()) == sorted(PLACEHOLDER_METRICS)
-        assert page.locator("#results tbody tr").count() == 6
-        assert page.locator("#count").text_content() == "6 of 6 rows"
-        assert page.title() == "flowrate report"
-        browser.close()
+    context, page = open_page(chromium, tmp_path / "trends.html", errors)
+    assert sorted(page.locator("svg.trend").evaluate_all("svgs => svgs.map(s => s.dataset.metric)")) == sorted(
+        PLACEHOLDER_METRICS
+    )
+    assert sorted(page.locator(".card h3").all_text_contents()) == sorted(PLACEHOLDER_METRICS)
+    assert page.evaluate("JSON.parse(document.getElementById('data').textContent)") == json.loads(trends.stdout)
+    assert page.title() == "flowrate trends (6 points)"
+    context.close()
+    context, page = open_page(chromium, tmp_path / "report.html", errors)
+    assert sorted(page.locator("#totals .card h3").all_text_contents()) == sorted(PLACEHOLDER_METRICS)
+    assert page.locator("#results tbody tr").count() == 6
+    assert page.locator("#count").text_content() == "6 of 6 rows"
+    assert page.title() == "flowrate report"
+    context.close()
     assert errors == []
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
-def test_bidi_controls_and_line_separators_are_drawn_escaped_in_the_html_report(judge, run_flowrate, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+def test_bidi_controls_and_line_separators_are_drawn_escaped_in_the_html_report(
+    judge, run_flowrate, chromium, tmp_path
+):
     odd = "h5-\u202eevil\u202c\x1b"
     judge.script("MARK-BIDI", {"verdict": "minor", "key_issues": ["turn 1: asks\u2028again \u2066twice\u2069"]})
     records = [turn_record(odd, "MARK-BIDI user \u200fsays", "bot\u2029says \u061cno")]
@@ -184,22 +157,21 @@ def test_bidi_controls_and_line_separators_are_drawn_escaped_in_the_html_report(
     assert result.returncode == 1, result.stderr
     shown_id, shown_issue = "h5-\\u202eevil\\u202c\\x1b", "turn 1: asks\\u2028again \\u2066twice\\u2069"
     errors = []
-    with sync_api.sync_playwright() as playwright:
-        browser = _browser(playwright)
-        page = watched(browser.new_context(offline=True).new_page(), errors)
-        page.goto((tmp_path / "report.html").as_uri())
-        first = page.locator("#results tbody tr").first
-        assert first.locator("td").first.inner_text() == shown_id
-        # the label is the analysis's, its white space (U+2028 too) made one space
-        assert page.locator("#top-issues td.label").first.inner_text() == "asks again \\u2066twice\\u2069"
-        assert page.locator("#top-issues a.example").first.inner_text() == shown_id
-        first.click()
-        assert page.locator("#transcript h2").inner_text() == shown_id
-        turn = page.locator("#transcript .turn").first
-        assert turn.locator(".user").inner_text() == "user: MARK-BIDI user \\u200fsays"
-        assert turn.locator(".assistant").inner_text() == "assistant: bot\\u2029says \\u061cno"
-        assert turn.locator(".issue").inner_text() == f"conversational_flow_rate: {shown_issue}"
-        page.locator("#top-issues a.example").first.click()  # the link names the id exactly
-        assert page.locator("#transcript .turn").count() == 1
-        browser.close()
+    context = chromium.new_context(offline=True)
+    page = watched(context.new_page(), errors)
+    page.goto((tmp_path / "report.html").as_uri())
+    first = page.locator("#results tbody tr").first
+    assert first.locator("td").first.inner_text() == shown_id
+    # the label is the analysis's, its white space (U+2028 too) made one space
+    assert page.locator("#top-issues td.label").first.inner_text() == "asks again \\u2066twice\\u2069"
+    assert page.locator("#top-issues a.example").first.inner_text() == shown_id
+    first.click()
+    assert page.locator("#transcript h2").inner_text() == shown_id
+    turn = page.locator("#transcript .turn").first
+    assert turn.locator(".user").inner_text() == "user: MARK-BIDI user \\u200fsays"
+    assert turn.locator(".assistant").inner_text() == "assistant: bot\\u2029says \\u061cno"
+    assert turn.locator(".issue").inner_text() == f"conversational_flow_rate: {shown_issue}"
+    page.locator("#top-issues a.example").first.click()  # the link names the id exactly
+    assert page.locator("#transcript .turn").count() == 1
+    context.close()
     assert errors == []

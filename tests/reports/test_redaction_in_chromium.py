@@ -26,11 +26,10 @@ def _report(judge, run_flowrate, tmp_path, *extra):
     return tmp_path / "report.html"
 
 
-def _transcript_of(playwright, path, conversation_id):
+def _transcript_of(chromium, path, conversation_id):
     """The page's redaction section, its whole text, and the user lines of one conversation's transcript."""
     errors = []
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-    context = browser.new_context(offline=True)
+    context = chromium.new_context(offline=True)
     context.route("http*://**", lambda route: route.abort())
     page = watched(context.new_page(), errors)
     page.goto(path.as_uri())
@@ -43,31 +42,27 @@ def _transcript_of(playwright, path, conversation_id):
         texts.append(page.locator("#transcript").inner_text())
         if page.locator("#transcript h2").inner_text() == conversation_id:
             user_lines = [line.inner_text() for line in page.locator("#transcript .turn .user").all()]
-    browser.close()
+    context.close()
     assert errors == []
     return section, "\n".join(texts), user_lines
 
 
-def test_the_report_shows_the_totals_and_the_transcripts_redacted(judge, run_flowrate, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+def test_the_report_shows_the_totals_and_the_transcripts_redacted(judge, run_flowrate, chromium, tmp_path):
     path = _report(judge, run_flowrate, tmp_path)
     totals = {}
     for row in read_rows(tmp_path / "out.jsonl"):
         for kind, count in row["redactions"].items():
             totals[kind] = totals.get(kind, 0) + count
-    with sync_api.sync_playwright() as playwright:
-        section, text, user_lines = _transcript_of(playwright, path, "pt-cadastro")
+    section, text, user_lines = _transcript_of(chromium, path, "pt-cadastro")
     shown = ", ".join(f"{kind} {count}" for kind, count in sorted(totals.items()))
     assert section.split() == f"Redaction redacted before judging, in 4 conversation(s): {shown}".split()
     assert user_lines[0] == "user: Olá, meu CPF é <CPF_1> e o e-mail <EMAIL_1>."
     assert [value for values in PLANTED.values() for value in values if value.lower() in text.lower()] == []
 
 
-def test_keep_originals_shows_the_transcripts_as_read(judge, run_flowrate, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
+def test_keep_originals_shows_the_transcripts_as_read(judge, run_flowrate, chromium, tmp_path):
     path = _report(judge, run_flowrate, tmp_path, "--keep-originals")
-    with sync_api.sync_playwright() as playwright:
-        _, _, user_lines = _transcript_of(playwright, path, "pt-cadastro")
+    _, _, user_lines = _transcript_of(chromium, path, "pt-cadastro")
     assert user_lines[0] == "user: Olá, meu CPF é 529.982.247-25 e o e-mail maria.silva+suporte@exemplo.com.br."
     sent = json.dumps(judge.bodies, ensure_ascii=False)
     assert "<CPF_1>" in sent and "529.982.247-25" not in sent  # the judge still saw only the redacted text

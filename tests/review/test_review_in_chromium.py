@@ -17,21 +17,9 @@ pytestmark = pytest.mark.skipif(
 FLOW = "conversational_flow_rate"
 
 
-@pytest.fixture
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
-        yield launched
-        launched.close()
-
-
-def open_context(browser, review, errors):
+def open_context(chromium, review, errors):
     """A browser context of its own (its own cookies), offline but for the review server."""
-    context = browser.new_context()
+    context = chromium.new_context()
     context.route(
         "**/*", lambda route: route.continue_() if route.request.url.startswith(review.base) else route.abort()
     )
@@ -41,13 +29,13 @@ def open_context(browser, review, errors):
 
 
 def test_five_conversations_labelled_by_keyboard_in_blind_mode_are_in_the_history(
-    judged, start_review, browser, tmp_path
+    judged, start_review, chromium, tmp_path
 ):
     results, _ = judged
     history = tmp_path / "h.duckdb"
     review = start_review(results, "--history", history, "--reviewer", "ann", "--sample-passing", "0")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     page.goto(review.base + f"/label/{FLOW}")
     given = []
     for n in range(FAILING):
@@ -94,14 +82,14 @@ def test_five_conversations_labelled_by_keyboard_in_blind_mode_are_in_the_histor
     assert errors == []
 
 
-def test_two_reviewers_label_one_conversation_each_without_seeing_the_other(judged, start_review, browser, tmp_path):
+def test_two_reviewers_label_one_conversation_each_without_seeing_the_other(judged, start_review, chromium, tmp_path):
     results, _ = judged
     history = tmp_path / "h.duckdb"
     review = start_review(results, "--history", history, "--sample-passing", "0")
     errors = []
     pages = {}
     for name, key, comment in (("Annika Q", "3", "a private note of Annika"), ("Bob Z", "5", "")):
-        _, page = open_context(browser, review, errors)
+        _, page = open_context(chromium, review, errors)
         page.goto(review.base + f"/label/{FLOW}")
         page.locator("#name").fill(name)
         with page.expect_navigation():
@@ -135,8 +123,7 @@ def test_two_reviewers_label_one_conversation_each_without_seeing_the_other(judg
 @pytest.fixture
 def long_judged(scripted, run_flowrate, tmp_path):
     """A long conversation whose middle is left out to fit --max-input-tokens, and a short one,
-    judged by `flowrate eval` (before the browser starts: both want the thread's event loop);
-    the request bodies the scripted judge received, by conversation."""
+    judged by `flowrate eval`; the request bodies the scripted judge received, by conversation."""
     step = {"verdict": "partial", "reason": "loses the thread", "key_issues": ["turn 60: forgets the parcel"]}
     scripted.script("MARK-TURN-60 ", step)
     path = write_jsonl(tmp_path / "long.jsonl", [long_conversation(), turn_record("short", "hi", "hello")])
@@ -148,14 +135,14 @@ def long_judged(scripted, run_flowrate, tmp_path):
 
 
 def test_a_rows_detail_shows_the_exact_messages_sent_and_the_judges_raw_reply(
-    long_judged, start_review, browser, tmp_path
+    long_judged, start_review, chromium, tmp_path
 ):
     """Each row's page shows the messages the scripted judge received, byte for byte (the long
     one's middle left out, as sent), and the reply it sent."""
     sent = long_judged
     review = start_review(tmp_path / "r.jsonl", "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     for key in ("long", "short"):
         page.goto(review.base + f"/row?id={key}&metric={FLOW}")
         messages = page.locator("#request pre.message")
@@ -176,11 +163,11 @@ def test_a_rows_detail_shows_the_exact_messages_sent_and_the_judges_raw_reply(
     assert errors == []
 
 
-def test_hostile_text_in_turns_reasons_and_issues_is_drawn_as_text(judged, start_review, browser, tmp_path):
+def test_hostile_text_in_turns_reasons_and_issues_is_drawn_as_text(judged, start_review, chromium, tmp_path):
     results, _ = judged
     review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--show-judge")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     for address in (f"/row?id=c1&metric={FLOW}", f"/label/{FLOW}?at={_position_of(page, review, 'c1')}"):
         page.goto(review.base + address)
         assert page.title() in ("c1", f"label {FLOW}")
@@ -203,7 +190,7 @@ def _position_of(page, review, conversation_id):
     raise AssertionError(f"{conversation_id} is not in the queue")
 
 
-def test_a_form_posted_from_another_origin_in_the_browser_stores_nothing(judged, start_review, browser, tmp_path):
+def test_a_form_posted_from_another_origin_in_the_browser_stores_nothing(judged, start_review, chromium, tmp_path):
     """A page on another port of 127.0.0.1 (same site, so the browser sends the token's cookie)
     posts a form whose text/plain body reads as the app's JSON: the guard refuses it."""
     import http.server
@@ -231,7 +218,7 @@ def test_a_form_posted_from_another_origin_in_the_browser_stores_nothing(judged,
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
-        context = browser.new_context()
+        context = chromium.new_context()
         page = context.new_page()
         page.goto(review.url)  # the victim holds the cookie
         with page.expect_response(f"{review.base}/api/answer") as posted:
@@ -244,13 +231,13 @@ def test_a_form_posted_from_another_origin_in_the_browser_stores_nothing(judged,
 
 
 def test_the_top_issues_page_lists_the_failure_modes_each_example_linking_to_its_row(
-    judged, start_review, browser, tmp_path
+    judged, start_review, chromium, tmp_path
 ):
     pytest.importorskip("sklearn", reason="top issues cluster with scikit-learn")
     results, _ = judged
     review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     page.goto(review.base + "/top-issues")
     modes = page.locator("section.mode")
     assert modes.count() >= 2
@@ -280,12 +267,12 @@ def two_runs(judged, scripted, run_flowrate, tmp_path):
 
 
 def test_side_by_side_puts_two_runs_of_the_same_conversations_together_changed_verdicts_first(
-    two_runs, start_review, browser, tmp_path
+    two_runs, start_review, chromium, tmp_path
 ):
     first, second = two_runs
     review = start_review(first, second, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     page.locator("select[name=a]").select_option(label=str(first))
     page.locator("select[name=b]").select_option(label=str(second))
     with page.expect_navigation():
@@ -302,18 +289,17 @@ def test_side_by_side_puts_two_runs_of_the_same_conversations_together_changed_v
     assert errors == []
 
 
-def test_in_the_browser_no_token_is_refused_and_a_rebound_name_is_refused(judged, start_review, tmp_path):
+def test_in_the_browser_no_token_is_refused_and_a_rebound_name_is_refused(judged, start_review, chromium, tmp_path):
     """A browser without the token gets nothing; one sent to the server under another name (DNS
     rebinding: Chromium told that evil.example is 127.0.0.1) is refused even with the token."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
     results, _ = judged
     review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
     port = review.base.rsplit(":", 1)[1]
-    with sync_api.sync_playwright() as playwright:
-        rebinding = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP evil.example 127.0.0.1"],
-        )
+    rebinding = chromium.browser_type.launch(
+        executable_path=CHROMIUM,
+        args=["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP evil.example 127.0.0.1"],
+    )
+    try:
         page = rebinding.new_context().new_page()
         bare = page.goto(review.base + f"/row?id=c0&metric={FLOW}")
         assert bare.status == 403 and "token is needed" in page.locator("body").inner_text()
@@ -321,16 +307,17 @@ def test_in_the_browser_no_token_is_refused_and_a_rebound_name_is_refused(judged
         assert rebound.status == 403 and "Host" in page.locator("body").inner_text()
         good = page.goto(review.url)
         assert good.status == 200 and page.locator("section.run").count() == 1
+    finally:
         rebinding.close()
 
 
 def test_the_agreement_page_reports_the_answers_given_against_the_judge_beside_the_base_rate(
-    judged, start_review, browser, tmp_path
+    judged, start_review, chromium, tmp_path
 ):
     results, _ = judged
     review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--sample-passing", "0")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     page.goto(review.base + f"/label/{FLOW}")
     for n in range(FAILING):  # the judge failed all five; people fail c0..c2 ("none") and pass c3, c4 ("fully")
         key = "5" if page.locator("#conversation").inner_text() in {"c0", "c1", "c2"} else "1"
@@ -386,7 +373,7 @@ class _Logger:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def test_no_other_local_server_receives_the_token_or_anything_it_could_replay(judged, start_review, browser, tmp_path):
+def test_no_other_local_server_receives_the_token_or_anything_it_could_replay(judged, start_review, chromium, tmp_path):
     """Cookies are scoped by host and path, not by port: the browser holding the app's cookie
     visits another server on 127.0.0.1 (and under localhost), which must get neither the token
     nor any header that opens the app when sent back to it."""
@@ -396,7 +383,7 @@ def test_no_other_local_server_receives_the_token_or_anything_it_could_replay(ju
     review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
     logger = _Logger()
     try:
-        page = browser.new_context().new_page()
+        page = chromium.new_context().new_page()
         page.goto(review.url)
         assert page.locator("section.run").count() == 1  # the browser holds the app's credential
         for address in (f"http://127.0.0.1:{logger.port}/", f"http://127.0.0.1:{logger.port}/label/x?at=1"):
@@ -414,7 +401,7 @@ def test_no_other_local_server_receives_the_token_or_anything_it_could_replay(ju
                 assert client.get(review.origin + path, headers=replayed).status_code == 403
 
 
-def test_a_failed_save_says_so_and_keeps_the_reviewer_on_the_conversation(judged, start_review, browser, tmp_path):
+def test_a_failed_save_says_so_and_keeps_the_reviewer_on_the_conversation(judged, start_review, chromium, tmp_path):
     """The history's disk refuses every write (a file size limit of 1 byte on the server: each
     write fails as on a full disk): the page says the answer was not saved, and the keys that
     move on stay on the conversation."""
@@ -423,7 +410,7 @@ def test_a_failed_save_says_so_and_keeps_the_reviewer_on_the_conversation(judged
     start_review(results, "--history", history, "--reviewer", "ann").stop()  # the rows imported
     review = start_review("--history", history, "--reviewer", "ann", "--sample-passing", "0", file_size_limit_bytes=1)
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     page.goto(review.base + f"/label/{FLOW}")
     conversation = page.locator("#conversation").inner_text()
     page.keyboard.press("1")
@@ -461,18 +448,20 @@ def support_judged(scripted, run_flowrate, tmp_path):
     return tmp_path / "support-results.jsonl", rubric
 
 
-def test_blind_labelling_on_a_rubric_of_ones_own_shows_its_whole_scale(support_judged, start_review, browser, tmp_path):
+def test_blind_labelling_on_a_rubric_of_ones_own_shows_its_whole_scale(
+    support_judged, start_review, chromium, tmp_path
+):
     results, rubric = support_judged
     history = tmp_path / "h.duckdb"
     unknown = start_review(results, "--history", history, "--reviewer", "ann")
     assert any("resolution: no queue" in line and "--rubric" in line for line in unknown.said)
     errors = []
-    _, page = open_context(browser, unknown, errors)
+    _, page = open_context(chromium, unknown, errors)
     page.goto(unknown.base + "/label/resolution")
     assert page.locator("#answers button").count() == 0  # no buttons made of the judge's verdict
     unknown.stop()
     review = start_review(results, "--history", history, "--reviewer", "ann", "--rubric", rubric)
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     page.goto(review.base + "/label/resolution")
     assert page.locator("#answers button").all_inner_texts() == ["resolved", "partly", "unresolved"]
     assert page.locator("#verdict").count() == 0
@@ -486,12 +475,12 @@ def test_blind_labelling_on_a_rubric_of_ones_own_shows_its_whole_scale(support_j
 
 
 def test_the_queue_is_one_click_away_side_by_side_takes_two_runs_and_a_row_names_its_run(
-    two_runs, start_review, browser, tmp_path
+    two_runs, start_review, chromium, tmp_path
 ):
     first, second = two_runs
     review = start_review(first, second, "--history", tmp_path / "h.duckdb", "--reviewer", "ann")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     chosen = [page.locator(f"select[name={name}]").input_value() for name in ("a", "b")]
     assert chosen[0] != chosen[1]  # two different runs, ready to compare
     shown = page.locator("select[name=b] option:checked").inner_text()
@@ -508,14 +497,14 @@ def test_the_queue_is_one_click_away_side_by_side_takes_two_runs_and_a_row_names
 
 
 def test_every_page_takes_its_style_and_script_from_static_files_allowed_by_its_nonce(
-    judged, start_review, browser, tmp_path
+    judged, start_review, chromium, tmp_path
 ):
     import httpx
 
     results, _ = judged
     review = start_review(results, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--sample-passing", "0")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     for address in ("/", f"/label/{FLOW}", f"/row?id=c0&metric={FLOW}", "/queues", "/agreement", "/compare"):
         response = page.goto(review.base + address)
         policy = response.headers["content-security-policy"]
@@ -550,12 +539,12 @@ def bidi_judged(scripted, run_flowrate, tmp_path):
 
 
 def test_bidi_controls_and_line_separators_are_drawn_escaped_on_the_review_pages(
-    bidi_judged, start_review, browser, tmp_path
+    bidi_judged, start_review, chromium, tmp_path
 ):
     shown = "h5-\\u202eevil\\u202c \\u2028 \\u2066x\\u2069"
     review = start_review(bidi_judged, "--history", tmp_path / "h.duckdb", "--reviewer", "ann", "--show-judge")
     errors = []
-    _, page = open_context(browser, review, errors)
+    _, page = open_context(chromium, review, errors)
     for address in (f"/row?id=b1&metric={FLOW}", f"/label/{FLOW}?at=1"):
         page.goto(review.base + address)
         turn = page.locator(".turn[data-turn='1']")
