@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM, FLOWRATE, TEST_KEY, judge_mixed, mixed, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, FLOWRATE, TEST_KEY, judge_mixed, mixed, write_jsonl
 from tests.judge_server import JudgeServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -133,16 +133,7 @@ def chromium():
         pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright driver is not installed")
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 

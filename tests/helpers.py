@@ -27,6 +27,14 @@ PACKAGED_RUBRIC = ROOT / "flowrate" / "rubrics" / "conversational_flow.yaml"
 TEST_KEY = "sk-test-0123456789abcdef"
 FLOWRATE = shutil.which("flowrate", path=str(Path(sys.executable).parent)) or "flowrate"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# headless as root, and none of the background connections this machine's closed network refuses
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 # Two retries with no wait before them, each attempt within 5 s. Only a raised error is retried: a
 # scripted client never raises, so the count matters only where the scripted judge fails a call.
 NO_WAIT = RetryPolicy(max_retries=2, timeout=5, backoff=0, backoff_max=0)

@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy import stats
 
-from tests.helpers import CHROMIUM, chat_bodies, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, chat_bodies, write_jsonl
 
 LEVELS = ["none", "minor", "partial", "mostly", "fully"]
 SCORES = {"none": 0.0, "minor": 0.3, "partial": 0.7, "mostly": 0.9, "fully": 1.0}
@@ -271,7 +271,7 @@ def test_the_html_page_in_chromium_draws_a_hostile_label_as_text(judge, run_flow
     )
     assert result.returncode == 0, result.stderr
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_context(offline=True).new_page()
         page.goto((tmp_path / "bench.html").as_uri())
         cells = page.locator("#scores tbody tr").all()

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import CHROMIUM, turn_record, watched, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, turn_record, watched, write_jsonl
 
 FOUR_LINES = """
 import flowrate
@@ -289,7 +289,7 @@ def test_the_sessions_html_report_shows_each_row_and_its_transcript_with_hostile
     assert "HTML report: report.html" in result.stdout.str()
     errors = []
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(offline=True)
         context.route("http*://**", lambda route: route.abort())
         page = watched(context.new_page(), errors)

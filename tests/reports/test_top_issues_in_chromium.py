@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers import CHROMIUM, turn_record, watched, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, turn_record, watched, write_jsonl
 
 HOSTILE = [
     "</script><script>document.title='owned'</script>",
@@ -40,7 +40,7 @@ def _run(tmp_path, judge):
 
 
 def _page(playwright, path, errors):
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     context = browser.new_context(offline=True)
     context.route("http*://**", lambda route: route.abort())
     page = watched(context.new_page(), errors)

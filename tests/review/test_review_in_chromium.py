@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.helpers import CHROMIUM, long_conversation, turn_record, watched, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, long_conversation, turn_record, watched, write_jsonl
 from tests.review.conftest import FAILING, HOSTILE, history_reviews
 
 pytestmark = pytest.mark.skipif(
@@ -297,7 +297,7 @@ def test_in_the_browser_no_token_is_refused_and_a_rebound_name_is_refused(judged
     port = review.base.rsplit(":", 1)[1]
     rebinding = chromium.browser_type.launch(
         executable_path=CHROMIUM,
-        args=["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP evil.example 127.0.0.1"],
+        args=[*CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"],
     )
     try:
         page = rebinding.new_context().new_page()
