@@ -516,9 +516,12 @@ def collect_batches(
 
 def import_batch_file(paths: list[str], settings: EvalSettings, results_file: Path) -> RunSummary:
     """Rows from an OpenAI-format batch output file (`vllm run-batch`), mapped back to the
-    conversations in `paths` planned under `settings`, written to `settings.output`."""
+    conversations in `paths` planned under `settings`, written to `settings.output`, which may
+    not be `results_file` (`check_apart`: writing the rows would empty it before it is read)."""
     from flowrate.evaluation.provider_batch import import_batch_results
+    from flowrate.inputs.files import check_apart
 
+    check_apart([("--output", settings.output)], [results_file], of="batch import-results")
     run = FileRun(paths, settings)
     results = ResultsFile(settings.output, append=False)
     try:
