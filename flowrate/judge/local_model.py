@@ -55,6 +55,10 @@ class LocalModel(JudgeBackend):
         """The model file is there, and llama-cpp-python is installed."""
         if not self._given.strip():  # Path("") is ".", which would be named as the missing file
             raise JudgeAccessError("--model gguf: names no model file: give its path, --model gguf:PATH")
+        if self.path.is_dir():
+            raise JudgeAccessError(
+                f"{self.path}: is a directory, not a model file (--model gguf:PATH names a .gguf file)"
+            )
         if not self.path.is_file():
             raise JudgeAccessError(f"{self.path}: no such model file (--model gguf:PATH names a .gguf file)")
         try:
