@@ -128,6 +128,9 @@ def test_on_a_full_disk_every_report_and_copy_not_written_is_named(judge, run_fl
     for option, target in reports.items():
         assert f"{option} {target}" in result.stderr, (option, result.stderr)
     assert result.stderr.count("No space left on device") == 3 and "Traceback" not in result.stderr
+    assert f"--output-parquet {reports['--output-parquet']}: cannot be written (No space left on device)" in (
+        result.stderr
+    )
     assert left == ["filler"]
 
 
