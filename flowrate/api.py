@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.analysis.judged.alignment import Alignment
 from flowrate.analysis.judged.bench import Judge
-from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, OutputError
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, OutputError, ReportsNotWritten
 from flowrate.evaluation.file_run import FileRun, JudgedBefore
 from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
@@ -157,7 +157,15 @@ def write_after_run(
     if parquet := settings.output_parquet:
         attempt(lambda: evaluation.reports.append(_parquet_copy(settings.output, parquet)))
     if book is not None:
-        attempt(lambda: evaluation.reports.extend(write_run_reports(paths, settings, book, evaluation.summary)))
+
+        def reports() -> None:
+            try:
+                evaluation.reports.extend(write_run_reports(paths, settings, book, evaluation.summary))
+            except ReportsNotWritten as error:  # those written beside the ones that failed are named too
+                evaluation.reports.extend(error.written)
+                raise
+
+        attempt(reports)
     if settings.history:
 
         def history() -> None:
@@ -223,8 +231,8 @@ def check_engine(settings: EvalSettings) -> None:
 def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook, summary: RunSummary) -> list[str]:
     """The reports `settings` asks for (JUnit, HTML with the transcripts read again, GitHub's
     step summary and annotations, the annotations on stdout unless rows are there), from the
-    run's `book` and `summary`; returns one notice per report. A write that fails here, after
-    every path was checked before the first call, is an `OutputError` (exit 4)."""
+    run's `book` and `summary`; returns one notice per report. Reports that fail here, after
+    every path was checked before the first call, are one `ReportsNotWritten` (exit 4) naming them."""
     import typer
 
     from flowrate.inputs.files import load_transcripts
@@ -240,21 +248,15 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
             transcripts = {key: redactor.redact(case) for key, case in transcripts.items()}
     github = settings.report_settings.for_github
     annotate = typer.echo if github and settings.output != "-" else None  # workflow commands go to stdout
-    try:
-        return write_reports(
-            book,
-            summary,
-            junit=settings.junit,
-            html=settings.html,
-            github=github,
-            transcripts=transcripts,
-            annotate=annotate,
-        )
-    except OSError as error:  # JUnit and HTML name themselves (`write_reports`): this is GitHub's step summary
-        where = f" {error.filename}" if error.filename else ""
-        raise OutputError(
-            f"a report could not be written (the GitHub step summary{where}): {error.strerror or error}"
-        ) from None
+    return write_reports(
+        book,
+        summary,
+        junit=settings.junit,
+        html=settings.html,
+        github=github,
+        transcripts=transcripts,
+        annotate=annotate,
+    )
 
 
 def check_history(settings: EvalSettings) -> None:
@@ -516,9 +518,12 @@ def collect_batches(
 
 def import_batch_file(paths: list[str], settings: EvalSettings, results_file: Path) -> RunSummary:
     """Rows from an OpenAI-format batch output file (`vllm run-batch`), mapped back to the
-    conversations in `paths` planned under `settings`, written to `settings.output`."""
+    conversations in `paths` planned under `settings`, written to `settings.output`, which may
+    not be `results_file` (`check_apart`: writing the rows would empty it before it is read)."""
     from flowrate.evaluation.provider_batch import import_batch_results
+    from flowrate.inputs.files import check_apart
 
+    check_apart([("--output", settings.output)], [results_file], of="batch import-results")
     run = FileRun(paths, settings)
     results = ResultsFile(settings.output, append=False)
     try:

@@ -55,6 +55,15 @@ class OutputError(FlowrateError):
     exit_code = ExitCode.OUTPUT_FAILED
 
 
+class ReportsNotWritten(OutputError):
+    """Reports a run asked for that could not be written, each named in the message; `written`
+    holds the notices of those that were (they are written whatever became of the others)."""
+
+    def __init__(self, message: str, written: list[str]):
+        super().__init__(message)
+        self.written = written
+
+
 class JudgeAccessError(FlowrateError):
     """The judge refuses every call: a missing or rejected key, an unknown model.
 

@@ -4,7 +4,8 @@ terminal table, the CSV and the HTML section are in `flowrate.reports.top_issues
 
 How a mode is formed (offline, deterministic): each key issue loses its turn reference
 ("turn 3:", "in turn 2", "ход 2", "no turno 2") and its values (quoted strings, emails, URLs,
-order numbers, any token with a digit), so two issues that differ only there are the same text.
+order numbers, any token with a digit; an aside in brackets that held one, "(92% alike)", goes
+whole), so two issues that differ only there are the same text.
 The distinct texts, sorted, are turned into TF-IDF vectors of character 3- to 5-grams within
 words (scikit-learn's char_wb analyzer and `TfidfTransformer`, the vectors `TfidfVectorizer`
 makes), which match a word across its forms, side by side with TF-IDF vectors of whole words
@@ -102,6 +103,8 @@ _POINTING = {  # the word before a turn or value that points at it: "of turn 1",
     *("в", "на", "из", "с", "со", "до", "после", "к"),
     *("no", "na", "nos", "nas", "em", "do", "da", "de", "desde", "após", "antes", "ao", "até"),
 }
+# an aside in brackets that held a value ("(92% alike)", "(12 USD)") says nothing without it: it goes whole
+_ASIDE_OF_A_VALUE = re.compile(r"\s*(?:\([^()]*\0[^()]*\)|\[[^\[\]]*\0[^\[\]]*\])")
 _EMPTY_BRACKETS = re.compile(r"\(\s*\)|\[\s*\]")
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+([,.;:!?)])")
 _LONE_PUNCTUATION = re.compile(r"([,;:(])\s*(?=[,;:.)]|$)")
@@ -137,7 +140,7 @@ def _shown(text: str) -> str:
             text, found = pattern.subn("\0", text)
             marked = marked or found > 0
     if marked:
-        text = _without_marks(text)
+        text = _without_marks(_ASIDE_OF_A_VALUE.sub(" ", text))
         text = _EMPTY_BRACKETS.sub("", text)
         text = _LONE_PUNCTUATION.sub("", _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text))
     return " ".join(text.split()).strip(" ,;:-–—")

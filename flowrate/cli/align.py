@@ -76,7 +76,10 @@ def align_command(
     from flowrate.analysis.sources import review_comments, rows_and_labels
     from flowrate.api import align_rubric
     from flowrate.cli.evaluate import run_with_progress
+    from flowrate.inputs.files import check_apart
 
+    # the rows and labels are read here; the rubric and the conversations `align_rubric` checks itself
+    check_apart([("--output", output)], [path for path in (results, history, labels_file) if path], of="align")
     if history is not None and labels_file is not None:
         raise ConfigError("give --history or --labels, not both")
     if history is None and labels_file is None:

@@ -170,7 +170,9 @@ def labels_template_command(
     """Write the CSV a person fills in: id, metric, the judge's score and reason, empty label columns."""
     from flowrate.analysis.labels import write_template
     from flowrate.analysis.sources import rows_of
+    from flowrate.inputs.files import check_apart
 
+    check_apart([("--output", output)], paths, of="labels template")
     try:
         rows = rows_of(paths)
         written = write_template(rows, output, sample, sample_seed)

@@ -158,7 +158,9 @@ class FileRun:
         """What judging would send and cost, with no call made: prompts rendered and counted."""
         try:
             self.judges.prepare()
-            return self.judges.estimate(case for case, _ in self.items())
+            estimate = self.judges.estimate(case for case, _ in self.items())
+            estimate.notices = list(self.notices)  # what a run would tell before judging
+            return estimate
         finally:
             self.inputs.close()
 
@@ -283,12 +285,18 @@ def selection_of(chosen: SelectionOptions, judged: set[tuple[str, str]] | None) 
 
 def scan_notices(report: ScanReport) -> list[str]:
     """What the scan found that a run tells before judging: unreadable chat dates, and the
-    conversations `--closed-after` counted as closed for want of a time."""
+    conversations `--closed-after` found an unreadable time in or counted as closed for want of one."""
     notices = []
     if report.unreadable_dates:
         notices.append(
             f"{report.unreadable_dates} conversation(s) have a chat date that cannot be read"
             f" (first: {report.first_unreadable_date}); their rows have chat_date null"
+        )
+    if report.unreadable_times:
+        notices.append(
+            f"--closed-after: {report.unreadable_times} conversation(s) have a time that cannot be read"
+            f" (first: {report.first_unreadable_time}); their other times decided whether they are open,"
+            " and with none they were counted as closed"
         )
     if report.untimed:
         notices.append(

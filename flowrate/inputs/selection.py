@@ -34,6 +34,8 @@ class ScanReport:
     unreadable_dates: int = 0  # chosen conversations whose chat date is there but cannot be read
     first_unreadable_date: str = ""  # the first of them: where, its id, the field and value
     untimed: int = 0  # conversations `--closed-after` counted as closed: they have no time
+    unreadable_times: int = 0  # conversations `--closed-after` found a time in that cannot be read
+    first_unreadable_time: str = ""  # the first of them: where, its id, the field and value
 
     @property
     def invalid(self) -> int:
@@ -48,7 +50,8 @@ class Selection:
     metadata; a value is compared as written in JSON, so `handoff=true` matches `true`),
     `open` (with `closed_after_s`: the last message, `last_message_s`, is newer than
     `now_s` less that; a conversation with no time counts as closed, and `untimed` counts
-    it), `judged` (its id and `turns_sha256` are in `judged`: the history holds its rows),
+    it; one with a time that cannot be read is decided by its other times, closed if none,
+    `unreadable_times` counts it and `time_problem` names the field), `judged` (its id and `turns_sha256` are in `judged`: the history holds its rows),
     then `limit` (the first N that pass, in input order). `left_out` counts each reason;
     a conversation outside the shard is another machine's, not counted.
     """
@@ -77,6 +80,8 @@ class Selection:
         self.now_s = time.time() if now_s is None else now_s  # one "now" for every pass over the input
         self.judged = judged or set()
         self.untimed = 0  # conversations `closed_after_s` counted as closed for want of a time
+        self.unreadable_times = 0  # conversations with a time `closed_after_s` could not read
+        self.time_problem: str | None = None  # the last conversation's unreadable time: field and value
         self.left_out: Counter = Counter()
         self.last_reason: str | None = None  # why the last conversation was not chosen
         self._taken = 0
@@ -90,10 +95,12 @@ class Selection:
         """The same selection, with its counts and its limit reset, for another pass."""
         again = copy.copy(self)
         again.left_out, again.last_reason, again._taken, again.untimed = Counter(), None, 0, 0
+        again.unreadable_times, again.time_problem = 0, None
         return again
 
     def choose(self, case: ConversationalEvalTestCase) -> bool:
         """True when the run judges `case`; else `last_reason` says why not."""
+        self.time_problem = None
         reason = self.last_reason = self._reason(case)
         if reason is None:
             self._taken += 1
@@ -122,21 +129,32 @@ class Selection:
         return None
 
     def _open(self, case: ConversationalEvalTestCase) -> bool:
-        last_s = last_message_s(case)
+        problems: list[str] = []
+        last_s = last_message_s(case, problems)
+        if problems:
+            self.unreadable_times += 1
+            self.time_problem = problems[0]
         if last_s is None:
-            self.untimed += 1
+            self.untimed += not problems
             return False
         return last_s > self.now_s - self.closed_after_s  # type: ignore[operator]
 
 
-def last_message_s(case: ConversationalEvalTestCase) -> float | None:
+def last_message_s(case: ConversationalEvalTestCase, problems: list[str] | None = None) -> float | None:
     """When `case`'s last message was, in Unix seconds: metadata `ended_at`, else the latest of
     `chat_date`, `started_at` and `timestamp` (as `seconds_of` reads a time; a date alone is its
-    midnight UTC); None when none of them is there and readable."""
-    ended_s = seconds_of(case.metadata.get("ended_at"))
-    if ended_s is not None:
-        return ended_s
-    found = [seconds_of(case.metadata.get(name)) for name in DATE_FIELDS]
+    midnight UTC); None when none of them is there and readable. Each field read that is there
+    but cannot be read adds a line naming it and its value to `problems`, if given."""
+    found = []
+    for name in ("ended_at", *DATE_FIELDS):
+        value = case.metadata.get(name)
+        moment = seconds_of(value)
+        if moment is None and value is not None and problems is not None:
+            shown = repr(value)
+            problems.append(f"metadata.{name}: {shown if len(shown) <= 60 else shown[:59] + '…'} is not a time")
+        if name == "ended_at" and moment is not None:
+            return moment
+        found.append(moment)
     return max((moment for moment in found if moment is not None), default=None)
 
 
@@ -176,6 +194,8 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
             report.valid += 1
             chosen = selection.choose(case)
             report.selected += chosen
+            if selection.time_problem and not report.first_unreadable_time:
+                report.first_unreadable_time = f"{record.source} id {case.id!r}: {selection.time_problem}"
             report.formats[record.format] += 1
             unreadable: list[str] = []
             if chosen and chat_date(case, date_field, unreadable) is None and unreadable:
@@ -184,6 +204,7 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
                     report.first_unreadable_date = f"{record.source} id {case.id!r}: {unreadable[0]}"
     report.left_out = dict(selection.left_out)
     report.untimed = selection.untimed
+    report.unreadable_times = selection.unreadable_times
     return report
 
 

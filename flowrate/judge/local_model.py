@@ -35,6 +35,13 @@ class Stopped(Exception):
     """The generation was stopped: its call timed out or the run is stopping."""
 
 
+def _not_a_model_file(path: Path) -> str | None:
+    """What keeps `path` from being a model file to load (None: nothing)."""
+    if path.is_dir():
+        return "is a directory, not a model file"
+    return None if path.is_file() else "no such model file"
+
+
 class LocalModel(JudgeBackend):
     """A GGUF file as a judge backend: one generation at a time, in a worker thread, stopped at
     the next token when its call is abandoned."""
@@ -55,8 +62,8 @@ class LocalModel(JudgeBackend):
         """The model file is there, and llama-cpp-python is installed."""
         if not self._given.strip():  # Path("") is ".", which would be named as the missing file
             raise JudgeAccessError("--model gguf: names no model file: give its path, --model gguf:PATH")
-        if not self.path.is_file():
-            raise JudgeAccessError(f"{self.path}: no such model file (--model gguf:PATH names a .gguf file)")
+        if problem := _not_a_model_file(self.path):
+            raise JudgeAccessError(f"{self.path}: {problem} (--model gguf:PATH names a .gguf file)")
         try:
             import llama_cpp  # noqa: F401
         except ImportError:

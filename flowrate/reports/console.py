@@ -297,7 +297,9 @@ def print_agreement(console: Console, report: AgreementReport) -> None:
 
 
 def print_dry_run(console: Console, estimate: DryRunEstimate, model: str) -> None:
-    """What a run would send and cost."""
+    """What a run would send and cost, after the notices a run would give before judging."""
+    for notice in estimate.notices:
+        console.print(shown(f"flowrate: {notice}"), markup=False, highlight=False)
     cost = "unknown (no price for this model)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
     console.print(
         f"dry run for {model}: {estimate.conversations} conversation(s), {estimate.cached} cached, "

@@ -5,6 +5,8 @@ two runs (one with no error, say) have one schema and combine."""
 
 from __future__ import annotations
 
+import os
+import re
 import types
 import typing
 from datetime import datetime
@@ -43,8 +45,17 @@ def write_parquet(results: str, parquet: str) -> int:
         partial.replace(target)
     except (OSError, duckdb.Error) as error:
         partial.unlink(missing_ok=True)
-        raise OutputError(f"--output-parquet {parquet}: cannot be written ({error})") from None
+        raise OutputError(f"--output-parquet {parquet}: cannot be written ({_reason(error)})") from None
     return count
+
+
+def _reason(error: Exception) -> str:
+    """Why a write failed, in the system's words: an `OSError`'s, or that of the errno DuckDB's IO
+    error carries in its JSON detail (`..."errno":"28"}` on a full disk); else the error's text."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    found = re.search(r'"errno":\s*"?(\d+)', str(error))
+    return os.strerror(int(found.group(1))) if found else str(error)
 
 
 def parquet_columns() -> dict[str, str]:

@@ -388,3 +388,4 @@ class DryRunEstimate(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    notices: list[str] = []  #: what the run would tell before judging (the scan's, the options')

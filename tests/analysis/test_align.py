@@ -263,3 +263,31 @@ def test_the_new_rubrics_run_gets_what_the_old_ones_left_of_the_budget(
     assert len(result.runs) == 2 and spent[0] > 0
     assert budgets == [1.0, pytest.approx(1.0 - spent[0])]
     assert result.before.n == result.after.n == len(result.held_out)
+
+
+OUTPUT_IS_AN_INPUT = {
+    "a hard link to the results": ["-o", "rows-link.jsonl"],
+    "the conversations": ["-o", "c.jsonl"],
+    "the history": ["-o", "h.duckdb"],
+    "a hard link to the rubric to start from": ["--rubric", "base.yaml", "-o", "base-link.yaml"],
+}
+
+
+@pytest.mark.parametrize("case", list(OUTPUT_IS_AN_INPUT))
+def test_align_refuses_to_write_the_new_rubric_over_one_of_its_inputs(case, tmp_path, run_flowrate, judge):
+    import os
+    import shutil
+
+    setup(tmp_path, run_flowrate, judge)
+    shutil.copy(PACKAGED_RUBRIC, tmp_path / "base.yaml")
+    os.link(tmp_path / "rows.jsonl", tmp_path / "rows-link.jsonl")
+    os.link(tmp_path / "base.yaml", tmp_path / "base-link.yaml")
+    inputs = ("rows.jsonl", "c.jsonl", "h.duckdb", "base.yaml")
+    before = {name: (tmp_path / name).read_bytes() for name in inputs}
+    given = OUTPUT_IS_AN_INPUT[case]
+    result = run_flowrate(
+        "align", "c.jsonl", "--results", "rows.jsonl", "--history", "h.duckdb", "--api-base", judge.base_url, *given
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"--output {given[-1]}: is also an input of align" in result.stderr
+    assert {name: (tmp_path / name).read_bytes() for name in inputs} == before

@@ -104,6 +104,24 @@ def test_two_runs_over_the_same_rows_give_the_same_labels_and_another_draw_the_s
     assert _planted_sequence(top_issues(planted_rows(seed=9))) == PLANTED
 
 
+def test_a_loop_found_by_the_repetition_check_is_labelled_without_the_husk_of_its_percentage():
+    from flowrate.inputs.conversation import ConversationalEvalTestCase
+    from flowrate.metrics.repetition import findings
+
+    reply = "Your parcel is on its way and arrives {} working days from today."
+    rows = []
+    for n, days in enumerate(["two", "three", "four"]):
+        turns = [
+            {"input": "where is my parcel", "actual_output": reply.format(days)},
+            {"input": "and when exactly", "actual_output": reply.format(days + "!" * n)},
+        ]
+        found = findings(ConversationalEvalTestCase(id=f"c{n}", turns=turns))
+        assert found and "% alike)" in found[0]  # what repetition_check writes: "(95% alike)"
+        rows.append(issue_row(f"c{n}", 0.6, found, turns=2, metric="repetition_check"))
+    assert [mode.label for mode in top_issues(rows)] == ["repeats the reply"]
+    assert shown_text("turn 4: quotes a price (12 USD) the user never saw") == "quotes a price the user never saw"
+
+
 def test_turn_references_and_quoted_values_are_not_what_makes_issues_the_same():
     assert issue_turn("turns 1 and 3: asks for the booking number") == 1
     assert issue_turn("Turn 12 - loops") == 12

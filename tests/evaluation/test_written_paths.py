@@ -98,3 +98,42 @@ def test_bad_input_is_told_before_the_response_cache_is_opened(judge, run_flowra
     result = run_flowrate("eval", "conv.jsonl", "--api-base", judge.base_url, "--cache-dir", "cache")
     assert result.returncode == 2 and "turns: must not be empty" in result.stderr, result.stderr
     assert not (tmp_path / "cache").exists() and judge.requests == 0
+
+
+@pytest.mark.parametrize("output", ["rows.jsonl", "rows-link.jsonl"])
+def test_labels_template_refuses_to_overwrite_its_results_file(output, run_flowrate, tmp_path):
+    from tests.helpers import evaluation_row
+
+    results = tmp_path / "rows.jsonl"
+    results.write_text(evaluation_row("c1", 0.5).model_dump_json() + "\n")
+    before = results.read_bytes()
+    os.link(results, tmp_path / "rows-link.jsonl")
+    result = run_flowrate("labels", "template", "rows.jsonl", "-o", output)
+    assert result.returncode == 2, result.stderr
+    assert f"--output {output}: is also an input of labels template" in result.stderr
+    assert "Traceback" not in result.stderr and results.read_bytes() == before
+
+
+@pytest.mark.parametrize("output", ["out-file.jsonl", "out-link.jsonl"])
+def test_batch_import_results_refuses_to_write_its_rows_over_the_batch_output(output, judge, run_flowrate, tmp_path):
+    import json
+
+    import orjson
+
+    write_jsonl(tmp_path / "c.jsonl", [turn_record("c1", "hello", "hi")])
+    exported = run_flowrate("eval", "c.jsonl", "--api-base", judge.base_url, "--batch-export", "requests.jsonl")
+    assert exported.returncode == 0, exported.stderr
+    requests = [orjson.loads(line) for line in (tmp_path / "requests.jsonl").read_bytes().splitlines()]
+    batch_output = tmp_path / "out-file.jsonl"
+    reply = json.dumps({"reason": "r", "key_issues": [], "verdict": "mostly"})
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}], "usage": {}}
+    answers = [{"custom_id": line["custom_id"], "response": {"status_code": 200, "body": body}} for line in requests]
+    batch_output.write_text("".join(json.dumps({**answer, "error": None}) + "\n" for answer in answers))
+    before = batch_output.read_bytes()
+    os.link(batch_output, tmp_path / "out-link.jsonl")
+    result = run_flowrate(
+        "batch", "import-results", "out-file.jsonl", "c.jsonl", "--api-base", judge.base_url, "-o", output
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"--output {output}: is also an input of batch import-results" in result.stderr
+    assert "Traceback" not in result.stderr and batch_output.read_bytes() == before

@@ -65,6 +65,33 @@ def test_a_conversation_with_no_time_counts_as_closed_and_is_told_once(judge, ru
     assert result.stderr.count("2 conversation(s) have no time") == 1
 
 
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_an_unreadable_ended_at_is_named_with_its_file_line_and_value_not_counted_as_no_time(
+    dry_run, judge, run_flowrate, tmp_path
+):
+    path = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            turn_record("done", "hi", "hello", metadata={"ended_at": ago(hours=3)}),
+            turn_record("vague", "hi again", "hello again", metadata={"ended_at": "yesterday"}),
+            turn_record("untimed", "a question", "an answer"),
+        ],
+    )
+    result = run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--closed-after", "2h", *dry_run
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "--closed-after: 1 conversation(s) have a time that cannot be read"
+        f" (first: {path}:2 id 'vague': metadata.ended_at: 'yesterday' is not a time)"
+    ) in result.stderr
+    assert result.stderr.count("1 conversation(s) have no time") == 1  # 'untimed' alone
+    if dry_run:
+        assert judge.requests == 0
+    else:
+        assert sorted(row["id"] for row in read_rows(tmp_path / "out.jsonl")) == ["done", "untimed", "vague"]
+
+
 @pytest.mark.parametrize("duration", ["30", "3x", "m", "-5m", "1w"])
 def test_a_duration_that_is_not_one_is_a_plain_error_naming_the_option(duration, judge, run_flowrate, tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", [turn_record("a", "x", "y")])
@@ -97,6 +124,7 @@ def case_with(metadata):
         ({"chat_date": "2026-03-02"}, 1772409600.0),
         ({"ended_at": 1772445600000000000}, 1772445600.0),
         ({"started_at": "yesterday"}, None),
+        ({"ended_at": "yesterday", "started_at": "2026-03-02T10:00:00Z"}, 1772445600.0),
         ({}, None),
     ],
 )

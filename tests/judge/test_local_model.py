@@ -17,6 +17,18 @@ def test_a_missing_model_file_is_named_with_exit_2_and_no_output(run_flowrate, t
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_a_directory_given_as_the_model_file_is_named_as_a_directory(run_flowrate, tmp_path):
+    (tmp_path / "models").mkdir()
+    write_jsonl(tmp_path / "c.jsonl", [turn_record("a", "x", "y")])
+    result = run_flowrate("eval", "c.jsonl", "--model", f"gguf:{tmp_path / 'models'}", "-o", "out.jsonl")
+    assert result.returncode == 2
+    assert f"{tmp_path / 'models'}: is a directory, not a model file (--model gguf:PATH names a .gguf file)" in (
+        result.stderr
+    )
+    assert "no such model file" not in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 @pytest.mark.parametrize("model", ["gguf:", "gguf:  "])
 def test_gguf_with_no_path_names_the_option_not_the_current_directory(run_flowrate, tmp_path, model):
     write_jsonl(tmp_path / "c.jsonl", [turn_record("a", "x", "y")])

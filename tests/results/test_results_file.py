@@ -111,3 +111,53 @@ def test_after_a_full_disk_the_summary_counts_only_whole_rows_the_rest_as_skippe
 
     parquet = str(tmp_path / "rows.parquet")
     assert duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)", [parquet]).fetchone() == (whole,)
+
+
+def test_on_a_full_disk_every_report_and_copy_not_written_is_named(judge, run_flowrate, tmp_path):
+    from tests.helpers import fill_disk, small_disk
+
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(3))
+    with small_disk(tmp_path / "disk", 256) as disk:
+        fill_disk(disk)
+        reports = {"--junit": disk / "r.xml", "--html": disk / "r.html", "--output-parquet": disk / "rows.parquet"}
+        given = [str(item) for option, target in reports.items() for item in (option, target)]
+        result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", tmp_path / "out.jsonl", *given)
+        left = sorted(item.name for item in disk.iterdir())
+    assert result.returncode == 4, result.stderr
+    assert len(read_rows(tmp_path / "out.jsonl")) == 3  # the results file was on another disk
+    for option, target in reports.items():
+        assert f"{option} {target}" in result.stderr, (option, result.stderr)
+    assert result.stderr.count("No space left on device") == 3 and "Traceback" not in result.stderr
+    assert f"--output-parquet {reports['--output-parquet']}: cannot be written (No space left on device)" in (
+        result.stderr
+    )
+    assert left == ["filler"]
+
+
+def test_a_report_written_beside_one_that_failed_is_still_named(judge, run_flowrate, tmp_path):
+    from xml.etree import ElementTree
+
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(3))
+    result = run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--html", "/dev/full", "--junit", "r.xml"
+    )
+    assert result.returncode == 4, result.stderr
+    assert "a report could not be written (--html /dev/full): No space left on device" in result.stderr
+    assert "JUnit report: r.xml" in result.stderr
+    assert len(ElementTree.parse(tmp_path / "r.xml").getroot().findall(".//testcase")) == 3
+
+
+def test_a_github_step_summary_the_disk_cannot_take_is_named_beside_the_reports_that_were_written(
+    judge, run_flowrate, tmp_path, cli_env
+):
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(2))
+    env = {**cli_env, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "/dev/full"}
+    result = run_flowrate(
+        "eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--junit", "r.xml", "--html", "r.html", env=env
+    )
+    assert result.returncode == 4, result.stderr
+    assert "a report could not be written (the GitHub step summary /dev/full): No space left on device" in (
+        result.stderr
+    )
+    assert "JUnit report: r.xml" in result.stderr and "HTML report: r.html" in result.stderr
+    assert (tmp_path / "r.xml").stat().st_size and (tmp_path / "r.html").stat().st_size

@@ -72,13 +72,13 @@ def align_rubric(
     `work_dir`), through `evaluate` (`flowrate.api.evaluate_files`: the cache, limits and
     `settings.max_cost`, which bounds both runs together, apply as in any run). The examples'
     tokens stay within `budget_tokens`, their number within `max_examples`. Raises `ConfigError`
-    (exit 2) for an `output` that is the base rubric, fewer than `alignment.MIN_LABELS` labelled
+    (exit 2) for an `output` that is the base rubric or a conversations file (`check_apart`), fewer than `alignment.MIN_LABELS` labelled
     conversations, or nothing to learn."""
+    from flowrate.inputs.files import check_apart
     from flowrate.judge.model_map import count_tokens
     from flowrate.rubric.model import load_rubric
 
-    if rubric_path and Path(output).expanduser().resolve() == Path(rubric_path).expanduser().resolve():
-        raise ConfigError(f"--output {output}: is the rubric to start from; name another file")
+    check_apart([("--output", output)], [*([rubric_path] if rubric_path else []), *conversations], of="align")
     rubric, data, criterion = alignment.base_rubric(metric, rubric_path)
     judged = alignment.labelled(rows, labels, metric)
     alignment.need_labels(len(judged), metric)
