@@ -84,6 +84,7 @@ def row_page(request: Any) -> Any:
     own = state.own_answers(row.metric, reviewer).get(row.id) if reviewer else None
     models = ", ".join(dict.fromkeys(each.model for each in run.rows))
     context: dict[str, Any] = {"run": run, "row": row, "case": case, "by_turn": by_turn, "loose": loose, "own": own}
+    context["withheld"] = state.transcripts.withheld.get(row.id)
     return _page(request, "row.html", row.id, models=models, record=state.request_of(row), **context)
 
 
@@ -173,6 +174,7 @@ def label_page(request: Any) -> Any:
     item = {
         "row": row,
         "case": state.transcripts.get(row.id),
+        "withheld": state.transcripts.withheld.get(row.id),
         "answers": state.answers(row),
         "current": own.value if own else None,
         "comment": own.comment if own else None,
