@@ -223,7 +223,7 @@ async def answer_action(request: Any) -> Any:
     except ValueError as error:
         return JSONResponse({"error": str(error)}, 400)
     except (FlowrateError, duckdb.Error, OSError) as error:  # the history held all along, a full disk: nothing stored
-        return JSONResponse({"error": f"not stored, answer again: {pages.text(error)}"}, 503)
+        return JSONResponse({"error": f"the history file refused it ({pages.text(error)}); answer again"}, 503)
     case = state.transcripts.get(row.id)
     judge = judge_data(row, len(case.turns) if case is not None else 0)
     return JSONResponse({"value": review.value, "score": review.score, "judge": judge})
