@@ -143,7 +143,7 @@ def queues_page(request: Any) -> Any:
         f"{rule.recent} random conversations nobody has labelled, from the last {rule.days} days"
         if rule.recent is not None
         else f"every failing conversation, {rule.passing_share:.0%} of the passing ones (seed {rule.seed}),"
-        " and every one whose samples disagree"
+        " every one whose samples disagree, and every one the judge was unsure of (--uncertain-below)"
     )
     return _page(request, "queues.html", "label", reviewer=reviewer, what=what, queues=queues)
 

@@ -521,6 +521,9 @@ def test_the_queue_is_one_click_away_side_by_side_takes_two_runs_and_a_row_names
     row = json.loads(run.read_text().splitlines()[0])
     assert str(run.resolve()) in named and row["model"] in named
     assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d UTC", named) and "8 rows" in named
+    page.goto(review.base + "/queues")
+    what = page.locator("main").inner_text()
+    assert "whose samples disagree, and every one the judge was unsure of (--uncertain-below)" in what
     assert errors == []
 
 
