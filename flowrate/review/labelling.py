@@ -55,8 +55,7 @@ def label_context(item: dict[str, Any]) -> dict[str, Any]:
         "skip_keys": list(SKIP_KEYS),
     }
     mode = "the judge shown (--show-judge)" if item["show_judge"] else "blind: the judge is shown once you answer"
-    keep = ("row", "case", "withheld", "answers", "current", "comment", "reviewer", "position", "size", "run")
-    keep += ("comment_limit",)
+    keep = "row case withheld answers current comment reviewer position size run comment_limit".split()
     return {key: item[key] for key in keep} | {
         "visible": visible,
         "by_turn": by_turn,
