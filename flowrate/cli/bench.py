@@ -49,7 +49,7 @@ def judge_bench_command(
         option(
             "--data-dir",
             env="FLOWRATE_BENCH_DATA",
-            help="The human-rated sets, in the line format of the README's Judge benchmark.",
+            help="The directory of the human-rated sets, in their line format (docs/commands.md: Getting the sets).",
         ),
     ] = None,
     sets: Annotated[

@@ -84,6 +84,7 @@ def row_page(request: Any) -> Any:
     own = state.own_answers(row.metric, reviewer).get(row.id) if reviewer else None
     models = ", ".join(dict.fromkeys(each.model for each in run.rows))
     context: dict[str, Any] = {"run": run, "row": row, "case": case, "by_turn": by_turn, "loose": loose, "own": own}
+    context["withheld"] = state.transcripts.withheld.get(row.id)
     return _page(request, "row.html", row.id, models=models, record=state.request_of(row), **context)
 
 
@@ -142,7 +143,7 @@ def queues_page(request: Any) -> Any:
         f"{rule.recent} random conversations nobody has labelled, from the last {rule.days} days"
         if rule.recent is not None
         else f"every failing conversation, {rule.passing_share:.0%} of the passing ones (seed {rule.seed}),"
-        " and every one whose samples disagree"
+        " every one whose samples disagree, and every one the judge was unsure of (--uncertain-below)"
     )
     return _page(request, "queues.html", "label", reviewer=reviewer, what=what, queues=queues)
 
@@ -173,6 +174,7 @@ def label_page(request: Any) -> Any:
     item = {
         "row": row,
         "case": state.transcripts.get(row.id),
+        "withheld": state.transcripts.withheld.get(row.id),
         "answers": state.answers(row),
         "current": own.value if own else None,
         "comment": own.comment if own else None,
@@ -221,7 +223,7 @@ async def answer_action(request: Any) -> Any:
     except ValueError as error:
         return JSONResponse({"error": str(error)}, 400)
     except (FlowrateError, duckdb.Error, OSError) as error:  # the history held all along, a full disk: nothing stored
-        return JSONResponse({"error": f"not stored, answer again: {pages.text(error)}"}, 503)
+        return JSONResponse({"error": f"the history file refused it ({pages.text(error)}); answer again"}, 503)
     case = state.transcripts.get(row.id)
     judge = judge_data(row, len(case.turns) if case is not None else 0)
     return JSONResponse({"value": review.value, "score": review.score, "judge": judge})

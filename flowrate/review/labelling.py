@@ -30,9 +30,9 @@ def judge_data(row: Any, turns: int) -> dict[str, Any]:
 
 def label_context(item: dict[str, Any]) -> dict[str, Any]:
     """The template's context for one queue item, its script's data (`data`) included. `item`
-    holds the row, its case, the answers, the reviewer's own `current` answer (None: not
-    answered) and `comment`, `show_judge`, the neighbours' addresses (`previous`, `next`,
-    `skip`), the position, the run's key, the CSRF token and the secret path (`base`)."""
+    holds the row, its case (or why it is `withheld`), the answers, the reviewer's own `current`
+    answer (None: not answered) and `comment`, `show_judge`, the neighbours' addresses
+    (`previous`, `next`, `skip`), the position, the run's key, the CSRF token and the secret path (`base`)."""
     row, case = item["row"], item["case"]
     turns = len(case.turns) if case is not None else 0
     visible = item["show_judge"] or item["current"] is not None
@@ -55,7 +55,7 @@ def label_context(item: dict[str, Any]) -> dict[str, Any]:
         "skip_keys": list(SKIP_KEYS),
     }
     mode = "the judge shown (--show-judge)" if item["show_judge"] else "blind: the judge is shown once you answer"
-    keep = ("row", "case", "answers", "current", "comment", "reviewer", "position", "size", "run", "comment_limit")
+    keep = "row case withheld answers current comment reviewer position size run comment_limit".split()
     return {key: item[key] for key in keep} | {
         "visible": visible,
         "by_turn": by_turn,

@@ -131,13 +131,34 @@ def pinned_issues(row: EvaluationRow, turns: int) -> tuple[dict[int, list[str]],
     return by_turn, loose
 
 
-def load_transcripts(
-    runs: list[Run], inputs: list[str], redactor: Redactor | None = None
-) -> dict[str, ConversationalEvalTestCase]:
+@dataclass
+class Transcripts:
+    """The conversations the app shows, by id (`cases`), and those of redacted rows it does not
+    show, each with the reason a page says in its place (`withheld`)."""
+
+    cases: dict[str, ConversationalEvalTestCase] = field(default_factory=dict)
+    withheld: dict[str, str] = field(default_factory=dict)
+
+    def get(self, conversation_id: str) -> ConversationalEvalTestCase | None:
+        return self.cases.get(conversation_id)
+
+    def note(self) -> str | None:
+        """What the app says at start when it withholds transcripts; None when it withholds none."""
+        if not self.withheld:
+            return None
+        return (
+            f"{len(self.withheld)} transcript(s) of redacted rows not shown: the run replaced identifiers in them that"
+            " this app does not replace without the run's redaction rules: start flowrate review with the run's"
+            " --config (its redact_rules), or with --keep-originals to show the original text"
+        )
+
+
+def load_transcripts(runs: list[Run], inputs: list[str], redactor: Redactor | None = None) -> Transcripts:
     """The conversations the runs' rows were judged from: the files their `source` names (where
     they still exist, relative to the current directory as when judged) and `inputs`; those
     whose rows were redacted (`redactions`) redacted again by `redactor`, as the judge saw them
-    (None: shown as read, `--keep-originals`)."""
+    (None: shown as read, `--keep-originals`), and withheld where `redactor` replaces fewer
+    identifiers of a type than the rows record (`withheld_reason`)."""
     from flowrate.inputs.files import load_transcripts as read
 
     ids = {row.id for run in runs for row in run.rows}
@@ -148,7 +169,36 @@ def load_transcripts(
         found.update(read([path], ids - set(found)))
     from flowrate.inputs.redaction.redactor import as_judged
 
-    return as_judged(found, {row.id for run in runs for row in run.rows if row.redactions is not None}, redactor)
+    redacted = [row for run in runs for row in run.rows if row.redactions is not None and row.id in found]
+    cases = as_judged(found, {row.id for row in redacted}, redactor)
+    if redactor is None:
+        return Transcripts(cases)
+    withheld: dict[str, str] = {}
+    for row in redacted:
+        reason = withheld_reason(row, cases[row.id])
+        if reason is not None and row.id not in withheld:
+            withheld[row.id] = reason
+    return Transcripts({key: case for key, case in cases.items() if key not in withheld}, withheld)
+
+
+def withheld_reason(row: EvaluationRow, case: ConversationalEvalTestCase) -> str | None:
+    """Why `case`, redacted again by the app, may not be shown for `row`: the types of which the
+    run replaced more mentions (the row's `redactions`) than the app's redaction did (the case's);
+    None when the app replaced at least as many of each (a run's `redact_rules` the app was not
+    given leave their names, order numbers or keys in the text)."""
+    made = case.redactions or {}
+    short = {kind: count for kind, count in (row.redactions or {}).items() if made.get(kind, 0) < count}
+    if not short:
+        return None
+    judged = ", ".join(f"{kind} {count}" for kind, count in sorted(short.items()))
+    here = ", ".join(f"{kind} {made.get(kind, 0)}" for kind in sorted(short))
+    by = f" by {row.redacted_by}" if row.redacted_by else ""
+    return (
+        f"Transcript not shown: the run that judged it replaced {judged} mention(s) in it (redacted{by}), this app's"
+        f" redaction only {here}, so it would show what the run kept from the judge. Start flowrate review with the"
+        " run's --config (its redact_rules) to see the conversation as the judge saw it, or with --keep-originals"
+        " to see the original text."
+    )
 
 
 def request_of(cache: Any, row: EvaluationRow) -> Any:

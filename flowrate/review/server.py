@@ -34,7 +34,8 @@ class ReviewOptions:
     rule: QueueRule = field(default_factory=QueueRule)
     allowed_hosts: list[str] = field(default_factory=list)  # --allowed-host: Host names accepted
     rubric: str | None = None
-    #: redacts the transcripts of rows that were redacted, as the judge saw them; None: shown as read
+    #: redacts the transcripts of rows that were redacted, as the judge saw them (those it cannot
+    #: redact as the run did are withheld); None: shown as read
     redactor: Any = None
 
     def __post_init__(self) -> None:
@@ -88,10 +89,12 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
         f"{metric}: no queue, its levels are on a rubric of your own: give it with --rubric FILE"
         for metric in unknown_scales(queue_rows, options.rubric)
     ]
+    transcripts = load_transcripts(runs, options.inputs, options.redactor)
+    notes += [note for note in [transcripts.note()] if note is not None]
     state = ReviewState(
         runs=runs,
         queue_rows=queue_rows,
-        transcripts=load_transcripts(runs, options.inputs, options.redactor),
+        transcripts=transcripts,
         history_path=options.history,
         keys=Secrets(port=0),
         rule=options.rule,

@@ -16,7 +16,7 @@ from flowrate.analysis.reviews import Review, current_reviews, record_review
 from flowrate.results.rows import EvaluationRow
 from flowrate.review.guard import Secrets
 from flowrate.review.queue import Answer, QueueRule, answers_for, build_queue, queue_metrics
-from flowrate.review.runs import Run
+from flowrate.review.runs import Run, Transcripts
 
 BUSY_WAIT_S = 5.0  # how long an answer waits for the history while another process has it open
 
@@ -71,7 +71,7 @@ class ReviewState:
 
     runs: list[Run]
     queue_rows: list[EvaluationRow]
-    transcripts: dict[str, Any]
+    transcripts: Transcripts
     history_path: Path
     keys: Secrets
     rule: QueueRule = field(default_factory=QueueRule)

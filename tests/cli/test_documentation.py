@@ -68,3 +68,44 @@ def test_eval_help_says_directories_hold_parquet_too_and_that_ray_urls_need_rays
     help_text = " ".join(run_flowrate("eval", "--help", env=dict(os.environ, COLUMNS="200")).stdout.split())
     assert ".jsonl/.json/.yaml/.yml/.parquet inside" in help_text
     assert "ray://HOST:10001, which needs pip install 'ray[client]'" in help_text
+
+
+def _pages_a_user_reads():
+    """The README and the docs pages of the site's "Getting started" and "Using flowrate"."""
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    pages = []
+    for entry in nav:
+        for title, value in entry.items():
+            if title in ("Getting started", "Using flowrate"):
+                pages += [value] if isinstance(value, str) else [page for item in value for page in item.values()]
+    return {"README.md": (ROOT / "README.md").read_text()} | {
+        page: (ROOT / "docs" / page).read_text() for page in pages
+    }
+
+
+def test_no_page_a_user_reads_runs_a_command_on_data_outside_the_project():
+    pages = _pages_a_user_reads()
+    assert {"README.md", "getting-started.md", "commands.md", "metrics.md", "judges.md"} <= set(pages)
+    assert [name for name, text in pages.items() if "../shared/" in text] == []
+
+
+def test_a_page_that_runs_a_command_on_the_human_rated_sets_says_where_they_come_from():
+    from flowrate.analysis.judge_bench import SETS
+
+    pages = _pages_a_user_reads()
+    for name, text in pages.items():
+        if re.search(r"dialogue-ratings[/ ]", text):
+            assert "#getting-the-sets" in text, name
+    getting = pages["commands.md"].split("#### Getting the sets", 1)[1].split("\n#", 1)[0]
+    assert {bench.file for bench in SETS.values()} <= set(re.findall(r"`(\w+\.jsonl)`", getting))
+
+
+def test_getting_started_shows_a_first_verdict_without_an_openai_key():
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    section = page.split("## A first verdict without an OpenAI key", 1)[1].split("\n## ", 1)[0]
+    assert "OPENAI_API_KEY" not in section
+    assert "--metric repetition_check" in page and "offline repetition check" in section
+    for way in ("--model gguf:", "--api-base http://127.0.0.1:", "--model ollama:"):
+        assert way in section, way

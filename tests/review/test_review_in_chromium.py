@@ -15,6 +15,12 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)"
 )
 FLOW = "conversational_flow_rate"
+SAVED_GREEN, FAILED_RED = "rgb(26, 127, 55)", "rgb(207, 34, 46)"  # style.css's colours, as Chromium computes them
+
+
+def colour(page, selector):
+    """The text colour Chromium computes for the element at `selector`."""
+    return page.locator(selector).evaluate("element => getComputedStyle(element).color")
 
 
 def open_context(chromium, review, errors):
@@ -48,6 +54,7 @@ def test_five_conversations_labelled_by_keyboard_in_blind_mode_are_in_the_histor
         value = page.locator(f'#answers button[data-key="{key}"]').inner_text()
         page.keyboard.press(key)
         page.locator("#saved").filter(has_text=f"saved: {value}").wait_for()
+        assert colour(page, "#saved") == SAVED_GREEN
         given.append((page.locator("#conversation").inner_text(), value))
         assert page.locator("#verdict").inner_text() == "minor"  # shown once answered
         assert page.locator(".turn[data-turn='2'] .issue").count() == 1
@@ -414,16 +421,37 @@ def test_a_failed_save_says_so_and_keeps_the_reviewer_on_the_conversation(judged
     page.goto(review.base + f"/label/{FLOW}")
     conversation = page.locator("#conversation").inner_text()
     page.keyboard.press("1")
-    page.locator("#saved").filter(has_text="not saved: not stored, answer again").wait_for()
-    assert "File too large" in page.locator("#saved").inner_text()
+    page.locator("#saved").filter(has_text="not saved").wait_for()
+    said = page.locator("#saved").inner_text()
+    assert said.startswith("not saved: the history file refused it (") and said.endswith("); answer again")
+    assert "File too large" in said
+    assert re.findall(r"\bnot (?:saved|stored)\b", said) == ["not saved"]  # said once: not "not saved: not stored"
+    assert colour(page, "#saved") == FAILED_RED  # a failure, not in the green of "saved"
     page.keyboard.press("j")
     page.wait_for_timeout(500)
     assert page.locator("#conversation").inner_text() == conversation
     assert page.locator("#position").inner_text().startswith(f"1 of {FAILING}")
-    assert page.locator("#saved").inner_text().startswith("not saved")
+    assert page.locator("#saved").inner_text() == "not saved: fully; answer again before moving on"
+    assert colour(page, "#saved") == FAILED_RED
     assert page.locator("#yours").inner_text() == ""
     assert history_reviews(history) == []
     assert [error for error in errors if "503" not in error] == []  # the browser's own line for the refused save
+
+
+def test_a_reviewers_name_the_server_refuses_is_said_as_a_failure(judged, start_review, chromium, tmp_path):
+    """A name of spaces only passes the form's `required` and the server refuses it: the page
+    says why, in the colour of a failure, and names no reviewer."""
+    results, _ = judged
+    review = start_review(results, "--history", tmp_path / "h.duckdb", "--sample-passing", "0")
+    errors = []
+    _, page = open_context(chromium, review, errors)
+    page.goto(review.base + f"/label/{FLOW}")
+    page.locator("#name").fill("   ")
+    page.locator("#name-form button").click()
+    page.locator("#saved").filter(has_text="a name of 1 to").wait_for()
+    assert colour(page, "#saved") == FAILED_RED
+    assert page.locator("#name-form").count() == 1
+    assert [error for error in errors if "400" not in error] == []  # the browser's own line for the refused name
 
 
 @pytest.fixture
@@ -493,6 +521,9 @@ def test_the_queue_is_one_click_away_side_by_side_takes_two_runs_and_a_row_names
     row = json.loads(run.read_text().splitlines()[0])
     assert str(run.resolve()) in named and row["model"] in named
     assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d UTC", named) and "8 rows" in named
+    page.goto(review.base + "/queues")
+    what = page.locator("main").inner_text()
+    assert "whose samples disagree, and every one the judge was unsure of (--uncertain-below)" in what
     assert errors == []
 
 

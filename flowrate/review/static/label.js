@@ -4,9 +4,12 @@ const state = JSON.parse(document.getElementById("state").textContent);
 const saved = document.getElementById("saved");
 // the answer being saved, or the one whose save failed (`failed`): the keys stay on this conversation
 let unsaved = null, failed = false;
+// #saved's text and its state (style.css colours "saved" as success, "failed" as a failure)
+function say(text, outcome) { saved.textContent = text; saved.dataset.outcome = outcome; }
 function go(href) {
   if (unsaved !== null) {
-    saved.textContent = failed ? "not saved: " + unsaved + "; answer again before moving on" : "still saving " + unsaved + "…";
+    if (failed) say("not saved: " + unsaved + "; answer again before moving on", "failed");
+    else say("still saving " + unsaved + "…", "pending");
     return;
   }
   if (href) location.href = state.base + href;
@@ -32,7 +35,7 @@ function reveal(judge) {
 async function answer(value) {
   unsaved = value;
   failed = false;
-  saved.textContent = "saving " + value + "…";
+  say("saving " + value + "…", "pending");
   let reply, ok = false;
   try {
     const response = await fetch(state.base + "/api/answer", {method: "POST", credentials: "same-origin",
@@ -45,9 +48,9 @@ async function answer(value) {
     ok = false;
     reply = {error: "the server's answer could not be read (" + error.message + ")"};
   }
-  if (!ok) { failed = true; saved.textContent = "not saved: " + reply.error; return; }
+  if (!ok) { failed = true; say("not saved: " + reply.error, "failed"); return; }
   unsaved = null;
-  saved.textContent = "saved: " + reply.value;
+  say("saved: " + reply.value, "saved");
   document.getElementById("yours").textContent = "your answer: " + reply.value;
   document.querySelectorAll("#answers button").forEach(b => b.setAttribute("aria-pressed", String(b.dataset.value === reply.value)));
   reveal(reply.judge);

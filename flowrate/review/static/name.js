@@ -5,5 +5,8 @@ document.getElementById("name-form").addEventListener("submit", async event => {
   const response = await fetch(state.base + "/api/reviewer", {method: "POST", credentials: "same-origin",
     headers: {"content-type": "application/json", "x-flowrate-csrf": state.csrf},
     body: JSON.stringify({name: document.getElementById("name").value})});
-  if (response.ok) location.reload(); else document.getElementById("saved").textContent = (await response.json()).error;
+  if (response.ok) { location.reload(); return; }
+  const saved = document.getElementById("saved");
+  saved.textContent = (await response.json()).error;
+  saved.dataset.outcome = "failed";
 });
