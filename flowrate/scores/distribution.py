@@ -16,9 +16,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from flowrate.judge.logprobs import Tokens, tokens_fault
 from flowrate.rubric.model import Criterion, Rubric, Scale
-
-Tokens = list[dict[str, Any]]  # OpenAI's `choices[i].logprobs.content`: token, logprob, top_logprobs
 
 
 @dataclass
@@ -71,8 +70,9 @@ def most_likely(probs: dict[str, float], outside: float | None) -> MostLikely:
 def distributions(text: str, tokens: Tokens | None, rubric: Rubric) -> dict[str, LevelProbs]:
     """Each criterion's distribution in a reply `text` whose `tokens` carry log-probabilities;
     criteria whose value cannot be found in the tokens, or whose alternatives hold no level, are
-    left out (nothing is invented). Empty without tokens, or when they do not spell `text`."""
-    if not tokens or "".join(str(token.get("token", "")) for token in tokens) != text:
+    left out (nothing is invented). Empty when the tokens give none (`tokens_fault`: without
+    tokens, with a log-probability that is no number, or when they do not spell `text`)."""
+    if tokens is None or tokens_fault(text, tokens) is not None:
         return {}
     ends, position = [], 0
     for token in tokens:
