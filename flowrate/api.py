@@ -516,10 +516,13 @@ def collect_batches(
         results.close()
 
 
-def import_batch_file(paths: list[str], settings: EvalSettings, results_file: Path) -> RunSummary:
+def import_batch_file(
+    paths: list[str], settings: EvalSettings, results_file: Path, listeners: list[RunListener] | None = None
+) -> RunSummary:
     """Rows from an OpenAI-format batch output file (`vllm run-batch`), mapped back to the
     conversations in `paths` planned under `settings`, written to `settings.output`, which may
-    not be `results_file` (`check_apart`: writing the rows would empty it before it is read)."""
+    not be `results_file` (`check_apart`: writing the rows would empty it before it is read);
+    `listeners` hear the rows and the notices too."""
     from flowrate.evaluation.provider_batch import import_batch_results
     from flowrate.inputs.files import check_apart
 
@@ -527,7 +530,7 @@ def import_batch_file(paths: list[str], settings: EvalSettings, results_file: Pa
     run = FileRun(paths, settings)
     results = ResultsFile(settings.output, append=False)
     try:
-        return asyncio.run(import_batch_results(run, str(results_file), Listeners([results])))
+        return asyncio.run(import_batch_results(run, str(results_file), Listeners([results, *(listeners or [])])))
     finally:
         results.close()
 

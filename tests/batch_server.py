@@ -6,7 +6,8 @@ can let a batch take time (`polls_to_finish` retrieves before it is done), fail 
 whose prompt holds `fail_marker` (they go to the error file with `fail_error`), expire part-way
 (only the first `expire_after` lines are answered) and be cancelled as OpenAI's are: a batch
 still running goes to `cancelling`, and is `cancelled` at the next retrieve; a finished one
-cannot be cancelled (400). Counters tell tests what was created.
+cannot be cancelled (400). Its lines carry log-probabilities as the judge's profile gives them
+online (`behave_as("ollama")`: none). Counters tell tests what was created.
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ class BatchServer:
                 )
                 continue
             step = self.judge._next_step(prompt)
-            completion = with_logprobs(_completion(body, step, prompt), body, step)
+            completion = _completion(body, step, prompt)
+            if self.judge.profile.logprobs == "yes":  # "ignores": the output carries none, asked or not
+                with_logprobs(completion, body, step)
             out.append(
                 {
                     "id": "r",

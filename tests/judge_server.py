@@ -24,7 +24,10 @@ A step is one of:
   the token where the verdict begins (default: the verdict alone, logprob 0), ``"split": {"minor":
   ["m", "inor"]}`` to spell a verdict in several tokens, and ``"next_logprobs"`` for the
   alternatives at its second token. A request with ``logprobs`` gets every reply's tokens in
-  OpenAI's ``logprobs.content`` shape (words, spaces and punctuation as tokens).
+  OpenAI's ``logprobs.content`` shape (words, spaces and punctuation as tokens); ``"partial_utf8":
+  true`` spells each character outside ASCII in a token per UTF-8 byte, each written ``"�"`` as
+  vLLM writes a token that ends inside a character (standardcompletions/rfcs issue 2), so the
+  tokens no longer spell the reply
 
 Random faults for benchmarks come from ``fault_rates`` with a fixed seed.
 
@@ -505,7 +508,25 @@ def _tokens(text: str, step: dict[str, Any]) -> list[dict[str, Any]]:
         tokens.append({"token": piece, "logprob": given.get(piece, -30.0), "top_logprobs": top})
     rest = _PIECES.findall(text[start + len(value) :])
     tokens += [{"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]} for piece in rest]
-    return tokens
+    return _partial_utf8(tokens) if step.get("partial_utf8") else tokens
+
+
+def _partial_utf8(tokens: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`tokens` with every character outside ASCII spelled a token per UTF-8 byte, each written
+    "\ufffd" with the bytes of "\ufffd" (239, 191, 189) whatever the byte, as vLLM gives them."""
+    out: list[dict[str, Any]] = []
+    for token in tokens:
+        if token["token"].isascii():
+            out.append(token)
+            continue
+        for part in re.findall(r"[\x00-\x7f]+|[^\x00-\x7f]", token["token"]):
+            if part.isascii():
+                out.append({"token": part, "logprob": 0.0, "top_logprobs": [{"token": part, "logprob": 0.0}]})
+                continue
+            for _ in part.encode():
+                piece = {"token": "\ufffd", "logprob": 0.0, "bytes": [239, 191, 189]}
+                out.append({**piece, "top_logprobs": [dict(piece)]})
+    return out
 
 
 def looked_at(body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:

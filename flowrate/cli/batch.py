@@ -57,7 +57,7 @@ def batch_collect_command(
     """Collect every finished batch not yet collected into its results file, as the command that
     submitted it would; exit 3 while some are still running."""
     from flowrate.api import collect_batches, recorded_batches, recorded_settings
-    from flowrate.reports.console import print_summary
+    from flowrate.reports.console import Reporter, print_summary
 
     _, batches = recorded_batches(cache_dir, ids)
     submitted: dict[str, Any] = {}
@@ -72,7 +72,8 @@ def batch_collect_command(
     worst = ExitCode.OK
     for output, batch in submitted.items():
         paths, settings = recorded_settings(batch)
-        summary = collect_batches(paths, settings, set(ids) if ids else None)
+        with Reporter(stderr(), verbose=settings.verbose) as progress:  # the run's notices, as flowrate eval's
+            summary = collect_batches(paths, settings, set(ids) if ids else None, [progress])
         print_summary(stderr(), summary, output)
         code = ExitCode.INCOMPLETE if summary.still_running else summary.exit_code
         if summary.still_running:
@@ -126,9 +127,10 @@ def batch_import_results_command(
     """Rows from a batch output file, mapped back by custom id to the conversations in PATHS,
     planned as the export was (give the same judge options, and --redact if it was redacted)."""
     from flowrate.api import import_batch_file
-    from flowrate.reports.console import print_summary
+    from flowrate.reports.console import Reporter, print_summary
 
     settings = given.settings(no_cache=True)
-    summary = import_batch_file(paths, settings, results_file)
+    with Reporter(stderr(), verbose=settings.verbose) as progress:  # the run's notices, as flowrate eval's
+        summary = import_batch_file(paths, settings, results_file, [progress])
     print_summary(stderr(), summary, settings.output)
     raise typer.Exit(int(summary.exit_code))

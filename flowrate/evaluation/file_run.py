@@ -324,14 +324,20 @@ def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], Ev
         raise
 
 
+def tell_logprobs(run: FileRun, listener: RunListener) -> None:
+    """Tell `listener`, once each, why `run`'s replies came without usable log-probabilities, if
+    they did (`LogprobsLearned.notes` of each served judge; metrics may share one)."""
+    learned = {id(m.backend.logprobs): m.backend.logprobs for m in run.metrics if m.backend and m.backend.logprobs}
+    for note in dict.fromkeys(note for logprobs in learned.values() for note in logprobs.notes()):
+        listener.notice(note)
+
+
 def finish(run: FileRun, listener: RunListener, summary: RunSummary, started: float) -> RunSummary:
     """How every engine ends `run`: its gates applied to `summary`, the wall clock since `started`
     (`time.monotonic()` when the engine was called: loading the judge included, as the progress
     clock), `listener` told why its replies came without the log-probabilities asked for, if they
     did, and that the run finished. Returns `summary`."""
-    for note in dict.fromkeys(m.backend.logprobs_note() for m in run.metrics if m.backend is not None):
-        if note:
-            listener.notice(note)
+    tell_logprobs(run, listener)
     apply_gates(summary, run.settings.gate_settings)
     summary.wall_time_s = round(time.monotonic() - started, 3)
     listener.finished(summary)

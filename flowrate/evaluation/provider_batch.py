@@ -26,7 +26,7 @@ from typing import Any
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
-from flowrate.evaluation.file_run import FileRun, finish, tell_lost_cache_writes
+from flowrate.evaluation.file_run import FileRun, finish, tell_logprobs, tell_lost_cache_writes
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.batch_api import (
     TERMINAL,
@@ -424,6 +424,7 @@ async def import_batch_results(run: FileRun, path: str, listener: RunListener) -
     finally:
         results.handle.close()
         run.close()
+    tell_logprobs(run, listener)
     apply_gates(summary, run.settings.gate_settings)
     listener.finished(summary)
     return summary

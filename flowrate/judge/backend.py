@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from flowrate.judge.errors import TimedOut, Unreachable
+from flowrate.judge.logprobs import LogprobsLearned
 from flowrate.settings.groups import HOSTED_TIMEOUT_S
 from flowrate.settings.groups import SELF_HOSTED_TIMEOUT_S as SELF_HOSTED_TIMEOUT_S  # for the engines
 
@@ -156,6 +157,7 @@ class JudgeBackend(ABC):
 
     model_name: str  #: the model as the user named it: rows and messages show it
     asks_logprobs: bool = False  #: the run asks for token log-probabilities (`--logprobs`)
+    logprobs: LogprobsLearned | None = None  #: what a served judge's server gave of them this run (None: not served)
 
     @abstractmethod
     async def complete(
@@ -201,10 +203,6 @@ class JudgeBackend(ABC):
     def top_logprobs(self) -> int:
         """Alternatives asked at each reply token with its log-probability (0: none): by default none."""
         return 0
-
-    def logprobs_note(self) -> str | None:
-        """Why this run's replies came without the log-probabilities asked, told at its end; None: they did not."""
-        return None
 
     def refuses_logprobs(self, said: str) -> None:
         """The server refused log-probabilities, saying `said`, to an engine sending for itself (Ray): ask none."""

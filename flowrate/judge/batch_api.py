@@ -27,7 +27,7 @@ import orjson
 
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
 from flowrate.judge.backend import chat_body, tokens_of
-from flowrate.judge.direct import openai_endpoint
+from flowrate.judge.direct import json_loads, openai_endpoint
 from flowrate.judge.errors import BadReply, JudgeError, TimedOut, Unreachable, error_for
 from flowrate.judge.litellm_backend import judge_error_of
 from flowrate.judge.retry import SECRET_NAME, RetryPolicy, one_line, redact_secrets, worth_retrying
@@ -251,7 +251,7 @@ class ResultFile:
         for number, line in enumerate(iter(self.handle.readline, b""), start=1):
             if line.strip():
                 try:
-                    self.offsets[orjson.loads(line)["custom_id"]] = offset
+                    self.offsets[json_loads(line)["custom_id"]] = offset
                 except (orjson.JSONDecodeError, KeyError, TypeError):
                     raise InputError(
                         [f"{name}:{number}: not a batch result line (custom_id)"],
@@ -265,7 +265,7 @@ class ResultFile:
         if offset is None:
             return None
         self.handle.seek(offset)
-        return orjson.loads(self.handle.readline())
+        return json_loads(self.handle.readline())
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from flowrate.errors import ConfigError
+from flowrate.judge.logprobs import tokens_fault
 
 CACHE_FILE = "responses.sqlite3"
 WRITE_BATCH = 200
@@ -327,6 +328,14 @@ class Replies:
 
     texts: list[str]
     logprobs: list[list[dict[str, Any]] | None]
+
+    @property
+    def usable_logprobs(self) -> bool:
+        """Whether every reply was kept with tokens that give a distribution (`tokens_fault`; a
+        NaN log-probability is kept as null)."""
+        return len(self.logprobs) == len(self.texts) and all(
+            tokens_fault(text, tokens) is None for text, tokens in zip(self.texts, self.logprobs, strict=True)
+        )
 
 
 def _looked_up(db: sqlite3.Connection, pending: dict[str, tuple], keys: list[str]) -> dict[str, Replies]:

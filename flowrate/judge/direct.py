@@ -11,6 +11,7 @@ prices or sizes a model differently. An error answer becomes one of flowrate's j
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from functools import cached_property
 from typing import Any
@@ -161,10 +162,24 @@ class DirectBackend(ServedJudge):
 def _completion(payload: bytes, form: str | None, facts: dict[str, Any] | None) -> Completion:
     """A chat-completions answer as a `Completion`, priced by the model map."""
     try:
-        answer = orjson.loads(payload)
+        answer = json_loads(payload)
     except orjson.JSONDecodeError:
         answer = None
     return completion_of(answer, form, facts, payload)
+
+
+def json_loads(payload: bytes) -> Any:
+    """`payload` decoded as JSON: by orjson, or, where orjson refuses the NaN and Infinity that
+    Python's json.dumps writes for a number that is none (a server's broken log-probability), by
+    the standard library, which reads them (as LiteLLM's transport does). Raises orjson's
+    `JSONDecodeError` for anything else."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as refused:
+        try:
+            return json.loads(payload)
+        except ValueError:
+            raise refused from None
 
 
 def completion_of(answer: Any, form: str | None, facts: dict[str, Any] | None, payload: Any = None) -> Completion:

@@ -1,14 +1,60 @@
 """What a served judge learns of token log-probabilities during a run: whether its server refused
 them (llama-cpp-python's started with `--logits_all false` answers a 500 saying so), then asked
-again without them and never again; and how many replies came without the ones asked for. The
-run's end tells either once (`note`)."""
+again without them and never again; and how many replies came without usable ones (`tokens_fault`:
+none, numbers that are not numbers, tokens that do not spell the reply), online or in a provider
+batch's output. The run's end tells each case once (`notes`)."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
-from flowrate.judge.backend import Completion
 from flowrate.judge.errors import LogprobsRefused
+
+Tokens = list[dict[str, Any]]  # OpenAI's `choices[i].logprobs.content`: token, logprob, top_logprobs
+
+
+class Answer(Protocol):
+    """What `LogprobsLearned.complete` reads of a `judge.backend.Completion` (`judge.backend`
+    imports this module for `JudgeBackend.logprobs`, so this one does not import it)."""
+
+    texts: list[str]
+    requests: int
+
+    def tokens(self, index: int) -> Tokens | None: ...
+
+
+A = TypeVar("A", bound=Answer)
+
+#: what each fault of `tokens_fault` leaves a reply, as the run's end says it
+FAULT_NOTES = {
+    "missing": "came without the token log-probabilities asked for",
+    "not numbers": "came with log-probabilities that are not numbers (NaN), read as no distribution",
+    "unspelled": "came with token log-probabilities that do not spell the reply (a server writing a token"
+    " that ends inside a character as U+FFFD sends such), so no value could be found in them",
+}
+
+
+def tokens_fault(text: str, tokens: Tokens | None) -> str | None:
+    """Why a reply `text` with its `tokens` gives no distribution: "missing" (none came),
+    "not numbers" (a log-probability that is NaN, +Infinity or absent: a NaN is cached as null),
+    "unspelled" (the tokens do not spell `text`); None when they are usable."""
+    if not tokens:
+        return "missing"
+    for token in tokens:
+        alternatives = [token, *(token.get("top_logprobs") or [])]
+        if not all(_is_logprob(alternative.get("logprob")) for alternative in alternatives):
+            return "not numbers"
+    if "".join(str(token.get("token", "")) for token in tokens) != text:
+        return "unspelled"
+    return None
+
+
+def _is_logprob(value: Any) -> bool:
+    """Whether `value` can be a log-probability: a number below +Infinity, -Infinity (a probability of 0) included."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value) and value < math.inf
 
 
 class LogprobsLearned:
@@ -16,9 +62,10 @@ class LogprobsLearned:
 
     def __init__(self) -> None:
         self.refused: str | None = None  #: what the server said when it refused them
-        self.missing = 0  #: replies asked with log-probabilities that came without
+        #: replies asked with log-probabilities that gave no distribution, by `tokens_fault`
+        self.faults: Counter[str] = Counter()
 
-    async def complete(self, asked: int, send: Callable[[], Awaitable[Completion]]) -> Completion:
+    async def complete(self, asked: int, send: Callable[[], Awaitable[A]]) -> A:
         """`send`'s completion, asked with `asked` alternatives a token (0: none); a refusal of
         them is learned, and the request sent again (`send` then asks none)."""
         try:
@@ -30,22 +77,32 @@ class LogprobsLearned:
             completion = await send()
             completion.requests += 1
             return completion
-        if asked:
-            self.missing += sum(1 for i in range(len(completion.texts)) if completion.tokens(i) is None)
+        self.heard(asked, completion.texts, [completion.tokens(i) for i in range(len(completion.texts))])
         return completion
 
-    def note(self) -> str | None:
-        """Why this run's replies came without log-probabilities; None when they came with them."""
+    def heard(self, asked: int, texts: list[str], tokens: list[Tokens | None]) -> None:
+        """Count the replies `texts` with their `tokens` that give no distribution, when they were
+        asked with `asked` alternatives a token (0: none asked, nothing counted)."""
+        if asked:
+            for index, text in enumerate(texts):
+                fault = tokens_fault(text, tokens[index] if index < len(tokens) else None)
+                if fault is not None:
+                    self.faults[fault] += 1
+
+    def notes(self) -> list[str]:
+        """Why this run's replies came without usable log-probabilities, a note for each case; empty when they did."""
+        notes = []
         if self.refused is not None:
             hint = " (llama-cpp-python's server gives them unless started with --logits_all false)"
             hint = hint if "logits_all" in self.refused else ""
-            return (
+            notes.append(
                 f"the judge refused token log-probabilities{hint}: level_probs and expected_score are null"
                 f" on this run's new rows. It said: {self.refused[:200]}"
             )
-        if self.missing:
-            return (
-                f"{self.missing} judge reply(ies) came without the token log-probabilities asked for:"
-                " their level_probs and expected_score are null"
-            )
-        return None
+        for fault, said in FAULT_NOTES.items():
+            if self.faults[fault]:
+                notes.append(
+                    f"{self.faults[fault]} judge reply(ies) {said}: their level_probs and expected_score are null"
+                    " (a --score that needs them keeps the verdict's score, score_from says so)"
+                )
+        return notes

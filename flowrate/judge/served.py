@@ -23,6 +23,8 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
     """A model served at an address; a transport writes `_send` and the facts `ServedFacts`
     declares (`_model_info`, `_supports_n`, `_structured`, `_estimated_tokens`)."""
 
+    logprobs: LogprobsLearned  #: a served judge always learns its server's log-probabilities
+
     def __init__(self, address: JudgeAddress):
         """`address`: the model and where it is served (`JudgeAddress.parse`)."""
         self.address = address
@@ -70,9 +72,6 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
         server has not refused them."""
         wanted = self.asks_logprobs and self._takes_logprobs and self.logprobs.refused is None
         return TOP_LOGPROBS if wanted else 0
-
-    def logprobs_note(self) -> str | None:
-        return self.logprobs.note()
 
     def refuses_logprobs(self, said: str) -> None:
         self.logprobs.refused = said

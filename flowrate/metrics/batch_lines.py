@@ -42,13 +42,17 @@ class BatchLines:
         batch_id: str,
     ) -> list[EvaluationRow]:  # fmt: skip
         """Rows for `case` (read from `source`) from the `replies` a provider batch `batch_id`
-        returned for `plan`: parsed as online, with the distributions their tokens hold, put in
-        the cache, priced at the batch price (null when unknown). Raises `UnparsableReply` when a
+        returned for `plan`: parsed as online, with the distributions their tokens hold (those
+        without usable ones counted by the judge, as online), put in the cache, priced at the
+        batch price (null when unknown). Raises `UnparsableReply` when a
         reply holds no judgement."""
         form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
         price = getattr(self.planner.backend, "batch_price", lambda prompt, completion: None)
         usage = replies.usage
         cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        backend = self.planner.backend
+        if backend.logprobs is not None:  # told once, at the run's end, as online
+            backend.logprobs.heard(backend.top_logprobs(), replies.texts, replies.logprobs)
         judgements = parsed_judgements(self.planner.rubric, replies.texts, replies.logprobs)
         rows = self.row_maker.new_rows(case, source, plan.truncated)
         self.row_maker.scoring.fill(rows, judgements)

@@ -88,8 +88,8 @@ class CachedReplies:
         if self.cache is None or not plans:
             return
         found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
-        if self.backend.top_logprobs():  # kept without log-probabilities: asked again, with them
-            found = {key: replies for key, replies in found.items() if replies.logprobs and all(replies.logprobs)}
+        if self.backend.top_logprobs():  # kept without usable log-probabilities: asked again, with them
+            found = {key: replies for key, replies in found.items() if replies.usable_logprobs}
         for plan in plans:
             take_cached(plan, found)
 

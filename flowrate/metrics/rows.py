@@ -12,7 +12,7 @@ from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
 from flowrate.results.rows import ErrorInfo, EvaluationRow
 from flowrate.rubric.model import USER_SATISFACTION, Criterion, Rubric
-from flowrate.scores.distribution import LevelProbs, from_samples, mean_of
+from flowrate.scores.distribution import LevelProbs, from_samples, mean_of, most_likely
 from flowrate.scores.reading import Judgement, majority, weighted_mean
 from flowrate.settings.groups import ScoreChoice
 
@@ -82,7 +82,7 @@ class Scoring:
         row.success = row.score is not None and row.score >= row.threshold
         bound = self.choice.uncertain_below
         if bound is not None and row.level_probs:
-            row.uncertain = max(row.level_probs.values()) < bound
+            row.uncertain = most_likely(row.level_probs, row.outside_prob).unsure_at(bound)
 
     def _fill_mean(self, row: EvaluationRow, scores: dict[str, float], criteria: dict[str, EvaluationRow]) -> None:
         """A suite's `user_satisfaction` `row`: the weighted mean of its criteria's `scores`, and of

@@ -85,7 +85,7 @@ class EvaluationRow(BaseModel):
     verdict_first_score: float | None = None  #: Σ verdict_first_probs × the level's score
     combined_score: float | None = None  #: the mean of verdict_score and the verdict-first expected score
     score_from: str | None = None  #: which value `score` is: "verdict", "expected" or "combined" (`--score`)
-    uncertain: bool = False  #: the judge's most likely level had less probability than --uncertain-below
+    uncertain: bool = False  #: the judge's most likely level had less of its mass than --uncertain-below, or tied
     weights: dict[str, float] | None = None  #: on user_satisfaction rows: the weight of each criterion
     cached: bool = False  #: the verdict came from the response cache: no call, no cost
     batch: bool = False  #: the verdict came from a provider batch

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from flowrate.errors import ExitCode, exit_code_for_outcome
 from flowrate.results.rows import EvaluationRow
+from flowrate.scores.distribution import most_likely
 
 FAILURES_KEPT = 50
 
@@ -254,7 +255,8 @@ class FlaggedCalls:
 
 
 class Doubts(BaseModel):
-    """The rows whose judge was unsure: its most likely level less probable than --uncertain-below."""
+    """The rows whose judge was unsure: its most likely level less probable than --uncertain-below
+    (the mass outside the scale counted against it), or tied with another."""
 
     uncertain: int = 0
     uncertain_notes: list[FailureNote] = Field(default_factory=list)
@@ -263,8 +265,14 @@ class Doubts(BaseModel):
         """Count `row` (of the conversation at `order`) if it is marked uncertain."""
         if row.uncertain and row.level_probs:
             self.uncertain += 1
-            level, p = max(row.level_probs.items(), key=lambda item: item[1])
-            detail = f"{shown_value(row)}, the judge's most likely level {level} at {p:.0%}"
+            top = most_likely(row.level_probs, row.outside_prob)
+            if top.tied:
+                said = f"levels tied: {' and '.join(top.levels)} at {top.p:.0%} each"
+            else:
+                said = f"level {top.levels[0]} at {top.p:.0%}"
+            if (row.outside_prob or 0.0) >= 0.005:  # shown as 1 % or more
+                said += f" ({top.in_scale:.0%} over the scale, {row.outside_prob:.0%} outside it)"
+            detail = f"{shown_value(row)}, the judge's most likely {said}"
             _keep(self.uncertain_notes, FailureNote(id=row.id, metric=row.metric, detail=detail, order=order))
 
 

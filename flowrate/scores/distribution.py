@@ -16,9 +16,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from flowrate.judge.logprobs import Tokens, tokens_fault
 from flowrate.rubric.model import Criterion, Rubric, Scale
-
-Tokens = list[dict[str, Any]]  # OpenAI's `choices[i].logprobs.content`: token, logprob, top_logprobs
 
 
 @dataclass
@@ -36,17 +35,44 @@ class LevelProbs:
             p * scale.score(value if scale.levels is not None else int(value)) for value, p in self.probs.items()
         )
 
-    def top(self) -> tuple[str, float]:
-        """The most probable value and its probability."""
-        value = max(self.probs, key=lambda key: (self.probs[key], key))
-        return value, self.probs[value]
+
+@dataclass(frozen=True)
+class MostLikely:
+    """The judge's most likely level in a distribution: `levels`, more than one when they tie (in
+    the distribution's order, the scale's: lowest score first), its probability over the scale
+    (`in_scale`), and among all the judge's alternatives (`p`: the mass outside the scale counts
+    against it, so a level the judge gave 0.2 is at 0.2 however little the other levels had)."""
+
+    levels: tuple[str, ...]
+    in_scale: float
+    p: float
+
+    @property
+    def tied(self) -> bool:
+        """Whether several levels share the top: the judge did not choose between them."""
+        return len(self.levels) > 1
+
+    def unsure_at(self, bound: float) -> bool:
+        """Whether the judge was unsure at `bound` (`--uncertain-below`): its most likely level
+        had less than `bound` of its mass, or it tied with another."""
+        return self.tied or self.p < bound
+
+
+def most_likely(probs: dict[str, float], outside: float | None) -> MostLikely:
+    """The most likely level of a row's `probs` (renormalised over the scale, as `level_probs`)
+    with `outside`, the mass that fell outside the scale (`outside_prob`; None: none). Levels tie
+    when equal to the 6 places a row keeps."""
+    top = max(round(p, 6) for p in probs.values())
+    levels = tuple(value for value, p in probs.items() if round(p, 6) == top)
+    return MostLikely(levels, top, round(top * (1.0 - (outside or 0.0)), 6))
 
 
 def distributions(text: str, tokens: Tokens | None, rubric: Rubric) -> dict[str, LevelProbs]:
     """Each criterion's distribution in a reply `text` whose `tokens` carry log-probabilities;
     criteria whose value cannot be found in the tokens, or whose alternatives hold no level, are
-    left out (nothing is invented). Empty without tokens, or when they do not spell `text`."""
-    if not tokens or "".join(str(token.get("token", "")) for token in tokens) != text:
+    left out (nothing is invented). Empty when the tokens give none (`tokens_fault`: without
+    tokens, with a log-probability that is no number, or when they do not spell `text`)."""
+    if tokens is None or tokens_fault(text, tokens) is not None:
         return {}
     ends, position = [], 0
     for token in tokens:
@@ -192,9 +218,11 @@ def from_samples(values: list[str | int], criterion: Criterion) -> LevelProbs:
 
 
 def mean_of(found: list[LevelProbs]) -> LevelProbs:
-    """The mean of several samples' distributions of one criterion."""
+    """The mean of several samples' distributions of one criterion, over the scale and the mass
+    outside it, renormalised over the scale: a sample weighs by the mass it gave the scale (one
+    that gave "none" 0.2 and 0.8 to other words adds 0.1 to "none" of two, not 0.5)."""
     keys = list(found[0].probs)
-    return LevelProbs(
-        {key: sum(d.probs.get(key, 0.0) for d in found) / len(found) for key in keys},
-        sum(d.outside for d in found) / len(found),
-    )
+    outside = sum(d.outside for d in found) / len(found)
+    inside = {key: sum(d.probs.get(key, 0.0) * (1.0 - d.outside) for d in found) / len(found) for key in keys}
+    total = sum(inside.values())
+    return LevelProbs({key: p / total for key, p in inside.items()} if total > 0 else inside, outside)

@@ -276,7 +276,8 @@ class MetricOptions(Group):
         gt=0,
         le=1,
         description="Mark a conversation uncertain when the judge's most likely level has less than this"
-        " probability: counted in the summary, queued in the review app.",
+        " probability among all its alternatives (the mass outside the scale counts against it), or ties with"
+        " another level: counted in the summary, queued in the review app.",
     )
 
     @field_validator("thresholds")

@@ -302,3 +302,71 @@ def test_a_batch_refuses_a_second_look_plainly_before_anything_is_sent(batch_ser
     assert result.returncode == 2 and "--score combined with the reason first" in result.stderr
     assert "Traceback" not in result.stderr and batch_server.created == 0 and judge.requests == 0
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_batch_whose_output_carries_no_log_probabilities_keeps_the_verdicts_score_and_says_so_once(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(3))
+    judge.behave_as("ollama")  # asked for them, its output carries none
+    result = run_flowrate(*batch_args(batch_server, "--score", "expected", "--no-cache"))
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert len(rows) == 3 and all(row["batch"] for row in rows) and judge.requests == 0
+    assert all(row["level_probs"] is None and row["score_from"] == "verdict" for row in rows)
+    said = "3 judge reply(ies) came without the token log-probabilities asked for"
+    assert result.stderr.count(said) == 1, result.stderr
+
+
+def test_nan_log_probabilities_in_a_batchs_output_are_read_as_no_distribution_and_said_once(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(3))
+    # the output file as json.dumps writes a NaN: not JSON orjson reads
+    judge.script("question 1", {"verdict": "fully", "logprobs": {"fully": float("nan"), "none": -2.3}})
+    judge.script("question 2", {"verdict": "fully", "logprobs": {"fully": float("nan")}})
+    result = run_flowrate(*batch_args(batch_server, "--score", "expected", "--no-cache"))
+    assert result.returncode == 0, result.stderr
+    rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    assert all(row["batch"] and row["error"] is None for row in rows.values()) and judge.requests == 0
+    assert rows["c1"]["level_probs"] is None and rows["c2"]["score_from"] == "verdict"
+    assert rows["c0"]["level_probs"]["fully"] == 1.0 and rows["c0"]["score_from"] == "expected"
+    said = "2 judge reply(ies) came with log-probabilities that are not numbers (NaN)"
+    assert result.stderr.count(said) == 1, result.stderr
+
+
+def test_imported_batch_results_without_the_log_probabilities_asked_for_say_so_once(judge, run_flowrate, tmp_path):
+    from tests.judge_server import _completion
+
+    write_jsonl(tmp_path / "c.jsonl", conversations(2))
+    export = ("eval", "c.jsonl", "--api-base", judge.base_url, "--batch-export", "requests.jsonl", "--no-cache")
+    assert run_flowrate(*export, "--logprobs").returncode == 0
+    requests = [json.loads(raw) for raw in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert all(request["body"]["logprobs"] is True for request in requests)
+    # the scripted judge's answers to those very requests, from a server that ignores `logprobs`
+    answers = [_completion(request["body"], judge.default_step, "") for request in requests]
+    lines = [{"custom_id": r["custom_id"], "response": {"status_code": 200, "body": a}, "error": None}
+             for r, a in zip(requests, answers, strict=True)]  # fmt: skip
+    write_jsonl(tmp_path / "answers.jsonl", lines)
+    result = run_flowrate(
+        "batch", "import-results", "answers.jsonl", "c.jsonl", "--api-base", judge.base_url, "-o", "rows.jsonl",
+        "--logprobs", "--score", "expected",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(tmp_path / "rows.jsonl")
+    assert len(rows) == 2 and all(row["level_probs"] is None and row["score_from"] == "verdict" for row in rows)
+    assert result.stderr.count("2 judge reply(ies) came without the token log-probabilities asked for") == 1
+
+
+def test_batch_collect_says_once_that_the_output_carried_no_log_probabilities(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(2))
+    judge.behave_as("ollama")  # asked for them, its output carries none
+    submitted = run_flowrate(*batch_args(batch_server, "--batch-submit-only", "--logprobs", "--no-cache"))
+    assert submitted.returncode == 0, submitted.stderr
+    collected = run_flowrate("batch", "collect")
+    assert collected.returncode == 0, collected.stderr
+    assert all(row["level_probs"] is None for row in read_rows(tmp_path / "out.jsonl"))
+    said = "2 judge reply(ies) came without the token log-probabilities asked for"
+    assert collected.stderr.count(said) == 1, collected.stderr

@@ -128,6 +128,67 @@ def test_a_conversation_the_judge_is_unsure_of_is_marked_and_counted(judge, run_
     assert "torn: fully, the judge's most likely level" in result.stderr
 
 
+def judge_unsure(judge, run_flowrate, tmp_path, step, *extra):
+    judge.script("MARK-UNSURE", step)
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("unsure", "MARK-UNSURE", "an answer")])
+    result = run_flowrate(*local_eval(judge, path, "--threshold", "0", *extra))
+    [row] = read_rows(tmp_path / "out.jsonl")
+    return result, row
+
+
+def test_the_mass_outside_the_scale_counts_against_the_judges_certainty(judge, run_flowrate, tmp_path):
+    # "none" at 0.2 and "minor" at 0.1: over the scale "none" holds 0.667, but the judge gave it 0.2
+    # of its mass; "great" and "good", 0.7 together, are no level
+    given = {"none": math.log(0.2), "minor": math.log(0.1), "great": math.log(0.4), "good": math.log(0.3)}
+    step = {"verdict": "none", "reason": "lost", "key_issues": [], "logprobs": given}
+    result, row = judge_unsure(judge, run_flowrate, tmp_path, step, "--uncertain-below", "0.6")
+    assert result.returncode == 0, result.stderr
+    assert row["level_probs"]["none"] == pytest.approx(2 / 3, abs=1e-6)
+    assert row["outside_prob"] == pytest.approx(0.7, abs=1e-6)
+    assert row["uncertain"] is True
+    assert "unsure: none, the judge's most likely level none at 20% (67% over the scale, 70% outside it)" in (
+        result.stderr
+    )
+
+
+def test_a_verdict_given_most_of_the_judges_mass_is_not_uncertain(judge, run_flowrate, tmp_path):
+    step = {"verdict": "none", "logprobs": {"none": math.log(0.65), "minor": math.log(0.3), "great": math.log(0.05)}}
+    result, row = judge_unsure(judge, run_flowrate, tmp_path, step, "--uncertain-below", "0.6")
+    assert result.returncode == 0, result.stderr
+    assert row["uncertain"] is False and "uncertain (judge unsure)" not in result.stderr
+
+
+def test_a_tie_at_the_top_marks_the_row_uncertain_and_names_the_tied_levels_in_the_scales_order(
+    judge, run_flowrate, tmp_path
+):
+    # 0.45 each is above the bound of 0.3, but the judge did not choose between "fully" and "none"
+    given = {"fully": math.log(0.45), "none": math.log(0.45), "mostly": math.log(0.1)}
+    step = {"verdict": "fully", "reason": "torn", "key_issues": [], "logprobs": given}
+    result, row = judge_unsure(judge, run_flowrate, tmp_path, step, "--uncertain-below", "0.3")
+    assert result.returncode == 0, result.stderr
+    assert row["level_probs"]["fully"] == row["level_probs"]["none"] and row["uncertain"] is True
+    assert "unsure: fully, the judge's most likely levels tied: none and fully at 45% each" in result.stderr
+
+
+def test_samples_whose_mass_falls_outside_the_scale_weigh_by_the_mass_they_gave_the_scale(
+    judge, run_flowrate, tmp_path
+):
+    judge.behave_as("llama-cpp-python")  # one choice a request: one step a sample
+    judge.script(
+        "MARK-LP",
+        {"verdict": "none", "logprobs": {"none": math.log(0.2), "great": math.log(0.8)}},
+        {"verdict": "minor", "logprobs": {"minor": 0.0}},
+    )
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("c1", "MARK-LP", "an answer")])
+    result = run_flowrate(*local_eval(judge, path, "--logprobs", "--samples", "2", "--threshold", "0"))
+    assert result.returncode == 0, result.stderr
+    [row] = read_rows(tmp_path / "out.jsonl")
+    # of the two samples' mass, "none" holds (0.2 + 0) / 2 and "minor" (0 + 1) / 2; 0.4 fell outside
+    assert row["outside_prob"] == pytest.approx(0.4, abs=1e-6)
+    assert row["level_probs"]["none"] == pytest.approx(0.1 / 0.6, abs=1e-6)
+    assert row["level_probs"]["minor"] == pytest.approx(0.5 / 0.6, abs=1e-6)
+
+
 def test_the_first_look_goes_in_the_form_llama_cpp_pythons_server_takes(judge, run_flowrate, tmp_path):
     judge.behave_as("llama-cpp-python")
     judge.script(

@@ -1,0 +1,65 @@
+"""Token log-probabilities as judges' servers give them, broken ones included, through both
+transports: NaN read as no distribution (the reply kept, not retried), tokens that do not spell
+the reply, each case said once at the run's end, however many replies it hit."""
+
+import math
+
+from tests.helpers import chat_bodies, read_rows, turn_record, write_jsonl
+
+FULLY = '{"reason": "Every turn answers the user.", "key_issues": [], "verdict": "fully"}'
+
+
+def eval_with_logprobs(judge, run_flowrate, tmp_path, step, count=2, *extra):
+    judge.script("MARK-LP", step)
+    records = [turn_record(f"c{n}", f"MARK-LP question {n}", "an answer") for n in range(count)]
+    path = write_jsonl(tmp_path / "c.jsonl", records)
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "out.jsonl", "--logprobs", *extra)
+    return result, read_rows(tmp_path / "out.jsonl")
+
+
+def test_nan_log_probabilities_are_read_as_no_distribution_and_the_reply_is_not_retried(judge, run_flowrate, tmp_path):
+    # the server writes NaN where a number should be (json.dumps does, unless told not to)
+    step = {"verdict": "fully", "logprobs": {"fully": math.nan, "mostly": math.log(0.2)}}
+    result, rows = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 2, "--score", "expected")
+    assert result.returncode == 0, result.stderr
+    assert len(chat_bodies(judge)) == 2  # one call each: the reply is kept, not retried
+    assert [row["verdict"] for row in rows] == ["fully", "fully"]
+    assert all(row["error"] is None and row["attempts"] == 1 for row in rows)
+    assert all(row["level_probs"] is None and row["expected_score"] is None for row in rows)
+    assert all(row["score"] == 1.0 and row["score_from"] == "verdict" for row in rows)
+    said = "2 judge reply(ies) came with log-probabilities that are not numbers (NaN)"
+    assert result.stderr.count(said) == 1, result.stderr
+
+
+def test_nan_log_probabilities_in_the_cache_are_asked_again_as_a_reply_kept_without_them(judge, run_flowrate, tmp_path):
+    step = {"verdict": "fully", "logprobs": {"fully": math.nan}}
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    first, _ = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 1, *cache)
+    assert first.returncode == 0, first.stderr
+    judge.reset()
+    given = {"verdict": "fully", "logprobs": {"fully": math.log(0.9), "mostly": math.log(0.1)}}
+    again, [row] = eval_with_logprobs(judge, run_flowrate, tmp_path, given, 1, *cache)
+    assert again.returncode == 0, again.stderr
+    assert row["cached"] is False and abs(row["level_probs"]["fully"] - 0.9) < 1e-6
+
+
+def test_tokens_that_do_not_spell_the_reply_leave_no_distribution_and_the_run_says_so_once(
+    judge, run_flowrate, tmp_path
+):
+    # a reason in French: each letter outside ASCII comes as vLLM's "\ufffd" tokens
+    text = '{"reason": "Chaque réponse répond à l\'utilisateur.", "key_issues": [], "verdict": "fully"}'
+    step = {"content": text, "partial_utf8": True, "logprobs": {"fully": math.log(0.7), "mostly": math.log(0.3)}}
+    result, rows = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 3)
+    assert result.returncode == 0, result.stderr
+    assert [row["verdict"] for row in rows] == ["fully"] * 3
+    assert all(row["level_probs"] is None for row in rows)
+    said = "3 judge reply(ies) came with token log-probabilities that do not spell the reply"
+    assert result.stderr.count(said) == 1, result.stderr
+
+
+def test_tokens_that_spell_the_reply_give_its_distribution_and_no_notice(judge, run_flowrate, tmp_path):
+    step = {"content": FULLY, "logprobs": {"fully": math.log(0.7), "mostly": math.log(0.3)}}
+    result, rows = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 1)
+    assert result.returncode == 0, result.stderr
+    assert abs(rows[0]["level_probs"]["fully"] - 0.7) < 1e-6
+    assert "log-probabilities" not in result.stderr
