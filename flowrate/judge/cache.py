@@ -330,11 +330,12 @@ class Replies:
     logprobs: list[list[dict[str, Any]] | None]
 
     @property
-    def usable_logprobs(self) -> bool:
-        """Whether every reply was kept with tokens that give a distribution (`tokens_fault`; a
-        NaN log-probability is kept as null)."""
-        return len(self.logprobs) == len(self.texts) and all(
-            tokens_fault(text, tokens) is None for text, tokens in zip(self.texts, self.logprobs, strict=True)
+    def kept_without_logprobs(self) -> bool:
+        """Whether a reply was kept with no tokens at all (asked without log-probabilities). One
+        kept with tokens that give no distribution (NaN, kept as null; tokens that do not spell it)
+        was asked with them: its server would answer the same again, so it is not paid for again."""
+        return len(self.logprobs) != len(self.texts) or any(
+            tokens_fault(text, tokens) == "missing" for text, tokens in zip(self.texts, self.logprobs, strict=True)
         )
 
 

@@ -88,8 +88,11 @@ class CachedReplies:
         if self.cache is None or not plans:
             return
         found = self.cache.get_many([key for plan in plans for key, _ in plan.keys])
-        if self.backend.top_logprobs():  # kept without usable log-probabilities: asked again, with them
-            found = {key: replies for key, replies in found.items() if replies.usable_logprobs}
+        if asked := self.backend.top_logprobs():  # kept without log-probabilities: asked again, with them
+            found = {key: replies for key, replies in found.items() if not replies.kept_without_logprobs}
+            if self.backend.logprobs is not None:  # kept with unusable ones: used, and said as a new reply is
+                for replies in found.values():
+                    self.backend.logprobs.heard(asked, replies.texts, list(replies.logprobs))
         for plan in plans:
             take_cached(plan, found)
 

@@ -31,7 +31,9 @@ def test_nan_log_probabilities_are_read_as_no_distribution_and_the_reply_is_not_
     assert result.stderr.count(said) == 1, result.stderr
 
 
-def test_nan_log_probabilities_in_the_cache_are_asked_again_as_a_reply_kept_without_them(judge, run_flowrate, tmp_path):
+def test_a_reply_cached_with_nan_log_probabilities_is_not_paid_for_again_and_is_said(judge, run_flowrate, tmp_path):
+    # its server gave NaN when asked with log-probabilities: asked again, it would answer the same,
+    # so a rerun takes the cached reply (no distribution), as it takes every other answered call
     step = {"verdict": "fully", "logprobs": {"fully": math.nan}}
     cache = ["--cache-dir", str(tmp_path / "cache")]
     first, _ = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 1, *cache)
@@ -40,6 +42,22 @@ def test_nan_log_probabilities_in_the_cache_are_asked_again_as_a_reply_kept_with
     given = {"verdict": "fully", "logprobs": {"fully": math.log(0.9), "mostly": math.log(0.1)}}
     again, [row] = eval_with_logprobs(judge, run_flowrate, tmp_path, given, 1, *cache)
     assert again.returncode == 0, again.stderr
+    assert chat_bodies(judge) == []
+    assert row["cached"] is True and row["level_probs"] is None
+    assert again.stderr.count("1 judge reply(ies) came with log-probabilities that are not numbers") == 1
+
+
+def test_a_reply_cached_without_log_probabilities_is_asked_again_with_them(judge, run_flowrate, tmp_path):
+    judge.script("MARK-LP", {"verdict": "fully"})
+    path = write_jsonl(tmp_path / "c.jsonl", [turn_record("c0", "MARK-LP question 0", "an answer")])
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    first = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", "first.jsonl", *cache)
+    assert first.returncode == 0, first.stderr
+    judge.reset()
+    given = {"verdict": "fully", "logprobs": {"fully": math.log(0.9), "mostly": math.log(0.1)}}
+    again, [row] = eval_with_logprobs(judge, run_flowrate, tmp_path, given, 1, *cache)
+    assert again.returncode == 0, again.stderr
+    assert len(chat_bodies(judge)) == 1
     assert row["cached"] is False and abs(row["level_probs"]["fully"] - 0.9) < 1e-6
 
 
