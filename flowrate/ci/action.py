@@ -21,7 +21,6 @@ as a downloaded artifact), `tolerance`, `fail-on-any-regression` and `results-di
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from flowrate.reports.escape import log_json, log_line
 from flowrate.results.files import read_rows
 from flowrate.results.summary import RunSummary
 from flowrate.settings.groups import Flag
@@ -169,7 +169,9 @@ def compare(environ: Mapping[str, str], rows: Path, results: Path) -> int | None
 
 def outcome(rows: Path) -> dict[str, str]:
     """The outputs read from the run's rows: pass rate, failures, the failed ids (a JSON list, for
-    `fromJSON`), each failure with its reason (a line each, the heredoc form), the cost."""
+    `fromJSON`), each failure with its reason (a line each, the heredoc form), the cost. A step
+    prints them: the ids and reasons in them are escaped as a CI log needs (`escape.log_json`,
+    `escape.log_line`), so a failing row is one line and no line is a workflow command."""
     summary, failed = RunSummary(), []
     for order, row in enumerate(read_rows(rows) if rows.is_file() else [], start=1):
         summary.add(row, order)
@@ -179,9 +181,9 @@ def outcome(rows: Path) -> dict[str, str]:
     return {
         "pass-rate": "" if rate is None else f"{rate:.4f}",
         "failures": str(summary.failed),
-        "failed-ids": json.dumps(list(dict.fromkeys(row.id for row in failed)), ensure_ascii=False),
+        "failed-ids": log_json(list(dict.fromkeys(row.id for row in failed))),
         "failures-text": "\n".join(
-            f"{row.id} ({row.metric}, {row.verdict or row.score}): {row.reason}" for row in failed
+            log_line(f"{row.id} ({row.metric}, {row.verdict or row.score}): {row.reason}") for row in failed
         ),
         "cost-usd": f"{summary.run_cost_usd:.6f}",
     }

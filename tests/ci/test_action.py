@@ -15,9 +15,22 @@ import yaml
 from flowrate.ci.action import write_outputs
 from flowrate.errors import ExitCode
 from flowrate.settings.options import EvalSettings
-from tests.helpers import ROOT, read_rows, turn_record, write_jsonl
+from tests.helpers import ROOT, read_rows, turn_record, workflow_commands, write_jsonl
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+CI_PAGE = (ROOT / "docs" / "ci.md").read_text()
+# ids a runner would act on if printed raw: at a line's start, after a CR, after a no-break or wide
+# space (TrimStart), and the legacy form anywhere in a line
+HOSTILE_IDS = [
+    "::stop-commands::abc",
+    "ok\r::error::after a carriage return",
+    "\u00a0::warning::no-break space",
+    "::group::a group",
+    "::endgroup::",
+    "legacy ##[error]anywhere",
+    "\u3000::notice::wide space",
+    "::ERROR::upper case",
+]
 OWN_INPUTS = {
     "files",
     "config",
@@ -325,3 +338,44 @@ def test_the_cache_is_restored_before_the_run_and_saved_after_it_whatever_the_ve
         assert steps[index]["with"]["path"] == steps[run]["env"]["FLOWRATE_CACHE_DIR"]
     upload = steps[names.index("actions/upload-artifact@v4")]
     assert upload["if"] == "always()" and upload["with"]["path"] == "${{ inputs.results-dir }}"
+
+
+def ci_page_step(name):
+    """The step called `name` of the CI page's workflow."""
+    workflow = yaml.safe_load(re.search(r"```yaml\n(name: flowrate\n.*?)```", CI_PAGE, re.S).group(1))
+    return next(step for step in workflow["jobs"]["judge"]["steps"] if step.get("name") == name)
+
+
+def test_no_output_nor_the_ci_page_s_printing_of_them_is_a_workflow_command_whatever_the_ids(runner, judge):
+    reason = "first line\n::error::second ##[warning]legacy\r::add-mask::third"
+    judge.script("BROKEN", {"verdict": "none", "reason": reason, "key_issues": []})
+    records = [turn_record(name, f"question {n}", "BROKEN reply") for n, name in enumerate(HOSTILE_IDS)]
+    write_jsonl(runner.workspace / "chats.jsonl", records)
+    run = runner.run({"files": "chats.jsonl", "api-base": judge.base_url})["run"]
+    assert run["status"] == 1, run["stderr"]
+    annotations = workflow_commands(run["stdout"])
+    assert [name for name, _, _ in annotations] == ["error"] * len(HOSTILE_IDS)  # flowrate's own, one per row
+    assert {properties["file"] for _, properties, _ in annotations} == {"chats.jsonl"}
+    assert workflow_commands(run["stderr"]) == []
+    outputs = run["outputs"]
+    for name, value in outputs.items():
+        assert workflow_commands(value) == [], name
+    assert json.loads(outputs["failed-ids"]) == HOSTILE_IDS  # fromJSON reads the ids exactly
+    rows = re.split(r"\r\n|\r|\n", outputs["failures-text"])  # a failing row a line
+    assert len(rows) == int(outputs["failures"]) == len(HOSTILE_IDS)
+    assert all(" (conversational_flow_rate, none): first line" in row for row in rows)
+
+    step = ci_page_step("Tell the outcome")
+    given = {
+        "pass-rate": outputs["pass-rate"],
+        "cost-usd": outputs["cost-usd"],
+        "failures-text": outputs["failures-text"],
+    }
+    env = {
+        name: re.sub(r"\$\{\{ steps\.flowrate\.outputs\.([a-z-]+) \}\}", lambda found: given[found.group(1)], value)
+        for name, value in step["env"].items()
+    }
+    printed = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, check=True)
+    log = printed.stdout.decode()
+    assert workflow_commands(log) == []
+    assert len(re.split(r"\r\n|\r|\n", log.rstrip("\n"))) == 1 + len(HOSTILE_IDS)
