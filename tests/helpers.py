@@ -53,6 +53,19 @@ DOTNET_WHITESPACE = (
     "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 )
 
+# ids a runner would act on if printed raw: at a line's start, after a CR, after a no-break or wide
+# space (TrimStart), and the legacy form anywhere in a line
+HOSTILE_IDS = [
+    "::stop-commands::abc",
+    "ok\r::error::after a carriage return",
+    "\u00a0::warning::no-break space",
+    "::group::a group",
+    "::endgroup::",
+    "legacy ##[error]anywhere",
+    "\u3000::notice::wide space",
+    "::ERROR::upper case",
+]
+
 
 def workflow_commands(text):
     """The workflow commands GitHub's runner finds in `text`, printed by a step (actions/runner:

@@ -104,7 +104,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         problem = plain_message(error)  # told below, outside the handler: no "During handling of ..."
     if problem is not None:
         pytest.fail(f"{where}: {problem}", pytrace=False)
-    metafunc.parametrize("conversation", marked, ids=[item.case.id or "" for item in marked], indirect=True)
+    from flowrate.reports.escape import without_legacy_commands
+
+    ids = [without_legacy_commands(item.case.id or "") for item in marked]  # pytest escapes control characters itself
+    metafunc.parametrize("conversation", marked, ids=ids, indirect=True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -172,12 +175,13 @@ def _raise_for(outcome: Outcome, item: pytest.Item) -> None:
     none, skipped when a budget or an unreachable judge left it out."""
     __tracebackhide__ = True
     from flowrate.ci.session import JudgeFailed
+    from flowrate.reports.escape import log_text
 
     errors = [f"{row.metric}: {row.error.type}: {row.error.message}" for row in outcome.rows if row.error]
     problem = outcome.error or "; ".join(errors)
     if problem:
         item.user_properties.append((ERROR_PROPERTY, problem))
-        raise JudgeFailed(f"flowrate: the judge gave no verdict: {problem}")
+        raise JudgeFailed(log_text(f"flowrate: the judge gave no verdict: {problem}"))  # pytest prints it
     if outcome.skipped is not None:
         pytest.skip(f"flowrate: not judged ({outcome.skipped})")
 

@@ -19,6 +19,7 @@ import orjson
 
 from flowrate.errors import FlowrateError, InputError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.reports.escape import without_legacy_commands
 from flowrate.results.book import ReportBook
 from flowrate.results.events import RunListener
 from flowrate.results.files import ResultsFile
@@ -129,10 +130,23 @@ def read_marked(path: Path, wanted: Wanted) -> list[Marked]:
     if problems:
         raise InputError(problems[:10], total=len(problems), headline="problem(s) in a file of a flowrate marker")
     return [
-        Marked(Job(record.case, record.source, str(record.source)), wanted)
+        Marked(Job(_as_marked(record.case), record.source, str(record.source)), wanted)
         for record in records
         if record.case is not None
     ]
+
+
+class MarkedCase(ConversationalEvalTestCase):
+    """A conversation of a marked file, as its test is given it: pytest prints it among the
+    test's arguments when the test fails, in a log a CI runner reads (`without_legacy_commands`;
+    its repr shows control characters escaped already)."""
+
+    def __repr__(self) -> str:
+        return without_legacy_commands(super().__repr__())
+
+
+def _as_marked(case: ConversationalEvalTestCase) -> MarkedCase:
+    return MarkedCase.model_construct(_fields_set=case.model_fields_set, **dict(case))
 
 
 @dataclass

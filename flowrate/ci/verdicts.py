@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.reports.escape import log_line
 from flowrate.results.rows import EvaluationRow
 
 
@@ -68,7 +69,8 @@ def _level_score(row: EvaluationRow, at_least: str | float | None, rubric: str |
 
 def failures(rows: list[EvaluationRow], at_least: str | float | None, rubric: str | None) -> str | None:
     """The failure message of `rows` below `at_least` (see `_level_score`), None when all pass:
-    per row, its verdict against what was needed, the judge's reason and key issues."""
+    per row, its verdict against what was needed, the judge's reason and key issues, each line
+    as a CI log needs it (`escape.log_line`: a CR in an id shown as `\\x0d`)."""
     __tracebackhide__ = True
     lines = []
     for row in rows:
@@ -82,7 +84,10 @@ def failures(rows: list[EvaluationRow], at_least: str | float | None, rubric: st
         lines.append(f"{row.metric}: {row.id} judged {shown} (score {row.score:.2f}), needs at least {wanted}")
         lines.append(f"  reason: {row.reason or '(none given)'}")
         lines += [f"  - {issue}" for issue in row.key_issues]
-    return "\n".join(["flowrate: the judge failed the conversation", *lines]) if lines else None
+    # pytest prints the message in its report, which a CI runner reads: each line escaped
+    return (
+        "\n".join(log_line(line) for line in ["flowrate: the judge failed the conversation", *lines]) if lines else None
+    )
 
 
 def record(properties: list[tuple[str, object]], rows: list[EvaluationRow]) -> None:

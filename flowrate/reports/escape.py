@@ -59,8 +59,14 @@ def safe_line(line: str) -> str:
     `##[` becomes `##\\[`. `line` must be one line already (`terminal_text`, `one_line_text`).
     Lines that flowrate writes as annotations on purpose do not pass through here.
     """
-    line = line.replace("##[", "##\\[")
+    line = without_legacy_commands(line)
     return "> " + line if line.lstrip().startswith("::") else line
+
+
+def without_legacy_commands(text: str) -> str:
+    """Untrusted text placed inside a line of a CI log (a pytest test id): `##[`, the runner's
+    legacy command form, which it reads anywhere in a line, as `##\\[`."""
+    return text.replace("##[", "##\\[")
 
 
 def log_line(text: str) -> str:
@@ -68,6 +74,12 @@ def log_line(text: str) -> str:
     as `terminal_text` shows it (a CR or LF in an id cannot start a line of its own), then
     `safe_line` (it cannot start or hold a workflow command)."""
     return safe_line(terminal_text(text))
+
+
+def log_text(text: str) -> str:
+    """Untrusted text of lines separated by LF for a CI log: each line through `log_line` (a CR
+    inside one shows as `\\x0d`)."""
+    return "\n".join(log_line(line) for line in str(text).split("\n"))
 
 
 def log_json(value: Any) -> str:

@@ -15,22 +15,10 @@ import yaml
 from flowrate.ci.action import write_outputs
 from flowrate.errors import ExitCode
 from flowrate.settings.options import EvalSettings
-from tests.helpers import ROOT, read_rows, turn_record, workflow_commands, write_jsonl
+from tests.helpers import HOSTILE_IDS, ROOT, read_rows, turn_record, workflow_commands, write_jsonl
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 CI_PAGE = (ROOT / "docs" / "ci.md").read_text()
-# ids a runner would act on if printed raw: at a line's start, after a CR, after a no-break or wide
-# space (TrimStart), and the legacy form anywhere in a line
-HOSTILE_IDS = [
-    "::stop-commands::abc",
-    "ok\r::error::after a carriage return",
-    "\u00a0::warning::no-break space",
-    "::group::a group",
-    "::endgroup::",
-    "legacy ##[error]anywhere",
-    "\u3000::notice::wide space",
-    "::ERROR::upper case",
-]
 OWN_INPUTS = {
     "files",
     "config",

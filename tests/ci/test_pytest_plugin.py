@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS, turn_record, watched, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, HOSTILE_IDS, turn_record, watched, workflow_commands, write_jsonl
 
 FOUR_LINES = """
 import flowrate
@@ -382,3 +382,28 @@ def test_flowrate_github_writes_no_step_summary_per_batch_of_a_session(judged_pr
     )
     judged_project.runpytest_inprocess().assert_outcomes(passed=1)
     assert judge.requests == 1 and not summary.exists()
+
+
+@pytest.mark.parametrize("style", ["long", "native"])
+def test_hostile_ids_and_reasons_in_pytest_s_report_are_no_workflow_command(judged_project, judge, style):
+    judge.script(
+        "BROKEN",
+        {"verdict": "none", "reason": "first\r::error::reason ##[warning]x", "key_issues": ["Turn 1: \r::add-mask::y"]},
+    )
+    records = [turn_record(name, f"question {n}", "BROKEN reply") for n, name in enumerate(HOSTILE_IDS)]
+    write_jsonl(judged_project.path / "chats.jsonl", records)
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+
+        @pytest.mark.flowrate("chats.jsonl")
+        def test_chat(flowrate, conversation):
+            flowrate.assert_flow(conversation)
+        """
+    )
+    result = judged_project.runpytest_subprocess(f"--tb={style}", "-rA", "-v")
+    result.assert_outcomes(failed=len(HOSTILE_IDS))
+    log = (judged_project.path / "stdout").read_bytes().decode()  # as printed: CRs kept
+    assert workflow_commands(log) == []
+    assert "ok\\x0d::error::after a carriage return judged none" in log
+    assert "reason: first\\x0d::error::reason ##\\[warning]x" in log
