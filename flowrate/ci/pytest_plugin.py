@@ -172,7 +172,7 @@ def conversation(request: pytest.FixtureRequest) -> Any:
 
 def _raise_for(outcome: Outcome, item: pytest.Item) -> None:
     """A conversation with no verdict ends its test: an error (`JudgeFailed`) when the judge gave
-    none, skipped when a budget or an unreachable judge left it out."""
+    none or could not be reached, skipped when a budget left it out."""
     __tracebackhide__ = True
     from flowrate.ci.session import JudgeFailed
     from flowrate.reports.escape import log_text

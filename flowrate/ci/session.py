@@ -194,6 +194,7 @@ class JudgeSession:
         self.transcripts: dict[str, ConversationalEvalTestCase] = {}
         self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
         self.batches = 0
+        self.unreachable: str | None = None  #: why every later conversation is an error at once
 
     def settings(self, wanted: Wanted, output: str) -> EvalSettings:
         """The settings of a batch of `wanted` writing its rows to `output`."""
@@ -215,6 +216,10 @@ class JudgeSession:
         }
         if not staged_jobs:
             return
+        if self.unreachable is not None:  # learned from an earlier batch: no call, no retries
+            for job in staged_jobs.values():
+                self.outcomes[job.key(wanted)] = Outcome(error=self.unreachable)
+            return
         self.batches += 1
         staged = self.workdir / f"batch-{self.batches}.jsonl"
         cases = [job.case.model_copy(update={"id": staged_id}) for staged_id, job in staged_jobs.items()]
@@ -233,6 +238,7 @@ class JudgeSession:
             outcome = self.outcomes.setdefault(job.key(wanted), Outcome())
             if not outcome.rows and outcome.skipped is None and outcome.error is None:
                 outcome.error = "not judged: the run stopped before this conversation"
+        self.unreachable = unreachable_judge([self.outcomes[job.key(wanted)] for job in staged_jobs.values()])
 
     def keep(self, key: tuple[Wanted, str, str], row: EvaluationRow) -> None:
         """A row of the session, of the outcome `key`: kept for its test, in the session's rows and report."""
@@ -255,6 +261,27 @@ class JudgeSession:
 
             notices += write_reports(self.book, self.summary, html=self.html_path, transcripts=self.transcripts)
         return notices
+
+
+def unreachable_judge(outcomes: list[Outcome]) -> str | None:
+    """After a batch of `outcomes`: when the run stopped because the judge could not be reached,
+    or none of its calls was answered and one spent its retries on refused or dropped connections,
+    the judge is down for the session: these conversations are errors with the message returned,
+    as every later one is, with no call (`JudgeSession.unreachable`; each assert_flow spent its
+    own retries, 30 s, where `flowrate eval` stops after a few). None: the judge answered."""
+    from flowrate.judge.errors import Unreachable
+
+    rows = [row for outcome in outcomes for row in outcome.rows]
+    lost = next((row.error for row in rows if row.error is not None and row.error.type == Unreachable.kind), None)
+    stopped = any(outcome.skipped == "unreachable" for outcome in outcomes)
+    if not stopped and (lost is None or any(row.error is None for row in rows)):
+        return None
+    detail = f": {lost.type}: {lost.message}" if lost is not None else ""
+    message = f"the judge could not be reached{detail}; the session sends it nothing more"
+    for outcome in outcomes:
+        if not any(row.error is None for row in outcome.rows):
+            outcome.error = message
+    return message
 
 
 def _outside_a_running_loop(call: Callable[[], object]) -> None:

@@ -1,6 +1,7 @@
 """The pytest plugin, run by pytest's own pytester against the scripted judge on 127.0.0.1."""
 
 import json
+import socket
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -407,3 +408,29 @@ def test_hostile_ids_and_reasons_in_pytest_s_report_are_no_workflow_command(judg
     assert workflow_commands(log) == []
     assert "ok\\x0d::error::after a carriage return judged none" in log
     assert "reason: first\\x0d::error::reason ##\\[warning]x" in log
+
+
+def test_an_unreachable_judge_is_learned_once_and_every_later_test_fails_at_once_with_its_message(
+    judged_project, monkeypatch
+):
+    with socket.socket() as probe:  # a port nothing listens on: every connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("FLOWRATE_API_BASE", f"http://127.0.0.1:{port}/v1")
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+        import flowrate
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_inline(n):
+            flowrate.assert_flow({"turns": [{"input": f"question {n}", "actual_output": "answer"}]})
+        """
+    )
+    result = judged_project.runpytest_inprocess("--flowrate-output", "rows.jsonl")
+    result.assert_outcomes(errors=4)
+    rows = [json.loads(line) for line in (judged_project.path / "rows.jsonl").read_text().splitlines()]
+    assert [row["error"]["type"] for row in rows] == ["APIConnectionError"]  # the first test's call alone
+    told = [line for line in result.stdout.lines if line.startswith("flowrate: the judge gave no verdict")]
+    assert len(told) == 4 and len(set(told)) == 1, told
+    assert "the judge could not be reached: APIConnectionError:" in told[0]
