@@ -97,9 +97,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{where}: a test marked flowrate takes the argument `conversation`", pytrace=False)
     path = Path(metafunc.definition.path).parent / marker.args[0]
     options = marker.kwargs
-    problem: str | None = None
+    wanted = _wanted(options.get("metric"), options.get("rubric"))
+    problem = _argument_problem(metafunc.config, wanted, options.get("at_least"))
+    if problem is not None:
+        pytest.fail(f"{where}: @pytest.mark.flowrate: {problem}", pytrace=False)
     try:
-        marked = read_marked(path, _wanted(options.get("metric"), options.get("rubric")))
+        marked = read_marked(path, wanted)
     except FlowrateError as error:
         problem = plain_message(error)  # told below, outside the handler: no "During handling of ..."
     if problem is not None:
@@ -125,18 +128,40 @@ def judge_session(config: pytest.Config) -> JudgeSession:
     if _SESSION not in config.stash:
         from flowrate.ci.session import JudgeSession
 
-        given = {"model": config.getoption("flowrate_model")} if config.getoption("flowrate_model") else {}
-        named = config.getoption("flowrate_config") or os.environ.get("FLOWRATE_CONFIG")
+        given, named = _session_options(config)
         workdir = Path(tempfile.mkdtemp(prefix="flowrate-pytest-"))
         worker = getattr(config, "workerinput", {}).get("workerid")
         config.stash[_SESSION] = JudgeSession(
             given,
-            Path(named) if named else None,
+            named,
             workdir,
             _per_worker(config.getoption("flowrate_output"), worker),
             _per_worker(config.getoption("flowrate_html"), worker),
         )
     return config.stash[_SESSION]
+
+
+def _session_options(config: pytest.Config) -> tuple[dict[str, Any], Path | None]:
+    """The settings the plugin's options give, and the config file (`--flowrate-config`, else
+    FLOWRATE_CONFIG)."""
+    given = {"model": config.getoption("flowrate_model")} if config.getoption("flowrate_model") else {}
+    named = config.getoption("flowrate_config") or os.environ.get("FLOWRATE_CONFIG")
+    return given, Path(named) if named else None
+
+
+def _argument_problem(config: pytest.Config, wanted: Wanted, at_least: Any) -> str | None:
+    """What is wrong with a test's `at_least`, `metric` and `rubric` (`verdicts.argument_problem`)
+    under the session's settings; None when the settings themselves cannot be read (the batch
+    tells that, as it tells every run's)."""
+    from flowrate.ci.session import batch_settings
+    from flowrate.ci.verdicts import argument_problem
+    from flowrate.errors import FlowrateError
+
+    try:
+        settings = batch_settings(*_session_options(config), wanted, "-")
+    except FlowrateError:
+        return None
+    return argument_problem(settings, at_least)
 
 
 def _per_worker(path: str | None, worker: str | None) -> str | None:
@@ -210,6 +235,9 @@ class Flow:
         from_marker = marker.kwargs if marker is not None else {}
         wanted = _wanted(metric or from_marker.get("metric"), rubric or from_marker.get("rubric"))
         at_least = at_least if at_least is not None else from_marker.get("at_least")
+        problem = _argument_problem(self.config, wanted, at_least)
+        if problem is not None:  # before any call: a usage error, not the judge's
+            pytest.fail(f"assert_flow: {problem}", pytrace=False)
         outcome = self._outcome(conversation, wanted)
         _raise_for(outcome, self.item)
         from flowrate.ci.verdicts import failures, record

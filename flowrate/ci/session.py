@@ -56,6 +56,17 @@ PER_BATCH: dict[str, Any] = {
 }
 
 
+def batch_settings(given: dict[str, Any], config: Path | None, wanted: Wanted, output: str) -> EvalSettings:
+    """The settings of a batch of `wanted` writing its rows to `output`: `given` (the plugin's
+    options) over the FLOWRATE_* variables, the `config` file and the defaults."""
+    values = {**environment_values(), **given, **PER_BATCH, "output": output}
+    if wanted.metric:
+        values["metric"] = list(wanted.metric)
+    if wanted.rubric:
+        values["rubric"] = wanted.rubric
+    return resolve_settings(values, config)
+
+
 class JudgeFailed(Exception):
     """The judge gave no verdict for a conversation (an error row, a rejected key, a bad option):
     the plugin reports it as a pytest error, not a failure, with `message` alone."""
@@ -198,12 +209,7 @@ class JudgeSession:
 
     def settings(self, wanted: Wanted, output: str) -> EvalSettings:
         """The settings of a batch of `wanted` writing its rows to `output`."""
-        values = {**environment_values(), **self.given, **PER_BATCH, "output": output}
-        if wanted.metric:
-            values["metric"] = list(wanted.metric)
-        if wanted.rubric:
-            values["rubric"] = wanted.rubric
-        return resolve_settings(values, self.config)
+        return batch_settings(self.given, self.config, wanted, output)
 
     def judge(self, wanted: Wanted, jobs: list[Job]) -> None:
         """Judge `jobs` not judged yet as one run of `flowrate eval` for `wanted`; each one's

@@ -13,6 +13,7 @@ import pytest
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.reports.escape import log_line
 from flowrate.results.rows import EvaluationRow
+from flowrate.settings.options import EvalSettings
 
 
 def as_case(conversation: Any, default_id: str) -> ConversationalEvalTestCase:
@@ -45,6 +46,31 @@ def as_case(conversation: Any, default_id: str) -> ConversationalEvalTestCase:
     if record.problems or record.case is None:
         pytest.fail("\n".join(record.problems), pytrace=False)
     return record.case
+
+
+def argument_problem(settings: EvalSettings, at_least: Any) -> str | None:
+    """What is wrong with what a test asks, checked before any call (None: nothing): the metrics
+    and rubric of `settings` (a batch's, with the test's `metric` and `rubric`) and `at_least`,
+    which must be a score in [0, 1] or a level of every row's scale. A call made for an unknown
+    metric failed as "the judge gave no verdict", and an unreachable score was paid for."""
+    from flowrate.errors import FlowrateError
+    from flowrate.metrics.catalog import row_scales
+
+    try:
+        rows = row_scales(settings.judge_settings)
+    except FlowrateError as error:
+        return str(error)
+    if at_least is None:
+        return None
+    if isinstance(at_least, int | float) and not isinstance(at_least, bool):
+        return None if 0 <= at_least <= 1 else f"at_least={at_least!r} is not a score in [0, 1]"
+    if not isinstance(at_least, str):
+        return f"at_least={at_least!r} is neither a level (such as 'partial') nor a score in [0, 1]"
+    for name, scale in rows.items():
+        if scale is None or scale.levels is None or at_least not in scale.levels:
+            known = ", ".join(scale.levels) if scale is not None and scale.levels else "a score in [0, 1]"
+            return f"at_least={at_least!r} is not a level of {name} (known: {known})"
+    return None
 
 
 def _level_score(row: EvaluationRow, at_least: str | float | None, rubric: str | None) -> float:

@@ -434,3 +434,40 @@ def test_an_unreachable_judge_is_learned_once_and_every_later_test_fails_at_once
     told = [line for line in result.stdout.lines if line.startswith("flowrate: the judge gave no verdict")]
     assert len(told) == 4 and len(set(told)) == 1, told
     assert "the judge could not be reached: APIConnectionError:" in told[0]
+
+
+def test_a_wrong_at_least_or_metric_fails_the_test_at_once_as_a_usage_error_before_any_call(judged_project, judge):
+    write_jsonl(judged_project.path / "chats.jsonl", [turn_record("c0", "question", "answer")])
+    judged_project.makepyfile(
+        test_bot="""
+        import flowrate
+
+        CONVERSATION = {"turns": [{"input": "hi", "actual_output": "hello"}]}
+
+        def test_a_score_above_one():
+            flowrate.assert_flow(CONVERSATION, at_least=1.5)
+
+        def test_a_level_of_no_scale():
+            flowrate.assert_flow(CONVERSATION, at_least="perfect")
+
+        def test_an_unknown_metric():
+            flowrate.assert_flow(CONVERSATION, metric="nope")
+        """,
+        test_marked="""
+        import pytest
+        import flowrate
+
+        @pytest.mark.flowrate("chats.jsonl", at_least=2)
+        def test_marked(conversation):
+            flowrate.assert_flow(conversation)
+        """,
+    )
+    result = judged_project.runpytest_inprocess("--continue-on-collection-errors")
+    result.assert_outcomes(failed=3, errors=1)
+    report = result.stdout.str()
+    assert "assert_flow: at_least=1.5 is not a score in [0, 1]" in report
+    assert "assert_flow: at_least='perfect' is not a level of conversational_flow_rate (known: fully, mostly," in report
+    assert "assert_flow: option metric: unknown metric 'nope' (known: conversational_flow_rate," in report
+    assert "test_marked.py::test_marked: @pytest.mark.flowrate: at_least=2 is not a score in [0, 1]" in report
+    assert "the judge gave no verdict" not in report and "Traceback" not in report
+    assert judge.requests == 0
