@@ -191,8 +191,18 @@ def conversation(request: pytest.FixtureRequest) -> Any:
     if marked is None:
         pytest.fail("`conversation` comes from @pytest.mark.flowrate(path)", pytrace=False)
     outcome = _judge_marked(request.config, marked)
+    _tell_github(request.config, request.node, outcome)
     _raise_for(outcome, request.node)
     return marked.case
+
+
+def _tell_github(config: pytest.Config, item: pytest.Item, outcome: Outcome) -> None:
+    """`outcome`, read by the test `item`, in the session's GitHub report (when it writes one):
+    named by its node id, at its file and line."""
+    tests = judge_session(config).tests
+    if tests is not None:
+        path, line, _ = item.reportinfo()
+        tests.add(item.nodeid, str(path), (line or 0) + 1, outcome)
 
 
 def _raise_for(outcome: Outcome, item: pytest.Item) -> None:
@@ -239,6 +249,7 @@ class Flow:
         if problem is not None:  # before any call: a usage error, not the judge's
             pytest.fail(f"assert_flow: {problem}", pytrace=False)
         outcome = self._outcome(conversation, wanted)
+        _tell_github(self.config, self.item, outcome)
         _raise_for(outcome, self.item)
         from flowrate.ci.verdicts import failures, record
 
@@ -325,6 +336,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """The notices of the session's rows and report, at the end of `terminalreporter`'s output."""
+    """The session's GitHub annotations (workflow commands, escaped as they require), then the
+    notices of its rows and reports, at the end of `terminalreporter`'s output (stdout, where a
+    runner reads workflow commands; an xdist worker's is not shown: its annotations are lost)."""
+    judge = config.stash.get(_SESSION, None)
+    for line in judge.tests.annotations if judge is not None and judge.tests is not None else []:
+        terminalreporter.write_line(line)
     for notice in config.stash.get(_NOTICES, []):
         terminalreporter.write_line(notice)

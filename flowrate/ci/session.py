@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import typing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,7 @@ from flowrate.settings.options import EvalSettings, resolve_settings
 # to a staged file per batch (the session's rows to `rows_path`), its reports are the session's,
 # and each test reads its own verdict (a gate or a resume means nothing per batch).
 PER_BATCH: dict[str, Any] = {
-    "github": False,  # GITHUB_ACTIONS=true still turns GitHub's summary on, as it does for eval
+    "github": False,  # off under GITHUB_ACTIONS=true too: the session's `TestsReport` names the tests
     "junit": None,
     "html": None,
     "history": None,
@@ -206,6 +207,7 @@ class JudgeSession:
         self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
         self.batches = 0
         self.unreachable: str | None = None  #: why every later conversation is an error at once
+        self.tests = TestsReport() if github_wanted(given, config) else None
 
     def settings(self, wanted: Wanted, output: str) -> EvalSettings:
         """The settings of a batch of `wanted` writing its rows to `output`."""
@@ -266,7 +268,49 @@ class JudgeSession:
             from flowrate.reports import write_reports
 
             notices += write_reports(self.book, self.summary, html=self.html_path, transcripts=self.transcripts)
-        return notices
+        return notices + (self.tests.write() if self.tests is not None else [])
+
+
+def github_wanted(given: dict[str, Any], config: Path | None) -> bool:
+    """Whether the session writes GitHub's step summary and annotations, as `flowrate eval` would
+    under its settings (`given` over FLOWRATE_*, the `config` file): `--github`, or GitHub
+    Actions runs it. A batch never does (`PER_BATCH`): it knows staged files and ids only."""
+    try:
+        return resolve_settings({**environment_values(), **given}, config).report_settings.for_github
+    except FlowrateError:
+        return False
+
+
+class TestsReport:
+    """GitHub's step summary and annotations of a session: the rows each test read, named by the
+    test (its node id) and the conversation's id, and placed at the test's file and line."""
+
+    def __init__(self) -> None:
+        self.book, self.summary = ReportBook(), RunSummary()
+        self.started = time.monotonic()
+        self.told: set[tuple[str, int]] = set()
+        self.annotations: list[str] = []  #: the workflow commands to print, once written
+
+    def add(self, test: str, path: str, line: int, outcome: Outcome) -> None:
+        """The rows of `outcome`, read by the test `test` defined at `path`, `line` (once)."""
+        if (test, id(outcome)) in self.told:
+            return
+        self.told.add((test, id(outcome)))
+        for row in outcome.rows:
+            shown = row.model_copy(
+                update={"id": f"{test} (conversation {row.id})", "source": Source(path=path, line=line)}
+            )
+            self.book.add(shown)
+            self.summary.add(shown, len(self.told))
+
+    def write(self) -> list[str]:
+        """Append the step summary (when a test read rows) and keep the annotations; the notices."""
+        if not self.summary.metrics:
+            return []
+        from flowrate.reports import write_reports
+
+        self.summary.wall_time_s = time.monotonic() - self.started
+        return write_reports(self.book, self.summary, github=True, annotate=self.annotations.append)
 
 
 def unreachable_judge(outcomes: list[Outcome]) -> str | None:

@@ -369,7 +369,7 @@ def test_conversations_sharing_an_id_in_two_files_or_two_tests_each_get_their_ow
     assert judge.requests == 4
 
 
-def test_flowrate_github_writes_no_step_summary_per_batch_of_a_session(judged_project, judge, monkeypatch):
+def test_flowrate_github_writes_one_step_summary_for_the_session_not_one_per_batch(judged_project, judge, monkeypatch):
     summary = judged_project.path / "summary.md"
     monkeypatch.setenv("FLOWRATE_GITHUB", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -379,10 +379,62 @@ def test_flowrate_github_writes_no_step_summary_per_batch_of_a_session(judged_pr
 
         def test_one():
             flowrate.assert_flow({"turns": [{"input": "hi", "actual_output": "hello"}]})
+
+        def test_two():
+            flowrate.assert_flow({"turns": [{"input": "hi again", "actual_output": "hello"}]})
         """
     )
-    judged_project.runpytest_inprocess().assert_outcomes(passed=1)
-    assert judge.requests == 1 and not summary.exists()
+    judged_project.runpytest_inprocess().assert_outcomes(passed=2)
+    assert judge.requests == 2 and summary.read_text().count("## flowrate") == 1
+
+
+def test_under_github_actions_the_summary_and_annotations_name_each_test_and_conversation_at_the_test(
+    judged_project, judge, monkeypatch
+):
+    from flowrate.reports.escape import markdown_text
+
+    summary = judged_project.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(judged_project.path))
+    judge.script("BROKEN", IGNORED)
+    records = [turn_record("c0", "question 0", "answer"), turn_record("c1", "question 1", "BROKEN answer")]
+    write_jsonl(judged_project.path / "chats.jsonl", records)
+    source = """
+        import pytest
+        import flowrate
+
+        @pytest.mark.flowrate("chats.jsonl")
+        def test_chat(conversation):
+            flowrate.assert_flow(conversation)
+
+        def test_inline():
+            flowrate.assert_flow({"id": "inline-7", "turns": [{"input": "q", "actual_output": "BROKEN"}]})
+        """
+    judged_project.makepyfile(test_bot=source)
+    result = judged_project.runpytest_inprocess()
+    result.assert_outcomes(passed=1, failed=2)
+    lines = (judged_project.path / "test_bot.py").read_text().splitlines()
+    marked_line = next(n for n, line in enumerate(lines, 1) if line.startswith("@pytest.mark.flowrate"))
+    inline_line = next(n for n, line in enumerate(lines, 1) if line.startswith("def test_inline"))
+    annotations = [command for command in workflow_commands(result.stdout.str()) if command[0] == "error"]
+    assert [properties for _, properties, _ in annotations] == [
+        {
+            "file": "test_bot.py",
+            "line": str(marked_line),
+            "title": "flowrate conversational_flow_rate: test_bot.py::test_chat[c1] (conversation c1)",
+        },
+        {
+            "file": "test_bot.py",
+            "line": str(inline_line),
+            "title": "flowrate conversational_flow_rate: test_bot.py::test_inline (conversation inline-7)",
+        },
+    ]
+    text = summary.read_text()
+    assert text.count("## flowrate") == 1
+    assert markdown_text("test_bot.py::test_chat[c1] (conversation c1)") in text
+    assert markdown_text("test_bot.py::test_inline (conversation inline-7)") in text
+    assert "job" not in text + result.stdout.str() and "flowrate-pytest-" not in result.stdout.str()
 
 
 @pytest.mark.parametrize("style", ["long", "native"])
