@@ -438,7 +438,9 @@ def test_under_github_actions_the_summary_and_annotations_name_each_test_and_con
 
 
 @pytest.mark.parametrize("style", ["long", "native"])
-def test_hostile_ids_and_reasons_in_pytest_s_report_are_no_workflow_command(judged_project, judge, style):
+def test_hostile_ids_and_reasons_in_pytest_s_report_are_no_workflow_command(judged_project, judge, style, monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the session's annotations are printed too
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(judged_project.path / "summary.md"))
     judge.script(
         "BROKEN",
         {"verdict": "none", "reason": "first\r::error::reason ##[warning]x", "key_issues": ["Turn 1: \r::add-mask::y"]},
@@ -457,7 +459,9 @@ def test_hostile_ids_and_reasons_in_pytest_s_report_are_no_workflow_command(judg
     result = judged_project.runpytest_subprocess(f"--tb={style}", "-rA", "-v")
     result.assert_outcomes(failed=len(HOSTILE_IDS))
     log = (judged_project.path / "stdout").read_bytes().decode()  # as printed: CRs kept
-    assert workflow_commands(log) == []
+    commands = workflow_commands(log)  # the session's annotations, one per failing test, and nothing else
+    assert [name for name, _, _ in commands] == ["error"] * len(HOSTILE_IDS)
+    assert {properties["file"] for _, properties, _ in commands} == {"test_bot.py"}
     assert "ok\\x0d::error::after a carriage return judged none" in log
     assert "reason: first\\x0d::error::reason ##\\[warning]x" in log
 
