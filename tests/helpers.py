@@ -10,6 +10,7 @@ builder here is named for its defaults (`march_row`, `june_row`, `march_label`, 
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,64 @@ CHROMIUM_ARGS = [
 # Two retries with no wait before them, each attempt within 5 s. Only a raised error is retried: a
 # scripted client never raises, so the count matters only where the scripted judge fails a call.
 NO_WAIT = RetryPolicy(max_retries=2, timeout=5, backoff=0, backoff_max=0)
+
+
+# -- GitHub Actions' runner -------------------------------------------------------------------------
+# The commands the runner registers (actions/runner, src/Runner.Worker/ActionCommandManager.cs: each
+# IActionCommandExtension's `Command`, and `stop-commands`); it compares them ignoring case.
+RUNNER_COMMANDS = {
+    "set-env", "set-output", "save-state", "add-mask", "add-path", "add-matcher", "remove-matcher",
+    "debug", "warning", "error", "notice", "group", "endgroup", "echo", "stop-commands",
+}  # fmt: skip
+# .NET's Char.IsWhiteSpace, which the runner's TrimStart() removes before looking for `::`
+DOTNET_WHITESPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+)
+
+# ids a runner would act on if printed raw: at a line's start, after a CR, after a no-break or wide
+# space (TrimStart), and the legacy form anywhere in a line
+HOSTILE_IDS = [
+    "::stop-commands::abc",
+    "ok\r::error::after a carriage return",
+    "\u00a0::warning::no-break space",
+    "::group::a group",
+    "::endgroup::",
+    "legacy ##[error]anywhere",
+    "\u3000::notice::wide space",
+    "::ERROR::upper case",
+]
+
+
+def workflow_commands(text):
+    """The workflow commands GitHub's runner finds in `text`, printed by a step (actions/runner:
+    src/Runner.Sdk/ProcessInvoker.cs reads each line with StreamReader.ReadLine, split at CR, LF or
+    CRLF; src/Runner.Common/ActionCommand.cs TryParseV2 takes `::name k=v,…::data` after TrimStart,
+    TryParse the legacy `##[name k=v;…]data` anywhere in a line), as (name, properties, data) with
+    the escapes undone; a command is one whose name the runner registered, in any case."""
+    found = []
+    for line in re.split(r"\r\n|\r|\n", text):
+        message = line.lstrip(DOTNET_WHITESPACE)
+        end = message.find("::", 2)
+        if message.startswith("::") and end >= 0:
+            name, _, props = message[2:end].partition(" ")
+            if name.lower() in RUNNER_COMMANDS:
+                properties = dict(pair.split("=", 1) for pair in props.strip().split(",") if "=" in pair)
+                unescaped = {key: _unescape(value, property=True) for key, value in properties.items()}
+                found.append((name, unescaped, _unescape(message[end + 2 :])))
+                continue
+        start = line.find("##[")
+        if start >= 0 and "]" in line[start:]:
+            info = line[start + 3 : line.index("]", start)]
+            if info.split(" ")[0].lower() in RUNNER_COMMANDS:
+                found.append((info.split(" ")[0], {}, line[line.index("]", start) + 1 :]))
+    return found
+
+
+def _unescape(text, property=False):
+    pairs = [("%0D", "\r"), ("%0A", "\n")] + ([("%3A", ":"), ("%2C", ",")] if property else []) + [("%25", "%")]
+    for escaped, raw in pairs:
+        text = text.replace(escaped, raw)
+    return text
 
 
 # -- conversations and results files ------------------------------------------------------------------

@@ -7,21 +7,22 @@ option's values separated by spaces), `config`, and its own: `baseline` (the pat
 rows in the target branch), `baseline-file` (a baseline rows file already in the workspace, such
 as a downloaded artifact), `tolerance`, `fail-on-any-regression` and `results-dir`.
 
-- `key` writes `cache-key` and `restore-key` to GITHUB_OUTPUT for `actions/cache`: the judge (model,
+- `key` writes `cache-key` and `restore-keys` to GITHUB_OUTPUT for `actions/cache`: the judge (model,
   server), the rubric and metrics (the rubric file's and the config file's contents), then the
-  conversation files' contents. Nothing of the workflow is in it, so a rerun after only the CI
-  job changed restores the same cache and sends no request.
+  conversation files' contents and the other options (`cache_keys`). Nothing of the workflow is in
+  it, so a rerun after only the CI job changed restores the same cache and sends no request.
 - `run` runs `flowrate eval` (its step summary and annotations on, as `--github` writes them; the
   rows, the HTML and the JUnit report in `results-dir`), then, on a pull request, `flowrate compare`
   with the baseline (its Markdown appended to the step summary), and writes the outputs
-  `pass-rate`, `failures`, `failed-ids`, `failures-text`, `cost-usd`, `regressed` and `exit-code`. It exits with
-  eval's status when that is not 0, else compare's (1 on a regression).
+  `pass-rate`, `failures`, `failed-ids`, `failures-text`, `cost-usd`, `regressed` and `exit-code`,
+  and for the cache's save step `cache-save-key` (`cache_save_key`: a run that stopped saves under
+  a key of its own). It exits with eval's status when that is not 0, else compare's (1 on a
+  regression).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from flowrate.errors import ExitCode
+from flowrate.reports.escape import log_json, log_line
 from flowrate.results.files import read_rows
 from flowrate.results.summary import RunSummary
 from flowrate.settings.groups import Flag
@@ -39,6 +42,7 @@ from flowrate.settings.options import EvalSettings
 # GitHub's summary belong to the action's steps.
 WRITTEN = {"output", "junit", "html", "github", "history", "output_parquet", "batch_export"}
 PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
+PARTIAL = "-partial-"  # in the key of a cache saved by a run that stopped before judging everything
 
 
 def given(environ: Mapping[str, str], name: str) -> str:
@@ -71,12 +75,13 @@ def eval_options(environ: Mapping[str, str]) -> list[str]:
     return arguments
 
 
-def _digest(paths: list[str], results: Path | None = None) -> str:
+def _digest(paths: list[str], results: Path | None = None, options: str = "") -> str:
     """A hash of the files' names and contents (a missing file by its name alone); of a directory,
-    the conversation files `flowrate eval` reads there, the `results` folder left out."""
+    the conversation files `flowrate eval` reads there, the `results` folder left out; and of
+    `options`."""
     from flowrate.inputs.files import SCANNED_SUFFIXES
 
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(options.encode() + b"\0")
     for path in sorted(paths):
         digest.update(path.encode() + b"\0")
         target = Path(path)
@@ -91,12 +96,35 @@ def _digest(paths: list[str], results: Path | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_keys(environ: Mapping[str, str]) -> tuple[str, str]:
-    """The response cache's key and its restore prefix: the judge and the rubric, then the files."""
+def cache_keys(environ: Mapping[str, str]) -> tuple[str, list[str]]:
+    """The response cache's key and its restore keys (prefixes, the closest first). The key is the
+    judge and the rubric (the prefix), then the conversation files and every other option given
+    to `flowrate eval` (a language or `samples` changes the requests): a run whose key a cache was
+    saved under asks for nothing that cache lacks (`cache_save_key`). The restore keys are the
+    caches saved by runs of this key that stopped (`-partial-`), then any of the judge and rubric."""
     judge = "|".join(given(environ, name) or "-" for name in ("model", "api-base", "metric"))
     rubric_files = [path for path in (given(environ, "rubric"), given(environ, "config")) if path]
     prefix = f"flowrate-{hashlib.sha256(judge.encode()).hexdigest()[:12]}-{_digest(rubric_files)}-"
-    return prefix + _digest(given(environ, "files").split(), _results_dir(environ)), prefix
+    options = "\0".join(eval_options(environ))
+    key = prefix + _digest(given(environ, "files").split(), _results_dir(environ), options)
+    return key, [f"{key}{PARTIAL}", prefix]
+
+
+def cache_save_key(environ: Mapping[str, str], status: int) -> str:
+    """The key the response cache is saved under after `flowrate eval` exited with `status`
+    ("": not saved). A run that judged every conversation (0, or 1: a gate failed) saves under the
+    run's key, unless that key was restored (`CACHE_HIT`): it asked for nothing new. A run that
+    stopped (3: the judge failed or was unreachable, `--max-cost` reached; 4; interrupted) saves
+    under a key of its own run (`GITHUB_RUN_ID`, `GITHUB_RUN_ATTEMPT`; a cache's key is never
+    saved twice), which the next run restores through its restore keys and never takes for a
+    full hit: it pays for what is missing, once. Bad input (2) made no call."""
+    key = environ.get("CACHE_KEY", "")
+    if not key or status == ExitCode.USAGE:
+        return ""
+    if status in (ExitCode.OK, ExitCode.FAILED):
+        return "" if environ.get("CACHE_HIT") == "true" else key
+    run = environ.get("GITHUB_RUN_ID", "local"), environ.get("GITHUB_RUN_ATTEMPT", "1")
+    return f"{key}{PARTIAL}{run[0]}-{run[1]}"
 
 
 def _results_dir(environ: Mapping[str, str]) -> Path:
@@ -169,7 +197,9 @@ def compare(environ: Mapping[str, str], rows: Path, results: Path) -> int | None
 
 def outcome(rows: Path) -> dict[str, str]:
     """The outputs read from the run's rows: pass rate, failures, the failed ids (a JSON list, for
-    `fromJSON`), each failure with its reason (a line each, the heredoc form), the cost."""
+    `fromJSON`), each failure with its reason (a line each, the heredoc form), the cost. A step
+    prints them: the ids and reasons in them are escaped as a CI log needs (`escape.log_json`,
+    `escape.log_line`), so a failing row is one line and no line is a workflow command."""
     summary, failed = RunSummary(), []
     for order, row in enumerate(read_rows(rows) if rows.is_file() else [], start=1):
         summary.add(row, order)
@@ -179,9 +209,9 @@ def outcome(rows: Path) -> dict[str, str]:
     return {
         "pass-rate": "" if rate is None else f"{rate:.4f}",
         "failures": str(summary.failed),
-        "failed-ids": json.dumps(list(dict.fromkeys(row.id for row in failed)), ensure_ascii=False),
+        "failed-ids": log_json(list(dict.fromkeys(row.id for row in failed))),
         "failures-text": "\n".join(
-            f"{row.id} ({row.metric}, {row.verdict or row.score}): {row.reason}" for row in failed
+            log_line(f"{row.id} ({row.metric}, {row.verdict or row.score}): {row.reason}") for row in failed
         ),
         "cost-usd": f"{summary.run_cost_usd:.6f}",
     }
@@ -202,6 +232,7 @@ def run(environ: Mapping[str, str]) -> int:
     code = status or compared or 0
     outputs = outcome(rows)
     outputs.update({"regressed": "true" if compared == 1 else "false", "exit-code": str(code)})
+    outputs["cache-save-key"] = cache_save_key(environ, status)
     write_outputs(environ.get("GITHUB_OUTPUT"), outputs)
     return code
 
@@ -210,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     """`key` or `run` (the first of `argv`, default the command line's), over this environment."""
     command = (argv if argv is not None else sys.argv[1:])[:1]
     if command == ["key"]:
-        key, prefix = cache_keys(os.environ)
-        write_outputs(os.environ.get("GITHUB_OUTPUT"), {"cache-key": key, "restore-key": prefix})
+        key, restore_keys = cache_keys(os.environ)
+        write_outputs(os.environ.get("GITHUB_OUTPUT"), {"cache-key": key, "restore-keys": "\n".join(restore_keys)})
         return 0
     if command == ["run"]:
         return run(os.environ)

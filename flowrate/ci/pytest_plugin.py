@@ -97,14 +97,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{where}: a test marked flowrate takes the argument `conversation`", pytrace=False)
     path = Path(metafunc.definition.path).parent / marker.args[0]
     options = marker.kwargs
-    problem: str | None = None
+    wanted = _wanted(options.get("metric"), options.get("rubric"))
+    problem = _argument_problem(metafunc.config, wanted, options.get("at_least"))
+    if problem is not None:
+        pytest.fail(f"{where}: @pytest.mark.flowrate: {problem}", pytrace=False)
     try:
-        marked = read_marked(path, _wanted(options.get("metric"), options.get("rubric")))
+        marked = read_marked(path, wanted)
     except FlowrateError as error:
         problem = plain_message(error)  # told below, outside the handler: no "During handling of ..."
     if problem is not None:
         pytest.fail(f"{where}: {problem}", pytrace=False)
-    metafunc.parametrize("conversation", marked, ids=[item.case.id or "" for item in marked], indirect=True)
+    from flowrate.reports.escape import without_legacy_commands
+
+    ids = [without_legacy_commands(item.case.id or "") for item in marked]  # pytest escapes control characters itself
+    metafunc.parametrize("conversation", marked, ids=ids, indirect=True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -122,18 +128,40 @@ def judge_session(config: pytest.Config) -> JudgeSession:
     if _SESSION not in config.stash:
         from flowrate.ci.session import JudgeSession
 
-        given = {"model": config.getoption("flowrate_model")} if config.getoption("flowrate_model") else {}
-        named = config.getoption("flowrate_config") or os.environ.get("FLOWRATE_CONFIG")
+        given, named = _session_options(config)
         workdir = Path(tempfile.mkdtemp(prefix="flowrate-pytest-"))
         worker = getattr(config, "workerinput", {}).get("workerid")
         config.stash[_SESSION] = JudgeSession(
             given,
-            Path(named) if named else None,
+            named,
             workdir,
             _per_worker(config.getoption("flowrate_output"), worker),
             _per_worker(config.getoption("flowrate_html"), worker),
         )
     return config.stash[_SESSION]
+
+
+def _session_options(config: pytest.Config) -> tuple[dict[str, Any], Path | None]:
+    """The settings the plugin's options give, and the config file (`--flowrate-config`, else
+    FLOWRATE_CONFIG)."""
+    given = {"model": config.getoption("flowrate_model")} if config.getoption("flowrate_model") else {}
+    named = config.getoption("flowrate_config") or os.environ.get("FLOWRATE_CONFIG")
+    return given, Path(named) if named else None
+
+
+def _argument_problem(config: pytest.Config, wanted: Wanted, at_least: Any) -> str | None:
+    """What is wrong with a test's `at_least`, `metric` and `rubric` (`verdicts.argument_problem`)
+    under the session's settings; None when the settings themselves cannot be read (the batch
+    tells that, as it tells every run's)."""
+    from flowrate.ci.session import batch_settings
+    from flowrate.ci.verdicts import argument_problem
+    from flowrate.errors import FlowrateError
+
+    try:
+        settings = batch_settings(*_session_options(config), wanted, "-")
+    except FlowrateError:
+        return None
+    return argument_problem(settings, at_least)
 
 
 def _per_worker(path: str | None, worker: str | None) -> str | None:
@@ -163,21 +191,32 @@ def conversation(request: pytest.FixtureRequest) -> Any:
     if marked is None:
         pytest.fail("`conversation` comes from @pytest.mark.flowrate(path)", pytrace=False)
     outcome = _judge_marked(request.config, marked)
+    _tell_github(request.config, request.node, outcome)
     _raise_for(outcome, request.node)
     return marked.case
 
 
+def _tell_github(config: pytest.Config, item: pytest.Item, outcome: Outcome) -> None:
+    """`outcome`, read by the test `item`, in the session's GitHub report (when it writes one):
+    named by its node id, at its file and line."""
+    tests = judge_session(config).tests
+    if tests is not None:
+        path, line, _ = item.reportinfo()
+        tests.add(item.nodeid, str(path), (line or 0) + 1, outcome)
+
+
 def _raise_for(outcome: Outcome, item: pytest.Item) -> None:
     """A conversation with no verdict ends its test: an error (`JudgeFailed`) when the judge gave
-    none, skipped when a budget or an unreachable judge left it out."""
+    none or could not be reached, skipped when a budget left it out."""
     __tracebackhide__ = True
     from flowrate.ci.session import JudgeFailed
+    from flowrate.reports.escape import log_text
 
     errors = [f"{row.metric}: {row.error.type}: {row.error.message}" for row in outcome.rows if row.error]
     problem = outcome.error or "; ".join(errors)
     if problem:
         item.user_properties.append((ERROR_PROPERTY, problem))
-        raise JudgeFailed(f"flowrate: the judge gave no verdict: {problem}")
+        raise JudgeFailed(log_text(f"flowrate: the judge gave no verdict: {problem}"))  # pytest prints it
     if outcome.skipped is not None:
         pytest.skip(f"flowrate: not judged ({outcome.skipped})")
 
@@ -206,7 +245,11 @@ class Flow:
         from_marker = marker.kwargs if marker is not None else {}
         wanted = _wanted(metric or from_marker.get("metric"), rubric or from_marker.get("rubric"))
         at_least = at_least if at_least is not None else from_marker.get("at_least")
+        problem = _argument_problem(self.config, wanted, at_least)
+        if problem is not None:  # before any call: a usage error, not the judge's
+            pytest.fail(f"assert_flow: {problem}", pytrace=False)
         outcome = self._outcome(conversation, wanted)
+        _tell_github(self.config, self.item, outcome)
         _raise_for(outcome, self.item)
         from flowrate.ci.verdicts import failures, record
 
@@ -293,6 +336,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """The notices of the session's rows and report, at the end of `terminalreporter`'s output."""
+    """The session's GitHub annotations (workflow commands, escaped as they require), then the
+    notices of its rows and reports, at the end of `terminalreporter`'s output (stdout, where a
+    runner reads workflow commands; an xdist worker's is not shown: its annotations are lost)."""
+    judge = config.stash.get(_SESSION, None)
+    for line in judge.tests.annotations if judge is not None and judge.tests is not None else []:
+        terminalreporter.write_line(line)
     for notice in config.stash.get(_NOTICES, []):
         terminalreporter.write_line(notice)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import typing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ import orjson
 
 from flowrate.errors import FlowrateError, InputError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.reports.escape import without_legacy_commands
 from flowrate.results.book import ReportBook
 from flowrate.results.events import RunListener
 from flowrate.results.files import ResultsFile
@@ -31,7 +33,7 @@ from flowrate.settings.options import EvalSettings, resolve_settings
 # to a staged file per batch (the session's rows to `rows_path`), its reports are the session's,
 # and each test reads its own verdict (a gate or a resume means nothing per batch).
 PER_BATCH: dict[str, Any] = {
-    "github": False,  # GITHUB_ACTIONS=true still turns GitHub's summary on, as it does for eval
+    "github": False,  # off under GITHUB_ACTIONS=true too: the session's `TestsReport` names the tests
     "junit": None,
     "html": None,
     "history": None,
@@ -53,6 +55,17 @@ PER_BATCH: dict[str, Any] = {
     "max_failures": None,
     "gates": {},
 }
+
+
+def batch_settings(given: dict[str, Any], config: Path | None, wanted: Wanted, output: str) -> EvalSettings:
+    """The settings of a batch of `wanted` writing its rows to `output`: `given` (the plugin's
+    options) over the FLOWRATE_* variables, the `config` file and the defaults."""
+    values = {**environment_values(), **given, **PER_BATCH, "output": output}
+    if wanted.metric:
+        values["metric"] = list(wanted.metric)
+    if wanted.rubric:
+        values["rubric"] = wanted.rubric
+    return resolve_settings(values, config)
 
 
 class JudgeFailed(Exception):
@@ -129,10 +142,23 @@ def read_marked(path: Path, wanted: Wanted) -> list[Marked]:
     if problems:
         raise InputError(problems[:10], total=len(problems), headline="problem(s) in a file of a flowrate marker")
     return [
-        Marked(Job(record.case, record.source, str(record.source)), wanted)
+        Marked(Job(_as_marked(record.case), record.source, str(record.source)), wanted)
         for record in records
         if record.case is not None
     ]
+
+
+class MarkedCase(ConversationalEvalTestCase):
+    """A conversation of a marked file, as its test is given it: pytest prints it among the
+    test's arguments when the test fails, in a log a CI runner reads (`without_legacy_commands`;
+    its repr shows control characters escaped already)."""
+
+    def __repr__(self) -> str:
+        return without_legacy_commands(super().__repr__())
+
+
+def _as_marked(case: ConversationalEvalTestCase) -> MarkedCase:
+    return MarkedCase.model_construct(_fields_set=case.model_fields_set, **dict(case))
 
 
 @dataclass
@@ -180,15 +206,12 @@ class JudgeSession:
         self.transcripts: dict[str, ConversationalEvalTestCase] = {}
         self.rows_file = ResultsFile(rows_path, append=False) if rows_path else None
         self.batches = 0
+        self.unreachable: str | None = None  #: why every later conversation is an error at once
+        self.tests = TestsReport() if github_wanted(given, config) else None
 
     def settings(self, wanted: Wanted, output: str) -> EvalSettings:
         """The settings of a batch of `wanted` writing its rows to `output`."""
-        values = {**environment_values(), **self.given, **PER_BATCH, "output": output}
-        if wanted.metric:
-            values["metric"] = list(wanted.metric)
-        if wanted.rubric:
-            values["rubric"] = wanted.rubric
-        return resolve_settings(values, self.config)
+        return batch_settings(self.given, self.config, wanted, output)
 
     def judge(self, wanted: Wanted, jobs: list[Job]) -> None:
         """Judge `jobs` not judged yet as one run of `flowrate eval` for `wanted`; each one's
@@ -200,6 +223,10 @@ class JudgeSession:
             f"job-{n}": job for n, job in enumerate(job for job in jobs if job.key(wanted) not in self.outcomes)
         }
         if not staged_jobs:
+            return
+        if self.unreachable is not None:  # learned from an earlier batch: no call, no retries
+            for job in staged_jobs.values():
+                self.outcomes[job.key(wanted)] = Outcome(error=self.unreachable)
             return
         self.batches += 1
         staged = self.workdir / f"batch-{self.batches}.jsonl"
@@ -219,6 +246,7 @@ class JudgeSession:
             outcome = self.outcomes.setdefault(job.key(wanted), Outcome())
             if not outcome.rows and outcome.skipped is None and outcome.error is None:
                 outcome.error = "not judged: the run stopped before this conversation"
+        self.unreachable = unreachable_judge([self.outcomes[job.key(wanted)] for job in staged_jobs.values()])
 
     def keep(self, key: tuple[Wanted, str, str], row: EvaluationRow) -> None:
         """A row of the session, of the outcome `key`: kept for its test, in the session's rows and report."""
@@ -240,7 +268,70 @@ class JudgeSession:
             from flowrate.reports import write_reports
 
             notices += write_reports(self.book, self.summary, html=self.html_path, transcripts=self.transcripts)
-        return notices
+        return notices + (self.tests.write() if self.tests is not None else [])
+
+
+def github_wanted(given: dict[str, Any], config: Path | None) -> bool:
+    """Whether the session writes GitHub's step summary and annotations, as `flowrate eval` would
+    under its settings (`given` over FLOWRATE_*, the `config` file): `--github`, or GitHub
+    Actions runs it. A batch never does (`PER_BATCH`): it knows staged files and ids only."""
+    try:
+        return resolve_settings({**environment_values(), **given}, config).report_settings.for_github
+    except FlowrateError:
+        return False
+
+
+class TestsReport:
+    """GitHub's step summary and annotations of a session: the rows each test read, named by the
+    test (its node id) and the conversation's id, and placed at the test's file and line."""
+
+    def __init__(self) -> None:
+        self.book, self.summary = ReportBook(), RunSummary()
+        self.started = time.monotonic()
+        self.told: set[tuple[str, int]] = set()
+        self.annotations: list[str] = []  #: the workflow commands to print, once written
+
+    def add(self, test: str, path: str, line: int, outcome: Outcome) -> None:
+        """The rows of `outcome`, read by the test `test` defined at `path`, `line` (once)."""
+        if (test, id(outcome)) in self.told:
+            return
+        self.told.add((test, id(outcome)))
+        for row in outcome.rows:
+            shown = row.model_copy(
+                update={"id": f"{test} (conversation {row.id})", "source": Source(path=path, line=line)}
+            )
+            self.book.add(shown)
+            self.summary.add(shown, len(self.told))
+
+    def write(self) -> list[str]:
+        """Append the step summary (when a test read rows) and keep the annotations; the notices."""
+        if not self.summary.metrics:
+            return []
+        from flowrate.reports import write_reports
+
+        self.summary.wall_time_s = time.monotonic() - self.started
+        return write_reports(self.book, self.summary, github=True, annotate=self.annotations.append)
+
+
+def unreachable_judge(outcomes: list[Outcome]) -> str | None:
+    """After a batch of `outcomes`: when the run stopped because the judge could not be reached,
+    or none of its calls was answered and one spent its retries on refused or dropped connections,
+    the judge is down for the session: these conversations are errors with the message returned,
+    as every later one is, with no call (`JudgeSession.unreachable`; each assert_flow spent its
+    own retries, 30 s, where `flowrate eval` stops after a few). None: the judge answered."""
+    from flowrate.judge.errors import Unreachable
+
+    rows = [row for outcome in outcomes for row in outcome.rows]
+    lost = next((row.error for row in rows if row.error is not None and row.error.type == Unreachable.kind), None)
+    stopped = any(outcome.skipped == "unreachable" for outcome in outcomes)
+    if not stopped and (lost is None or any(row.error is None for row in rows)):
+        return None
+    detail = f": {lost.type}: {lost.message}" if lost is not None else ""
+    message = f"the judge could not be reached{detail}; the session sends it nothing more"
+    for outcome in outcomes:
+        if not any(row.error is None for row in outcome.rows):
+            outcome.error = message
+    return message
 
 
 def _outside_a_running_loop(call: Callable[[], object]) -> None:

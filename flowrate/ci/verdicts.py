@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.reports.escape import log_line
 from flowrate.results.rows import EvaluationRow
+from flowrate.settings.options import EvalSettings
 
 
 def as_case(conversation: Any, default_id: str) -> ConversationalEvalTestCase:
@@ -46,6 +48,31 @@ def as_case(conversation: Any, default_id: str) -> ConversationalEvalTestCase:
     return record.case
 
 
+def argument_problem(settings: EvalSettings, at_least: Any) -> str | None:
+    """What is wrong with what a test asks, checked before any call (None: nothing): the metrics
+    and rubric of `settings` (a batch's, with the test's `metric` and `rubric`) and `at_least`,
+    which must be a score in [0, 1] or a level of every row's scale. A call made for an unknown
+    metric failed as "the judge gave no verdict", and an unreachable score was paid for."""
+    from flowrate.errors import FlowrateError
+    from flowrate.metrics.catalog import row_scales
+
+    try:
+        rows = row_scales(settings.judge_settings)
+    except FlowrateError as error:
+        return str(error)
+    if at_least is None:
+        return None
+    if isinstance(at_least, int | float) and not isinstance(at_least, bool):
+        return None if 0 <= at_least <= 1 else f"at_least={at_least!r} is not a score in [0, 1]"
+    if not isinstance(at_least, str):
+        return f"at_least={at_least!r} is neither a level (such as 'partial') nor a score in [0, 1]"
+    for name, scale in rows.items():
+        if scale is None or scale.levels is None or at_least not in scale.levels:
+            known = ", ".join(scale.levels) if scale is not None and scale.levels else "a score in [0, 1]"
+            return f"at_least={at_least!r} is not a level of {name} (known: {known})"
+    return None
+
+
 def _level_score(row: EvaluationRow, at_least: str | float | None, rubric: str | None) -> float:
     """The score `row` must reach: `at_least` as a score, or the score of the level it names on
     the row's scale (of `rubric`, else of the packaged metric), else the row's threshold."""
@@ -68,7 +95,8 @@ def _level_score(row: EvaluationRow, at_least: str | float | None, rubric: str |
 
 def failures(rows: list[EvaluationRow], at_least: str | float | None, rubric: str | None) -> str | None:
     """The failure message of `rows` below `at_least` (see `_level_score`), None when all pass:
-    per row, its verdict against what was needed, the judge's reason and key issues."""
+    per row, its verdict against what was needed, the judge's reason and key issues, each line
+    as a CI log needs it (`escape.log_line`: a CR in an id shown as `\\x0d`)."""
     __tracebackhide__ = True
     lines = []
     for row in rows:
@@ -82,7 +110,10 @@ def failures(rows: list[EvaluationRow], at_least: str | float | None, rubric: st
         lines.append(f"{row.metric}: {row.id} judged {shown} (score {row.score:.2f}), needs at least {wanted}")
         lines.append(f"  reason: {row.reason or '(none given)'}")
         lines += [f"  - {issue}" for issue in row.key_issues]
-    return "\n".join(["flowrate: the judge failed the conversation", *lines]) if lines else None
+    # pytest prints the message in its report, which a CI runner reads: each line escaped
+    return (
+        "\n".join(log_line(line) for line in ["flowrate: the judge failed the conversation", *lines]) if lines else None
+    )
 
 
 def record(properties: list[tuple[str, object]], rows: list[EvaluationRow]) -> None:

@@ -54,12 +54,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
     from flowrate.metrics.repetition import RepetitionCheck
     from flowrate.metrics.rubric_metric import RubricMetric
 
-    names = list(dict.fromkeys(settings.metric))
-    if settings.rubric and names == ["conversational_flow_rate"] and not settings.metric_named:
-        names = []
-    sources: list[tuple[str, str | Path]] = [(name, name) for name in names]
-    if settings.rubric:
-        sources.append((settings.rubric, Path(settings.rubric)))
+    sources = metric_sources(settings)
     retry = RetryPolicy(
         max_retries=settings.max_retries,
         timeout=settings.timeout,
@@ -69,8 +64,6 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
     metrics = []
     made_by: dict[str, str] = {}
     for shown, source in sources:
-        if isinstance(source, str) and source not in NAMES:
-            raise ConfigError(f"option metric: unknown metric {source!r} (known: {', '.join(NAMES)})")
         metric: RepetitionCheck | RubricMetric
         if source == OFFLINE:
             metric = RepetitionCheck(settings.threshold, settings.thresholds, settings.date_field)
@@ -99,6 +92,37 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
         metrics.append(metric)
     check_names(settings, gates or GateOptions())
     return metrics
+
+
+def metric_sources(settings: JudgeSettings) -> list[tuple[str, str | Path]]:
+    """The metrics a run judges with, as (the name shown, a packaged name or a rubric file): each
+    `--metric` name, and the `--rubric` file (which replaces the default when no `--metric` is
+    named). Raises `ConfigError` for an unknown name."""
+    names = list(dict.fromkeys(settings.metric))
+    if settings.rubric and names == ["conversational_flow_rate"] and not settings.metric_named:
+        names = []
+    for name in names:
+        if name not in NAMES:
+            raise ConfigError(f"option metric: unknown metric {name!r} (known: {', '.join(NAMES)})")
+    sources: list[tuple[str, str | Path]] = [(name, name) for name in names]
+    if settings.rubric:
+        sources.append((settings.rubric, Path(settings.rubric)))
+    return sources
+
+
+def row_scales(settings: JudgeSettings) -> dict[str, Scale | None]:
+    """Every row the metrics of `settings` make (`metric_sources`), with its scale (None: a score
+    with no scale, as a suite's user_satisfaction or the offline check). Raises `ConfigError` as
+    `metric_sources` does."""
+    rows: dict[str, Scale | None] = {}
+    for _, source in metric_sources(settings):
+        if source == OFFLINE:
+            rows[OFFLINE] = None
+            continue
+        rubric = load_rubric(source)
+        scales = {criterion.name: criterion.scale for criterion in rubric.criteria}
+        rows.update({name: scales.get(name) for name in rubric.row_names})
+    return rows
 
 
 def known_row_names(rubric_path: str | None = None) -> list[str]:

@@ -17,7 +17,7 @@ from flowrate.analysis.calibration import Calibration, Deviation
 from flowrate.analysis.compare import Comparison
 from flowrate.analysis.trends import ONE_ROW_EACH, TrendPoint
 from flowrate.inputs.selection import LEFT_OUT_SKIPS, skipped_lines
-from flowrate.reports.escape import safe_line, terminal_text
+from flowrate.reports.escape import log_line
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import DryRunEstimate, MetricStats, RunSummary, format_score, shown_value
@@ -35,8 +35,8 @@ LEFT_OUT_REASONS = {
 def shown(text: str) -> str:
     """One line of untrusted text (ids, reasons, file names) for stderr, where people and CI
     runners read it: control characters shown as `\\xNN` (rows keep the text exact), and never
-    a workflow command to GitHub's runner (`escape.safe_line`)."""
-    return safe_line(terminal_text(text))
+    a workflow command to GitHub's runner (`escape.log_line`)."""
+    return log_line(text)
 
 
 def table_text(text: str) -> Text:

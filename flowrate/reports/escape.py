@@ -7,6 +7,7 @@ here, for that reader's rules.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -58,8 +59,36 @@ def safe_line(line: str) -> str:
     `##[` becomes `##\\[`. `line` must be one line already (`terminal_text`, `one_line_text`).
     Lines that flowrate writes as annotations on purpose do not pass through here.
     """
-    line = line.replace("##[", "##\\[")
+    line = without_legacy_commands(line)
     return "> " + line if line.lstrip().startswith("::") else line
+
+
+def without_legacy_commands(text: str) -> str:
+    """Untrusted text placed inside a line of a CI log (a pytest test id): `##[`, the runner's
+    legacy command form, which it reads anywhere in a line, as `##\\[`."""
+    return text.replace("##[", "##\\[")
+
+
+def log_line(text: str) -> str:
+    """Untrusted text as one whole line of a CI log (stdout, stderr, a value a step prints): shown
+    as `terminal_text` shows it (a CR or LF in an id cannot start a line of its own), then
+    `safe_line` (it cannot start or hold a workflow command)."""
+    return safe_line(terminal_text(text))
+
+
+def log_text(text: str) -> str:
+    """Untrusted text of lines separated by LF for a CI log: each line through `log_line` (a CR
+    inside one shows as `\\x0d`)."""
+    return "\n".join(log_line(line) for line in str(text).split("\n"))
+
+
+def log_json(value: Any) -> str:
+    """`value` as JSON on one line of a CI log that any JSON parser (GitHub's `fromJSON`) reads back
+    the same: control characters, bidi controls and line separators as `\\uNNNN` escapes, and
+    `#[` as `#\\u005b`, so no `##[` (the runner's legacy command form, read anywhere in a line)
+    is printed; a JSON value never starts with `::`."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _JSON_ESCAPED.sub(lambda found: f"\\u{ord(found.group()):04x}", text).replace("#[", "#\\u005b")
 
 
 def safe_lines(text: str) -> str:
@@ -79,6 +108,7 @@ _SHOWN_CONTROL = {
 # A pattern that Python's `re` and JavaScript's `RegExp` read alike, so a page's script uses it too.
 PAGE_ESCAPED = "[" + "".join(f"\\u{code:04x}" for code in _SHOWN_CONTROL if code not in (0x09, 0x0A, 0x0D)) + "]"
 _PAGE_ESCAPED = re.compile(PAGE_ESCAPED)
+_JSON_ESCAPED = re.compile("[" + "".join(f"\\u{code:04x}" for code in _SHOWN_CONTROL) + "]")
 
 
 def terminal_text(text: str) -> str:

@@ -451,8 +451,10 @@ class ReportOptions(Group):
         None, description="Write a JUnit XML report here (GitHub, GitLab, Jenkins)."
     )
     html: Annotated[str | None, flag()] = Field(None, description="Write a self-contained HTML report here.")
-    github: Annotated[bool, flag()] = Field(
-        False, description="Write GitHub's step summary and annotations (on by itself when GITHUB_ACTIONS=true)."
+    github: Annotated[bool | None, flag()] = Field(
+        None,
+        description="Write GitHub's step summary and annotations (on by itself when GITHUB_ACTIONS=true, unless"
+        " false in FLOWRATE_GITHUB or the config).",
     )
     history: Annotated[str | None, flag()] = Field(
         None, description="The history: a DuckDB file of every run's rows and labels."
@@ -461,8 +463,9 @@ class ReportOptions(Group):
     @property
     def for_github(self) -> bool:
         """GitHub's step summary and annotations are written: `--github`, or GitHub Actions runs us
-        (`GITHUB_ACTIONS=true`)."""
-        return self.github or os.environ.get("GITHUB_ACTIONS") == "true"
+        (`GITHUB_ACTIONS=true`) and `github` is not false (the pytest plugin's batches: the
+        session writes its own)."""
+        return self.github if self.github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
 
     @property
     def wanted(self) -> bool:

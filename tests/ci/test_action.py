@@ -1,10 +1,11 @@
 """The GitHub Action: `action.yml`'s own steps run by a test as a runner runs them (GITHUB_* set,
 a step summary and an output file, the inputs as the step's env), against the scripted judge. The
-`uses:` steps are GitHub's (setup-python, the cache, the upload): their part is played by the
-test (one cache folder kept between runs is a restored cache; the artifact is the results folder)."""
+`uses:` steps are GitHub's (setup-python, the cache, the upload): the cache's are played by the
+test as actions/cache does them (`Runner.play_cache`), the artifact is the results folder."""
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,10 @@ import yaml
 from flowrate.ci.action import write_outputs
 from flowrate.errors import ExitCode
 from flowrate.settings.options import EvalSettings
-from tests.helpers import ROOT, read_rows, turn_record, write_jsonl
+from tests.helpers import HOSTILE_IDS, ROOT, read_rows, turn_record, workflow_commands, write_jsonl
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+CI_PAGE = (ROOT / "docs" / "ci.md").read_text()
 OWN_INPUTS = {
     "files",
     "config",
@@ -57,65 +59,121 @@ def runner_outputs(path):
     return values
 
 
-def expand(text, inputs, runner_temp):
-    """`${{ inputs.x }}` and `${{ runner.temp }}` as the runner expands them (an input not given: its default)."""
+def evaluate(expression, contexts):
+    """A GitHub Actions expression, of the forms action.yml uses, as the runner evaluates it:
+    context paths (`inputs.x`, `runner.temp`, `steps.run.outputs.x`; a missing one is ''),
+    '...' strings, `==`, `!=`, `&&` and `||` (which give an operand, not a boolean),
+    parentheses and `always()`. Strings are compared as written (GitHub ignores case; the values
+    compared here are lower case)."""
+    tokens = re.findall(r"&&|\|\||==|!=|\(|\)|'(?:[^']|'')*'|[A-Za-z_][\w.-]*(?:\(\))?", expression)
+    assert "".join(tokens) == re.sub(r"\s", "", expression), f"an expression this test cannot read: {expression}"
+    python = []
+    for token in tokens:
+        if token in ("&&", "||"):
+            python.append({"&&": " and ", "||": " or "}[token])
+        elif token in ("==", "!=", "(", ")"):
+            python.append(token)
+        elif token.startswith("'"):
+            python.append(repr(token[1:-1].replace("''", "'")))
+        elif token == "always()":
+            python.append("True")
+        else:
+            value = contexts
+            for part in token.split("."):
+                value = value.get(part, "") if isinstance(value, dict) else ""
+            python.append(repr(value))
+    return eval("".join(python), {"__builtins__": {}})
 
-    def value(match):
-        expression = match.group(1).strip()
-        if expression == "runner.temp":
-            return str(runner_temp)
-        name = expression.removeprefix("inputs.")
-        return inputs.get(name, ACTION["inputs"][name].get("default", ""))
 
-    return re.sub(r"\$\{\{(.*?)\}\}", value, text)
+def expand(text, contexts):
+    """`text` with each `${{ expression }}` replaced by its value, as the runner expands them."""
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda match: str(evaluate(match.group(1), contexts)), text)
 
 
 class Runner:
-    """A job's runner for the action's script steps, in `workspace` with `env` (the test's key and
-    no FLOWRATE_*), GITHUB_* of an event, a fresh step summary and output file per step."""
+    """A job's runner for the action's steps, in `workspace` with `env` (the test's key and no
+    FLOWRATE_*), GITHUB_* of an event, a fresh step summary and output file per step. Each run is
+    a new job on a fresh machine (its own runner.temp); the cache steps are played as
+    actions/cache does over `caches` (the repository's, kept between runs): restore the exact
+    key (`cache-hit` 'true'), else the newest cache whose key starts with a restore key, in their
+    order ('false'), else nothing (''); save a key only once. `saved` lists the keys saved."""
 
-    def __init__(self, workspace, env, runner_temp):
-        self.workspace, self.env, self.runner_temp = workspace, env, runner_temp
-        self.step = 0
+    def __init__(self, workspace, env, temp):
+        self.workspace, self.env, self.temp = workspace, env, temp
+        self.step = self.job = 0
+        self.caches, self.saved = {}, []
 
     def run(self, inputs, event="push", base_ref=""):
-        """Run every script step of the action that calls flowrate.ci.action; the outputs, summary,
-        stdout and status of the last one, and the key step's outputs."""
-        seen = {}
+        """Run the action's steps that call flowrate.ci.action and its cache steps, in order; the
+        outputs, summary, stdout and status of each script step and the outputs of the restore
+        step, by step id."""
+        self.job += 1
+        runner_temp = self.temp / f"job-{self.job}"
+        runner_temp.mkdir(parents=True)
+        defaults = {name: str(spec.get("default", "")) for name, spec in ACTION["inputs"].items()}
+        contexts = {"inputs": {**defaults, **inputs}, "runner": {"temp": str(runner_temp)}, "steps": {}}
         for step in ACTION["runs"]["steps"]:
-            if "flowrate.ci.action" not in step.get("run", ""):
-                continue
-            self.step += 1
-            output = self.workspace.parent / f"output-{self.step}"
-            summary = self.workspace.parent / f"summary-{self.step}.md"
-            output.write_text("")
-            env = dict(self.env)
-            env.update({name: expand(str(value), inputs, self.runner_temp) for name, value in step["env"].items()})
-            env.update(
-                GITHUB_ACTIONS="true",
-                GITHUB_EVENT_NAME=event,
-                GITHUB_BASE_REF=base_ref,
-                GITHUB_WORKSPACE=str(self.workspace),
-                GITHUB_OUTPUT=str(output),
-                GITHUB_STEP_SUMMARY=str(summary),
-            )
-            command = step["run"].replace("python ", f"{sys.executable} ", 1)
-            done = subprocess.run(
-                ["bash", "-e", "-c", command],
-                cwd=self.workspace,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            seen[step.get("id")] = {
-                "status": done.returncode,
-                "stdout": done.stdout,
-                "stderr": done.stderr,
-                "outputs": runner_outputs(output),
-                "summary": summary.read_text() if summary.exists() else "",
-            }
-        return seen
+            if step.get("uses", "").startswith("actions/cache/"):
+                self.play_cache(step, contexts)
+            elif "flowrate.ci.action" in step.get("run", ""):
+                contexts["steps"][step.get("id")] = self.script(step, contexts, event, base_ref)
+        return contexts["steps"]
+
+    def play_cache(self, step, contexts):
+        if "if" in step and not evaluate(step["if"], contexts):
+            return
+        given = {name: expand(str(value), contexts) for name, value in step["with"].items()}
+        path, key = Path(given["path"]), given["key"]
+        if step["uses"] == "actions/cache/save@v4":
+            if key not in self.caches and path.is_dir():
+                self.caches[key] = self.temp / f"cache-{len(self.caches)}"
+                shutil.copytree(path, self.caches[key])
+                self.saved.append(key)
+            return
+        prefixes = [line.strip() for line in given.get("restore-keys", "").splitlines() if line.strip()]
+        found, hit = (key, "true") if key in self.caches else (None, "")
+        for prefix in prefixes if found is None else []:
+            newest = [name for name in self.caches if name.startswith(prefix)][-1:]
+            if newest:
+                found, hit = newest[0], "false"
+                break
+        if found is not None:
+            shutil.copytree(self.caches[found], path)
+        contexts["steps"][step["id"]] = {"outputs": {"cache-hit": hit}}
+
+    def script(self, step, contexts, event, base_ref):
+        self.step += 1
+        output = self.workspace.parent / f"output-{self.step}"
+        summary = self.workspace.parent / f"summary-{self.step}.md"
+        output.write_text("")
+        env = dict(self.env)
+        env.update({name: expand(str(value), contexts) for name, value in step["env"].items()})
+        env.update(
+            GITHUB_ACTIONS="true",
+            GITHUB_EVENT_NAME=event,
+            GITHUB_BASE_REF=base_ref,
+            GITHUB_WORKSPACE=str(self.workspace),
+            GITHUB_OUTPUT=str(output),
+            GITHUB_STEP_SUMMARY=str(summary),
+            GITHUB_RUN_ID=str(self.job),
+            GITHUB_RUN_ATTEMPT="1",
+        )
+        command = step["run"].replace("python ", f"{sys.executable} ", 1)
+        done = subprocess.run(
+            ["bash", "-e", "-c", command],
+            cwd=self.workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return {
+            "status": done.returncode,
+            "stdout": done.stdout,
+            "stderr": done.stderr,
+            "outputs": runner_outputs(output),
+            "summary": summary.read_text() if summary.exists() else "",
+        }
 
 
 @pytest.fixture
@@ -123,7 +181,7 @@ def runner(tmp_path, cli_env):
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     env = {key: value for key, value in cli_env.items() if key != "FLOWRATE_CACHE_DIR"}
-    return Runner(workspace, env, tmp_path / "runner-temp")
+    return Runner(workspace, env, tmp_path / "runner")
 
 
 def git(workspace, *args):
@@ -180,6 +238,7 @@ def test_a_push_run_writes_the_summary_annotations_artifacts_and_outputs(runner,
         "cost-usd": run["outputs"]["cost-usd"],
         "regressed": "false",
         "exit-code": "1",
+        "cache-save-key": steps["key"]["outputs"]["cache-key"],  # a failed gate judged everything
     }
     assert float(run["outputs"]["cost-usd"]) >= 0
 
@@ -311,6 +370,7 @@ def test_hostile_ids_and_reasons_reach_the_outputs_whole(runner, judge):
         "cost-usd",
         "regressed",
         "exit-code",
+        "cache-save-key",
     }
 
 
@@ -320,8 +380,91 @@ def test_the_cache_is_restored_before_the_run_and_saved_after_it_whatever_the_ve
     restore, run, save = (names.index(name) for name in ("actions/cache/restore@v4", "run", "actions/cache/save@v4"))
     assert restore < run < save
     assert steps[save]["if"].startswith("always()")  # a failed gate still keeps what was paid for
+    assert steps[restore]["with"]["key"] == "${{ steps.key.outputs.cache-key }}"
     for index in (restore, save):
-        assert steps[index]["with"]["key"] == "${{ steps.key.outputs.cache-key }}"
         assert steps[index]["with"]["path"] == steps[run]["env"]["FLOWRATE_CACHE_DIR"]
     upload = steps[names.index("actions/upload-artifact@v4")]
     assert upload["if"] == "always()" and upload["with"]["path"] == "${{ inputs.results-dir }}"
+
+
+def test_a_rerun_after_a_run_the_judge_failed_pays_once_for_what_is_missing_then_nothing(runner, judge):
+    judge.script("question 2", {"status": 503})
+    judge.script("question 3", {"status": 503})
+    chats(runner.workspace)
+    inputs = {"files": "chats.jsonl", "api-base": judge.base_url, "max-retries": "0"}
+    first = runner.run(inputs)
+    assert first["run"]["status"] == ExitCode.INCOMPLETE, first["run"]["stderr"]
+    assert judge.requests == 4
+
+    judge.rules.clear()  # the judge is back
+    second = runner.run(inputs)
+    assert second["run"]["status"] == 0, second["run"]["stderr"]
+    assert judge.requests == 6  # c2 and c3, once
+
+    third = runner.run(inputs)
+    assert third["run"]["status"] == 0 and judge.requests == 6
+    assert third["run"]["outputs"]["cost-usd"] == "0.000000"
+    # the stopped run saved under a key of its own run, which the rerun restored through
+    # restore-keys and did not take for a full hit; the rerun saved the key, the third run had it
+    key = first["key"]["outputs"]["cache-key"]
+    assert runner.saved == [f"{key}-partial-1-1", key]
+    hits = [run["restore"]["outputs"]["cache-hit"] for run in (first, second, third)]
+    assert hits == ["", "false", "true"]
+
+
+def test_a_budget_that_stopped_a_run_is_not_the_cache_of_its_key(runner, judge):
+    chats(runner.workspace)
+    inputs = {"files": "chats.jsonl", "api-base": judge.base_url, "max-cost": "0"}
+    run = runner.run(inputs)["run"]
+    assert run["status"] == ExitCode.INCOMPLETE and judge.requests == 0
+    assert run["outputs"]["cache-save-key"].endswith("-partial-1-1")
+
+
+def test_an_option_that_changes_the_requests_changes_the_key_so_its_answers_are_saved(runner, judge):
+    chats(runner.workspace)
+    inputs = {"files": "chats.jsonl", "api-base": judge.base_url}
+    assert runner.run(inputs)["run"]["status"] == 0 and judge.requests == 4
+    french = {**inputs, "language": "French"}
+    assert runner.run(french)["run"]["status"] == 0 and judge.requests == 8
+    assert runner.run(french)["run"]["status"] == 0 and judge.requests == 8  # the French answers were kept
+
+
+def ci_page_step(name):
+    """The step called `name` of the CI page's workflow."""
+    workflow = yaml.safe_load(re.search(r"```yaml\n(name: flowrate\n.*?)```", CI_PAGE, re.S).group(1))
+    return next(step for step in workflow["jobs"]["judge"]["steps"] if step.get("name") == name)
+
+
+def test_no_output_nor_the_ci_page_s_printing_of_them_is_a_workflow_command_whatever_the_ids(runner, judge):
+    reason = "first line\n::error::second ##[warning]legacy\r::add-mask::third"
+    judge.script("BROKEN", {"verdict": "none", "reason": reason, "key_issues": []})
+    records = [turn_record(name, f"question {n}", "BROKEN reply") for n, name in enumerate(HOSTILE_IDS)]
+    write_jsonl(runner.workspace / "chats.jsonl", records)
+    run = runner.run({"files": "chats.jsonl", "api-base": judge.base_url})["run"]
+    assert run["status"] == 1, run["stderr"]
+    annotations = workflow_commands(run["stdout"])
+    assert [name for name, _, _ in annotations] == ["error"] * len(HOSTILE_IDS)  # flowrate's own, one per row
+    assert {properties["file"] for _, properties, _ in annotations} == {"chats.jsonl"}
+    assert workflow_commands(run["stderr"]) == []
+    outputs = run["outputs"]
+    for name, value in outputs.items():
+        assert workflow_commands(value) == [], name
+    assert json.loads(outputs["failed-ids"]) == HOSTILE_IDS  # fromJSON reads the ids exactly
+    rows = re.split(r"\r\n|\r|\n", outputs["failures-text"])  # a failing row a line
+    assert len(rows) == int(outputs["failures"]) == len(HOSTILE_IDS)
+    assert all(" (conversational_flow_rate, none): first line" in row for row in rows)
+
+    step = ci_page_step("Tell the outcome")
+    given = {
+        "pass-rate": outputs["pass-rate"],
+        "cost-usd": outputs["cost-usd"],
+        "failures-text": outputs["failures-text"],
+    }
+    env = {
+        name: re.sub(r"\$\{\{ steps\.flowrate\.outputs\.([a-z-]+) \}\}", lambda found: given[found.group(1)], value)
+        for name, value in step["env"].items()
+    }
+    printed = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, check=True)
+    log = printed.stdout.decode()
+    assert workflow_commands(log) == []
+    assert len(re.split(r"\r\n|\r|\n", log.rstrip("\n"))) == 1 + len(HOSTILE_IDS)

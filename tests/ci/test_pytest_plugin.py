@@ -1,11 +1,12 @@
 """The pytest plugin, run by pytest's own pytester against the scripted judge on 127.0.0.1."""
 
 import json
+import socket
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS, turn_record, watched, write_jsonl
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, HOSTILE_IDS, turn_record, watched, workflow_commands, write_jsonl
 
 FOUR_LINES = """
 import flowrate
@@ -368,7 +369,7 @@ def test_conversations_sharing_an_id_in_two_files_or_two_tests_each_get_their_ow
     assert judge.requests == 4
 
 
-def test_flowrate_github_writes_no_step_summary_per_batch_of_a_session(judged_project, judge, monkeypatch):
+def test_flowrate_github_writes_one_step_summary_for_the_session_not_one_per_batch(judged_project, judge, monkeypatch):
     summary = judged_project.path / "summary.md"
     monkeypatch.setenv("FLOWRATE_GITHUB", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -378,7 +379,151 @@ def test_flowrate_github_writes_no_step_summary_per_batch_of_a_session(judged_pr
 
         def test_one():
             flowrate.assert_flow({"turns": [{"input": "hi", "actual_output": "hello"}]})
+
+        def test_two():
+            flowrate.assert_flow({"turns": [{"input": "hi again", "actual_output": "hello"}]})
         """
     )
-    judged_project.runpytest_inprocess().assert_outcomes(passed=1)
-    assert judge.requests == 1 and not summary.exists()
+    judged_project.runpytest_inprocess().assert_outcomes(passed=2)
+    assert judge.requests == 2 and summary.read_text().count("## flowrate") == 1
+
+
+def test_under_github_actions_the_summary_and_annotations_name_each_test_and_conversation_at_the_test(
+    judged_project, judge, monkeypatch
+):
+    from flowrate.reports.escape import markdown_text
+
+    summary = judged_project.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(judged_project.path))
+    judge.script("BROKEN", IGNORED)
+    records = [turn_record("c0", "question 0", "answer"), turn_record("c1", "question 1", "BROKEN answer")]
+    write_jsonl(judged_project.path / "chats.jsonl", records)
+    source = """
+        import pytest
+        import flowrate
+
+        @pytest.mark.flowrate("chats.jsonl")
+        def test_chat(conversation):
+            flowrate.assert_flow(conversation)
+
+        def test_inline():
+            flowrate.assert_flow({"id": "inline-7", "turns": [{"input": "q", "actual_output": "BROKEN"}]})
+        """
+    judged_project.makepyfile(test_bot=source)
+    result = judged_project.runpytest_inprocess()
+    result.assert_outcomes(passed=1, failed=2)
+    lines = (judged_project.path / "test_bot.py").read_text().splitlines()
+    marked_line = next(n for n, line in enumerate(lines, 1) if line.startswith("@pytest.mark.flowrate"))
+    inline_line = next(n for n, line in enumerate(lines, 1) if line.startswith("def test_inline"))
+    annotations = [command for command in workflow_commands(result.stdout.str()) if command[0] == "error"]
+    assert [properties for _, properties, _ in annotations] == [
+        {
+            "file": "test_bot.py",
+            "line": str(marked_line),
+            "title": "flowrate conversational_flow_rate: test_bot.py::test_chat[c1] (conversation c1)",
+        },
+        {
+            "file": "test_bot.py",
+            "line": str(inline_line),
+            "title": "flowrate conversational_flow_rate: test_bot.py::test_inline (conversation inline-7)",
+        },
+    ]
+    text = summary.read_text()
+    assert text.count("## flowrate") == 1
+    assert markdown_text("test_bot.py::test_chat[c1] (conversation c1)") in text
+    assert markdown_text("test_bot.py::test_inline (conversation inline-7)") in text
+    assert "job" not in text + result.stdout.str() and "flowrate-pytest-" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("style", ["long", "native"])
+def test_hostile_ids_and_reasons_in_pytest_s_report_are_no_workflow_command(judged_project, judge, style, monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the session's annotations are printed too
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(judged_project.path / "summary.md"))
+    judge.script(
+        "BROKEN",
+        {"verdict": "none", "reason": "first\r::error::reason ##[warning]x", "key_issues": ["Turn 1: \r::add-mask::y"]},
+    )
+    records = [turn_record(name, f"question {n}", "BROKEN reply") for n, name in enumerate(HOSTILE_IDS)]
+    write_jsonl(judged_project.path / "chats.jsonl", records)
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+
+        @pytest.mark.flowrate("chats.jsonl")
+        def test_chat(flowrate, conversation):
+            flowrate.assert_flow(conversation)
+        """
+    )
+    result = judged_project.runpytest_subprocess(f"--tb={style}", "-rA", "-v")
+    result.assert_outcomes(failed=len(HOSTILE_IDS))
+    log = (judged_project.path / "stdout").read_bytes().decode()  # as printed: CRs kept
+    commands = workflow_commands(log)  # the session's annotations, one per failing test, and nothing else
+    assert [name for name, _, _ in commands] == ["error"] * len(HOSTILE_IDS)
+    assert {properties["file"] for _, properties, _ in commands} == {"test_bot.py"}
+    assert "ok\\x0d::error::after a carriage return judged none" in log
+    assert "reason: first\\x0d::error::reason ##\\[warning]x" in log
+
+
+def test_an_unreachable_judge_is_learned_once_and_every_later_test_fails_at_once_with_its_message(
+    judged_project, monkeypatch
+):
+    with socket.socket() as probe:  # a port nothing listens on: every connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("FLOWRATE_API_BASE", f"http://127.0.0.1:{port}/v1")
+    judged_project.makepyfile(
+        test_bot="""
+        import pytest
+        import flowrate
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_inline(n):
+            flowrate.assert_flow({"turns": [{"input": f"question {n}", "actual_output": "answer"}]})
+        """
+    )
+    result = judged_project.runpytest_inprocess("--flowrate-output", "rows.jsonl")
+    result.assert_outcomes(errors=4)
+    rows = [json.loads(line) for line in (judged_project.path / "rows.jsonl").read_text().splitlines()]
+    assert [row["error"]["type"] for row in rows] == ["APIConnectionError"]  # the first test's call alone
+    told = [line for line in result.stdout.lines if line.startswith("flowrate: the judge gave no verdict")]
+    assert len(told) == 4 and len(set(told)) == 1, told
+    assert "the judge could not be reached: APIConnectionError:" in told[0]
+
+
+def test_a_wrong_at_least_or_metric_fails_the_test_at_once_as_a_usage_error_before_any_call(judged_project, judge):
+    write_jsonl(judged_project.path / "chats.jsonl", [turn_record("c0", "question", "answer")])
+    judged_project.makepyfile(
+        test_bot="""
+        import flowrate
+
+        CONVERSATION = {"turns": [{"input": "hi", "actual_output": "hello"}]}
+
+        def test_a_score_above_one():
+            flowrate.assert_flow(CONVERSATION, at_least=1.5)
+
+        def test_a_level_of_no_scale():
+            flowrate.assert_flow(CONVERSATION, at_least="perfect")
+
+        def test_an_unknown_metric():
+            flowrate.assert_flow(CONVERSATION, metric="nope")
+        """,
+        test_marked="""
+        import pytest
+        import flowrate
+
+        @pytest.mark.flowrate("chats.jsonl", at_least=2)
+        def test_marked(conversation):
+            flowrate.assert_flow(conversation)
+        """,
+    )
+    result = judged_project.runpytest_inprocess("--continue-on-collection-errors")
+    result.assert_outcomes(failed=3, errors=1)
+    report = result.stdout.str()
+    assert "assert_flow: at_least=1.5 is not a score in [0, 1]" in report
+    assert "assert_flow: at_least='perfect' is not a level of conversational_flow_rate (known: fully, mostly," in report
+    assert "assert_flow: option metric: unknown metric 'nope' (known: conversational_flow_rate," in report
+    assert "test_marked.py::test_marked: @pytest.mark.flowrate: at_least=2 is not a score in [0, 1]" in report
+    assert "the judge gave no verdict" not in report and "Traceback" not in report
+    assert judge.requests == 0

@@ -1,47 +1,10 @@
 """GitHub's step summary and annotations, as its runner parses stdout and stderr (a line starting
 with `::` after trimming is a workflow command) and as Markdown renders the summary."""
 
-import re
 from html.parser import HTMLParser
 
 from flowrate.reports.escape import strip_control
-from tests.helpers import turn_record, write_jsonl
-
-
-def _commands(text: str) -> list[tuple[str, dict[str, str], str]]:
-    """The workflow commands GitHub's runner finds in `text` (actions/runner ActionCommand.cs):
-    lines split at CR, LF or CRLF; `::name k=v,…::data` after TrimStart, or the legacy
-    `##[name k=v;…]data` anywhere in a line; names in the runner's registered set."""
-    registered = {
-        "set-env", "set-output", "save-state", "add-mask", "add-path", "add-matcher", "remove-matcher",
-        "debug", "warning", "error", "notice", "group", "endgroup", "echo", "stop-commands",
-    }  # fmt: skip
-    found = []
-    for line in re.split(r"\r\n|\r|\n", text):
-        message = line.lstrip()
-        end = message.find("::", 2)
-        if message.startswith("::") and end >= 0:
-            info = message[2:end]
-            name, _, props = info.partition(" ")
-            if name in registered:
-                properties = dict(pair.split("=", 1) for pair in props.strip().split(",") if "=" in pair)
-                unescaped = {key: _unescape(value, property=True) for key, value in properties.items()}
-                found.append((name, unescaped, _unescape(message[end + 2 :])))
-                continue
-        start = line.find("##[")
-        if start >= 0 and "]" in line[start:]:
-            info = line[start + 3 : line.index("]", start)]
-            if info.split(" ")[0] in registered:
-                found.append((info.split(" ")[0], {}, line[line.index("]", start) + 1 :]))
-    return found
-
-
-def _unescape(text: str, property: bool = False) -> str:
-    pairs = [("%0D", "\r"), ("%0A", "\n")] + ([("%3A", ":"), ("%2C", ",")] if property else []) + [("%25", "%")]
-    for escaped, raw in pairs:
-        text = text.replace(escaped, raw)
-    return text
-
+from tests.helpers import turn_record, workflow_commands, write_jsonl
 
 COMMAND_IDS = [
     "::error title=x::y",
@@ -116,13 +79,13 @@ def test_annotation_paths_are_relative_to_the_workspace_however_the_input_was_na
     named = ["sub/c.jsonl", "./sub/c.jsonl", "sub/../sub/c.jsonl", str(tmp_path / "sub" / "c.jsonl")]
     for name in named:
         result = run_flowrate("eval", name, "--api-base", judge.base_url, "-o", "out.jsonl", "--github", env=env)
-        [(_, properties, _)] = _commands(result.stdout)
+        [(_, properties, _)] = workflow_commands(result.stdout)
         assert properties["file"] == "sub/c.jsonl", name
     workspace = dict(env, GITHUB_WORKSPACE=str(tmp_path.parent))
     result = run_flowrate(
         "eval", "./sub/c.jsonl", "--api-base", judge.base_url, "-o", "o.jsonl", "--github", env=workspace
     )
-    [(_, properties, _)] = _commands(result.stdout)
+    [(_, properties, _)] = workflow_commands(result.stdout)
     assert properties["file"] == f"{tmp_path.name}/sub/c.jsonl"
 
 
@@ -143,8 +106,8 @@ def test_ids_and_reasons_never_start_a_workflow_command_on_stdout_or_stderr(judg
     )
     assert result.returncode == 1, result.stderr
     assert "failed:" in result.stderr  # the summary named the failures, ids and all
-    assert _commands(result.stderr) == []
-    commands = _commands(result.stdout)
+    assert workflow_commands(result.stderr) == []
+    commands = workflow_commands(result.stdout)
     assert [name for name, _, _ in commands] == ["error"] * len(COMMAND_IDS)
     for (_, properties, data), key in zip(commands, COMMAND_IDS, strict=True):
         assert properties == {
@@ -161,7 +124,7 @@ def test_a_file_name_quoted_in_an_input_error_never_starts_a_workflow_command(ru
     result = run_flowrate("eval", name, "--api-base", "http://127.0.0.1:9/v1")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "evil.jsonl:1" in result.stderr and "evil.jsonl:2" in result.stderr
-    assert _commands(result.stderr) == [] and _commands(result.stdout) == []
+    assert workflow_commands(result.stderr) == [] and workflow_commands(result.stdout) == []
 
 
 def test_the_step_summary_shows_the_judges_html_and_markdown_as_text(judge, run_flowrate, tmp_path, cli_env):

@@ -37,6 +37,7 @@ def test_the_github_reports_are_on_with_the_flag_or_inside_github_actions(monkey
     assert EvalSettings(github=True).report_settings.for_github
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert EvalSettings().report_settings.for_github and EvalSettings().report_settings.wanted
+    assert not EvalSettings(github=False).report_settings.for_github  # FLOWRATE_GITHUB=false, a plugin's batch
 
 
 @pytest.mark.parametrize(
