@@ -114,7 +114,7 @@ def test_each_row_records_what_was_replaced_and_the_summary_the_totals(judge, ru
     rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
     assert rows["pt-cadastro"]["redactions"] == {"CNPJ": 2, "CPF": 2, "DOB": 1, "EMAIL": 1, "IBAN": 2, "PHONE": 2}
     assert rows["hr-complaint"]["redactions"] == {}
-    assert rows["en-billing"]["redacted_by"].startswith("flowrate-patterns 1; phonenumbers ")
+    assert rows["en-billing"]["redacted_by"].startswith("flowrate-patterns 2; phonenumbers ")
     totals = {}
     for row in rows.values():
         for kind, count in row["redactions"].items():
@@ -142,7 +142,7 @@ def test_the_parquet_copy_keeps_the_counts_as_a_map(judge, run_flowrate, tmp_pat
     found = connection.execute(
         f"SELECT redactions['CPF'], redacted_by FROM read_parquet('{tmp_path / 'out.parquet'}') WHERE id = 'pt-cadastro'"
     ).fetchall()
-    assert found[0][0] == 2 and found[0][1].startswith("flowrate-patterns 1")
+    assert found[0][0] == 2 and found[0][1].startswith("flowrate-patterns 2")
 
 
 def test_conversations_tagged_hr_are_left_out_with_exclude(judge, run_flowrate, tmp_path):

@@ -35,16 +35,17 @@ class Rule:
     @classmethod
     def of(cls, kind: str, pattern: str | None = None, term: str | None = None) -> Rule:
         """The rule of `kind` matching the regular expression `pattern`, or else the literal `term`
-        as a whole word in any case."""
+        as whole words in any case, however many spaces or line breaks split them."""
         if pattern is not None:
             return cls(kind, re.compile(pattern))
-        return cls(kind, re.compile(rf"(?<!\w){re.escape(term or '')}(?!\w)", re.IGNORECASE))
+        words = r"\s+".join(re.escape(word) for word in (term or "").split())  # split by spaces or a line break
+        return cls(kind, re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE))
 
     def find(self, text: str) -> Iterable[Span]:
-        """The non-empty matches of the rule in `text`, keyed in lower case."""
+        """The non-empty matches of the rule in `text`, keyed in lower case with single spaces."""
         for match in self.pattern.finditer(text):
             if match.end() > match.start():
-                yield Span(match.start(), match.end(), self.kind, match.group(0).lower())
+                yield Span(match.start(), match.end(), self.kind, " ".join(match.group(0).lower().split()))
 
 
 def regions_of(case: ConversationalEvalTestCase, regions: Sequence[str]) -> list[str]:
@@ -175,6 +176,7 @@ def detectors_ran(redactor: Redactor) -> str:
     own = f", and {len(redactor.rules)} rule(s) of the config" if redactor.rules else ""
     return (
         f"--redact: emails, phones (read as {', '.join(redactor.regions)} numbers too), payment cards, IBANs, IP"
-        f" addresses, URLs with secrets, SSN, CPF, CNPJ, INN, SNILS and labelled dates of birth{own}"
+        f" addresses, URLs with secrets, API keys, tokens and labelled passwords, SSN, CPF, CNPJ, INN, SNILS and"
+        f" labelled dates of birth{own}"
         f" ({redactor.versions}); names and street addresses are not redacted (no named-entity model)"
     )
