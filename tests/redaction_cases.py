@@ -39,6 +39,8 @@ PLANTED = {
     "ORDER": ["ORD-884213", "ORD-120045"],  # a rule of the config's own: {pattern: "ORD-\\d{6}", type: ORDER}
     "PROJECT": ["Project Falcon"],  # {term: "project falcon", type: PROJECT}
 }
+# Identifiers planted in conversation ids, not in their text.
+PLANTED_IN_IDS = ["+14155552671"]
 RULES = [{"pattern": r"\bORD-\d{6}\b", "type": "ORDER"}, {"term": "project falcon", "type": "PROJECT"}]
 
 
@@ -120,7 +122,7 @@ PLANTED_CONVERSATIONS = [
         ],
     },
     {
-        "id": "hr-complaint",
+        "id": "whatsapp:+14155552671",  # a call log's conversation key: an identifier in the id
         "metadata": {"language": "en", "category": "HR"},
         "turns": [_turn("I want to report my manager, Dana, for harassment.", "I am sorry. I will pass this on.")],
     },

@@ -148,7 +148,8 @@ class FileRun:
                 case = record.case if self.redactor is None else self.redactor.redact(record.case)  # type: ignore[arg-type]
                 yield case, record.source  # type: ignore[misc]
             elif listener is not None:
-                listener.skipped(record.case.id, record.source, selection.last_reason)  # type: ignore[union-attr,arg-type]
+                shown = record.case.id if self.redactor is None else self.redactor.redact_id(record.case)  # type: ignore[union-attr,arg-type]
+                listener.skipped(shown, record.source, selection.last_reason)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the input files."""

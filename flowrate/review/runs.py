@@ -132,23 +132,25 @@ def pinned_issues(row: EvaluationRow, turns: int) -> tuple[dict[int, list[str]],
 
 
 def load_transcripts(
-    runs: list[Run], inputs: list[str], redactor: Redactor | None = None
+    runs: list[Run], inputs: list[str], redactor: Redactor | None = None, originals: bool = False
 ) -> dict[str, ConversationalEvalTestCase]:
     """The conversations the runs' rows were judged from: the files their `source` names (where
     they still exist, relative to the current directory as when judged) and `inputs`; those
-    whose rows were redacted (`redactions`) redacted again by `redactor`, as the judge saw them
-    (None: shown as read, `--keep-originals`)."""
+    whose rows were redacted (`redactions`) found by the ids `redactor` gave them and redacted
+    again as the judge saw them, or shown as read with `originals` (`--keep-originals`)."""
     from flowrate.inputs.files import load_transcripts as read
 
     ids = {row.id for run in runs for row in run.rows}
     sources = {row.source.path for run in runs for row in run.rows if row.source is not None}
     paths = [path for path in sorted(sources) if path != "-" and Path(path).is_file()]
     found: dict[str, ConversationalEvalTestCase] = {}
+    judged_id = redactor.redact_id if redactor is not None else None
     for path in [*paths, *inputs]:
-        found.update(read([path], ids - set(found)))
+        found.update(read([path], ids - set(found), judged_id))
     from flowrate.inputs.redaction.redactor import as_judged
 
-    return as_judged(found, {row.id for run in runs for row in run.rows if row.redactions is not None}, redactor)
+    redacted = {row.id for run in runs for row in run.rows if row.redactions is not None}
+    return as_judged(found, redacted, redactor, originals)
 
 
 def request_of(cache: Any, row: EvaluationRow) -> Any:

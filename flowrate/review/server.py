@@ -34,8 +34,10 @@ class ReviewOptions:
     rule: QueueRule = field(default_factory=QueueRule)
     allowed_hosts: list[str] = field(default_factory=list)  # --allowed-host: Host names accepted
     rubric: str | None = None
-    #: redacts the transcripts of rows that were redacted, as the judge saw them; None: shown as read
+    #: finds the transcripts of rows that were redacted by their redacted ids and redacts them as the judge
+    #: saw them; None: shown as read
     redactor: Any = None
+    keep_originals: bool = False  #: --keep-originals: the redacted rows' transcripts shown as read
 
     def __post_init__(self) -> None:
         """Refuse a port out of range, an empty reviewer's name and a results file that is not one;
@@ -91,7 +93,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
     state = ReviewState(
         runs=runs,
         queue_rows=queue_rows,
-        transcripts=load_transcripts(runs, options.inputs, options.redactor),
+        transcripts=load_transcripts(runs, options.inputs, options.redactor, options.keep_originals),
         history_path=options.history,
         keys=Secrets(port=0),
         rule=options.rule,

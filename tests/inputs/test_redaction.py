@@ -252,6 +252,19 @@ def test_a_national_number_is_read_with_the_region_its_conversation_names():
     assert Redactor(regions=["US"]).redact(elsewhere).turns[0].input == "ligue (21) 98765-4321"
 
 
+def test_an_identifier_in_a_conversation_id_gets_a_placeholder_named_by_its_digest_the_same_every_time():
+    def redacted_id(conversation_id):
+        turns = [{"input": "hi", "actual_output": "ok"}]
+        return Redactor().redact(ConversationalEvalTestCase(id=conversation_id, turns=turns))
+
+    first = redacted_id("whatsapp:+14155552671")
+    assert re.fullmatch(r"whatsapp:<PHONE_[0-9a-f]{12}>", first.id) and first.redactions == {}
+    assert redacted_id("whatsapp:+14155552671").id == first.id  # rows, resumes and labels still join
+    assert redacted_id("whatsapp:+14155550199").id not in (first.id, None)  # two customers stay two
+    assert re.fullmatch(r"email:<EMAIL_[0-9a-f]{12}>", redacted_id("email:ops@acme.io").id)
+    assert redacted_id("en-billing").id == "en-billing"
+
+
 def test_a_term_rule_matches_its_words_split_by_any_whitespace():
     redact = Redactor([Rule.of("PROJECT", term="Project  Falcon")]).redact
     text = "project falcon, Project  Falcon and Project\nFalcon, not Project Falconry"

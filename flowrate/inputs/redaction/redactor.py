@@ -1,10 +1,13 @@
 """`--redact`: a conversation with every identifier the detectors find replaced by a typed
 placeholder, `<EMAIL_1>`, `<PHONE_2>`, numbered in order of first mention inside that
 conversation (the same identifier, the same placeholder, wherever it is mentioned), so the same
-conversation is redacted the same way on every run and the response cache answers a rerun."""
+conversation is redacted the same way on every run and the response cache answers a rerun.
+Its id, which rows, resumes and labels join on, gets placeholders named by a digest of what they
+replace (`whatsapp:<PHONE_5d41402abc4b>`): the same id, the same redacted id, on every run."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -90,10 +93,24 @@ class Redactor:
                     taken.append(span)
         return sorted(taken, key=lambda span: span.start)
 
+    def redact_id(self, case: ConversationalEvalTestCase) -> str | None:
+        """`case`'s id with each identifier found in it replaced by `<KIND_digest>`, the first 12
+        hexadecimal digits of the SHA-256 of the text replaced: ids that differ stay apart (a
+        phone's placeholder inside the conversation, `<PHONE_1>`, would make two customers one),
+        and the same id is redacted the same way wherever it is read again (reports, review)."""
+        if case.id is None:
+            return None
+        pieces, at = [], 0
+        for span in self.spans(case.id, regions_of(case, self.regions)):
+            digest = hashlib.sha256(f"flowrate-id 1:{case.id[span.start : span.end]}".encode()).hexdigest()[:12]
+            pieces += [case.id[at : span.start], f"<{span.kind}_{digest}>"]
+            at = span.end
+        return "".join([*pieces, case.id[at:]])
+
     def redact(self, case: ConversationalEvalTestCase) -> ConversationalEvalTestCase:
-        """`case` with its system prompt, turns, tool activity and metadata text redacted, in that
-        order; its `redactions` count the mentions replaced by type, its `redacted_by` names the
-        detectors."""
+        """`case` with its id (`redact_id`), system prompt, turns, tool activity and metadata text
+        redacted; its `redactions` count the mentions replaced by type in its text (not its id),
+        its `redacted_by` names the detectors."""
         text = _Placeholders(self, regions_of(case, self.regions))
         role = None if case.chatbot_role is None else text(case.chatbot_role)
         turns = [
@@ -108,6 +125,7 @@ class Redactor:
         ]
         return case.model_copy(
             update={
+                "id": self.redact_id(case),
                 "chatbot_role": role,
                 "turns": turns,
                 "metadata": text.value(case.metadata),
@@ -161,14 +179,25 @@ def redactor_of(settings: RedactionOptions) -> Redactor | None:
 
 
 def as_judged(
-    transcripts: dict[str, ConversationalEvalTestCase], redacted: set[str], redactor: Redactor | None
+    transcripts: dict[str, ConversationalEvalTestCase],
+    redacted: set[str],
+    redactor: Redactor | None,
+    originals: bool = False,
 ) -> dict[str, ConversationalEvalTestCase]:
-    """`transcripts` read again from the input files for a page (a report, the review app), those
-    whose ids are in `redacted` (their rows were redacted) redacted by `redactor` as the judge saw
-    them; None: every one as read (`--keep-originals`)."""
+    """`transcripts` read again from the input files for a page (a report, the review app), by
+    the ids their rows hold: those whose redacted ids are in `redacted` (their rows were
+    redacted) redacted by `redactor` as the judge saw them, or as read with `originals`
+    (`--keep-originals`); None: every one as read, by its own id."""
     if redactor is None:
         return transcripts
-    return {key: redactor.redact(case) if key in redacted else case for key, case in transcripts.items()}
+    shown = {}
+    for key, case in transcripts.items():
+        judged_id = redactor.redact_id(case) or key
+        if judged_id in redacted:
+            shown[judged_id] = case if originals else redactor.redact(case)
+        else:
+            shown[key] = case
+    return shown
 
 
 def detectors_ran(redactor: Redactor) -> str:
