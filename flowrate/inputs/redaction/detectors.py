@@ -3,7 +3,8 @@ a candidate by a regular expression, kept only when it validates (a checksum, a 
 the `phonenumbers` library calls valid for a region, an address `ipaddress` parses).
 
 The check digits are python-stdnum's (Luhn, IBAN's mod 97, CPF, CNPJ, INN, SSN's reserved
-ranges), not written here; SNILS, which python-stdnum 2.2 lacks, is checked by `snils_valid`.
+ranges), not written here; SNILS, which python-stdnum 2.2 lacks, is checked by `snils_valid`. A
+number its label names is taken without them (`LABELLED`); credentials are `credentials`' shapes.
 Names and street addresses need a named-entity model and are not found here (docs/privacy.md)."""
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ _SECRET_URL = re.compile(
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b", re.IGNORECASE)
 _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _CNPJ = re.compile(r"(?<![\d./-])\d{2}\.?\d{3}\.?\d{3}/?\d{4}-?\d{2}(?![\d-])")
-_CPF = re.compile(r"(?<![\d./-])\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?![\d-])")
+_CPF = re.compile(r"(?<![\d./-])\d{3}\.?\d{3}\.?\d{3}-\d{2}(?![\d-])")
+# 11 bare digits pass a CPF's two check digits one time in a hundred: read after the phone numbers
+_CPF_BARE = re.compile(r"(?<![\d./-])\d{11}(?![\d-])")
 _SNILS = re.compile(r"(?<![\d-])\d{3}-\d{3}-\d{3}[ -]\d{2}(?![\d-])")
 _INN_12 = re.compile(r"(?<![\d-])\d{12}(?![\d-])")
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
@@ -74,7 +77,7 @@ LABELLED = {
     "CNPJ": _labelled("CNPJ", r"\d{2}\.?\d{3}\.?\d{3}/?\d{4}-?\d{2}"),
     "INN": _labelled("INN|ИНН", r"\d{12}|\d{10}"),
     "SNILS": _labelled("SNILS|СНИЛС", r"\d{3}(?P<sep>[ -]?)\d{3}(?P=sep)\d{3}[ -]?\d{2}"),
-    "IBAN": _labelled("IBAN", r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}"),
+    "IBAN": _labelled("IBAN", r"(?-i:[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})"),  # in capitals: not into the words after
     "CARD": _labelled(
         r"card|credit\s+card|debit\s+card|cart[ãa]o(?:\s+de\s+cr[ée]dito)?|карт[аыуео]й?|кредитк[аиу]",
         r"\d(?:[ -]?\d){12,18}",
@@ -172,10 +175,13 @@ class PatternDetector:
     unless: re.Pattern[str] | None = None  #: a match is not taken when the 30 characters before it match this
     unless_after: re.Pattern[str] | None = None  #: nor when the 40 characters after it match this
     heads: Callable[[str], list[int]] = _whole  #: where a match may end, the longest first
+    keywords: tuple[str, ...] = ()  #: when given, a text holding none of these is not searched
 
     def spans(self, text: str) -> Iterator[Span]:
         """The valid matches of the pattern (its `value` group where it has one), each the longest
         of its valid heads."""
+        if self.keywords and not any(keyword in text for keyword in self.keywords):
+            return
         for match in self.pattern.finditer(text):
             named = "value" in self.pattern.groupindex
             value, start = (match.group("value"), match.start("value")) if named else (match.group(0), match.start())
@@ -199,9 +205,10 @@ def _always(_: str) -> bool:
 # In order of precedence: a span overlapping one found by an earlier detector is not taken.
 PATTERN_DETECTORS: tuple[PatternDetector, ...] = (
     PatternDetector("URL", _SECRET_URL, _always, str),
-    *(PatternDetector("SECRET", pattern, _always, str) for pattern in credentials.TOKEN_PATTERNS),
+    PatternDetector("SECRET", credentials.TOKENS, _always, str, keywords=credentials.TOKEN_KEYWORDS),
     PatternDetector("SECRET", credentials.AWS_SECRET, _always, str),
     PatternDetector("SECRET", credentials.QUOTED_SECRET, _always, str),
+    PatternDetector("SECRET", credentials.PIN, _always, str),
     PatternDetector("SECRET", credentials.PASSWORD, credentials.password_shaped, str),
     PatternDetector("SECRET", credentials.LABELLED_KEY, credentials.key_shaped, str),
     PatternDetector("EMAIL", _EMAIL, _always, _lower),
@@ -219,6 +226,10 @@ PATTERN_DETECTORS: tuple[PatternDetector, ...] = (
     ),
     PatternDetector("IP", _IPV4, _ip_valid, str, _VERSION_BEFORE, _VERSION_AFTER),
     PatternDetector("IP", _IPV6, _ip_valid, _lower),
+)
+# What is taken only where no phone number was read (a UK number, 01223575314, may have a CPF's check digits).
+AFTER_PHONES: tuple[PatternDetector, ...] = (
+    PatternDetector("CPF", _CPF_BARE, _stdnum("br.cpf"), unless=_REFERENCE_BEFORE),
 )
 # what libphonenumber reads as a valid number but is not one: a version (6.3.960017031), a date and
 # time (2016-01-03 15, 2024.03.15 14), a URL's path segment (weibo.com/1434968493/)

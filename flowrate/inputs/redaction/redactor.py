@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.inputs.redaction.detectors import PATTERN_DETECTORS, Span, detector_versions, find_phones
+from flowrate.inputs.redaction.detectors import (
+    AFTER_PHONES,
+    PATTERN_DETECTORS,
+    Span,
+    detector_versions,
+    find_phones,
+)
 
 if TYPE_CHECKING:
     from flowrate.settings.groups import RedactionOptions
@@ -74,7 +80,7 @@ class Redactor:
     """Replaces identifiers in conversations: the config's `rules` first, then the pattern
     detectors, then phone numbers read with each case's `regions_of(case, regions)` (the longest
     reading first: "8 (912) 345-67-89" is a Russian number, not a US one after the 8); where two
-    spans overlap, the one found first in that order is kept."""
+    spans overlap, the one found first in that order is kept; a bare CPF comes after the phones."""
 
     def __init__(self, rules: Sequence[Rule] = (), regions: Sequence[str] = ("US", "BR", "RU")):
         self.rules = tuple(rules)
@@ -87,6 +93,7 @@ class Redactor:
         found = [rule.find(text) for rule in self.rules]
         found += [detector.find(text) for detector in PATTERN_DETECTORS]
         found.append(sorted(find_phones(text, regions), key=lambda span: span.start - span.end))  # the longest reading
+        found += [detector.find(text) for detector in AFTER_PHONES]
         for spans in found:
             for span in spans:
                 if all(span.end <= other.start or span.start >= other.end for other in taken):
