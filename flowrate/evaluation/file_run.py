@@ -95,7 +95,7 @@ class FileRun:
         self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
         if self.redactor is not None:
             self.notices.append(detectors_ran(self.redactor))
-        self.selection = selection_of(chosen, judged)
+        self.selection = selection_of(chosen, judged, None if self.redactor is None else self.redactor.redact)
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
         self.notices.extend(self.inputs.notices)  # after the scan, which tells the readers' notices
         if not chosen.skip_invalid:
@@ -266,7 +266,11 @@ def already_judged(
     return judged
 
 
-def selection_of(chosen: SelectionOptions, judged: set[tuple[str, str]] | None) -> Selection:
+def selection_of(
+    chosen: SelectionOptions,
+    judged: set[tuple[str, str]] | None,
+    judged_as: Callable[[ConversationalEvalTestCase], ConversationalEvalTestCase] | None = None,
+) -> Selection:
     """The run's `Selection` from its selection options, leaving out `judged` (the (id,
     turns_sha256) the history holds rows of; None: no history asked)."""
     return Selection(
@@ -279,6 +283,7 @@ def selection_of(chosen: SelectionOptions, judged: set[tuple[str, str]] | None) 
         chosen.limit,
         closed_after_s=chosen.closed_after_s,
         judged=judged,
+        judged_as=judged_as,
     )
 
 

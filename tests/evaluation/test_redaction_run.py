@@ -246,3 +246,16 @@ def test_a_submitted_batch_is_collected_redacted_as_it_was_submitted(batch_serve
     assert [value for value in leaks(written_texts(tmp_path)) if value.lower() not in config_terms] == []
     uploaded = [content.decode("utf-8") for content in batch_server.files.values()]  # the provider's files
     assert "<CPF_1>" in "\n".join(uploaded) and leaks(uploaded) == []
+
+
+def test_a_redacted_run_with_a_history_leaves_out_what_it_judged_before(judge, run_flowrate, tmp_path):
+    path = planted_inputs(tmp_path)
+    args = ("--redact", "--config", "rules.yaml", "--history", "h.duckdb")
+    first = run_flowrate(*local_eval(judge, path, *args))
+    assert first.returncode == 0, first.stderr
+    before = (tmp_path / "out.jsonl").read_bytes()
+    again = run_flowrate(*local_eval(judge, path, *args, "--junit", "again.xml"))
+    assert again.returncode == 2 and "nothing to judge" in again.stderr, again.stderr
+    assert f"skipped {len(PLANTED_CONVERSATIONS)} already judged conversation(s) (--history)" in again.stderr
+    assert (tmp_path / "out.jsonl").read_bytes() == before
+    assert leaks([again.stderr]) == []  # the skipped ids are told redacted
