@@ -191,6 +191,7 @@ ORDINARY = [
     "The PIN is printed on the back of the card.",
     "Your API key expires in 30 days; create a new one in settings.",
     "Token authentication failed twice this morning.",
+    "I typed pwd /srv/app in the terminal and it printed the folder.",  # a shell command, not a password
     "Minha senha não funciona desde ontem.",
     "Пароль не подходит, хотя я его не менял.",
 ]

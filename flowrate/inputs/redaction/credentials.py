@@ -66,7 +66,7 @@ TOKEN_KEYWORDS = (
 
 # A label, then what it labels (the value group): a password, a PIN, a key or token named as one.
 _IS = r"(?:\s+(?:is|was|é|era|—|->)(?:\s+now)?\s*[:=]?\s*|\s*[:=]\s*|\s+)"  # "is", ":", "=" or a space
-_PASSWORD_LABEL = r"(?<![\w/.-])(?:password|passwd|passphrase|passcode|pwd|senha|пароль)\b"
+_PASSWORD_LABEL = r"(?<![\w/.-])(?:password|passwd|passphrase|passcode|senha|пароль)\b"  # not pwd, the shell command
 _KEY_LABEL = (
     r"(?<![\w/.-])(?:api[\s_-]?key|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|access[\s_-]?token|auth[\s_-]?token|token"
     r"|client[\s_-]?secret|bearer|chave(?:\s+de\s+api)?|ключ(?:\s+api)?|токен)\b"
