@@ -259,3 +259,20 @@ def test_a_redacted_run_with_a_history_leaves_out_what_it_judged_before(judge, r
     assert f"skipped {len(PLANTED_CONVERSATIONS)} already judged conversation(s) (--history)" in again.stderr
     assert (tmp_path / "out.jsonl").read_bytes() == before
     assert leaks([again.stderr]) == []  # the skipped ids are told redacted
+
+
+def test_a_call_logs_conversation_key_holding_a_phone_is_redacted_in_every_file_and_the_report(
+    judge, run_flowrate, tmp_path
+):
+    from tests.inputs.sources.sdk_logs import openai_chat_calls
+
+    key = "whatsapp:+14155552671"  # the conversation key, as a WhatsApp bot logs its calls
+    write_jsonl(tmp_path / "calls.jsonl", openai_chat_calls(metadata={"conversation_id": key}))
+    result = run_flowrate(*local_eval(judge, "calls.jsonl", "--redact", *REPORTS))
+    assert result.returncode == 0, result.stderr
+    [row] = read_rows(tmp_path / "out.jsonl")
+    assert re.fullmatch(r"whatsapp:<PHONE_[0-9a-f]{12}>", row["id"])
+    written = [text for path in sorted(tmp_path.rglob("*")) if path.is_file() and path.name != "calls.jsonl"
+               for text in readings(path)]  # fmt: skip
+    assert "4155552671" not in "\n".join([*written, *judge_texts(judge), result.stderr])
+    assert "Paris" in "\n".join(readings(tmp_path / "report.html"))  # its transcript, found by the redacted id
