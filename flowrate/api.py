@@ -236,16 +236,18 @@ def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook
     import typer
 
     from flowrate.inputs.files import load_transcripts
-    from flowrate.inputs.redaction.redactor import redactor_of
+    from flowrate.inputs.redaction.redactor import as_judged, redactor_of
     from flowrate.reports import write_reports
 
     transcripts = None
     if settings.html:
         ids = {case.id for cases in book.cases.values() for case in cases}
-        transcripts = load_transcripts([path for path in paths if path != "-"], ids)
-        redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
-        if redactor is not None:  # the transcripts are read again from the inputs: redacted as the judge saw them
-            transcripts = {key: redactor.redact(case) for key, case in transcripts.items()}
+        redactor = redactor_of(settings.redaction_settings)
+        found = load_transcripts(
+            [path for path in paths if path != "-"], ids, None if redactor is None else redactor.redact_id
+        )
+        # read again from the inputs: by the ids the rows hold, redacted as the judge saw them
+        transcripts = as_judged(found, ids, redactor, settings.keep_originals)
     github = settings.report_settings.for_github
     annotate = typer.echo if github and settings.output != "-" else None  # workflow commands go to stdout
     return write_reports(
@@ -646,11 +648,18 @@ def merge_files(paths: list[str], output: str, settings: EvalSettings, allow_emp
     return summary
 
 
-def write_report(paths: list[str], html: str, inputs: list[str] | None = None, redactor: Redactor | None = None) -> int:
+def write_report(
+    paths: list[str],
+    html: str,
+    inputs: list[str] | None = None,
+    redactor: Redactor | None = None,
+    originals: bool = False,
+) -> int:
     """`flowrate report`: a self-contained HTML page at `html` of the results files `paths` (the
     totals, a table of rows, and the transcripts read from `inputs`, the conversation files, those
-    whose rows were redacted redacted again by `redactor`, None: shown as read); returns the rows
-    shown. A page that cannot be written is a `ConfigError` naming `--html`."""
+    whose rows were redacted found by their redacted ids and redacted again by `redactor`, or shown
+    as read with `originals`; None: all shown as read); returns the rows shown. A page that cannot
+    be written is a `ConfigError` naming `--html`."""
     from flowrate.inputs.files import check_apart, load_transcripts
     from flowrate.inputs.redaction.redactor import as_judged
     from flowrate.reports.html import write_html
@@ -666,7 +675,8 @@ def write_report(paths: list[str], html: str, inputs: list[str] | None = None, r
                 if row.redactions is not None:
                     redacted.add(row.id)
         ids = {case.id for cases in book.cases.values() for case in cases}
-        write_html(html, book, summary, as_judged(load_transcripts(inputs or [], ids), redacted, redactor))
+        found = load_transcripts(inputs or [], ids, None if redactor is None else redactor.redact_id)
+        write_html(html, book, summary, as_judged(found, redacted, redactor, originals))
     except OSError as error:
         raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
     return sum(stats.rows for stats in summary.metrics.values())

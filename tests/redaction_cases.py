@@ -26,9 +26,21 @@ PLANTED = {
     "INN": ["7707083893", "500100732259"],
     "SNILS": ["112-233-445 95", "123-456-789 64"],
     "DOB": ["12/03/1985", "March 3, 1990", "1979-11-30", "3 de março de 1990", "01.02.1990", "5 марта 1985"],
+    "SECRET": [
+        "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_AbCdEfGh",
+        "sk-ant-api03-Zx9yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE_dC-bA9876543210zyxwvutsrqpAA",
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "hunter2!Blue",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+        "ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R",
+        "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    ],  # fakes in the issuers' shapes (AWS's is its documentation's example)
     "ORDER": ["ORD-884213", "ORD-120045"],  # a rule of the config's own: {pattern: "ORD-\\d{6}", type: ORDER}
     "PROJECT": ["Project Falcon"],  # {term: "project falcon", type: PROJECT}
 }
+# Identifiers planted in conversation ids, not in their text.
+PLANTED_IN_IDS = ["+14155552671"]
 RULES = [{"pattern": r"\bORD-\d{6}\b", "type": "ORDER"}, {"term": "project falcon", "type": "PROJECT"}]
 
 
@@ -59,6 +71,16 @@ PLANTED_CONVERSATIONS = [
                 " or from 8.8.4.4, nor https://api.example.org/v1/export?api_key=sk_live_51Habc&format=csv.",
                 "Our logs show 2001:db8::8a2e:370:7334 and fe80::1ff:fe23:4567:890a. Try"
                 " https://files.example.net/report.pdf?X-Amz-Signature=abcdef0123456789 again. Phone (415) 555-2671?",
+            ),
+            _turn(
+                "I pasted my OpenAI key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_AbCdEfGh and the Anthropic one"
+                " sk-ant-api03-Zx9yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE_dC-bA9876543210zyxwvutsrqpAA by mistake. AWS:"
+                " AKIAIOSFODNN7EXAMPLE, secret access key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY. My password is"
+                " hunter2!Blue.",
+                "Please revoke them. The session token eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiw"
+                "ibmFtZSI6IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c, the GitHub token"
+                " ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R and the Slack bot token"
+                " xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx are in the logs too.",
             ),
         ],
     },
@@ -100,7 +122,7 @@ PLANTED_CONVERSATIONS = [
         ],
     },
     {
-        "id": "hr-complaint",
+        "id": "whatsapp:+14155552671",  # a call log's conversation key: an identifier in the id
         "metadata": {"language": "en", "category": "HR"},
         "turns": [_turn("I want to report my manager, Dana, for harassment.", "I am sorry. I will pass this on.")],
     },
@@ -152,4 +174,24 @@ ORDINARY = [
     "The call was made at 2016-01-03 15:39 and nobody answered.",  # read as a US number
     "The screenshot component of version 1.1.0.21 crashes on start.",  # an IPv4 shape
     "See the post at http://weibo.com/help/1434968493/faq for details.",  # a path read as a BR number
+    # numbers after an order's, an invoice's or a reference's word, dates and versions: not phones nor IPs
+    "Your order #88123456789 has shipped.",
+    "Invoice 2024-000123 is attached to this email.",
+    "Reference 12345678901 is your claim number.",
+    "Order 1234567890 shipped yesterday.",
+    "Your tracking number is 9400111899223344556677.",
+    "O pedido nº 12345678901 foi entregue.",
+    "Номер заказа: 89123456789, доставка завтра.",
+    "19.1.96.0 is the newest version of the app.",
+    "Please install 10.0.19045.3803, the latest update.",
+    "The sync ran at 2024.03.15 14:30 and finished.",
+    # a password's or a key's words with no credential after them
+    "Your password was reset; use the link we sent.",
+    "My password is wrong, I think, or the account is locked.",
+    "The PIN is printed on the back of the card.",
+    "Your API key expires in 30 days; create a new one in settings.",
+    "Token authentication failed twice this morning.",
+    "I typed pwd /srv/app in the terminal and it printed the folder.",  # a shell command, not a password
+    "Minha senha não funciona desde ontem.",
+    "Пароль не подходит, хотя я его не менял.",
 ]

@@ -72,7 +72,7 @@ def review_command(
 
     try:
         settings = given.settings(redact=True)  # the config's rules, for the rows that were redacted
-        redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
+        redactor = redactor_of(settings.redaction_settings)
         rule = QueueRule(sample_passing, seed, recent, days, tuple(metric or ()))
         options = ReviewOptions(
             results=[Path(name) for name in paths or []],
@@ -88,6 +88,7 @@ def review_command(
             allowed_hosts=list(allowed_host or []),
             rubric=rubric,
             redactor=redactor,
+            keep_originals=settings.keep_originals,
         )
         serve(options, say)
     except KeyboardInterrupt:

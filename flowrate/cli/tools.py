@@ -80,8 +80,7 @@ def report_command(
     from flowrate.inputs.redaction.redactor import redactor_of
 
     settings = given.settings(redact=True)
-    redactor = None if settings.keep_originals else redactor_of(settings.redaction_settings)
-    rows = write_report(paths, html, inputs, redactor)
+    rows = write_report(paths, html, inputs, redactor_of(settings.redaction_settings), settings.keep_originals)
     say(f"HTML report: {html} ({rows} rows)")
 
 

@@ -95,7 +95,7 @@ class FileRun:
         self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
         if self.redactor is not None:
             self.notices.append(detectors_ran(self.redactor))
-        self.selection = selection_of(chosen, judged)
+        self.selection = selection_of(chosen, judged, None if self.redactor is None else self.redactor.redact)
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
         self.notices.extend(self.inputs.notices)  # after the scan, which tells the readers' notices
         if not chosen.skip_invalid:
@@ -148,7 +148,8 @@ class FileRun:
                 case = record.case if self.redactor is None else self.redactor.redact(record.case)  # type: ignore[arg-type]
                 yield case, record.source  # type: ignore[misc]
             elif listener is not None:
-                listener.skipped(record.case.id, record.source, selection.last_reason)  # type: ignore[union-attr,arg-type]
+                shown = record.case.id if self.redactor is None else self.redactor.redact_id(record.case)  # type: ignore[union-attr,arg-type]
+                listener.skipped(shown, record.source, selection.last_reason)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the input files."""
@@ -267,7 +268,11 @@ def already_judged(
     return judged
 
 
-def selection_of(chosen: SelectionOptions, judged: set[tuple[str, str]] | None) -> Selection:
+def selection_of(
+    chosen: SelectionOptions,
+    judged: set[tuple[str, str]] | None,
+    judged_as: Callable[[ConversationalEvalTestCase], ConversationalEvalTestCase] | None = None,
+) -> Selection:
     """The run's `Selection` from its selection options, leaving out `judged` (the (id,
     turns_sha256) the history holds rows of; None: no history asked)."""
     return Selection(
@@ -280,6 +285,7 @@ def selection_of(chosen: SelectionOptions, judged: set[tuple[str, str]] | None) 
         chosen.limit,
         closed_after_s=chosen.closed_after_s,
         judged=judged,
+        judged_as=judged_as,
     )
 
 

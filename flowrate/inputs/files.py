@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,15 +289,24 @@ def with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> I
         yield record
 
 
-def load_transcripts(paths: list[str], ids: set[str]) -> dict[str, ConversationalEvalTestCase]:
-    """The conversations with these ids, read again from `paths` (for reports); invalid
-    records and unreadable paths are passed over."""
+def load_transcripts(
+    paths: list[str], ids: set[str], judged_id: Callable[[ConversationalEvalTestCase], str | None] | None = None
+) -> dict[str, ConversationalEvalTestCase]:
+    """The conversations with these ids, or whose `judged_id` (the id `--redact` gave them) is
+    one of them, read again from `paths` (for reports), by their own ids; invalid records and
+    unreadable paths are passed over."""
     try:
         inputs = InputSet(paths)
     except InputError:
         return {}
     try:
         cases = (record.case for record in iter_cases(inputs))
-        return {case.id: case for case in cases if case is not None and case.id is not None and case.id in ids}
+        return {
+            case.id: case
+            for case in cases
+            if case is not None
+            and case.id is not None
+            and (case.id in ids or (judged_id is not None and judged_id(case) in ids))
+        }
     finally:
         inputs.close()

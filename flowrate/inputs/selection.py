@@ -6,6 +6,7 @@ import copy
 import hashlib
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -51,7 +52,8 @@ class Selection:
     `open` (with `closed_after_s`: the last message, `last_message_s`, is newer than
     `now_s` less that; a conversation with no time counts as closed, and `untimed` counts
     it; one with a time that cannot be read is decided by its other times, closed if none,
-    `unreadable_times` counts it and `time_problem` names the field), `judged` (its id and `turns_sha256` are in `judged`: the history holds its rows),
+    `unreadable_times` counts it and `time_problem` names the field), `judged` (its id and
+    `turns_sha256`, as `judged_as` makes them, are in `judged`: the history holds its rows),
     then `limit` (the first N that pass, in input order). `left_out` counts each reason;
     a conversation outside the shard is another machine's, not counted.
     """
@@ -68,6 +70,7 @@ class Selection:
         closed_after_s: float | None = None,
         now_s: float | None = None,
         judged: set[tuple[str, str]] | None = None,
+        judged_as: Callable[[ConversationalEvalTestCase], ConversationalEvalTestCase] | None = None,
     ):
         self.shard = shard
         self.sample = sample
@@ -79,6 +82,8 @@ class Selection:
         self.closed_after_s = closed_after_s
         self.now_s = time.time() if now_s is None else now_s  # one "now" for every pass over the input
         self.judged = judged or set()
+        #: the conversation as the judge saw it (`--redact`: redacted), whose id and turns `judged` holds
+        self.judged_as = judged_as
         self.untimed = 0  # conversations `closed_after_s` counted as closed for want of a time
         self.unreadable_times = 0  # conversations with a time `closed_after_s` could not read
         self.time_problem: str | None = None  # the last conversation's unreadable time: field and value
@@ -122,8 +127,10 @@ class Selection:
             return "exclude"
         if self.closed_after_s is not None and self._open(case):
             return "open"
-        if self.judged and (case.id, turns_sha256(case)) in self.judged:
-            return "judged"
+        if self.judged:
+            seen = case if self.judged_as is None else self.judged_as(case)
+            if (seen.id, turns_sha256(seen)) in self.judged:
+                return "judged"
         if self.limit is not None and self._taken >= self.limit:
             return "limit"
         return None

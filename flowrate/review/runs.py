@@ -153,28 +153,32 @@ class Transcripts:
         )
 
 
-def load_transcripts(runs: list[Run], inputs: list[str], redactor: Redactor | None = None) -> Transcripts:
+def load_transcripts(
+    runs: list[Run], inputs: list[str], redactor: Redactor | None = None, originals: bool = False
+) -> Transcripts:
     """The conversations the runs' rows were judged from: the files their `source` names (where
     they still exist, relative to the current directory as when judged) and `inputs`; those
-    whose rows were redacted (`redactions`) redacted again by `redactor`, as the judge saw them
-    (None: shown as read, `--keep-originals`), and withheld where `redactor` replaces fewer
-    identifiers of a type than the rows record (`withheld_reason`)."""
+    whose rows were redacted (`redactions`) found by the ids `redactor` gave them and redacted
+    again as the judge saw them, or shown as read with `originals` (`--keep-originals`), and
+    withheld where `redactor` replaces fewer identifiers of a type than the rows record
+    (`withheld_reason`)."""
     from flowrate.inputs.files import load_transcripts as read
 
     ids = {row.id for run in runs for row in run.rows}
     sources = {row.source.path for run in runs for row in run.rows if row.source is not None}
     paths = [path for path in sorted(sources) if path != "-" and Path(path).is_file()]
     found: dict[str, ConversationalEvalTestCase] = {}
+    judged_id = redactor.redact_id if redactor is not None else None
     for path in [*paths, *inputs]:
-        found.update(read([path], ids - set(found)))
+        found.update(read([path], ids - set(found), judged_id))
     from flowrate.inputs.redaction.redactor import as_judged
 
-    redacted = [row for run in runs for row in run.rows if row.redactions is not None and row.id in found]
-    cases = as_judged(found, {row.id for row in redacted}, redactor)
-    if redactor is None:
+    redacted = [row for run in runs for row in run.rows if row.redactions is not None]
+    cases = as_judged(found, {row.id for row in redacted}, redactor, originals)
+    if redactor is None or originals:
         return Transcripts(cases)
     withheld: dict[str, str] = {}
-    for row in redacted:
+    for row in (row for row in redacted if row.id in cases):
         reason = withheld_reason(row, cases[row.id])
         if reason is not None and row.id not in withheld:
             withheld[row.id] = reason

@@ -34,9 +34,10 @@ class ReviewOptions:
     rule: QueueRule = field(default_factory=QueueRule)
     allowed_hosts: list[str] = field(default_factory=list)  # --allowed-host: Host names accepted
     rubric: str | None = None
-    #: redacts the transcripts of rows that were redacted, as the judge saw them (those it cannot
-    #: redact as the run did are withheld); None: shown as read
+    #: finds the transcripts of rows that were redacted by their redacted ids and redacts them as the judge
+    #: saw them (those it cannot redact as the run did are withheld); None: shown as read
     redactor: Any = None
+    keep_originals: bool = False  #: --keep-originals: the redacted rows' transcripts shown as read
 
     def __post_init__(self) -> None:
         """Refuse a port out of range, an empty reviewer's name and a results file that is not one;
@@ -89,7 +90,7 @@ def prepare(options: ReviewOptions) -> tuple[ReviewState, list[str]]:
         f"{metric}: no queue, its levels are on a rubric of your own: give it with --rubric FILE"
         for metric in unknown_scales(queue_rows, options.rubric)
     ]
-    transcripts = load_transcripts(runs, options.inputs, options.redactor)
+    transcripts = load_transcripts(runs, options.inputs, options.redactor, options.keep_originals)
     notes += [note for note in [transcripts.note()] if note is not None]
     state = ReviewState(
         runs=runs,

@@ -535,6 +535,8 @@ class RedactionRule(BaseModel):
             raise ValueError(f"{shown}: a redact rule has either a pattern or a term, and a type")
         if not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.type):
             raise ValueError(f"{shown}: the type must be a name in capitals, digits and _ (ORDER, PROJECT_NAME)")
+        if self.pattern == "":
+            raise ValueError(f"{shown}: the pattern is empty; give a regular expression that matches what to replace")
         if self.pattern is not None:
             try:
                 re.compile(self.pattern)
@@ -550,8 +552,8 @@ class RedactionOptions(Group):
 
     redact: Annotated[bool, flag()] = Field(
         False,
-        description="Replace emails, phones, cards, IBANs, IPs, secret URLs, national ids and labelled dates of"
-        " birth by placeholders (<EMAIL_1>) before anything is planned, cached, sent or written (docs/privacy.md).",
+        description="Replace emails, phones, cards, IBANs, IPs, secret URLs, API keys and passwords, national ids"
+        " and labelled dates of birth by placeholders (<EMAIL_1>) before anything is planned, cached, sent or written (docs/privacy.md).",
     )
     keep_originals: Annotated[bool, flag()] = Field(
         False,

@@ -13,7 +13,7 @@ import orjson
 import yaml
 
 from tests.helpers import local_eval, read_rows, write_jsonl
-from tests.redaction_cases import PLANTED, PLANTED_CONVERSATIONS, RULES
+from tests.redaction_cases import PLANTED, PLANTED_CONVERSATIONS, PLANTED_IN_IDS, RULES
 
 REPORTS = ("--history", "h.duckdb", "--html", "report.html", "--junit", "junit.xml", "--output-parquet", "out.parquet")
 
@@ -68,9 +68,9 @@ def database_text(path):
 
 
 def leaks(texts):
-    """The planted identifiers found in `texts` (in any case)."""
+    """The planted identifiers found in `texts` (in any case), those of the ids too."""
     text = "\n".join(texts).lower()
-    return sorted(value for values in PLANTED.values() for value in values if value.lower() in text)
+    return sorted(value for values in [*PLANTED.values(), PLANTED_IN_IDS] for value in values if value.lower() in text)
 
 
 def written_texts(tmp_path):
@@ -98,6 +98,7 @@ def test_a_redacted_run_sends_and_writes_none_of_the_planted_identifiers(judge, 
     assert "<EMAIL_1>" in "\n".join(judge_texts(judge)) and "<ORDER_1>" in "\n".join(judge_texts(judge))
     page = (tmp_path / "report.html").read_text()
     assert "&lt;EMAIL_1&gt;" in page or "\\u003cEMAIL_1\\u003e" in page  # the transcripts are there, redacted
+    assert "report my manager" in page  # found again by its redacted id
 
 
 def test_without_redact_the_same_files_hold_the_identifiers(judge, run_flowrate, tmp_path):
@@ -105,6 +106,7 @@ def test_without_redact_the_same_files_hold_the_identifiers(judge, run_flowrate,
     result = run_flowrate(*local_eval(judge, path, *REPORTS))
     assert result.returncode == 0, result.stderr
     assert leaks(judge_texts(judge)) == sorted(value for values in PLANTED.values() for value in values)
+    assert "whatsapp:+14155552671" in {row["id"] for row in read_rows(tmp_path / "out.jsonl")}
     assert "John.Doe@Example.com" in leaks(written_texts(tmp_path))
 
 
@@ -113,8 +115,9 @@ def test_each_row_records_what_was_replaced_and_the_summary_the_totals(judge, ru
     result = run_flowrate(*local_eval(judge, path, "--redact", "--config", "rules.yaml"))
     rows = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
     assert rows["pt-cadastro"]["redactions"] == {"CNPJ": 2, "CPF": 2, "DOB": 1, "EMAIL": 1, "IBAN": 2, "PHONE": 2}
-    assert rows["hr-complaint"]["redactions"] == {}
-    assert rows["en-billing"]["redacted_by"].startswith("flowrate-patterns 1; phonenumbers ")
+    hr = next(row for row in rows.values() if row["id"].startswith("whatsapp:"))
+    assert re.fullmatch(r"whatsapp:<PHONE_[0-9a-f]{12}>", hr["id"]) and hr["redactions"] == {}
+    assert rows["en-billing"]["redacted_by"].startswith("flowrate-patterns 2; phonenumbers ")
     totals = {}
     for row in rows.values():
         for kind, count in row["redactions"].items():
@@ -142,7 +145,7 @@ def test_the_parquet_copy_keeps_the_counts_as_a_map(judge, run_flowrate, tmp_pat
     found = connection.execute(
         f"SELECT redactions['CPF'], redacted_by FROM read_parquet('{tmp_path / 'out.parquet'}') WHERE id = 'pt-cadastro'"
     ).fetchall()
-    assert found[0][0] == 2 and found[0][1].startswith("flowrate-patterns 1")
+    assert found[0][0] == 2 and found[0][1].startswith("flowrate-patterns 2")
 
 
 def test_conversations_tagged_hr_are_left_out_with_exclude(judge, run_flowrate, tmp_path):
@@ -159,7 +162,8 @@ def test_flowrate_redact_writes_what_would_be_sent_without_judging(judge, run_fl
     assert result.returncode == 0, result.stderr
     assert judge.requests == 0
     records = [orjson.loads(line) for line in (tmp_path / "redacted.jsonl").read_bytes().splitlines()]
-    assert [record["id"] for record in records] == [record["id"] for record in PLANTED_CONVERSATIONS]
+    assert [record["id"] for record in records][:3] == [record["id"] for record in PLANTED_CONVERSATIONS][:3]
+    assert re.fullmatch(r"whatsapp:<PHONE_[0-9a-f]{12}>", records[3]["id"])
     assert leaks(readings(tmp_path / "redacted.jsonl")) == []
     assert records[1]["turns"][0]["input"] == "Olá, meu CPF é <CPF_1> e o e-mail <EMAIL_1>."
     assert records[1]["redactions"]["CPF"] == 2
@@ -184,9 +188,11 @@ def test_flowrate_report_redacts_the_transcripts_of_redacted_rows_unless_keep_or
     assert result.returncode == 0, result.stderr
     assert leaks(readings(tmp_path / "page.html")) == []
     assert "redacted before judging, in 4 conversation(s)" in (tmp_path / "page.html").read_text()
+    assert "report my manager" in "\n".join(readings(tmp_path / "page.html"))  # found again by its redacted id
     kept = run_flowrate("report", "out.jsonl", "--html", "kept.html", "--inputs", path, "--keep-originals")
     assert kept.returncode == 0, kept.stderr
     assert "529.982.247-25" in "\n".join(readings(tmp_path / "kept.html"))
+    assert "report my manager" in "\n".join(readings(tmp_path / "kept.html"))
 
 
 def test_a_batch_export_of_a_redacted_run_holds_none_of_the_planted_identifiers(judge, run_flowrate, tmp_path):
@@ -240,3 +246,33 @@ def test_a_submitted_batch_is_collected_redacted_as_it_was_submitted(batch_serve
     assert [value for value in leaks(written_texts(tmp_path)) if value.lower() not in config_terms] == []
     uploaded = [content.decode("utf-8") for content in batch_server.files.values()]  # the provider's files
     assert "<CPF_1>" in "\n".join(uploaded) and leaks(uploaded) == []
+
+
+def test_a_redacted_run_with_a_history_leaves_out_what_it_judged_before(judge, run_flowrate, tmp_path):
+    path = planted_inputs(tmp_path)
+    args = ("--redact", "--config", "rules.yaml", "--history", "h.duckdb")
+    first = run_flowrate(*local_eval(judge, path, *args))
+    assert first.returncode == 0, first.stderr
+    before = (tmp_path / "out.jsonl").read_bytes()
+    again = run_flowrate(*local_eval(judge, path, *args, "--junit", "again.xml"))
+    assert again.returncode == 2 and "nothing to judge" in again.stderr, again.stderr
+    assert f"skipped {len(PLANTED_CONVERSATIONS)} already judged conversation(s) (--history)" in again.stderr
+    assert (tmp_path / "out.jsonl").read_bytes() == before
+    assert leaks([again.stderr]) == []  # the skipped ids are told redacted
+
+
+def test_a_call_logs_conversation_key_holding_a_phone_is_redacted_in_every_file_and_the_report(
+    judge, run_flowrate, tmp_path
+):
+    from tests.inputs.sources.sdk_logs import openai_chat_calls
+
+    key = "whatsapp:+14155552671"  # the conversation key, as a WhatsApp bot logs its calls
+    write_jsonl(tmp_path / "calls.jsonl", openai_chat_calls(metadata={"conversation_id": key}))
+    result = run_flowrate(*local_eval(judge, "calls.jsonl", "--redact", *REPORTS))
+    assert result.returncode == 0, result.stderr
+    [row] = read_rows(tmp_path / "out.jsonl")
+    assert re.fullmatch(r"whatsapp:<PHONE_[0-9a-f]{12}>", row["id"])
+    written = [text for path in sorted(tmp_path.rglob("*")) if path.is_file() and path.name != "calls.jsonl"
+               for text in readings(path)]  # fmt: skip
+    assert "4155552671" not in "\n".join([*written, *judge_texts(judge), result.stderr])
+    assert "Paris" in "\n".join(readings(tmp_path / "report.html"))  # its transcript, found by the redacted id

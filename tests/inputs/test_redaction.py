@@ -95,7 +95,7 @@ def test_ordinary_support_text_is_left_as_it_was():
 
 def test_a_conversation_with_no_identifier_records_that_nothing_was_replaced():
     hr = redacted_planted()[3]
-    assert hr.redactions == {} and hr.redacted_by.startswith("flowrate-patterns 1; phonenumbers ")
+    assert hr.redactions == {} and hr.redacted_by.startswith("flowrate-patterns 2; phonenumbers ")
     assert hr.turns == ConversationalEvalTestCase.model_validate(PLANTED_CONVERSATIONS[3]).turns
 
 
@@ -112,11 +112,102 @@ def test_the_system_prompt_tool_activity_and_metadata_are_redacted_too():
     assert case.metadata == {"customer": {"email": "<EMAIL_2>"}, "tags": ["x", "<EMAIL_1>"], "n": 3}
 
 
-def test_a_number_failing_its_check_digits_is_not_taken_for_an_identifier():
-    text = "CPF 529.982.247-26, card 4111 1111 1111 1112, IBAN DE89 3704 0044 0532 0130 01, INN 7707083894"
+def test_an_unlabelled_number_failing_its_check_digits_is_not_taken_for_an_identifier():
+    text = "Codes 529.982.247-26, 4111 1111 1111 1112, DE89 3704 0044 0532 0130 01 and 7707083894 are not ids."
     # no national phone reading here: 770 708 3894 is a valid US number
     case = Redactor(regions=()).redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
     assert case.turns[0].input == text
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("SSN 078-05-1120", "SSN <SSN_1>"),  # python-stdnum: invalid (the Woolworth wallet's number)
+        ("my SSN is 536904399.", "my SSN is <SSN_1>."),
+        ("Social security number: 536 90 4399", "Social security number: <SSN_1>"),
+        ("CPF 529.982.247-26", "CPF <CPF_1>"),
+        ("card 4111 1111 1111 1112", "card <CARD_1>"),
+        ("IBAN DE89 3704 0044 0532 0130 01 is wrong", "IBAN <IBAN_1> is wrong"),
+        ("ИНН 7707083894", "ИНН <INN_1>"),
+        ("СНИЛС 11223344595", "СНИЛС <SNILS_1>"),
+        ("СНИЛС 112-233-445 96", "СНИЛС <SNILS_1>"),
+    ],
+)
+def test_a_number_its_label_names_is_taken_whatever_its_check_digits_say(text, redacted):
+    case = Redactor(regions=()).redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
+    assert case.turns[0].input == redacted
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("Meu documento é 52998224725, confere?", "Meu documento é <CPF_1>, confere?"),
+        ("Hamilton Lodge's phone number is 01223575314.", "Hamilton Lodge's phone number is <PHONE_1>."),
+        ("iban de89 3704 0044 0532 0130 00 is mine", "iban <IBAN_1> is mine"),
+        ("pay to gb82west12345698765432 today", "pay to <IBAN_1> today"),
+        ("The IP is 192.168.10.24.", "The IP is <IP_1>."),
+        ("Blocked from IP 192.168.10.24. Retry?", "Blocked from IP <IP_1>. Retry?"),
+    ],
+)
+def test_an_identifier_written_bare_or_in_lower_case_is_taken_with_its_type(text, redacted):
+    case = Redactor().redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
+    assert case.turns[0].input == redacted
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (
+            "my key is sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_AbCdEfGh, sorry",
+            "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_AbCdEfGh",
+        ),
+        (
+            "sk-ant-api03-Zx9yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE_dC-bA9876543210zyxwvutsrqpAA",
+            "sk-ant-api03-Zx9yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE_dC-bA9876543210zyxwvutsrqpAA",
+        ),
+        ("AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+        (
+            "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        ),
+        ("ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R", "ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R"),
+        (
+            "github_pat_11ABCDEFG0abcdefghijklmnopqrstuvwxyz0123456789",
+            "github_pat_11ABCDEFG0abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        (
+            "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+            "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        ),
+        (
+            "xoxp-1234567890-1234567890-1234567890-0123456789abcdef0123456789abcdef",
+            "xoxp-1234567890-1234567890-1234567890-0123456789abcdef0123456789abcdef",
+        ),
+        (
+            "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        ),
+        ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+        ("glpat-xxxxxxxxxxxxxxxxxxxx1234", "glpat-xxxxxxxxxxxxxxxxxxxx1234"),
+        ("AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe", "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe"),
+        ("hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+        ),
+        ("my password is hunter2!Blue", "hunter2!Blue"),
+        ('password: "correct horse battery staple"', "correct horse battery staple"),
+        ("minha senha é Abc@1234", "Abc@1234"),
+        ("мой пароль: qwerty123", "qwerty123"),
+        ("api key: abc123def456ghi789", "abc123def456ghi789"),
+        ("PIN 4721", "4721"),
+    ],
+)
+def test_a_credential_is_replaced_by_a_secret_placeholder(text, secret):
+    case = Redactor().redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
+    assert case.redactions == {"SECRET": 1}, case.turns[0].input
+    assert case.turns[0].input == text.replace(secret, "<SECRET_1>")
 
 
 def test_a_ten_digit_inn_is_taken_only_where_it_is_labelled():
@@ -160,6 +251,26 @@ def test_a_national_number_is_read_with_the_region_its_conversation_names():
     elsewhere = ConversationalEvalTestCase(turns=turns)
     assert Redactor(regions=["US"]).redact(brazilian).turns[0].input == "ligue <PHONE_1>"
     assert Redactor(regions=["US"]).redact(elsewhere).turns[0].input == "ligue (21) 98765-4321"
+
+
+def test_an_identifier_in_a_conversation_id_gets_a_placeholder_named_by_its_digest_the_same_every_time():
+    def redacted_id(conversation_id):
+        turns = [{"input": "hi", "actual_output": "ok"}]
+        return Redactor().redact(ConversationalEvalTestCase(id=conversation_id, turns=turns))
+
+    first = redacted_id("whatsapp:+14155552671")
+    assert re.fullmatch(r"whatsapp:<PHONE_[0-9a-f]{12}>", first.id) and first.redactions == {}
+    assert redacted_id("whatsapp:+14155552671").id == first.id  # rows, resumes and labels still join
+    assert redacted_id("whatsapp:+14155550199").id not in (first.id, None)  # two customers stay two
+    assert re.fullmatch(r"email:<EMAIL_[0-9a-f]{12}>", redacted_id("email:ops@acme.io").id)
+    assert redacted_id("en-billing").id == "en-billing"
+
+
+def test_a_term_rule_matches_its_words_split_by_any_whitespace():
+    redact = Redactor([Rule.of("PROJECT", term="Project  Falcon")]).redact
+    text = "project falcon, Project  Falcon and Project\nFalcon, not Project Falconry"
+    case = redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
+    assert case.turns[0].input == "<PROJECT_1>, <PROJECT_1> and <PROJECT_1>, not Project Falconry"
 
 
 def test_a_term_rule_matches_the_whole_word_in_any_case_and_a_pattern_rule_its_matches():

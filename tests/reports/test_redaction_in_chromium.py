@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.helpers import CHROMIUM, read_rows, watched, write_jsonl
-from tests.redaction_cases import PLANTED, PLANTED_CONVERSATIONS, RULES
+from tests.redaction_cases import PLANTED, PLANTED_CONVERSATIONS, PLANTED_IN_IDS, RULES
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)"
@@ -57,7 +57,8 @@ def test_the_report_shows_the_totals_and_the_transcripts_redacted(judge, run_flo
     shown = ", ".join(f"{kind} {count}" for kind, count in sorted(totals.items()))
     assert section.split() == f"Redaction redacted before judging, in 4 conversation(s): {shown}".split()
     assert user_lines[0] == "user: Olá, meu CPF é <CPF_1> e o e-mail <EMAIL_1>."
-    assert [value for values in PLANTED.values() for value in values if value.lower() in text.lower()] == []
+    assert [value for values in [*PLANTED.values(), PLANTED_IN_IDS] for value in values if value in text] == []
+    assert "report my manager" in text  # the conversation whose id held a phone, found by its redacted id
 
 
 def test_keep_originals_shows_the_transcripts_as_read(judge, run_flowrate, chromium, tmp_path):

@@ -6,7 +6,7 @@ import httpx
 import yaml
 
 from tests.helpers import watched, write_jsonl
-from tests.redaction_cases import PLANTED, PLANTED_CONVERSATIONS, RULES
+from tests.redaction_cases import PLANTED, PLANTED_CONVERSATIONS, PLANTED_IN_IDS, RULES
 
 FLOW = "conversational_flow_rate"
 
@@ -44,7 +44,8 @@ def test_the_app_shows_a_redacted_runs_transcripts_redacted(scripted, run_flowra
     )
     text = _pages(review)
     assert "Olá, meu CPF é" in text  # the transcripts are shown
-    assert [value for values in PLANTED.values() for value in values if value in text] == []
+    assert [value for values in [*PLANTED.values(), PLANTED_IN_IDS] for value in values if value in text] == []
+    assert "report my manager" in text  # the conversation whose id held a phone, found by its redacted id
 
 
 def test_keep_originals_shows_the_original_text_read_from_the_inputs(scripted, run_flowrate, start_review, tmp_path):
@@ -54,6 +55,7 @@ def test_keep_originals_shows_the_original_text_read_from_the_inputs(scripted, r
     )
     text = _pages(review)
     assert "529.982.247-25" in text and "John.Doe@Example.com" in text
+    assert "report my manager" in text  # found by its redacted id
 
 
 def test_without_the_runs_config_a_transcript_its_rules_redacted_is_withheld_saying_why(

@@ -1,10 +1,13 @@
 """`--redact`: a conversation with every identifier the detectors find replaced by a typed
 placeholder, `<EMAIL_1>`, `<PHONE_2>`, numbered in order of first mention inside that
 conversation (the same identifier, the same placeholder, wherever it is mentioned), so the same
-conversation is redacted the same way on every run and the response cache answers a rerun."""
+conversation is redacted the same way on every run and the response cache answers a rerun.
+Its id, which rows, resumes and labels join on, gets placeholders named by a digest of what they
+replace (`whatsapp:<PHONE_5d41402abc4b>`): the same id, the same redacted id, on every run."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -12,7 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.inputs.redaction.detectors import PATTERN_DETECTORS, Span, detector_versions, find_phones
+from flowrate.inputs.redaction.detectors import (
+    AFTER_PHONES,
+    PATTERN_DETECTORS,
+    Span,
+    detector_versions,
+    find_phones,
+)
 
 if TYPE_CHECKING:
     from flowrate.settings.groups import RedactionOptions
@@ -35,16 +44,17 @@ class Rule:
     @classmethod
     def of(cls, kind: str, pattern: str | None = None, term: str | None = None) -> Rule:
         """The rule of `kind` matching the regular expression `pattern`, or else the literal `term`
-        as a whole word in any case."""
+        as whole words in any case, however many spaces or line breaks split them."""
         if pattern is not None:
             return cls(kind, re.compile(pattern))
-        return cls(kind, re.compile(rf"(?<!\w){re.escape(term or '')}(?!\w)", re.IGNORECASE))
+        words = r"\s+".join(re.escape(word) for word in (term or "").split())  # split by spaces or a line break
+        return cls(kind, re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE))
 
     def find(self, text: str) -> Iterable[Span]:
-        """The non-empty matches of the rule in `text`, keyed in lower case."""
+        """The non-empty matches of the rule in `text`, keyed in lower case with single spaces."""
         for match in self.pattern.finditer(text):
             if match.end() > match.start():
-                yield Span(match.start(), match.end(), self.kind, match.group(0).lower())
+                yield Span(match.start(), match.end(), self.kind, " ".join(match.group(0).lower().split()))
 
 
 def regions_of(case: ConversationalEvalTestCase, regions: Sequence[str]) -> list[str]:
@@ -70,7 +80,7 @@ class Redactor:
     """Replaces identifiers in conversations: the config's `rules` first, then the pattern
     detectors, then phone numbers read with each case's `regions_of(case, regions)` (the longest
     reading first: "8 (912) 345-67-89" is a Russian number, not a US one after the 8); where two
-    spans overlap, the one found first in that order is kept."""
+    spans overlap, the one found first in that order is kept; a bare CPF comes after the phones."""
 
     def __init__(self, rules: Sequence[Rule] = (), regions: Sequence[str] = ("US", "BR", "RU")):
         self.rules = tuple(rules)
@@ -83,16 +93,31 @@ class Redactor:
         found = [rule.find(text) for rule in self.rules]
         found += [detector.find(text) for detector in PATTERN_DETECTORS]
         found.append(sorted(find_phones(text, regions), key=lambda span: span.start - span.end))  # the longest reading
+        found += [detector.find(text) for detector in AFTER_PHONES]
         for spans in found:
             for span in spans:
                 if all(span.end <= other.start or span.start >= other.end for other in taken):
                     taken.append(span)
         return sorted(taken, key=lambda span: span.start)
 
+    def redact_id(self, case: ConversationalEvalTestCase) -> str | None:
+        """`case`'s id with each identifier found in it replaced by `<KIND_digest>`, the first 12
+        hexadecimal digits of the SHA-256 of the text replaced: ids that differ stay apart (a
+        phone's placeholder inside the conversation, `<PHONE_1>`, would make two customers one),
+        and the same id is redacted the same way wherever it is read again (reports, review)."""
+        if case.id is None:
+            return None
+        pieces, at = [], 0
+        for span in self.spans(case.id, regions_of(case, self.regions)):
+            digest = hashlib.sha256(f"flowrate-id 1:{case.id[span.start : span.end]}".encode()).hexdigest()[:12]
+            pieces += [case.id[at : span.start], f"<{span.kind}_{digest}>"]
+            at = span.end
+        return "".join([*pieces, case.id[at:]])
+
     def redact(self, case: ConversationalEvalTestCase) -> ConversationalEvalTestCase:
-        """`case` with its system prompt, turns, tool activity and metadata text redacted, in that
-        order; its `redactions` count the mentions replaced by type, its `redacted_by` names the
-        detectors."""
+        """`case` with its id (`redact_id`), system prompt, turns, tool activity and metadata text
+        redacted; its `redactions` count the mentions replaced by type in its text (not its id),
+        its `redacted_by` names the detectors."""
         text = _Placeholders(self, regions_of(case, self.regions))
         role = None if case.chatbot_role is None else text(case.chatbot_role)
         turns = [
@@ -107,6 +132,7 @@ class Redactor:
         ]
         return case.model_copy(
             update={
+                "id": self.redact_id(case),
                 "chatbot_role": role,
                 "turns": turns,
                 "metadata": text.value(case.metadata),
@@ -160,14 +186,25 @@ def redactor_of(settings: RedactionOptions) -> Redactor | None:
 
 
 def as_judged(
-    transcripts: dict[str, ConversationalEvalTestCase], redacted: set[str], redactor: Redactor | None
+    transcripts: dict[str, ConversationalEvalTestCase],
+    redacted: set[str],
+    redactor: Redactor | None,
+    originals: bool = False,
 ) -> dict[str, ConversationalEvalTestCase]:
-    """`transcripts` read again from the input files for a page (a report, the review app), those
-    whose ids are in `redacted` (their rows were redacted) redacted by `redactor` as the judge saw
-    them; None: every one as read (`--keep-originals`)."""
+    """`transcripts` read again from the input files for a page (a report, the review app), by
+    the ids their rows hold: those whose redacted ids are in `redacted` (their rows were
+    redacted) redacted by `redactor` as the judge saw them, or as read with `originals`
+    (`--keep-originals`); None: every one as read, by its own id."""
     if redactor is None:
         return transcripts
-    return {key: redactor.redact(case) if key in redacted else case for key, case in transcripts.items()}
+    shown = {}
+    for key, case in transcripts.items():
+        judged_id = redactor.redact_id(case) or key
+        if judged_id in redacted:
+            shown[judged_id] = case if originals else redactor.redact(case)
+        else:
+            shown[key] = case
+    return shown
 
 
 def detectors_ran(redactor: Redactor) -> str:
@@ -175,6 +212,7 @@ def detectors_ran(redactor: Redactor) -> str:
     own = f", and {len(redactor.rules)} rule(s) of the config" if redactor.rules else ""
     return (
         f"--redact: emails, phones (read as {', '.join(redactor.regions)} numbers too), payment cards, IBANs, IP"
-        f" addresses, URLs with secrets, SSN, CPF, CNPJ, INN, SNILS and labelled dates of birth{own}"
+        f" addresses, URLs with secrets, API keys, tokens and labelled passwords, SSN, CPF, CNPJ, INN, SNILS and"
+        f" labelled dates of birth{own}"
         f" ({redactor.versions}); names and street addresses are not redacted (no named-entity model)"
     )
