@@ -84,7 +84,9 @@ def test_without_the_runs_config_a_transcript_its_rules_redacted_is_withheld_say
     page.goto(review.base + f"/row?id=en-billing&metric={FLOW}")
     row, row_transcript = page.locator("main").inner_text(), page.locator("#transcript").all_inner_texts()
     context.close()
-    assert sorted(shown) == sorted(case["id"] for case in PLANTED_CONVERSATIONS)
+    # every conversation has its page, under the id the run gave it (a phone in an id redacted)
+    assert len(shown) == len(PLANTED_CONVERSATIONS)
+    assert [key for key in shown if any(value in key for value in PLANTED_IN_IDS)] == []
     text = "\n".join([home, row, *shown.values()])  # the row's request to the judge included, as the judge saw it
     assert [value for values in PLANTED.values() for value in values if value.lower() in text.lower()] == []
     assert transcripts["en-billing"] == row_transcript == []  # none of its text, redacted or not
