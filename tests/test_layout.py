@@ -1,5 +1,6 @@
 """The shape of the code: one package per pipeline stage, imports only towards earlier stages,
-no import cycle, and no function with more parameters than `MOST_PARAMETERS` (issue 44)."""
+no import cycle; and what a class may read: its declared inputs, not attributes a base class
+only declares, and no function with more parameters than `MOST_PARAMETERS` (issue 44)."""
 
 import ast
 from collections import defaultdict
@@ -30,6 +31,8 @@ STAGES = [
 # The widest signature a function may have, `self` and `cls` not counted, `*args` and `**kwargs`
 # counted one each; see `test_no_function_takes_more_parameters_than_the_ceiling`.
 MOST_PARAMETERS = 16
+# Bases that make a constructor of their annotations: their classes hold their fields themselves.
+RECORD_BASES = {"BaseModel", "TypedDict", "NamedTuple", "Protocol", "Enum", "StrEnum", "IntEnum"}
 
 
 def stage_of(module: str) -> str | None:
@@ -127,12 +130,73 @@ def sources() -> dict[str, str]:
     return {module: path.read_text() for module, path in modules().items()}
 
 
+def _declares_only(statement: ast.stmt) -> bool:
+    """A docstring, an annotation, `pass`, or a method with no behaviour (a docstring, `...`, a raise)."""
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return True
+    if isinstance(statement, ast.AnnAssign | ast.Pass):
+        return True
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+        return all(_declares_only(inner) or isinstance(inner, ast.Raise) for inner in statement.body)
+    return False
+
+
 def _base_name(base: ast.expr) -> str | None:
     """`Base`, `module.Base` and `Base[T]` -> "Base"."""
     base = base.value if isinstance(base, ast.Subscript) else base
     if isinstance(base, ast.Attribute):
         return base.attr
     return base.id if isinstance(base, ast.Name) else None
+
+
+def declaring_bases(texts: dict[str, str]) -> list[str]:
+    """The classes in `texts` (module name -> source) whose body only declares attributes
+    (annotations without a value; methods, if any, without behaviour), neither a record (a
+    dataclass or any decorated class, a pydantic model, a TypedDict, a NamedTuple, a Protocol, an
+    Enum) nor holding a constructor, that a class of `texts` subclasses (at any depth) and reads
+    the declared attributes of through `self`: a mixin stack's shared state, which its parts
+    should be given as declared inputs instead. Classes are matched by name."""
+    classes: dict[str, list[tuple[str, ast.ClassDef]]] = defaultdict(list)
+    for module, text in texts.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                classes[node.name].append((module, node))
+
+    def ancestors(node: ast.ClassDef, seen: frozenset[str] = frozenset()) -> set[str]:
+        names = {name for name in map(_base_name, node.bases) if name is not None and name not in seen}
+        return names.union(*(ancestors(parent, seen | names) for name in names for _, parent in classes[name]))
+
+    found = []
+    for name, definitions in list(classes.items()):
+        for module, node in definitions:
+            declared = {
+                statement.target.id
+                for statement in node.body
+                if isinstance(statement, ast.AnnAssign) and statement.value is None
+                if isinstance(statement.target, ast.Name)
+            }
+            record = bool(node.decorator_list) or bool(ancestors(node) & RECORD_BASES)
+            if record or not declared or not all(_declares_only(statement) for statement in node.body):
+                continue
+            readers = [
+                f"{reader_module}.{reader.name} ({', '.join(sorted(read))})"
+                for reader_module, reader in (pair for pairs in list(classes.values()) for pair in pairs)
+                if reader is not node and name in ancestors(reader)
+                for read in [declared & _read_through_self(reader)]
+                if read
+            ]
+            if readers:
+                found.append(f"{module}.{name}, read by " + "; ".join(readers))
+    return found
+
+
+def _read_through_self(node: ast.ClassDef) -> set[str]:
+    """The attributes `node`'s methods reach as `self.name`."""
+    return {
+        inner.attr
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and inner.value.id == "self"
+    }
 
 
 def wide_functions(texts: dict[str, str], most: int) -> list[str]:
@@ -157,6 +221,14 @@ def wide_functions(texts: dict[str, str], most: int) -> list[str]:
     return wide
 
 
+def test_no_base_class_only_declares_the_attributes_its_subclasses_read():
+    """A class's parts are collaborators it holds, each given what it reads (as
+    `metrics.rubric_metric.RubricMetric`'s and `judge.served.ServedJudge`'s are), not mixins
+    reading attributes a base only declares and another class sets (issue 44: `ServedFacts`)."""
+    found = declaring_bases(sources())
+    assert not found, "base classes that only declare what their subclasses read:\n" + "\n".join(found)
+
+
 def test_no_function_takes_more_parameters_than_the_ceiling():
     """At most `MOST_PARAMETERS` (16), the widest signature when the rule came (issue 44).
     Measured then, CLI commands aside: of 1,485 functions, 1,437 take 0-5 parameters and 7 take
@@ -166,6 +238,49 @@ def test_no_function_takes_more_parameters_than_the_ceiling():
     function past the ceiling takes a settings group or a declared record of its inputs."""
     wide = wide_functions(sources(), MOST_PARAMETERS)
     assert not wide, "\n".join(wide)
+
+
+PLANTED_MIXINS = {
+    "plant.base": (
+        "class Facts:\n"
+        '    """What the parts read."""\n'
+        "    address: str\n"
+        "    def window(self) -> int:\n"
+        '        """Told by a subclass."""\n'
+        "        raise NotImplementedError\n"
+    ),
+    "plant.parts": (
+        "from plant.base import Facts\n"
+        "class Forms(Facts):\n"
+        "    def form(self):\n"
+        "        return self.address\n"
+        "class Judge(Forms):\n"
+        "    def __init__(self, address):\n"
+        "        self.address = address\n"
+    ),
+}
+
+
+def test_the_declaration_rule_finds_a_base_that_only_declares_what_its_subclasses_read():
+    assert declaring_bases(PLANTED_MIXINS) == [
+        "plant.base.Facts, read by plant.parts.Forms (address); plant.parts.Judge (address)"
+    ]
+
+
+def test_the_declaration_rule_leaves_records_interfaces_and_unread_declarations_alone():
+    reader = "\nclass Judge(Facts):\n    def form(self):\n        return self.address\n"
+    kept = {
+        "a dataclass": "from dataclasses import dataclass\n@dataclass\nclass Facts:\n    address: str\n" + reader,
+        "a pydantic model": "from pydantic import BaseModel\nclass Facts(BaseModel):\n    address: str\n" + reader,
+        "an interface": "class Facts:\n    def address(self) -> str:\n        raise NotImplementedError\n" + reader,
+        "a class with behaviour": "class Facts:\n    address: str\n    def shown(self):\n        return self.address\n"
+        + reader,
+        "a declaration nobody reads": "class Facts:\n    address: str\nclass Judge(Facts):\n    pass\n",
+    }
+    assert {kind: declaring_bases({"plant": text}) for kind, text in kept.items()} == dict.fromkeys(kept, [])
+    assert declaring_bases({"plant": "class Facts:\n    address: str\n" + reader}) == [
+        "plant.Facts, read by plant.Judge (address)"
+    ]
 
 
 def test_the_parameter_ceiling_counts_every_parameter_but_self_and_leaves_commands_alone():
