@@ -8,6 +8,7 @@ from the server once per run (`SchemaForms`), a self-hosted server's window, slo
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,13 +36,12 @@ class ServedJudge(JudgeBackend):
     def __init__(self, model: ServedModel):
         """`model`: the model, where it is served, and what the transport knows of it."""
         self.model = model
-        address = model.address
-        self.address, self.model_name, self.api_base = address, address.model, address.api_base
-        self.litellm_model, self.provider, self.key_variable = (
-            address.litellm_model,
-            address.provider,
-            model.key_variable,
-        )
+        self.address = model.address
+        self.model_name = model.address.model
+        # the address's parts as the engines and messages read them off a backend (the provider's
+        # batches, a missing key's message)
+        self.api_base, self.provider = model.address.api_base, model.address.provider
+        self.litellm_model, self.key_variable = model.address.litellm_model, model.key_variable
         self.forms = SchemaForms(model)
         self.hosting = SelfHosting(model)
         self.logprobs = LogprobsLearned()
@@ -163,7 +163,7 @@ class ServedJudge(JudgeBackend):
         finds which (the others wait for its answer instead of all probing). A server that refuses
         log-probabilities is asked again without them, and from then on."""
 
-        def send() -> Any:
+        def send() -> Awaitable[Completion]:
             return self._send(self.chat_request(messages, n, response_format, temperature, max_tokens), timeout)
 
         return await self.logprobs.complete(self.top_logprobs(), lambda: self.forms.send_in_form(send, response_format))
