@@ -18,10 +18,12 @@ from typing import Any
 
 import orjson
 
-from flowrate.judge.backend import Completion, Usage, chat_body, tokens_of
+from flowrate.judge.address import JudgeAddress
+from flowrate.judge.backend import Completion, Usage, tokens_of
 from flowrate.judge.errors import ERROR_BODY_LIMIT, BadReply, TimedOut, Unreachable, error_for
 from flowrate.judge.model_map import count_tokens, model_facts, price_usd
-from flowrate.judge.served import ServedJudge
+from flowrate.judge.served import ChatRequest, ServedJudge
+from flowrate.judge.served_model import ServedModel
 
 OPENAI_BASE = "https://api.openai.com/v1"
 AZURE_API_VERSION = "2024-10-21"  # when AZURE_API_VERSION is not set: the GA version with json_schema
@@ -87,35 +89,44 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-class DirectBackend(ServedJudge):
-    """A judge that speaks OpenAI's protocol (`JudgeAddress.direct`), with the same key checks,
-    schema forms and self-hosted defaults as the LiteLLM backend, its calls made over aiohttp and
-    its facts read from LiteLLM's model map: LiteLLM is never imported."""
+class MappedModel(ServedModel):
+    """A model as LiteLLM's model map knows it, read as data (`model_map`): LiteLLM is never imported."""
 
     @cached_property
-    def _model_info(self) -> dict[str, Any] | None:
-        return model_facts(self.litellm_model)
+    def info(self) -> dict[str, Any] | None:
+        return model_facts(self.address.litellm_model)
 
-    @cached_property
-    def _supports_n(self) -> bool:
+    @property
+    def takes_n(self) -> bool:
         return True  # OpenAI's protocol takes n; a server that ignores or refuses it is learned
 
     @cached_property
-    def _structured(self) -> bool:
-        return bool((self._model_info or {}).get("supports_response_schema"))
+    def takes_schema(self) -> bool:
+        return bool((self.info or {}).get("supports_response_schema"))
 
     @property
-    def _takes_logprobs(self) -> bool:
+    def takes_logprobs(self) -> bool:
         return True  # OpenAI's protocol has them; a server that refuses them is learned
 
-    def bounds_replies(self) -> bool:
-        return not (self._model_info or {}).get("supports_reasoning")
+    @property
+    def reasons(self) -> bool:
+        return bool((self.info or {}).get("supports_reasoning"))
 
-    def _estimated_tokens(self, text: str) -> int:
+    def estimated_tokens(self, text: str) -> int:
         return count_tokens(text)
 
     def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return price_usd(self._model_info, prompt_tokens, completion_tokens)
+        return price_usd(self.info, prompt_tokens, completion_tokens)
+
+
+class DirectBackend(ServedJudge):
+    """A judge that speaks OpenAI's protocol (`JudgeAddress.direct`), with the same key checks,
+    schema forms and self-hosted defaults as the LiteLLM backend, its calls made over aiohttp and
+    its facts read from LiteLLM's model map (`MappedModel`): LiteLLM is never imported."""
+
+    def __init__(self, address: JudgeAddress):
+        """`address`: the model and where it is served (`JudgeAddress.parse`)."""
+        super().__init__(MappedModel(address))
 
     @cached_property
     def _endpoint(self) -> tuple[str, dict[str, str]]:
@@ -129,24 +140,14 @@ class DirectBackend(ServedJudge):
         base, headers = openai_endpoint(self.api_base)
         return f"{base}/chat/completions", headers
 
-    async def _send(
-        self,
-        messages: list[dict[str, str]],
-        n: int,
-        timeout: float,
-        response_format: dict[str, Any] | None,
-        temperature: float,
-        max_tokens: int | None,
-    ) -> Completion:
+    async def _send(self, request: ChatRequest, timeout: float) -> Completion:
         import aiohttp
 
-        form, sent_format = self.request_format(response_format, max_tokens)
-        body = chat_body(self.batch_model, messages, n, sent_format, temperature, max_tokens, self.top_logprobs())
         url, headers = self._endpoint
         proxy, proxy_auth = proxy_for(url)
         try:
             async with session().post(
-                url, data=orjson.dumps(body), headers={**headers, "Content-Type": "application/json"},
+                url, data=orjson.dumps(request.body), headers={**headers, "Content-Type": "application/json"},
                 timeout=aiohttp.ClientTimeout(total=timeout), proxy=proxy, proxy_auth=proxy_auth,
             ) as answer:  # fmt: skip
                 payload = await answer.read()
@@ -156,7 +157,7 @@ class DirectBackend(ServedJudge):
             raise TimedOut(f"Request timed out after {timeout:g} seconds.") from None
         except aiohttp.ClientConnectionError as error:  # the words the rows have always used, the cause kept
             raise Unreachable("Connection error.") from error
-        return _completion(payload, form, self._model_info)
+        return _completion(payload, request.form, self.model.info)
 
 
 def _completion(payload: bytes, form: str | None, facts: dict[str, Any] | None) -> Completion:

@@ -6,7 +6,8 @@ import os
 from functools import cached_property
 from typing import Any
 
-from flowrate.judge.access import AccessChecks
+from flowrate.judge.access import check_keys, check_litellm_keys, check_litellm_serves
+from flowrate.judge.address import JudgeAddress
 from flowrate.judge.backend import (
     NO_KEY_PLACEHOLDER,
     Completion,
@@ -22,89 +23,95 @@ from flowrate.judge.errors import (
     window_named,
 )
 from flowrate.judge.lazy_litellm import litellm as _litellm
-from flowrate.judge.served import ServedJudge
+from flowrate.judge.served import ChatRequest, ServedJudge
+from flowrate.judge.served_model import ServedModel
+
+REQUEST_ONLY = ("model", "messages")  # of a `ChatRequest`'s body, what `acompletion` takes by itself
 
 
-class LiteLLMBackend(AccessChecks, ServedJudge):
-    """Any model LiteLLM reaches. LiteLLM's own retries are off: tenacity owns them all."""
+class LiteLLMModel(ServedModel):
+    """A model as LiteLLM knows it: its model info, the OpenAI parameters it passes to the
+    provider, its tokenizer and prices (each asked once; LiteLLM's answer never changes in a run)."""
 
     @cached_property
     def _supported_params(self) -> list[str]:
         """The OpenAI parameters LiteLLM passes to this model's provider (it refuses the others)."""
         try:
-            return list(_litellm().get_supported_openai_params(model=self.litellm_model) or [])
+            return list(_litellm().get_supported_openai_params(model=self.address.litellm_model) or [])
         except Exception:
             return []
 
     @property
-    def _supports_n(self) -> bool:
+    def takes_n(self) -> bool:
         return "n" in self._supported_params
 
     @cached_property
-    def _model_info(self) -> dict[str, Any] | None:
+    def info(self) -> dict[str, Any] | None:
         try:
-            return _litellm().get_model_info(model=self.litellm_model)
+            return _litellm().get_model_info(model=self.address.litellm_model)
         except Exception:  # a model LiteLLM has no facts about
             return None
 
-    def _estimated_tokens(self, text: str) -> int:
+    @cached_property
+    def takes_schema(self) -> bool:
+        try:
+            return bool(_litellm().supports_response_schema(model=self.address.litellm_model))
+        except Exception:
+            return False
+
+    @property
+    def takes_logprobs(self) -> bool:
+        return "logprobs" in self._supported_params
+
+    @property
+    def reasons(self) -> bool:
+        try:
+            return bool(_litellm().supports_reasoning(model=self.address.litellm_model))
+        except Exception:
+            return False
+
+    def estimated_tokens(self, text: str) -> int:
         """LiteLLM's count: the model's tokenizer where LiteLLM has it, else its default."""
-        return _litellm().token_counter(model=self.litellm_model, text=text)
+        return _litellm().token_counter(model=self.address.litellm_model, text=text)
 
     def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """USD by LiteLLM's price list; None for a model it has no price for."""
         try:
             prompt_cost, completion_cost = _litellm().cost_per_token(
-                model=self.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+                model=self.address.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
             )
         except Exception:
             return None
         return float(prompt_cost + completion_cost)
 
-    @cached_property
-    def _structured(self) -> bool:
-        try:
-            return bool(_litellm().supports_response_schema(model=self.litellm_model))
-        except Exception:
-            return False
 
-    @property
-    def _takes_logprobs(self) -> bool:
-        return "logprobs" in self._supported_params
+class LiteLLMBackend(ServedJudge):
+    """Any model LiteLLM reaches. LiteLLM's own retries are off: tenacity owns them all."""
 
-    def bounds_replies(self) -> bool:
-        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
-        try:
-            return not _litellm().supports_reasoning(model=self.litellm_model)
-        except Exception:
-            return True
+    def __init__(self, address: JudgeAddress):
+        """`address`: the model and where it is served (`JudgeAddress.parse`)."""
+        super().__init__(LiteLLMModel(address))
 
-    async def _send(
-        self,
-        messages: list[dict[str, str]],
-        n: int,
-        timeout: float,
-        response_format: dict[str, Any] | None,
-        temperature: float,
-        max_tokens: int | None,
-    ) -> Completion:
+    def check_access(self) -> None:
+        """Fail before spending anything: a missing key, or a model no provider serves."""
+        check_keys(self.model)
+        self.check_model()
+        check_litellm_keys(self.model)
+
+    def check_model(self) -> None:
+        """Raise `JudgeAccessError` unless LiteLLM knows which provider serves the model."""
+        check_litellm_serves(self.model)
+
+    async def _send(self, request: ChatRequest, timeout: float) -> Completion:
         litellm = _litellm()
-        options: dict[str, Any] = {"num_retries": 0, "max_retries": 0, "timeout": timeout, "temperature": temperature}
-        if n > 1:
-            options["n"] = n
-        if max_tokens:
-            options["max_tokens"] = max_tokens
+        options: dict[str, Any] = {"num_retries": 0, "max_retries": 0, "timeout": timeout}
+        options.update((key, value) for key, value in request.body.items() if key not in REQUEST_ONLY)
         if self.api_base:
             options["api_base"] = self.api_base
             if self.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
                 options["api_key"] = NO_KEY_PLACEHOLDER
-        form, sent_format = self.request_format(response_format, max_tokens)
-        if sent_format is not None:
-            options["response_format"] = sent_format
-        if self.top_logprobs():
-            options["logprobs"], options["top_logprobs"] = True, self.top_logprobs()
         try:
-            response = await litellm.acompletion(model=self.litellm_model, messages=messages, **options)
+            response = await litellm.acompletion(model=self.litellm_model, messages=request.body["messages"], **options)
         except Exception as error:
             raise judge_error_of(error) from error
         texts = [choice.message.content or "" for choice in response.choices]
@@ -120,7 +127,7 @@ class LiteLLMBackend(AccessChecks, ServedJudge):
             usage=tokens,
             cost_usd=None if cost is None else float(cost),
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
-            response_format=form,
+            response_format=request.form,
             logprobs=[tokens_of(_plain(getattr(choice, "logprobs", None))) for choice in response.choices],
         )
 

@@ -2,67 +2,72 @@
 `{"type": "json_object", "schema": ...}` (llama-cpp-python's server), Ollama's `format`; learned from
 the server's answer once per run, one call probing while the others wait.
 
-`SchemaForms` is a part of `ServedJudge`; it reads the judge's `api_base`, `provider` and `_structured`
-(declared by `ServedFacts`)."""
+`SchemaForms` is a part a `ServedJudge` holds; it reads the model's address (`api_base`, `provider`)
+and whether it takes OpenAI's schema (`ServedModel.takes_schema`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from flowrate.judge.backend import (
     OLLAMA_FORM,
     SCHEMA_FORMS,
     Completion,
+    PerLoop,
 )
 from flowrate.judge.errors import FormRefused, JudgeError
-from flowrate.judge.served_base import ServedFacts
+from flowrate.judge.served_model import ServedModel
 
 
-class SchemaForms(ServedFacts):
-    """A served judge's structured-output forms; see the module."""
+@dataclass(eq=False)
+class SchemaForms:
+    """The structured-output forms of one served `model`; see the module. `index` (into
+    `SCHEMA_FORMS`) is the form sent next and `taken` says a server took it: both learned from
+    the server during the run, shared by every call of it."""
+
+    model: ServedModel
+    index: int = 0
+    taken: bool = False
+    #: held by the call that finds the form, per event loop
+    _probing: PerLoop[asyncio.Lock] = field(default_factory=lambda: PerLoop(asyncio.Lock))
 
     @property
     def _learns_form(self) -> bool:
         """A server at --api-base serving a model LiteLLM does not know to take OpenAI's schema
         may take any of `SCHEMA_FORMS`: its answer tells which."""
-        return bool(self.api_base) and not self.provider.startswith("ollama") and not self._structured
+        address = self.model.address
+        return bool(address.api_base) and not address.provider.startswith("ollama") and not self.model.takes_schema
 
     @property
-    def _form_settled(self) -> bool:
-        return self._form_taken or not self._learns_form
-
-    @property
-    def _form(self) -> str | None:
-        """The form the schema goes in now."""
-        if self.provider.startswith("ollama"):
-            return OLLAMA_FORM
-        if self._learns_form:
-            return SCHEMA_FORMS[self._form_index]
-        return "json_schema" if self._structured else None
-
-    @property
-    def form_settled(self) -> bool:
+    def settled(self) -> bool:
         """Whether the form the schema goes in is known: a server at --api-base has taken one,
         or the judge's form was never in question."""
-        return self._form_settled
+        return self.taken or not self._learns_form
 
-    def take_form(self, form: str | None) -> None:
+    @property
+    def form(self) -> str | None:
+        """The form the schema goes in now (part of the cache key)."""
+        if self.model.address.provider.startswith("ollama"):
+            return OLLAMA_FORM
+        if self._learns_form:
+            return SCHEMA_FORMS[self.index]
+        return "json_schema" if self.model.takes_schema else None
+
+    def take(self, form: str | None) -> None:
         """Send the schema in `form` (one of `SCHEMA_FORMS`), as a server is known to take it:
         a Ray worker told what the driver learned."""
         if self._learns_form and form in SCHEMA_FORMS:
-            self._form_index = SCHEMA_FORMS.index(form)
-            self._form_taken = True
+            self.index = SCHEMA_FORMS.index(form)
+            self.taken = True
 
-    def response_format_id(self) -> str | None:
-        """The form the next request sends the schema in: part of the cache key."""
-        return self._form
-
-    def response_format_ids(self) -> list[str | None]:
+    def candidates(self) -> list[str | None]:
         """Every form a cached reply for this judge may have been asked in: the one in use once
         the server has taken one, before that each schema form (an earlier run learned it)."""
-        if self._form_settled:
-            return [self._form]
+        if self.settled:
+            return [self.form]
         return [form for form in SCHEMA_FORMS if form is not None]
 
     def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -70,7 +75,8 @@ class SchemaForms(ServedFacts):
         schema in some form: LiteLLM says it supports structured output, it is an Ollama model
         (LiteLLM turns it into Ollama's `format`), or it is served at --api-base (the server's
         answer tells which form it takes; see `SCHEMA_FORMS`)."""
-        if not (self._structured or self.api_base or self.provider.startswith("ollama")):
+        address = self.model.address
+        if not (self.model.takes_schema or address.api_base or address.provider.startswith("ollama")):
             return None
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
@@ -79,7 +85,7 @@ class SchemaForms(ServedFacts):
     ) -> tuple[str | None, dict[str, Any] | None]:
         """The form the schema goes in now, and `response_format` as that form sends it: OpenAI's
         as given, llama-cpp-python's with its bounds (`bounded_schema`), none without a form."""
-        form = self._form if response_format else None
+        form = self.form if response_format else None
         if form == "json_object_schema" and response_format is not None:
             schema = bounded_schema(response_format["json_schema"]["schema"], max_tokens)
             return form, {"type": "json_object", "schema": schema}
@@ -90,10 +96,10 @@ class SchemaForms(ServedFacts):
     ) -> Completion:
         """`send`'s completion; until a server at --api-base has taken a schema form, one call at
         a time finds which (the others wait for its answer instead of all probing)."""
-        if response_format is None or self._form_settled:
+        if response_format is None or self.settled:
             return await send()
-        async with self._loop_locks.get()[0]:
-            if not self._form_settled:
+        async with self._probing.get():
+            if not self.settled:
                 return await self._probe_form(send)
         return await send()
 
@@ -105,13 +111,13 @@ class SchemaForms(ServedFacts):
             try:
                 completion = await send()
             except JudgeError as error:
-                if isinstance(error, FormRefused) and self._form_index + 1 < len(SCHEMA_FORMS):
-                    self._form_index += 1
+                if isinstance(error, FormRefused) and self.index + 1 < len(SCHEMA_FORMS):
+                    self.index += 1
                     refused += 1
                     continue
                 error.requests = refused + 1
                 raise
-            self._form_taken = True
+            self.taken = True
             completion.requests += refused
             return completion
 

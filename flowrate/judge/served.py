@@ -1,92 +1,92 @@
-"""What the LiteLLM backend and the direct transport share: a judge named by a `JudgeAddress`,
-its key checked without importing LiteLLM, the schema form and `n` learned from the server once
-per run (`SchemaForms`), a self-hosted server's window, slots and timeouts (`SelfHosting`)."""
+"""What the LiteLLM backend and the direct transport share: a judge whose model is served at an
+address (`ServedModel`: the address and what the transport knows of the model), made of parts that
+each read the model: its key checked without importing LiteLLM (`access`), the schema form learned
+from the server once per run (`SchemaForms`), a self-hosted server's window, slots and timeouts
+(`SelfHosting`), the log-probabilities it refused (`LogprobsLearned`), and the request sent
+(`chat_request`, read by both transports)."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 from abc import abstractmethod
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
-from flowrate.errors import JudgeAccessError
-from flowrate.judge.address import JudgeAddress
-from flowrate.judge.backend import ALSO_READ, KEY_VARIABLES, KEYLESS_PROVIDERS, TOP_LOGPROBS, Completion, PerLoop
+from flowrate.judge.access import check_keys
+from flowrate.judge.backend import TOP_LOGPROBS, Completion, JudgeBackend, chat_body
 from flowrate.judge.logprobs import LogprobsLearned
-from flowrate.judge.model_map import model_facts
 from flowrate.judge.schema_forms import SchemaForms
 from flowrate.judge.self_hosting import SelfHosting
-from flowrate.judge.served_base import ServedFacts
+from flowrate.judge.served_model import ServedModel
 
 
-class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
-    """A model served at an address; a transport writes `_send` and the facts `ServedFacts`
-    declares (`_model_info`, `_supports_n`, `_structured`, `_estimated_tokens`)."""
+@dataclass(frozen=True)
+class ChatRequest:
+    """One request as a served judge sends it: the body of an OpenAI chat completion
+    (`chat_body`, the model named as its provider names it) and the form its schema went in."""
+
+    body: dict[str, Any]
+    form: str | None
+
+
+class ServedJudge(JudgeBackend):
+    """A judge backend for a `model` served at an address, made of parts (see the module); a
+    transport writes `_send`, sending a `ChatRequest`."""
 
     logprobs: LogprobsLearned  #: a served judge always learns its server's log-probabilities
 
-    def __init__(self, address: JudgeAddress):
-        """`address`: the model and where it is served (`JudgeAddress.parse`)."""
-        self.address = address
-        self.model_name = address.model
-        self.api_base = address.api_base
-        self.litellm_model = address.litellm_model
-        self.provider = address.provider
-        self.key_variable = KEY_VARIABLES.get(self.provider, f"{self.provider.upper()}_API_KEY")
-        # learned from the server during the run (see `ServedFacts`)
-        self._form_index = 0
-        self._form_taken = False
-        self._n_ignored = False
+    def __init__(self, model: ServedModel):
+        """`model`: the model, where it is served, and what the transport knows of it."""
+        self.model = model
+        self.address = model.address
+        self.model_name = model.address.model
+        # the address's parts as the engines and messages read them off a backend (the provider's
+        # batches, a missing key's message)
+        self.api_base, self.provider = model.address.api_base, model.address.provider
+        self.litellm_model, self.key_variable = model.address.litellm_model, model.key_variable
+        self.forms = SchemaForms(model)
+        self.hosting = SelfHosting(model)
         self.logprobs = LogprobsLearned()
-        self._loop_locks = PerLoop(lambda: (asyncio.Lock(), asyncio.Semaphore(self._server_slots() or 1)))
+        self._n_ignored = False  #: the server answered a request for n choices with fewer
 
-    # -- what a transport tells besides `ServedFacts`' ---------------------------------------
     @abstractmethod
-    async def _send(
+    async def _send(self, request: ChatRequest, timeout: float) -> Completion:
+        """`request` sent, each attempt at most `timeout` seconds; raises `judge.errors.JudgeError`."""
+
+    def chat_request(
         self,
         messages: list[dict[str, str]],
         n: int,
-        timeout: float,
         response_format: dict[str, Any] | None,
         temperature: float,
         max_tokens: int | None,
-    ) -> Completion:
-        """One request, as `complete` describes it; raises `judge.errors.JudgeError`."""
+    ) -> ChatRequest:
+        """The request `complete` sends now: the schema in the form the server takes, and the
+        log-probabilities where they are asked and not refused."""
+        form, sent_format = self.forms.request_format(response_format, max_tokens)
+        body = chat_body(self.address.name, messages, n, sent_format, temperature, max_tokens, self.top_logprobs())
+        return ChatRequest(body, form)
 
-    # -- shared ---------------------------------------------------------------------------------
+    # -- the model's facts, as `JudgeBackend` asks them ------------------------------------------
     def check_keys(self) -> None:
-        """A known provider's key, checked without importing LiteLLM (its import takes seconds),
-        so that a missing key is reported at once."""
-        if self.api_base or self.provider in KEYLESS_PROVIDERS or self.provider not in KEY_VARIABLES:
-            return
-        names = [self.key_variable, ALSO_READ.get(self.provider)]
-        if not any(os.environ.get(name, "").strip() for name in names if name):
-            other = f" (LiteLLM also reads {ALSO_READ[self.provider]})" if self.provider in ALSO_READ else ""
-            raise JudgeAccessError(f"no API key for model {self.model_name!r}: set {self.key_variable}{other}")
+        check_keys(self.model)
 
     def supports_n(self) -> bool:
-        return self._supports_n and not self._n_ignored
-
-    def top_logprobs(self) -> int:
-        """`TOP_LOGPROBS` where the run asks for log-probabilities, the model may give them and its
-        server has not refused them."""
-        wanted = self.asks_logprobs and self._takes_logprobs and self.logprobs.refused is None
-        return TOP_LOGPROBS if wanted else 0
-
-    def refuses_logprobs(self, said: str) -> None:
-        self.logprobs.refused = said
+        return self.model.takes_n and not self._n_ignored
 
     def ignores_n(self) -> None:
         """The server answered `n` choices with fewer (llama-cpp-python returns one): ask one at a time."""
         self._n_ignored = True
 
+    def bounds_replies(self) -> bool:
+        """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
+        return not self.model.reasons
+
+    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        return self.model.price(prompt_tokens, completion_tokens)
+
     def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD at the model's batch price where LiteLLM's map knows one; None otherwise, never a guess."""
-        facts = model_facts(self.litellm_model) or {}
-        prompt, completion = facts.get("input_cost_per_token_batches"), facts.get("output_cost_per_token_batches")
-        if prompt is None or completion is None:
-            return None
-        return float(prompt * prompt_tokens + completion * completion_tokens)
+        return self.model.batch_price(prompt_tokens, completion_tokens)
 
     @property
     def batch_model(self) -> str:
@@ -96,6 +96,57 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
     def cache_identity(self) -> str:
         """The model and where it is served: the same name at two endpoints is two judges."""
         return self.address.endpoint_id
+
+    # -- log-probabilities (`LogprobsLearned`) ---------------------------------------------------
+    def top_logprobs(self) -> int:
+        """`TOP_LOGPROBS` where the run asks for log-probabilities, the model may give them and its
+        server has not refused them."""
+        wanted = self.asks_logprobs and self.model.takes_logprobs and self.logprobs.refused is None
+        return TOP_LOGPROBS if wanted else 0
+
+    def refuses_logprobs(self, said: str) -> None:
+        self.logprobs.refused = said
+
+    # -- the schema's form (`SchemaForms`) -------------------------------------------------------
+    @property
+    def form_settled(self) -> bool:
+        """Whether the form the schema goes in is known (`SchemaForms.settled`)."""
+        return self.forms.settled
+
+    def take_form(self, form: str | None) -> None:
+        """Send the schema in `form`, as the server is known to take it (`SchemaForms.take`)."""
+        self.forms.take(form)
+
+    def response_format_id(self) -> str | None:
+        return self.forms.form
+
+    def response_format_ids(self) -> list[str | None]:
+        return self.forms.candidates()
+
+    def structured_output(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        return self.forms.structured_output(name, schema)
+
+    def request_format(
+        self, response_format: dict[str, Any] | None, max_tokens: int | None
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """The form the schema goes in now and `response_format` in it (`SchemaForms.request_format`)."""
+        return self.forms.request_format(response_format, max_tokens)
+
+    # -- a self-hosted server (`SelfHosting`) ----------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return self.hosting.count_tokens(text)
+
+    def context_window(self) -> int | None:
+        return self.hosting.context_window()
+
+    def default_timeout_s(self) -> float:
+        return self.hosting.default_timeout_s()
+
+    def retries_timeouts(self) -> bool:
+        return self.hosting.retries_timeouts()
+
+    def server_slot(self) -> Any:
+        return self.hosting.server_slot()
 
     async def complete(
         self,
@@ -110,5 +161,8 @@ class ServedJudge(SchemaForms, SelfHosting, ServedFacts):
         """One request. Until a server at --api-base has taken a schema form, one call at a time
         finds which (the others wait for its answer instead of all probing). A server that refuses
         log-probabilities is asked again without them, and from then on."""
-        send = lambda: self._send(messages, n, timeout, response_format, temperature, max_tokens)  # noqa: E731
-        return await self.logprobs.complete(self.top_logprobs(), lambda: self.send_in_form(send, response_format))
+
+        def send() -> Awaitable[Completion]:
+            return self._send(self.chat_request(messages, n, response_format, temperature, max_tokens), timeout)
+
+        return await self.logprobs.complete(self.top_logprobs(), lambda: self.forms.send_in_form(send, response_format))
