@@ -1,0 +1,141 @@
+"""The message shapes real tools write, read by the one normaliser (`inputs.sources.messages`),
+on real Langfuse exports of apps built with the common frameworks (each fixture's
+`.source.md` names its origin and the versions that wrote it): the OpenTelemetry GenAI
+conventions' messages, Gemini and Vertex AI contents, OpenAI Responses items, the Vercel AI SDK's
+messages, LangChain.js's tool messages and pydantic-ai's `gen_ai.choice` event are turns with
+their texts, tool calls and results, never empty turns or a refusal."""
+
+import json
+from pathlib import Path
+
+from flowrate.inputs.sources.messages import normalised
+from tests.inputs.sources.sdk_logs import read_file
+
+FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
+
+
+def conversation(name):
+    """The one conversation read from the fixture `name`: (system prompt, turns as (user text,
+    reply, tool activity))."""
+    records, _ = read_file(FIXTURES / f"{name}.trace.json")
+    [record] = records
+    assert record.problems == [], record.problems
+    case = record.case
+    return case.chatbot_role, [(turn.input, turn.actual_output, turn.tool_activity) for turn in case.turns]
+
+
+def observation(name, observation_id):
+    """The generation `observation_id` of the fixture `name`, its input and output decoded."""
+    trace = json.loads((FIXTURES / f"{name}.trace.json").read_text())
+    [found] = [entry for entry in trace["observations"] if entry["id"] == observation_id]
+    return {
+        side: json.loads(found[side]) if isinstance(found[side], str) else found[side] for side in ("input", "output")
+    }
+
+
+def test_pydantic_ai_on_gemini_in_langfuse_reads_its_genai_convention_messages_as_a_real_turn():
+    system, [(question, reply, tools)] = conversation("pydantic-ai-with-gemini")
+    assert question.startswith("what is 1+1?\nOutput format:\n```json")
+    assert reply.startswith('{"answer": "2", "rationale": "The operation 1+1 is a basic arithmetic addition.')
+    assert (system, tools) == (None, [])
+
+
+def test_pydantic_ai_tool_results_under_result_are_the_tool_messages_the_judge_reads():
+    """pydantic-ai writes a `tool_call_response` part's result under `result` (the conventions'
+    key is `response`), in a user message beside the tool calls' ids."""
+    given = observation("pydantic-ai-tools", "00d2804abb764b1b")["input"]
+    messages = normalised(given, "input")
+    assert [message["role"] for message in messages] == ["system", "user", "assistant", "tool", "tool", "tool"]
+    calls = [(call["function"]["name"], call["function"]["arguments"]) for call in messages[2]["tool_calls"]]
+    assert calls == [
+        ("get_pun_suggestion", '{"topic":"programming"}'),
+        ("get_dad_joke_suggestion", '{"topic":"programming"}'),
+        ("get_one_liner_suggestion", '{"topic":"programming"}'),
+    ]
+    assert [(message["name"], message["content"]) for message in messages[3:]] == [
+        (
+            "get_pun_suggestion",
+            "Pun idea: Play on words related to 'programming' - think about homophones or double meanings",
+        ),
+        (
+            "get_dad_joke_suggestion",
+            "Dad joke idea: Use a classic setup-punchline format about 'programming' with a groan-worthy twist",
+        ),
+        (
+            "get_one_liner_suggestion",
+            "One-liner idea: Make a quick, witty observation about 'programming' in a single sentence",
+        ),
+    ]
+
+
+def test_microsoft_extensions_ai_messages_keep_the_tool_response_and_hide_its_reasoning_parts():
+    system, [(question, reply, tools)] = conversation("csharp-agent-with-gemini")
+    assert question.startswith("What are my month over month performance insights the past quarter, by cost,")
+    assert reply.startswith("I couldn't retrieve the month-over-month performance insights for the past quarter")
+    assert "ReasoningContent" not in reply and "protectedData" not in reply
+    assert [entry.split("(")[0].split(":")[0] for entry in tools] == [
+        "call get_custom_report",
+        "result get_custom_report",
+        "call final_result",
+    ]
+    assert tools[1].startswith('result get_custom_report: {"response_status":"Error","message":"ERROR: No data found')
+    assert system is None
+
+
+def test_pydantic_ai_events_and_its_gen_ai_choice_body_are_the_system_prompt_question_and_reply():
+    system, [(question, reply, tools)] = conversation("pydantic-ai")
+    assert system == "You are a helpful assistant that answers questions clearly and concisely."
+    assert question == "What is Langfuse?"
+    assert reply.startswith("Langfuse is a tool designed for observability and monitoring of applications")
+    assert tools == []
+
+
+def test_google_adk_contents_give_the_system_instruction_the_function_call_and_its_response():
+    system, [(question, reply, tools)] = conversation("google-adk")
+    assert system == 'Always greet using the say_hello tool.\n\nYou are an agent. Your internal name is "hello_agent".'
+    assert (question, reply) == ("hi", "Hello Langfuse 👋!\n")
+    assert tools == ["call say_hello({})", 'result say_hello: {"greeting":"Hello Langfuse 👋"}']
+
+
+def test_vertex_ai_and_google_genai_requests_and_candidates_are_a_turn():
+    for name in ("vertex-ai", "google-gemini"):
+        system, [(question, reply, tools)] = conversation(name)
+        assert question == "What is Langfuse?", name
+        assert reply.startswith("**Langfuse** is an **open-source observability and evaluation platform"), name
+        assert (system, tools) == (None, []), name
+
+
+def test_openai_agents_responses_items_and_response_object_keep_the_tool_call_and_the_instructions():
+    system, [(question, reply, tools)] = conversation("openai-agents")
+    assert system == "You are a helpful agent."
+    assert question == "What's the weather in Tokyo?"
+    assert reply.startswith("The weather in Tokyo is currently sunny.")
+    assert tools == ['call get_weather({"city":"Tokyo"})', "result get_weather: The weather in Tokyo is sunny."]
+
+
+def test_vercel_ai_sdk_messages_its_prompt_and_its_listed_tool_calls_are_read():
+    """Read message by message: the example's app stopped at the tool call, so its trace has no reply."""
+    call = [
+        {
+            "id": "call_DgKARp7a7IhJPDczfifMp6Ra",
+            "function": {"name": "getWeather", "arguments": '{"location":"San Francisco"}'},
+        }
+    ]
+    question = [{"role": "user", "content": "What is the weather like today in San Francisco?"}]
+    for observation_id in ("1dc6768109615657", "91a17a2274bfd23f"):  # ai.generateText ({prompt}), its doGenerate
+        given = observation("vercel-aisdk", observation_id)
+        assert normalised(given["input"], "input") == question, observation_id
+        assert normalised(given["output"], "output", None, "assistant") == [
+            {"role": "assistant", "content": None, "tool_calls": call}
+        ], observation_id
+
+
+def test_a_langchain_js_tool_message_whose_role_is_the_tool_name_is_that_tool_result():
+    system, [(question, reply, tools)] = conversation("langgraph-js")
+    assert question == "What's the weather in San Francisco?"
+    assert reply.startswith("It's always sunny in San Francisco! \n\nWould you like more details")
+    assert tools == [
+        'call get_weather({"city":"San Francisco"})',
+        "result get_weather: It's always sunny in San Francisco!",
+    ]
+    assert system is None
