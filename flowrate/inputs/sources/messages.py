@@ -379,11 +379,15 @@ def responses_item(item: dict[str, Any], path: str, tools: ToolNames) -> list[di
 
 def parts_message(message: dict[str, Any], path: str, tools: ToolNames) -> list[dict[str, Any]]:
     """A message of `parts`: the OpenTelemetry GenAI conventions' (typed parts) or Gemini's
-    (untyped, keyed by what they hold); its tool results first, each a `tool` message."""
-    role = field_of(message, "role", str, f"{path}.role", required=False) or "user"
-    role = ROLE_NAMES.get(role, role)
+    (untyped, keyed by what they hold); its tool results first, each a `tool` message.
+
+    Text parts are read here without a call of their own: a trace repeats each call's history,
+    so a span file holds ten or more of them a span (bench/sources.py, docs/benchmarks.md row 15)."""
+    role = message.get("role") or "user"
     if role not in ROLES:
-        raise Unreadable(f"{path}.role", f"unknown role {role!r}")
+        role = ROLE_NAMES.get(role, role) if isinstance(role, str) else role
+        if role not in ROLES:
+            raise Unreadable(f"{path}.role", f"unknown role {role!r}")
     parts = message.get("parts")
     if isinstance(parts, str):  # gen_ai.system_instructions as JSON text
         try:
@@ -398,14 +402,19 @@ def parts_message(message: dict[str, Any], path: str, tools: ToolNames) -> list[
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     for number, part in enumerate(parts):
-        where = f"{path}.parts[{number}]"
-        if not isinstance(part, dict):
-            raise Unreadable(where, f"expected a part object, got {type_name(part)}")
-        read = semconv_part if "type" in part else gemini_part
-        read(part, where, tools, texts, calls, results)
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part["content"], str):
+            texts.append(part["content"])
+        elif not isinstance(part, dict):
+            raise Unreadable(f"{path}.parts[{number}]", f"expected a part object, got {type_name(part)}")
+        else:
+            read = gemini_part if kind is None else semconv_part
+            read(part, f"{path}.parts[{number}]", tools, texts, calls, results)
     if role == "tool":  # a tool's result given as text
         return [*results, *[tool_result(text, tools.name(message.get("id"), message.get("name"))) for text in texts]]
-    return [*results, *assistant(texts, calls, role, tools)]
+    if calls or results:
+        return [*results, *assistant(texts, calls, role, tools)]
+    return [{"role": role, "content": "\n".join(texts)}] if texts else []
 
 
 def semconv_part(part: dict[str, Any], where: str, tools: ToolNames, texts: list, calls: list, results: list) -> None:

@@ -18,7 +18,7 @@ import orjson
 
 from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.chat import Unreadable
-from flowrate.inputs.sources.messages import ToolNames, normalised
+from flowrate.inputs.sources.messages import ToolNames, normalised, parts_message
 from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
@@ -78,8 +78,12 @@ class OtelReader(SpanReader):
             return None
         if semconv is not None:
             tools = ToolNames()
-            instructions = {"role": "system", "parts": semconv.get("gen_ai.system_instructions")}
-            system = _read(instructions, "attribute gen_ai.system_instructions", tools)
+            instructions = semconv.get("gen_ai.system_instructions")  # most spans carry none
+            system = (
+                _read({"role": "system", "parts": instructions}, "attribute gen_ai.system_instructions", tools)
+                if instructions is not None
+                else []
+            )
             inputs = _semconv_messages(semconv.get("gen_ai.input.messages"), "gen_ai.input.messages", tools)
             return [*system, *inputs], _semconv_messages(
                 semconv.get("gen_ai.output.messages"), "gen_ai.output.messages", tools
@@ -112,7 +116,12 @@ def _semconv_messages(value: Any, attribute: str, tools: ToolNames) -> list[dict
             raise Broken(f"{where}: has no role")
         if role not in ROLES:
             raise Broken(f"{where}: unknown role {role!r} (expected {', '.join(ROLES)})")
-        messages.extend(_read(message, f"attribute {attribute}[{number - 1}]", tools))
+        try:  # the conventions' shape, read without `normalised` finding it: most of reading a span file
+            messages.extend(parts_message(message, attribute, tools))
+        except Unreadable as error:  # its place in the list written only now, as it is seldom needed
+            raise Broken(
+                f"attribute {attribute}[{number - 1}]{error.field.removeprefix(attribute)}: {error.why}"
+            ) from None
     return messages
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from flowrate.inputs.sources.messages import normalised
 from tests.inputs.sources.sdk_logs import read_file
+from tests.inputs.sources.traces import REPLIES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
 
@@ -139,3 +140,53 @@ def test_a_langchain_js_tool_message_whose_role_is_the_tool_name_is_that_tool_re
         "result get_weather: It's always sunny in San Francisco!",
     ]
     assert system is None
+
+
+def pydantic_ai_conversation(judge, recorder):
+    """The conversation of `traces.chat` through pydantic-ai's own agent (its OpenAI chat model
+    against the scripted judge, a real tool, the history carried from run to run), its spans
+    written by pydantic-ai's instrumentation (format version 5, its default), which names the
+    conversation by `gen_ai.conversation.id` itself."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    judge.script(SYSTEM, *REPLIES)
+    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(base_url=judge.base_url, api_key="sk-test"))
+    settings = InstrumentationSettings(tracer_provider=recorder.tracer_provider)
+    agent = Agent(model, system_prompt=SYSTEM, capabilities=[Instrumentation(settings=settings)])
+
+    @agent.tool_plain
+    def get_balance(account: str) -> dict:
+        return json.loads(TOOL_RESULT)
+
+    history = []
+    for text in USER_TURNS:
+        history = agent.run_sync(text, message_history=history).all_messages()
+    judge.reset()
+
+
+def test_pydantic_ai_spans_give_the_tool_result_it_writes_under_result(judge, tmp_path):
+    from tests.inputs.sources.test_otel import collector_lines, write_lines
+
+    recorder = Recorder()
+    pydantic_ai_conversation(judge, recorder)
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(recorder))
+
+    records, _ = read_file(path)
+
+    [record] = records
+    assert record.problems == [] and record.format == "otel"
+    case = record.case
+    assert case.id == case.metadata["conversation_id"] and case.chatbot_role == SYSTEM
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
+        ("Hi there", "Hello! How can I help?"),
+        ("What is my checking balance?", "Your checking balance is $120."),
+        ("Thanks, bye", "Goodbye!"),
+    ]
+    assert case.turns[1].tool_activity == [
+        'call get_balance({"account": "checking"})',
+        'result get_balance: {"balance":120}',
+    ]
