@@ -3,9 +3,9 @@ commons.yml `Trace` and `Observation`) as JSON or JSONL, a list response of them
 (`{"data": [...], "meta": ...}`), a trace with its observations (`GET /api/public/traces/{id}`,
 or the UI's `{"trace": ..., "observations": [...]}`) or a session with its traces.
 
-The calls are the GENERATION observations: `input` (chat messages, or `{"messages": [...]}`)
-and `output` (a message, messages or text); an input or output given as JSON text (as the UI
-exports it) is decoded. A trace with no generation in the file is a call of its own `input`
+The calls are the GENERATION observations: `input` and `output`, messages of any shape
+`messages.normalised` reads (a request or reply holding them, a message, messages or text); an
+input or output given as JSON text (as the UI exports it) is decoded. A trace with no generation in the file is a call of its own `input`
 and `output` when they hold messages. Calls are grouped by `sessionId` (the observation's, else
 its trace's); without one, each trace is one conversation. Everything is held until the file is
 read (a trace may come after its observations), then taken in the order the calls started."""
@@ -39,7 +39,8 @@ class LangfuseReader(Reader):
     name = "langfuse"
     title = "Langfuse exports: traces and observations (JSON, JSONL, API list responses)"
     reads = (
-        "GENERATION observations: traceId, input, output, startTime, endTime, model, sessionId; traces: id,"
+        "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
+        " startTime, endTime, model, sessionId; traces: id,"
         " sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})

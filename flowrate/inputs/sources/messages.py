@@ -214,8 +214,8 @@ def instructions(value: Any) -> str | None:
 def gemini_system(request: dict[str, Any], path: str) -> list[dict[str, Any]]:
     """The system prompt of a Gemini request: `system_instruction` on the request or its `config`
     (text, a `Content`, or parts)."""
-    config = request.get("config") if isinstance(request.get("config"), dict) else {}
-    for where, holder in ((path, request), (f"{path}.config", config)):
+    config = request.get("config")
+    for where, holder in ((path, request), (f"{path}.config", config if isinstance(config, dict) else {})):
         for key in ("system_instruction", "systemInstruction"):
             given = holder.get(key)
             if given:
