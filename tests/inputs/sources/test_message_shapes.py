@@ -190,3 +190,39 @@ def test_pydantic_ai_spans_give_the_tool_result_it_writes_under_result(judge, tm
         'call get_balance({"account": "checking"})',
         'result get_balance: {"balance":120}',
     ]
+
+
+def vercel_spans():
+    """The spans the Vercel AI SDK recorded of one generateText with a tool (fixtures/vercel-ai-sdk)."""
+    path = FIXTURES.parent / "vercel-ai-sdk" / "spans.json"
+    return json.loads(path.read_text())["spans"]
+
+
+def test_vercel_ai_sdk_prompt_messages_give_the_tool_call_and_its_json_tool_result():
+    [first, second] = [span["attributes"] for span in vercel_spans() if span["name"] == "ai.generateText.doGenerate"]
+    assert normalised(json.loads(second["ai.prompt.messages"]), "ai.prompt.messages") == [
+        {"role": "system", "content": "You are a weather assistant."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_0", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}],
+        },
+        {"role": "tool", "content": '{"city":"Paris","temp_c":18}', "name": "get_weather"},
+    ]
+    listed = normalised(json.loads(first["ai.response.toolCalls"]), "ai.response.toolCalls", None, "assistant")
+    assert listed == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_0", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}],
+        }
+    ]
+
+
+def test_vercel_ai_sdk_prompt_of_system_and_text_is_the_system_prompt_and_user_message():
+    [call] = [span["attributes"] for span in vercel_spans() if span["name"] == "ai.generateText"]
+    assert normalised(json.loads(call["ai.prompt"]), "ai.prompt") == [
+        {"role": "system", "content": "You are a weather assistant."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+    ]
