@@ -19,6 +19,8 @@ gives the messages `calls.Call` takes (OpenAI's chat shape: `role`, `content` te
   LangChain.js's tool message whose role is the tool's name);
 - Vercel AI SDK messages (`content` parts `text`, `tool-call` {toolCallId, toolName, input},
   `tool-result`; `reasoning` hidden), its tool calls listed alone, and a `{"prompt"}` request.
+- Bedrock Converse messages (`content` blocks `text`, `toolUse`, `toolResult`; `reasoningContent`
+  hidden) and a request's `system` blocks.
 
 A message or a field that cannot be read raises `chat.Unreadable`, naming the field by `path`."""
 
@@ -51,6 +53,11 @@ HIDDEN_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 ANTHROPIC_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "tool_result"})
 VERCEL_PARTS = frozenset({"tool-call", "tool-result", "file", "image"})
 MESSAGE_KEYS = frozenset({"role", "type", "kwargs", "parts", "content", "toolCallId"})  # a message has one
+# Bedrock Converse's content blocks, untyped, keyed by what they hold (botocore's bedrock-runtime
+# service model, `ContentBlock`): the ones that are no text mark a message as Bedrock's
+BEDROCK_BLOCKS = frozenset(
+    {"toolUse", "toolResult", "reasoningContent", "image", "document", "video", "audio", "guardContent", "cachePoint"}
+)
 SEMCONV_RESULT_KEYS = ("response", "result")  # the conventions' key; pydantic-ai writes `result`
 
 
@@ -247,6 +254,10 @@ def message_of(message: Any, path: str, tools: ToolNames, default_role: str = "u
         return parts_message(message, path, tools)
     if isinstance(content, list) and _blocks(content, VERCEL_PARTS):
         return vercel_message(message, path, tools)
+    if isinstance(content, list) and any(
+        isinstance(block, dict) and BEDROCK_BLOCKS & block.keys() for block in content
+    ):
+        return bedrock_message(message, path, tools)
     return [openai_message(langchain_shaped(message, path, tools), path, tools)]
 
 
@@ -483,3 +494,39 @@ def vercel_message(message: dict[str, Any], path: str, tools: ToolNames) -> list
         elif not hidden(kind):
             texts.append(f"[{kind}]")
     return [*results, *assistant(texts, calls, "assistant" if role == "tool" else role, tools)]
+
+
+def bedrock_message(message: dict[str, Any], path: str, tools: ToolNames) -> list[dict[str, Any]]:
+    """A Bedrock Converse message (`role`, `content` blocks keyed by what they hold: `text`,
+    `toolUse` {toolUseId, name, input}, `toolResult` {toolUseId, content of `text` or `json`,
+    status}; `reasoningContent` hidden, media named, `cachePoint` none)."""
+    role = field_of(message, "role", str, f"{path}.role")
+    if role not in ("user", "assistant"):
+        raise Unreadable(f"{path}.role", f"unknown role {role!r}")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for number, block in enumerate(message["content"]):
+        where = f"{path}.content[{number}]"
+        if not isinstance(block, dict):
+            raise Unreadable(where, f"expected a content block, got {type_name(block)}")
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif isinstance(block.get("toolUse"), dict):
+            use = block["toolUse"]
+            calls.append(
+                tool_call(field_of(use, "name", str, f"{where}.toolUse.name"), use.get("input"), use.get("toolUseId"))
+            )
+        elif isinstance(block.get("toolResult"), dict):
+            result = block["toolResult"]
+            given = field_of(result, "content", list, f"{where}.toolResult.content")
+            text = "\n".join(
+                part["text"] if isinstance(part.get("text"), str) else arguments_text(part.get("json", part))
+                for part in given
+                if isinstance(part, dict)
+            )
+            text = f"error: {text}" if result.get("status") == "error" else text
+            results.append(tool_result(text, tools.name(result.get("toolUseId"))))
+        elif not {"reasoningContent", "cachePoint"} & block.keys():
+            texts.append(f"[{next(iter(block), 'block')}]")
+    return [*results, *assistant(texts, calls, role, tools)]

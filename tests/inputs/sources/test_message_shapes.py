@@ -226,3 +226,75 @@ def test_vercel_ai_sdk_prompt_of_system_and_text_is_the_system_prompt_and_user_m
         {"role": "system", "content": "You are a weather assistant."},
         {"role": "user", "content": "What's the weather in Paris?"},
     ]
+
+
+class _Sent(Exception):
+    """Raised once boto3 has written a request, so that nothing is sent."""
+
+
+def bedrock_converse_request(messages):
+    """The body boto3 writes for a Bedrock `converse` call (after checking the arguments against
+    botocore's bedrock-runtime service model), taken before it would be sent."""
+    import boto3
+
+    client = boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="AKIDTEST", aws_secret_access_key="test"
+    )
+    written = []
+
+    def take(request, **_):
+        written.append(json.loads(request.body))
+        raise _Sent
+
+    client.meta.events.register("before-send.bedrock-runtime.Converse", take)
+    tools = {"tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object"}}}}]}
+    try:
+        client.converse(
+            modelId="anthropic.claude-3-haiku-20240307-v1:0",
+            system=[{"text": "You are a weather assistant."}],
+            messages=messages,
+            toolConfig=tools,
+        )
+    except _Sent:
+        pass
+    [body] = written
+    return body
+
+
+def test_bedrock_converse_messages_give_the_tool_use_and_its_json_result_and_hide_reasoning():
+    body = bedrock_converse_request(
+        [
+            {"role": "user", "content": [{"text": "What's the weather in Paris?"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"reasoningContent": {"reasoningText": {"text": "The tool knows.", "signature": "c2ln"}}},
+                    {"toolUse": {"toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Paris"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "toolResult": {
+                            "toolUseId": "tooluse_1",
+                            "content": [{"json": {"temp_c": 18}}],
+                            "status": "success",
+                        }
+                    }
+                ],
+            },
+            {"role": "assistant", "content": [{"text": "It is 18°C in Paris."}]},
+        ]
+    )
+    assert normalised(body, "request") == [
+        {"role": "system", "content": "You are a weather assistant."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "tooluse_1", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}],
+        },
+        {"role": "tool", "content": '{"temp_c":18}', "name": "get_weather"},
+        {"role": "assistant", "content": "It is 18°C in Paris."},
+    ]
