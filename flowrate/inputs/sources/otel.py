@@ -89,7 +89,8 @@ class OtelReader(SpanReader):
                 semconv.get("gen_ai.output.messages"), "gen_ai.output.messages", tools
             )
         if flat:
-            return _flat_messages(attributes, "prompt"), _flat_messages(attributes, "completion")
+            tools = ToolNames()
+            return _flat_messages(attributes, "prompt", tools), _flat_messages(attributes, "completion", tools)
         if events:
             return _event_messages(span)
         raise Broken(f"no message content: {NOT_CAPTURED}")
@@ -133,7 +134,7 @@ def _read(message: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
         raise Broken(str(error)) from None
 
 
-def _flat_messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]]:
+def _flat_messages(attributes: dict[str, Any], side: str, tools: ToolNames) -> list[dict[str, Any]]:
     """The messages of the flattened `gen_ai.prompt.N.*` or `gen_ai.completion.N.*` attributes."""
     found: dict[int, dict[str, Any]] = {}
     for name, value in attributes.items():
@@ -168,7 +169,7 @@ def _flat_messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]
             ]
         if fields.get("tool_call_id") is not None:
             message["tool_call_id"] = fields["tool_call_id"]
-        messages.append(message)
+        messages.extend(_read(message, f"attribute gen_ai.{side}.{number}", tools))
     return messages
 
 
