@@ -13,16 +13,8 @@ from typing import Any
 from flowrate.inputs.formats import Record
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
-from flowrate.inputs.sources.chat import (
-    CONVERSATION_KEYS,
-    ToolNames,
-    Unreadable,
-    anthropic_message,
-    conversation_key,
-    field_of,
-    keyless_notice,
-    text_of,
-)
+from flowrate.inputs.sources.chat import CONVERSATION_KEYS, Unreadable, conversation_key, field_of, keyless_notice
+from flowrate.inputs.sources.messages import ToolNames, anthropic_message, text_of
 
 
 class AnthropicReader(Reader):

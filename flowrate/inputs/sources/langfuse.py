@@ -3,9 +3,9 @@ commons.yml `Trace` and `Observation`) as JSON or JSONL, a list response of them
 (`{"data": [...], "meta": ...}`), a trace with its observations (`GET /api/public/traces/{id}`,
 or the UI's `{"trace": ..., "observations": [...]}`) or a session with its traces.
 
-The calls are the GENERATION observations: `input` (chat messages, or `{"messages": [...]}`)
-and `output` (a message, messages or text); an input or output given as JSON text (as the UI
-exports it) is decoded. A trace with no generation in the file is a call of its own `input`
+The calls are the GENERATION observations: `input` and `output`, messages of any shape
+`messages.normalised` reads (a request or reply holding them, a message, messages or text); an
+input or output given as JSON text (as the UI exports it) is decoded. A trace with no generation in the file is a call of its own `input`
 and `output` when they hold messages. Calls are grouped by `sessionId` (the observation's, else
 its trace's); without one, each trace is one conversation. Everything is held until the file is
 read (a trace may come after its observations), then taken in the order the calls started."""
@@ -22,7 +22,8 @@ from flowrate.inputs.formats import Record
 from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
-from flowrate.inputs.sources.chat import ToolNames, Unreadable, field_of, keyless_notice, langchain_messages, records_of
+from flowrate.inputs.sources.chat import Unreadable, field_of, keyless_notice, records_of
+from flowrate.inputs.sources.messages import ToolNames, instructions, normalised
 
 
 @dataclass
@@ -38,7 +39,8 @@ class LangfuseReader(Reader):
     name = "langfuse"
     title = "Langfuse exports: traces and observations (JSON, JSONL, API list responses)"
     reads = (
-        "GENERATION observations: traceId, input, output, startTime, endTime, model, sessionId; traces: id,"
+        "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
+        " startTime, endTime, model, sessionId; traces: id,"
         " sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
@@ -136,8 +138,12 @@ def _call(
 ) -> Call:
     tools = ToolNames()
     try:
-        messages = langchain_messages(_chat(_decoded(raw.get("input")), "input"), "input", tools)
-        output = langchain_messages(_chat(_decoded(raw.get("output")), "output"), "output", tools)
+        given, reply = _decoded(raw.get("input")), _decoded(raw.get("output"))
+        messages = normalised(_present(given, "input"), "input", tools)
+        output = normalised(_present(reply, "output"), "output", tools, "assistant")
+        system = instructions(reply)
+        if system is not None and not any(message["role"] == "system" for message in messages):
+            messages.insert(0, {"role": "system", "content": system})
     except Unreadable as error:
         if "traceId" not in raw or not raw.get("id"):
             raise
@@ -165,24 +171,8 @@ def _holds_messages(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(m, dict) for m in value)
 
 
-def _chat(value: Any, path: str) -> list[Any]:
-    """The messages of an input or output: a list, `{"messages": [...]}`, a message, or text (the
-    user's, of an input; the assistant's, of an output). Tool definitions that LangChain's
-    callback logs as tool messages (content an object with a `function`) are no messages."""
-    if isinstance(value, str):
-        return [{"role": "user" if path == "input" else "assistant", "content": value}]
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):
-        value = value["messages"]
-    elif isinstance(value, dict) and ("role" in value or "type" in value):
-        value = [value]
-    elif isinstance(value, dict) and "content" in value:
-        value = [{"role": "assistant", **value}]
-    if not isinstance(value, list):
-        raise Unreadable(path, f"holds no chat messages (got {type_name(value)})")
-    return [
-        message
-        for message in value
-        if not (
-            isinstance(message, dict) and isinstance(message.get("content"), dict) and "function" in message["content"]
-        )
-    ]
+def _present(value: Any, path: str) -> Any:
+    """`value`, which must be given (a generation without its input or output is no call)."""
+    if value is None:
+        raise Unreadable(path, "holds no chat messages (got null)")
+    return value

@@ -20,14 +20,13 @@ from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import (
     CONVERSATION_KEYS,
-    ToolNames,
     Unreadable,
     conversation_key,
     field_of,
     keyless_notice,
-    langchain_messages,
     records_of,
 )
+from flowrate.inputs.sources.messages import ToolNames, message_list
 
 CALL_RUN_TYPES = frozenset({"llm", "chat"})
 NESTED_FIELDS = ("inputs", "outputs", "extra")  # JSON text in the bulk export's Parquet
@@ -112,8 +111,8 @@ def _call(item: Item, run: dict[str, Any], root_key: str | None) -> Call:
     given = field_of(inputs, "messages", list, "inputs.messages")
     if given and all(isinstance(prompt, list) for prompt in given):  # one list per prompt of the batch
         given = given[0]
-    messages = langchain_messages(given, "inputs.messages", tools)
-    output = langchain_messages(_output_messages(run.get("outputs")), "outputs", tools)
+    messages = message_list(given, "inputs.messages", tools)
+    output = message_list(_output_messages(run.get("outputs")), "outputs", tools, "assistant")
     metadata = _metadata_of(run)
     row = {name: value for name, value in metadata.items() if name in CONVERSATION_KEYS}
     model = metadata.get("ls_model_name") or inputs.get("model")

@@ -15,15 +15,14 @@ from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import (
     CONVERSATION_KEYS,
-    ToolNames,
     Unreadable,
     conversation_key,
     field_of,
     first_record,
     keyless_notice,
-    openai_messages,
     records_of,
 )
+from flowrate.inputs.sources.messages import ToolNames, message_list
 
 
 class OpenAIChatReader(Reader):
@@ -78,12 +77,12 @@ class OpenAIChatReader(Reader):
             response = field_of(raw, "response", dict, "response")
             messages, prefix = request.get("messages"), "response."
         tools = ToolNames()
-        history = openai_messages(messages, "request.messages" if prefix else "messages", tools)
+        history = message_list(messages, "request.messages" if prefix else "messages", tools)
         choices = field_of(response, "choices", list, f"{prefix}choices")
         if not choices:
             raise Unreadable(f"{prefix}choices", "is empty")
         message = field_of(choices[0], "message", dict, f"{prefix}choices[0].message")
-        output = openai_messages([message], f"{prefix}choices[0]", tools)
+        output = message_list([message], f"{prefix}choices[0]", tools, "assistant")
         metadata = _metadata(request, response)
         created_s = seconds_of(response.get("created"))
         return Call(conversation_key(request.get("metadata")), history, output, item, created_s, created_s, metadata)

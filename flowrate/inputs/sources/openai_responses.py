@@ -22,17 +22,14 @@ from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import (
     CONVERSATION_KEYS,
-    ToolNames,
     Unreadable,
-    arguments_text,
     conversation_key,
     field_of,
     first_record,
     keyless_notice,
     records_of,
-    text_of,
-    tool_call,
 )
+from flowrate.inputs.sources.messages import ToolNames, normalised
 
 
 @dataclass
@@ -141,7 +138,7 @@ class _Chains:
         given = request.get("input")
         given = given.get("data") if isinstance(given, dict) else given
         messages = [*base, *system, *_items(given, "input", tools)]
-        output = _items(field_of(response, "output", list, "response.output"), "response.output", tools)
+        output = _items(field_of(response, "output", list, "response.output"), "response.output", tools, "assistant")
         response_id = str(response.get("id") or entry.item.default_id)
         after = (key or response_id, [*messages, *output])
         self._after[response_id] = after
@@ -151,52 +148,11 @@ class _Chains:
         return Call(key, messages, output, entry.item, entry.created_s, entry.created_s, metadata)
 
 
-def _items(given: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
+def _items(given: Any, path: str, tools: ToolNames, default_role: str = "user") -> list[dict[str, Any]]:
     """Input or output items as `calls.Call` messages (text input is one user message)."""
-    if isinstance(given, str):
-        return [{"role": "user", "content": given}]
-    if not isinstance(given, list):
+    if not isinstance(given, str | list):
         raise Unreadable(path, f"expected text or a list of items, got {type_name(given)}")
-    messages: list[dict[str, Any]] = []
-    for number, item in enumerate(given):
-        message = _message(item, f"{path}[{number}]", tools)
-        if message is not None:
-            messages.append(message)
-    return messages
-
-
-def _message(item: Any, path: str, tools: ToolNames) -> dict[str, Any] | None:
-    if not isinstance(item, dict):
-        raise Unreadable(path, f"expected an item object, got {type_name(item)}")
-    kind = item.get("type", "message")
-    if kind == "message":
-        role = field_of(item, "role", str, f"{path}.role")
-        if role not in ("system", "developer", "user", "assistant"):
-            raise Unreadable(f"{path}.role", f"unknown role {role!r}")
-        return {"role": role, "content": text_of(item.get("content"), f"{path}.content")}
-    if kind in ("function_call", "custom_tool_call"):
-        name = field_of(item, "name", str, f"{path}.name")
-        arguments = item.get("arguments", item.get("input"))
-        return tools.called(
-            {"role": "assistant", "content": None, "tool_calls": [tool_call(name, arguments, item.get("call_id"))]}
-        )
-    if kind in ("function_call_output", "custom_tool_call_output"):
-        output = item.get("output")
-        text = (
-            output
-            if isinstance(output, str)
-            else text_of(output, f"{path}.output")
-            if isinstance(output, list)
-            else arguments_text(output)
-        )
-        return {"role": "tool", "content": text, "name": tools.name(item.get("call_id"))}
-    if kind in ("reasoning", "item_reference"):
-        return None  # the model's reasoning is never shown to the judge; a reference repeats an item
-    if kind.endswith("_call"):  # a built-in tool (web_search_call, file_search_call, ...)
-        return {"role": "assistant", "content": None, "tool_calls": [tool_call(kind, item.get("action") or "")]}
-    if kind.endswith("_call_output"):
-        return {"role": "tool", "content": arguments_text(item.get("output")), "name": kind.removesuffix("_output")}
-    raise Unreadable(f"{path}.type", f"unknown item type {kind!r}")
+    return normalised(given, path, tools, default_role)
 
 
 def _metadata(request: dict[str, Any], response: dict[str, Any], thread_id: Any) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import re
 from typing import Any
 
 from flowrate.inputs.sources.base import Item
+from flowrate.inputs.sources.chat import Unreadable
+from flowrate.inputs.sources.messages import ToolNames, openai_message
 from flowrate.inputs.sources.otlp import (
     ROLES,
     Broken,
@@ -62,7 +64,8 @@ class OpenInferenceReader(SpanReader):
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         if span.attributes.get(KIND) != "LLM":
             return None
-        inputs, outputs = _messages(span.attributes, "input"), _messages(span.attributes, "output")
+        tools = ToolNames()
+        inputs, outputs = _messages(span.attributes, "input", tools), _messages(span.attributes, "output", tools)
         if not inputs:
             raise Broken(
                 "no llm.input_messages: the instrumentation hid them"
@@ -71,7 +74,7 @@ class OpenInferenceReader(SpanReader):
         return inputs, outputs
 
 
-def _messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]]:
+def _messages(attributes: dict[str, Any], side: str, tools: ToolNames) -> list[dict[str, Any]]:
     """The messages of `llm.{side}_messages.N.message.*`, in the order of N."""
     found: dict[int, dict[str, Any]] = {}
     for name, value in attributes.items():
@@ -85,10 +88,11 @@ def _messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]]:
             fields["contents"].setdefault(int(content[1]), {})[content[2]] = value
         else:
             fields[match[3]] = value
-    return [_message(found[number], f"attribute llm.{side}_messages.{number}.message") for number in sorted(found)]
+    where = f"attribute llm.{side}_messages"
+    return [_message(found[number], f"{where}.{number}.message", tools) for number in sorted(found)]
 
 
-def _message(fields: dict[str, Any], where: str) -> dict[str, Any]:
+def _message(fields: dict[str, Any], where: str, tools: ToolNames) -> dict[str, Any]:
     role = fields.get("role")
     if not role:
         raise Broken(f"{where}.role: is missing")
@@ -114,4 +118,7 @@ def _message(fields: dict[str, Any], where: str) -> dict[str, Any]:
     for name in ("name", "tool_call_id"):
         if fields.get(name) is not None:
             message[name] = str(fields[name])
-    return message
+    try:  # the attributes made into OpenAI's chat shape, read as every source's messages are
+        return openai_message(message, where, tools)
+    except Unreadable as error:
+        raise Broken(str(error)) from None

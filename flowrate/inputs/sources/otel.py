@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 
 from flowrate.inputs.sources.base import Item
+from flowrate.inputs.sources.chat import Unreadable
+from flowrate.inputs.sources.messages import ToolNames, normalised, parts_message
 from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
@@ -75,20 +77,26 @@ class OtelReader(SpanReader):
         if operation not in INFERENCE and not (operation is None and (semconv or flat or events)):
             return None
         if semconv is not None:
-            instructions = semconv.get("gen_ai.system_instructions")
-            system = _parts_message("system", instructions, "attribute gen_ai.system_instructions")
-            inputs = _semconv_messages(semconv.get("gen_ai.input.messages"), "gen_ai.input.messages")
+            tools = ToolNames()
+            instructions = semconv.get("gen_ai.system_instructions")  # most spans carry none
+            system = (
+                _read({"role": "system", "parts": instructions}, "attribute gen_ai.system_instructions", tools)
+                if instructions is not None
+                else []
+            )
+            inputs = _semconv_messages(semconv.get("gen_ai.input.messages"), "gen_ai.input.messages", tools)
             return [*system, *inputs], _semconv_messages(
-                semconv.get("gen_ai.output.messages"), "gen_ai.output.messages"
+                semconv.get("gen_ai.output.messages"), "gen_ai.output.messages", tools
             )
         if flat:
-            return _flat_messages(attributes, "prompt"), _flat_messages(attributes, "completion")
+            tools = ToolNames()
+            return _flat_messages(attributes, "prompt", tools), _flat_messages(attributes, "completion", tools)
         if events:
             return _event_messages(span)
         raise Broken(f"no message content: {NOT_CAPTURED}")
 
 
-def _semconv_messages(value: Any, attribute: str) -> list[dict[str, Any]]:
+def _semconv_messages(value: Any, attribute: str, tools: ToolNames) -> list[dict[str, Any]]:
     """The messages of a `gen_ai.input.messages` / `gen_ai.output.messages` attribute."""
     if value is None:
         return []
@@ -109,45 +117,24 @@ def _semconv_messages(value: Any, attribute: str) -> list[dict[str, Any]]:
             raise Broken(f"{where}: has no role")
         if role not in ROLES:
             raise Broken(f"{where}: unknown role {role!r} (expected {', '.join(ROLES)})")
-        messages.extend(_parts_message(role, message.get("parts"), where))
+        try:  # the conventions' shape, read without `normalised` finding it: most of reading a span file
+            messages.extend(parts_message(message, attribute, tools))
+        except Unreadable as error:  # its place in the list written only now, as it is seldom needed
+            raise Broken(
+                f"attribute {attribute}[{number - 1}]{error.field.removeprefix(attribute)}: {error.why}"
+            ) from None
     return messages
 
 
-def _parts_message(role: str, parts: Any, where: str) -> list[dict[str, Any]]:
-    """One message of `parts` (text, tool_call, tool_call_response; others, such as reasoning or
-    blobs, are not shown to the judge): tool call responses are each a `tool` message."""
-    if parts is None:
-        return []
-    if isinstance(parts, str):  # gen_ai.system_instructions is JSON text
-        try:
-            parts = orjson.loads(parts)
-        except orjson.JSONDecodeError as error:
-            raise Broken(f"{where}: not JSON ({error})") from None
-    if not isinstance(parts, list):
-        raise Broken(f"{where}: parts must be a list")
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for part in parts:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text":
-            texts.append(text_of(part.get("content")))
-        elif kind == "tool_call":
-            function = {"name": str(part.get("name") or "tool"), "arguments": text_of(part.get("arguments"))}
-            calls.append({"id": part.get("id"), "function": function})
-        elif kind == "tool_call_response":
-            results.append({"role": "tool", "tool_call_id": part.get("id"), "content": text_of(part.get("response"))})
-    if results:
-        return results
-    if not texts and not calls:
-        return []
-    message: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
-    if calls:
-        message["tool_calls"] = calls
-    return [message]
+def _read(message: Any, path: str, tools: ToolNames) -> list[dict[str, Any]]:
+    """`messages.normalised`, a message that cannot be read `Broken` naming its attribute or event."""
+    try:
+        return normalised(message, path, tools)
+    except Unreadable as error:
+        raise Broken(str(error)) from None
 
 
-def _flat_messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]]:
+def _flat_messages(attributes: dict[str, Any], side: str, tools: ToolNames) -> list[dict[str, Any]]:
     """The messages of the flattened `gen_ai.prompt.N.*` or `gen_ai.completion.N.*` attributes."""
     found: dict[int, dict[str, Any]] = {}
     for name, value in attributes.items():
@@ -182,7 +169,7 @@ def _flat_messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]
             ]
         if fields.get("tool_call_id") is not None:
             message["tool_call_id"] = fields["tool_call_id"]
-        messages.append(message)
+        messages.extend(_read(message, f"attribute gen_ai.{side}.{number}", tools))
     return messages
 
 
@@ -191,6 +178,7 @@ def _event_messages(span: Span) -> tuple[list[dict[str, Any]], list[dict[str, An
     (the first choice only); an event without content was not captured."""
     inputs: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
+    tools = ToolNames()
     for event in span.events:
         body: dict[str, Any] = event.body if isinstance(event.body, dict) else {}
         if event.name == "gen_ai.choice":
@@ -202,22 +190,14 @@ def _event_messages(span: Span) -> tuple[list[dict[str, Any]], list[dict[str, An
             role = body.get("role") or EVENT_ROLES[event.name]
         else:
             continue
-        content = body.get("content")
-        calls = body["tool_calls"] if isinstance(body.get("tool_calls"), list) else None
-        if content is None and not calls:
+        if body.get("content") is None and not isinstance(body.get("tool_calls"), list):
             raise Broken(f"event {event.name}: no content: {NOT_CAPTURED}")
-        message: dict[str, Any] = {"role": role, "content": None if content is None else text_of(content)}
-        if calls:
-            message["tool_calls"] = [_event_call(call) for call in calls if isinstance(call, dict)]
-        if role == "tool" and body.get("id") is not None:
-            message["tool_call_id"] = body["id"]
-        (outputs if event.name == "gen_ai.choice" else inputs).append(message)
+        message = {**body, "role": role, "content": _content(body.get("content"))}
+        (outputs if event.name == "gen_ai.choice" else inputs).extend(_read(message, f"event {event.name}", tools))
     return inputs, outputs
 
 
-def _event_call(call: dict[str, Any]) -> dict[str, Any]:
-    function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
-    return {
-        "id": call.get("id"),
-        "function": {"name": str(function.get("name") or "tool"), "arguments": text_of(function.get("arguments"))},
-    }
+def _content(content: Any) -> Any:
+    """An event's content: text or parts as they are, anything else (a tool's result as an
+    object) as its JSON text."""
+    return content if content is None or isinstance(content, str | list) else text_of(content)

@@ -154,19 +154,6 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
 
-def name_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages with each tool result (role `tool`, `tool_call_id`) named after the tool
-    call of that id, when it gives no name of its own."""
-    names: dict[str, str] = {}
-    for message in messages:
-        for call in message.get("tool_calls") or []:
-            if call.get("id"):
-                names[str(call["id"])] = str((call.get("function") or {}).get("name"))
-        if message.get("role") == "tool" and not message.get("name") and message.get("tool_call_id") in names:
-            message["name"] = names[message["tool_call_id"]]
-    return messages
-
-
 def text_of(value: Any) -> str:
     """A message's content, a tool's arguments or result as text: text as it is, a list of
     OpenAI content parts as their text, anything else as JSON."""
@@ -190,7 +177,8 @@ class SpanReader(Reader):
     fields: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]]
 
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-        """The call's input messages and output messages, in OpenAI's chat shape; None: the span
+        """The call's input messages and output messages, as `messages` reads them (OpenAI's chat
+        shape, each tool result named after its call); None: the span
         is no call to a model. Raises `Broken` naming the attribute that cannot be read."""
         raise NotImplementedError
 
@@ -335,5 +323,5 @@ class _SpanStream:
         if span.resource.get("service.name") is not None:
             metadata["service_name"] = span.resource["service.name"]
         messages, output = call
-        made = Call(group, name_tool_results(messages), output, span.item, span.start_s, span.end_s, metadata)
+        made = Call(group, messages, output, span.item, span.start_s, span.end_s, metadata)
         self.conversations.add(made, fallback_key=span.trace_id)
