@@ -654,18 +654,20 @@ def write_report(
     inputs: list[str] | None = None,
     redactor: Redactor | None = None,
     originals: bool = False,
-) -> int:
+) -> tuple[int, int]:
     """`flowrate report`: a self-contained HTML page at `html` of the results files `paths` (the
     totals, a table of rows, and the transcripts read from `inputs`, the conversation files, those
     whose rows were redacted found by their redacted ids and redacted again by `redactor`, or shown
-    as read with `originals`; None: all shown as read); returns the rows shown. A page that cannot
-    be written is a `ConfigError` naming `--html`."""
+    as read with `originals`; None: all shown as read). A transcript `redactor` cannot redact as
+    its run did (`withheld_reason`: the run's `redact_rules` not given) is left out. Returns the
+    rows shown and the transcripts left out. A page that cannot be written is a `ConfigError`
+    naming `--html`."""
     from flowrate.inputs.files import check_apart, load_transcripts
-    from flowrate.inputs.redaction.redactor import as_judged
+    from flowrate.inputs.redaction.redactor import as_judged, withheld_reason
     from flowrate.reports.html import write_html
 
     book, summary = ReportBook(), RunSummary()
-    redacted: set[str] = set()
+    recorded: dict[str, tuple[dict[str, int], str | None]] = {}  # the redacted rows' redactions, by id
     try:
         check_apart([("--html", html)], [*paths, *(inputs or [])], of="report")
         for path in paths:
@@ -673,10 +675,16 @@ def write_report(
                 book.add(row)
                 summary.add(row, order)
                 if row.redactions is not None:
-                    redacted.add(row.id)
+                    recorded[row.id] = (row.redactions, row.redacted_by)
         ids = {case.id for cases in book.cases.values() for case in cases}
         found = load_transcripts(inputs or [], ids, None if redactor is None else redactor.redact_id)
-        write_html(html, book, summary, as_judged(found, redacted, redactor, originals))
+        cases = as_judged(found, set(recorded), redactor, originals)
+        withheld = set()
+        if redactor is not None and not originals:
+            withheld = {
+                key for key, (made, by) in recorded.items() if key in cases and withheld_reason(made, cases[key], by)
+            }
+        write_html(html, book, summary, {key: case for key, case in cases.items() if key not in withheld})
     except OSError as error:
         raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
-    return sum(stats.rows for stats in summary.metrics.values())
+    return sum(stats.rows for stats in summary.metrics.values()), len(withheld)

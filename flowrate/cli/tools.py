@@ -80,7 +80,14 @@ def report_command(
     from flowrate.inputs.redaction.redactor import redactor_of
 
     settings = given.settings(redact=True)
-    rows = write_report(paths, html, inputs, redactor_of(settings.redaction_settings), settings.keep_originals)
+    rows, withheld = write_report(
+        paths, html, inputs, redactor_of(settings.redaction_settings), settings.keep_originals
+    )
+    if withheld:
+        say(
+            f"{withheld} transcript(s) of redacted rows left out: their run replaced identifiers in them that"
+            " this redaction does not (its --config's redact_rules); give the run's --config, or --keep-originals"
+        )
     say(f"HTML report: {html} ({rows} rows)")
 
 

@@ -171,7 +171,7 @@ def load_transcripts(
     judged_id = redactor.redact_id if redactor is not None else None
     for path in [*paths, *inputs]:
         found.update(read([path], ids - set(found), judged_id))
-    from flowrate.inputs.redaction.redactor import as_judged
+    from flowrate.inputs.redaction.redactor import as_judged, withheld_reason
 
     redacted = [row for run in runs for row in run.rows if row.redactions is not None]
     cases = as_judged(found, {row.id for row in redacted}, redactor, originals)
@@ -179,30 +179,10 @@ def load_transcripts(
         return Transcripts(cases)
     withheld: dict[str, str] = {}
     for row in (row for row in redacted if row.id in cases):
-        reason = withheld_reason(row, cases[row.id])
+        reason = withheld_reason(row.redactions or {}, cases[row.id], row.redacted_by)
         if reason is not None and row.id not in withheld:
             withheld[row.id] = reason
     return Transcripts({key: case for key, case in cases.items() if key not in withheld}, withheld)
-
-
-def withheld_reason(row: EvaluationRow, case: ConversationalEvalTestCase) -> str | None:
-    """Why `case`, redacted again by the app, may not be shown for `row`: the types of which the
-    run replaced more mentions (the row's `redactions`) than the app's redaction did (the case's);
-    None when the app replaced at least as many of each (a run's `redact_rules` the app was not
-    given leave their names, order numbers or keys in the text)."""
-    made = case.redactions or {}
-    short = {kind: count for kind, count in (row.redactions or {}).items() if made.get(kind, 0) < count}
-    if not short:
-        return None
-    judged = ", ".join(f"{kind} {count}" for kind, count in sorted(short.items()))
-    here = ", ".join(f"{kind} {made.get(kind, 0)}" for kind in sorted(short))
-    by = f" by {row.redacted_by}" if row.redacted_by else ""
-    return (
-        f"Transcript not shown: the run that judged it replaced {judged} mention(s) in it (redacted{by}), this app's"
-        f" redaction only {here}, so it would show what the run kept from the judge. Start flowrate review with the"
-        " run's --config (its redact_rules) to see the conversation as the judge saw it, or with --keep-originals"
-        " to see the original text."
-    )
 
 
 def request_of(cache: Any, row: EvaluationRow) -> Any:

@@ -195,6 +195,20 @@ def test_flowrate_report_redacts_the_transcripts_of_redacted_rows_unless_keep_or
     assert "report my manager" in "\n".join(readings(tmp_path / "kept.html"))
 
 
+def test_flowrate_report_without_the_runs_config_leaves_out_a_transcript_it_cannot_redact_as_the_run_did(
+    judge, run_flowrate, tmp_path
+):
+    # the run's config redacted order numbers and a project's name; the report, not given it, would
+    # show them: that transcript is left out, and the command says why
+    path = planted_inputs(tmp_path)
+    run_flowrate(*local_eval(judge, path, "--redact", "--config", "rules.yaml"))
+    result = run_flowrate("report", "out.jsonl", "--html", "page.html", "--inputs", path)
+    assert result.returncode == 0, result.stderr
+    assert leaks(readings(tmp_path / "page.html")) == []
+    assert "1 transcript(s) of redacted rows left out" in result.stderr
+    assert "Olá, meu CPF é <CPF_1>" in "\n".join(readings(tmp_path / "page.html"))  # redacted as the run did: shown
+
+
 def test_a_batch_export_of_a_redacted_run_holds_none_of_the_planted_identifiers(judge, run_flowrate, tmp_path):
     path = planted_inputs(tmp_path)
     result = run_flowrate(*local_eval(judge, path, "--redact", "--config", "rules.yaml", "--batch-export", "b.jsonl"))

@@ -92,7 +92,7 @@ def test_without_the_runs_config_a_transcript_its_rules_redacted_is_withheld_say
     assert transcripts["en-billing"] == row_transcript == []  # none of its text, redacted or not
     for page_text in (shown["en-billing"], row):
         assert "Transcript not shown: the run that judged it replaced ORDER 2, PROJECT 1 mention(s)" in page_text
-        assert "Start flowrate review with the run's --config" in page_text
+        assert "Give the run's --config" in page_text
     assert "Olá, meu CPF é <CPF_1>" in transcripts["pt-cadastro"][0]  # redacted as the run did: shown
     assert "1 transcript(s) of redacted rows not shown" in home
     assert any("1 transcript(s) of redacted rows not shown" in line for line in review.said)

@@ -207,6 +207,27 @@ def as_judged(
     return shown
 
 
+def withheld_reason(
+    recorded: dict[str, int], case: ConversationalEvalTestCase, redacted_by: str | None = None
+) -> str | None:
+    """Why `case`, redacted again for a page, may not be shown where its run recorded `recorded`
+    (a row's `redactions`, by `redacted_by`): the types of which the run replaced more mentions
+    than this redaction did (the case's); None when it replaced at least as many of each (a run's
+    `redact_rules` not given again leave their names, order numbers or keys in the text)."""
+    made = case.redactions or {}
+    short = {kind: count for kind, count in recorded.items() if made.get(kind, 0) < count}
+    if not short:
+        return None
+    judged = ", ".join(f"{kind} {count}" for kind, count in sorted(short.items()))
+    here = ", ".join(f"{kind} {made.get(kind, 0)}" for kind in sorted(short))
+    by = f" by {redacted_by}" if redacted_by else ""
+    return (
+        f"Transcript not shown: the run that judged it replaced {judged} mention(s) in it (redacted{by}), this"
+        f" redaction only {here}, so it would show what the run kept from the judge. Give the run's --config (its"
+        " redact_rules) to see the conversation as the judge saw it, or --keep-originals to see the original text."
+    )
+
+
 def detectors_ran(redactor: Redactor) -> str:
     """The run's notice of what `redactor` replaces, and what it cannot (no named-entity model)."""
     own = f", and {len(redactor.rules)} rule(s) of the config" if redactor.rules else ""
