@@ -268,6 +268,21 @@ def test_every_input_reaches_flowrate_eval_as_its_option_with_its_value():
     assert parsed["config"].name == "flowrate.yaml"
 
 
+def test_every_eval_input_given_changes_the_cache_key(tmp_path, monkeypatch):
+    from flowrate.ci.action import INPUTS_VARIABLE, cache_keys
+
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "chats.jsonl", [turn_record("c0", "question", "answer")])
+    keys = {}
+    for name, spec in [("", {"description": ""}), *ACTION["inputs"].items()]:
+        if name in OWN_INPUTS:
+            continue
+        value = "true" if spec["description"].startswith("true: ") else "7"
+        inputs = {"files": "chats.jsonl", **({name: value} if name else {})}
+        keys.setdefault(cache_keys({INPUTS_VARIABLE: json.dumps(inputs)})[0], []).append(name)
+    assert [names for names in keys.values() if len(names) > 1] == []  # redact, language, samples, ... each its own
+
+
 def test_each_step_that_runs_the_script_is_given_every_input():
     for step in ACTION["runs"]["steps"]:
         if "flowrate.ci.action" in step.get("run", ""):
