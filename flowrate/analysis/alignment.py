@@ -30,7 +30,7 @@ from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.inputs.selection import stable_hash
 from flowrate.results.rows import EvaluationRow
-from flowrate.rubric.model import PACKAGED, Criterion, Rubric, RubricExample, load_rubric
+from flowrate.rubric.model import EXAMPLES_LANGUAGE, PACKAGED, Criterion, Rubric, RubricExample, load_rubric
 from flowrate.rubric.prompt import grading_request
 
 MIN_LABELS = 20  # labelled, judged conversations of the metric before align learns from them
@@ -187,7 +187,7 @@ def example_of(
 def example_tokens(example: RubricExample, rubric: Rubric, count_tokens: Callable[[str], int]) -> int:
     """What `example` adds to every prompt: its request and its reply, as the judge is sent them."""
     shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
-    return count_tokens(grading_request(shown, "English", rubric.task)) + count_tokens(
+    return count_tokens(grading_request(shown, EXAMPLES_LANGUAGE, rubric.task)) + count_tokens(
         orjson.dumps(example.reply).decode()
     )
 

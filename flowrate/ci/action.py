@@ -1,11 +1,16 @@
 """The steps of flowrate's GitHub Action (`action.yml`), as a script a test can run without GitHub:
 `python -m flowrate.ci.action key` and `python -m flowrate.ci.action run`.
 
-The action passes its inputs as INPUT_<NAME> variables (dashes as underscores): `files`, the
-`flowrate eval` options of the same names (`model`, `max-cost`, `min-pass-rate`, ...; a list
-option's values separated by spaces), `config`, and its own: `baseline` (the path of the baseline
-rows in the target branch), `baseline-file` (a baseline rows file already in the workspace, such
-as a downloaded artifact), `tolerance`, `fail-on-any-regression` and `results-dir`.
+The action passes its inputs as one JSON object, `INPUTS_JSON: ${{ toJSON(inputs) }}`
+(a composite action's steps get no INPUT_<NAME> variables, and listing each input in each step's
+env wrote it three times): `files`, every `flowrate eval` option of the same name (`model`,
+`max-cost`, `min-pass-rate`, ...; a list option's values separated by spaces; a flag `true`) but
+those the steps give themselves (`OWNED`), `config`, and its own: `baseline` (the path of the
+baseline rows in the target branch), `baseline-file` (a baseline rows file already in the
+workspace, such as a downloaded artifact), `tolerance`, `fail-on-any-regression` and
+`results-dir`. The eval options' inputs in `action.yml` are generated from their declarations
+(`python -m flowrate.ci.action inputs action.yml`), so none is missing and each is described as
+`flowrate eval --help` describes it.
 
 - `key` writes `cache-key` and `restore-keys` to GITHUB_OUTPUT for `actions/cache`: the judge (model,
   server), the rubric and metrics (the rubric file's and the config file's contents), then the
@@ -23,12 +28,13 @@ as a downloaded artifact), `tolerance`, `fail-on-any-regression` and `results-di
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from flowrate.errors import ExitCode
@@ -38,28 +44,47 @@ from flowrate.results.summary import RunSummary
 from flowrate.settings.groups import Flag
 from flowrate.settings.options import EvalSettings
 
+if typing.TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
 # What the action writes, and never takes as an option of its own: the rows, the reports and
 # GitHub's summary belong to the action's steps.
 WRITTEN = {"output", "junit", "html", "github", "history", "output_parquet", "batch_export"}
+# The eval options no input gives: what the action writes, and the response cache's folder, which
+# is the one its cache steps restore and save (`eval --dry-run`, a command's own, judges nothing to
+# gate on and is no setting)
+OWNED = WRITTEN | {"cache_dir"}
+INPUTS_VARIABLE = "INPUTS_JSON"  # the step's env: ${{ toJSON(inputs) }}
+GENERATED = (  # the lines around the generated inputs in action.yml
+    "  # flowrate eval's options, generated from their declarations: python -m flowrate.ci.action inputs action.yml\n",
+    "  # end of flowrate eval's options\n",
+)
 PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target"}
 PARTIAL = "-partial-"  # in the key of a cache saved by a run that stopped before judging everything
 
 
 def given(environ: Mapping[str, str], name: str) -> str:
-    """The action's input `name` (dashes or underscores), stripped; "" when not given."""
-    return environ.get("INPUT_" + name.replace("-", "_").upper(), "").strip()
+    """The action's input `name`, stripped; "" when not given."""
+    inputs = json.loads(environ.get(INPUTS_VARIABLE) or "{}")
+    return str(inputs.get(name) or "").strip()
+
+
+def passed_options() -> Iterator[tuple[str, FieldInfo, Flag]]:
+    """The eval options the action's inputs give, in the order of the settings: each one's input
+    name (its long flag without `--`), field and `Flag`."""
+    for name, info in EvalSettings.model_fields.items():
+        flag = next((item for item in info.metadata if isinstance(item, Flag)), None)
+        if flag is not None and name not in OWNED:
+            yield flag.flags(name)[0].removeprefix("--"), info, flag
 
 
 def eval_options(environ: Mapping[str, str]) -> list[str]:
     """The `flowrate eval` arguments the action's inputs give: each input named as an option of
     eval's, in the order of the settings (a bool input "true" as the bare flag)."""
     arguments = []
-    for name, info in EvalSettings.model_fields.items():
-        flag = next((item for item in info.metadata if isinstance(item, Flag)), None)
-        if flag is None or name in WRITTEN:
-            continue
-        option = flag.flags(name)[0]
-        value = given(environ, option.removeprefix("--"))
+    for input_name, info, flag in passed_options():
+        option = "--" + input_name
+        value = given(environ, input_name)
         if not value:
             continue
         kind = flag.cli_type or info.annotation
@@ -73,6 +98,31 @@ def eval_options(environ: Mapping[str, str]) -> list[str]:
     if config := given(environ, "config"):
         arguments += ["--config", config]
     return arguments
+
+
+def eval_inputs() -> str:
+    """action.yml's inputs of the eval options (`passed_options`), as YAML: each described by its
+    declaration's help, as `flowrate eval --help` shows it, and empty by default (not given: the
+    config file, FLOWRATE_* or flowrate's default decide)."""
+    from flowrate.cli.options import help_text
+
+    lines = []
+    for input_name, info, flag in passed_options():
+        text = help_text(info)
+        if info.annotation is bool:
+            text = f"true: {text}"
+        if typing.get_origin(flag.cli_type or info.annotation) is list:
+            text += " Several: separated by spaces."
+        description = json.dumps(f"{text} (flowrate eval --{input_name})", ensure_ascii=False)
+        lines += [f"  {input_name}:", f"    description: {description}", "    required: false", '    default: ""']
+    return "".join(line + "\n" for line in lines)
+
+
+def write_eval_inputs(path: Path) -> None:
+    """Rewrite the generated inputs of the action file `path` (between the `GENERATED` lines)."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(GENERATED[0]) + len(GENERATED[0]), text.index(GENERATED[1])
+    path.write_text(text[:start] + eval_inputs() + text[end:], encoding="utf-8")
 
 
 def _digest(paths: list[str], results: Path | None = None, options: str = "") -> str:
@@ -238,15 +288,20 @@ def run(environ: Mapping[str, str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`key` or `run` (the first of `argv`, default the command line's), over this environment."""
-    command = (argv if argv is not None else sys.argv[1:])[:1]
+    """`key` or `run` (the first of `argv`, default the command line's), over this environment;
+    or `inputs ACTION_YML`, which rewrites the action file's generated inputs."""
+    arguments = argv if argv is not None else sys.argv[1:]
+    command = arguments[:1]
     if command == ["key"]:
         key, restore_keys = cache_keys(os.environ)
         write_outputs(os.environ.get("GITHUB_OUTPUT"), {"cache-key": key, "restore-keys": "\n".join(restore_keys)})
         return 0
     if command == ["run"]:
         return run(os.environ)
-    print("usage: python -m flowrate.ci.action key|run", file=sys.stderr)
+    if command == ["inputs"] and len(arguments) == 2:
+        write_eval_inputs(Path(arguments[1]))
+        return 0
+    print("usage: python -m flowrate.ci.action key|run|inputs ACTION_YML", file=sys.stderr)
     return 2
 
 

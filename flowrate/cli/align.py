@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flowrate.cli.app import app
-from flowrate.cli.common import Paths, command, say, stderr, write_stdout
+from flowrate.cli.common import Paths, command, labels_history, say, stderr, write_stdout
 from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
@@ -21,19 +21,13 @@ if TYPE_CHECKING:
 @command(app, "align")
 @takes(
     groups.JudgeOptions, groups.RetryOptions, groups.LimitOptions, groups.CacheOptions,
-    also=("language", "samples", "max_input_tokens"),
+    also=("language", "samples", "max_input_tokens", "history"),
 )  # fmt: skip
 def align_command(
     paths: Paths,
     results: Annotated[
         Path | None,
         typer.Option("--results", help="The judge's rows (flowrate eval -o FILE). [default: the history's rows]"),
-    ] = None,
-    history: Annotated[
-        str | None,
-        typer.Option(
-            "--history", help="People's labels and comments from this history (and its rows, without --results)."
-        ),
     ] = None,
     labels_file: Annotated[
         Path | None, typer.Option("--labels", help="People's labels from this JSONL or CSV file.")
@@ -79,9 +73,8 @@ def align_command(
     from flowrate.inputs.files import check_apart
 
     # the rows and labels are read here; the rubric and the conversations `align_rubric` checks itself
+    history = labels_history(given, labels_file)
     check_apart([("--output", output)], [path for path in (results, history, labels_file) if path], of="align")
-    if history is not None and labels_file is not None:
-        raise ConfigError("give --history or --labels, not both")
     if history is None and labels_file is None:
         raise ConfigError("--history FILE or --labels FILE gives people's labels")
     if results is None and history is None:

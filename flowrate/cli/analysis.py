@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from flowrate.cli.app import app, history_app, labels_app
-from flowrate.cli.common import HistoryOption, ResultsPaths, command, say, stderr, write_stdout
+from flowrate.cli.common import HistoryOption, ResultsPaths, command, labels_history, say, stderr, write_stdout
 from flowrate.cli.options import Given, takes
 from flowrate.errors import ConfigError, ExitCode
 from flowrate.settings import groups
@@ -17,7 +17,7 @@ from flowrate.settings import groups
 @command(app, "agreement")
 @takes(
     groups.JudgeOptions, groups.RetryOptions, groups.CacheOptions, groups.PromptOptions,
-    also=("concurrency", "rpm", "tpm", "skip_invalid", "verbose", "weights"),
+    also=("concurrency", "rpm", "tpm", "skip_invalid", "verbose", "weights", "history"),
 )  # fmt: skip
 def agreement_command(
     paths: Annotated[
@@ -33,13 +33,6 @@ def agreement_command(
     ] = None,
     results: Annotated[
         Path | None, typer.Option("--results", help="Use the rows of an earlier run instead of calling the judge.")
-    ] = None,
-    history: Annotated[
-        str | None,
-        typer.Option(
-            "--history",
-            help="With --results: people's labels from this history (imported labels and each reviewer's answers).",
-        ),
     ] = None,
     labels_file: Annotated[
         Path | None, typer.Option("--labels", help="With --results: people's labels from this JSONL or CSV file.")
@@ -68,8 +61,11 @@ def agreement_command(
     """Measure how well the judge agrees with human labels: Spearman, Kendall, Pearson, kappa;
     with --results and --history or --labels, the judge report on people's labels."""
     rubric = given.values.get("rubric")
+    if label is not None and (labels_file is not None or "history" in given.typed):
+        raise ConfigError("--label reads labels on the conversation records; with --history or --labels leave it out")
+    history = None if label is not None else labels_history(given, labels_file)
     if history is not None or labels_file is not None:
-        _judge_report_form(paths or [], label, results, history, labels_file, metric, rubric, as_json)
+        _judge_report_form(paths or [], results, history, labels_file, metric, rubric, as_json)
         return
     if label is None or not paths:
         raise ConfigError("give labelled conversation files and --label NAME, or --results with --history or --labels")
@@ -78,7 +74,11 @@ def agreement_command(
     from flowrate.reports.console import print_agreement
 
     compared = metric or "conversational_flow_rate"
-    settings = None if results is not None else given.settings(output=output or "flowrate-agreement.jsonl")
+    # the run adds no rows to a history: agreement reads people's labels from one, and a labelled
+    # set judged here is no run of the project's conversations
+    settings = None
+    if results is None:
+        settings = given.settings(output=output or "flowrate-agreement.jsonl").model_copy(update={"history": None})
     measured = agree_with_labels(
         paths, label, compared, rubric, results=results, settings=settings, evaluate=run_with_progress
     )
@@ -97,7 +97,6 @@ def agreement_command(
 
 def _judge_report_form(
     paths: list[str],
-    label: str | None,
     results: Path | None,
     history: str | None,
     labels_file: Path | None,
@@ -111,12 +110,8 @@ def _judge_report_form(
     from flowrate.analysis.sources import judge_report_of
     from flowrate.reports.agreement import print_judge_report
 
-    if label is not None:
-        raise ConfigError("--label reads labels on the conversation records; with --history or --labels leave it out")
     if results is None:
         raise ConfigError("--history and --labels compare people's labels with the rows of --results RESULTS")
-    if history is not None and labels_file is not None:
-        raise ConfigError("give --history or --labels, not both")
     report = judge_report_of(results, history, labels_file, metric, paths, rubric)
     print_judge_report(stderr(), report)
     if as_json:

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from flowrate.cli.options import option_of
-from flowrate.errors import ExitCode, FlowrateError, InputError, exit_code_for
+from flowrate.cli.options import Given, option_of
+from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, exit_code_for
 from flowrate.settings import groups
 
 
@@ -84,6 +84,22 @@ def option(*names: str, env: str, help: str, **extra: Any) -> Any:
 HistoryOption = Annotated[
     str | None, option_of(groups.ReportOptions, "history")
 ]  # for the commands that only read the history
+
+
+def labels_history(given: Given, labels_file: object) -> str | None:
+    """The history a command that takes the option `history` reads people's labels from: as eval
+    reads it, `--history`, else FLOWRATE_HISTORY, else the config file's `history`; None when
+    `labels_file` (`--labels`) names the labels instead. A history from FLOWRATE_HISTORY or the
+    config is then not read (it is the default of a project's commands, not a second source of
+    labels); one given on the command line beside `--labels` is refused."""
+    if labels_file is None:
+        history: str | None = given.settings().history
+        return history
+    if "history" in given.typed:
+        raise ConfigError("give --history or --labels, not both")
+    return None
+
+
 CacheDirOption = Annotated[
     str | None, option_of(groups.CacheOptions, "cache_dir")
 ]  # for the commands that only read the cache

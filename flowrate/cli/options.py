@@ -33,13 +33,19 @@ CONFIG = inspect.Parameter(
 )
 
 
+# typer's context, which says where each option's value came from (the command line or FLOWRATE_*)
+CONTEXT = inspect.Parameter("typer_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+
+
 @dataclass(frozen=True)
 class Given:
     """What a command was given of its groups' options, by settings name (absent: not given),
-    and the `--config` file named (None: the default one, when present)."""
+    the `--config` file named (None: the default one, when present), and the names of those
+    given on the command line itself (`typed`; the others came from FLOWRATE_*)."""
 
     values: dict[str, Any] = field(default_factory=dict)
     config: Path | None = None
+    typed: frozenset[str] = frozenset()
 
     def settings(self, **fixed: Any) -> Any:
         """The `EvalSettings` of these options over the config file and the defaults; `fixed`
@@ -127,16 +133,20 @@ def takes(
         parameters = [parameter for name, parameter in own.items() if name != "given"]
         parameters += [parameter for parameter, _ in generated.values()]
         parameters += [CONFIG] if config else []
+        parameters.append(CONTEXT)
 
         @functools.wraps(function)
         def run(*args: Any, **kwargs: Any) -> None:
-            values = {}
+            context = kwargs.pop(CONTEXT.name)
+            values, typed = {}, set()
             for name, (parameter, flag) in generated.items():
                 value = kwargs.pop(parameter.name)
                 if value is None or value in ([], ()):  # not given (an empty repeatable option too)
                     continue
                 values[name] = flag.parse(value) if flag.parse else value
-            function(*args, given=Given(values, kwargs.pop("config", None)), **kwargs)
+                if context.get_parameter_source(parameter.name).name == "COMMANDLINE":  # not FLOWRATE_*
+                    typed.add(name)
+            function(*args, given=Given(values, kwargs.pop("config", None), frozenset(typed)), **kwargs)
 
         run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         return run

@@ -19,6 +19,7 @@ from flowrate.metrics.protocol import Metric
 from flowrate.results.events import KeepRows, OutputStopped, RunListener
 from flowrate.results.rows import ConversationResult, ErrorInfo, EvaluationRow, MetricResult
 from flowrate.results.summary import RunSummary
+from flowrate.settings.groups import DEFAULT_CONCURRENCY
 
 INTERRUPT_GRACE_S = 5.0
 PLAN_AHEAD = 32  # conversations planned, and looked up in the cache, together
@@ -196,7 +197,7 @@ class Scheduler:
     summary: RunSummary = field(default_factory=RunSummary)
     #: rows a resumed output already holds, by (id, metric): each is counted when its conversation comes by
     done: dict[tuple[str, str], EvaluationRow] = field(default_factory=dict)
-    concurrency: int = 16
+    concurrency: int = DEFAULT_CONCURRENCY
     rpm: float | None = None
     tpm: float | None = None
     max_cost_usd: float | None = None
@@ -432,7 +433,7 @@ def error_rows(
 async def evaluate_conversations(
     conversations: list[ConversationalEvalTestCase],
     metrics: list[Metric],
-    concurrency: int = 16,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> list[ConversationResult]:
     """Judge each conversation with each metric; results come back in input order.
 

@@ -27,7 +27,7 @@ from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEst
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
-from flowrate.settings.groups import DEFAULT_MODEL, DEFAULT_THRESHOLD, ScoreChoice, check_threshold
+from flowrate.settings.groups import DEFAULT_LANGUAGE, DEFAULT_MODEL, DEFAULT_THRESHOLD, ScoreChoice, check_threshold
 
 
 class RubricMetric:
@@ -61,7 +61,7 @@ class RubricMetric:
         verbose: bool = False,
         *,
         api_base: str | None = None,
-        language: str = "English",
+        language: str = DEFAULT_LANGUAGE,
         retry: RetryPolicy | None = None,
         samples: int = 1,
         max_input_tokens: int | None = None,

@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
 from flowrate.rubric.prompt import grading_request
+from flowrate.settings.groups import DEFAULT_LANGUAGE
+
+# The language the worked examples are shown in, whatever --language asks: their replies are written in it
+EXAMPLES_LANGUAGE = "English"
 
 PACKAGED = {
     "conversational_flow_rate": "conversational_flow.yaml",
@@ -129,12 +133,12 @@ class Rubric(BaseModel):
         messages = [{"role": "system", "content": self.instructions}]
         for example in self.examples:
             shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
-            messages.append({"role": "user", "content": grading_request(shown, "English", self.task)})
+            messages.append({"role": "user", "content": grading_request(shown, EXAMPLES_LANGUAGE, self.task)})
             messages.append({"role": "assistant", "content": orjson.dumps(example.reply).decode()})
         return messages
 
     def build_messages(
-        self, case: ConversationalEvalTestCase, language: str = "English", elided: tuple[int, int] | None = None
+        self, case: ConversationalEvalTestCase, language: str = DEFAULT_LANGUAGE, elided: tuple[int, int] | None = None
     ) -> list[dict[str, str]]:
         """The chat messages for one judge call: rubric, examples, then the conversation.
 

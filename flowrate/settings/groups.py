@@ -569,6 +569,9 @@ class RedactionOptions(Group):
     )
 
 
-# The defaults the library's own signatures share with the options (`RubricMetric`, `Repetition`).
+# The defaults the library's own signatures share with the options (`RubricMetric`, `Repetition`,
+# `Rubric.build_messages`, `Scheduler`, `evaluate_conversations`, the failure modes' naming).
 DEFAULT_MODEL: str = JudgeOptions.model_fields["model"].default
 DEFAULT_THRESHOLD: float = MetricOptions.model_fields["threshold"].default
+DEFAULT_LANGUAGE: str = PromptOptions.model_fields["language"].default
+DEFAULT_CONCURRENCY: int = LimitOptions.model_fields["concurrency"].default

@@ -291,3 +291,18 @@ def test_align_refuses_to_write_the_new_rubric_over_one_of_its_inputs(case, tmp_
     assert result.returncode == 2, result.stderr
     assert f"--output {given[-1]}: is also an input of align" in result.stderr
     assert {name: (tmp_path / name).read_bytes() for name in inputs} == before
+
+
+def test_align_reads_the_history_from_flowrate_history_as_eval_does(tmp_path, run_flowrate, judge, cli_env):
+    setup(tmp_path, run_flowrate, judge)
+    named = align(run_flowrate, judge)
+    assert named.returncode == 0, named.stderr
+    env = dict(cli_env, FLOWRATE_HISTORY=str(tmp_path / "h.duckdb"))
+    from_env = run_flowrate(
+        "align", "c.jsonl", "--api-base", judge.base_url, "-o", "env.yaml", "--json", env=env
+    )  # the history's rows, labels and comments
+    assert from_env.returncode == 0, from_env.stderr
+    assert json.loads(from_env.stdout)["examples"] == json.loads(named.stdout)["examples"]
+    assert (tmp_path / "env.yaml").read_text().split("\n", 1)[1] == (tmp_path / "new.yaml").read_text().split("\n", 1)[
+        1
+    ]

@@ -10,7 +10,7 @@ from flowrate.analysis.history import connect, import_results
 from flowrate.analysis.judge_report import agreement_page_data, judge_report, metric_scales
 from flowrate.analysis.labels import Label
 from flowrate.analysis.reviews import Review, record_review
-from tests.helpers import dated_row, verdict_record, write_jsonl
+from tests.helpers import dated_row, turn_record, verdict_record, write_jsonl
 
 FLOW = "conversational_flow_rate"
 SCORES = {"fully": 1.0, "mostly": 0.9, "partial": 0.7, "minor": 0.3, "none": 0.0}
@@ -174,3 +174,51 @@ def test_agreement_without_results_or_with_both_label_sources_is_refused(run_flo
     both = run_flowrate("agreement", "--results", "rows.jsonl", "--labels", "labels.jsonl", "--history", "h.duckdb")
     assert both.returncode == 2 and "not both" in both.stderr
     assert "Traceback" not in refused.stderr + nothing.stderr + no_label.stderr + both.stderr
+
+
+def test_agreement_reads_the_history_from_flowrate_history_and_the_config_as_eval_does(run_flowrate, cli_env, tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    write_jsonl(rows, [verdict_record("c1", "fully"), verdict_record("c2", "minor")])
+    history = tmp_path / "h.duckdb"
+    connection = connect(history)
+    import_results(connection, rows)
+    record_review(connection, Review("c1", FLOW, "ana", "none", 0.0, answered_at=datetime(2026, 11, 1)))
+    record_review(connection, Review("c2", FLOW, "bo", "fully", 1.0, answered_at=datetime(2026, 11, 1)))
+    connection.close()
+    (tmp_path / "flowrate.yaml").write_text(f"history: {history}\n")
+    named = run_flowrate("agreement", "--results", rows, "--history", history, "--json")
+    assert named.returncode == 0, named.stderr
+    from_env = run_flowrate("agreement", "--results", rows, "--json", env=dict(cli_env, FLOWRATE_HISTORY=str(history)))
+    from_config = run_flowrate("agreement", "--results", rows, "--json", "--config", "flowrate.yaml")
+    assert (from_env.returncode, from_env.stdout) == (0, named.stdout), from_env.stderr
+    assert (from_config.returncode, from_config.stdout) == (0, named.stdout), from_config.stderr
+
+
+def test_a_labels_file_or_label_on_the_command_line_outranks_the_history_of_flowrate_history(
+    run_flowrate, cli_env, tmp_path
+):
+    rows = tmp_path / "rows.jsonl"
+    write_jsonl(rows, [verdict_record("c1", "fully")])
+    labels = [{"conversation_id": "c1", "metric": FLOW, "verdict": "none", "labeled_at": "2026-11-01"}]
+    write_jsonl(tmp_path / "labels.jsonl", labels)
+    write_jsonl(tmp_path / "set.jsonl", [{**turn_record("c1", "hi", "hello"), "labels": {"Coherent": 2}}])
+    env = dict(cli_env, FLOWRATE_HISTORY=str(tmp_path / "absent.duckdb"))  # never opened
+    from_file = run_flowrate("agreement", "--results", rows, "--labels", "labels.jsonl", "--json", env=env)
+    assert from_file.returncode == 0, from_file.stderr
+    assert json.loads(from_file.stdout)["metrics"][FLOW]["n"] == 1
+    on_records = run_flowrate("agreement", "set.jsonl", "--label", "Coherent", "--results", rows, env=env)
+    assert on_records.returncode == 0, on_records.stderr
+    both = run_flowrate("agreement", "set.jsonl", "--label", "Coherent", "--results", rows, "--history", "h.duckdb")
+    assert both.returncode == 2 and "with --history or --labels leave it out" in both.stderr
+    assert not (tmp_path / "absent.duckdb").exists()
+
+
+def test_agreement_s_judging_run_adds_no_rows_to_the_history_it_would_read_labels_from(run_flowrate, judge, tmp_path):
+    write_jsonl(tmp_path / "set.jsonl", [{**turn_record("c1", "hi", "hello"), "labels": {"Coherent": 2}}])
+    (tmp_path / "flowrate.yaml").write_text("history: h.duckdb\n")
+    judged = run_flowrate(
+        "agreement", "set.jsonl", "--label", "Coherent", "--api-base", judge.base_url, "--config", "flowrate.yaml"
+    )
+    assert judged.returncode == 0, judged.stderr
+    assert judge.requests == 1 and (tmp_path / "flowrate-agreement.jsonl").is_file()
+    assert not (tmp_path / "h.duckdb").exists()

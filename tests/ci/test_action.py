@@ -15,7 +15,6 @@ import yaml
 
 from flowrate.ci.action import write_outputs
 from flowrate.errors import ExitCode
-from flowrate.settings.options import EvalSettings
 from tests.helpers import HOSTILE_IDS, ROOT, read_rows, turn_record, workflow_commands, write_jsonl
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
@@ -63,7 +62,7 @@ def evaluate(expression, contexts):
     """A GitHub Actions expression, of the forms action.yml uses, as the runner evaluates it:
     context paths (`inputs.x`, `runner.temp`, `steps.run.outputs.x`; a missing one is ''),
     '...' strings, `==`, `!=`, `&&` and `||` (which give an operand, not a boolean),
-    parentheses and `always()`. Strings are compared as written (GitHub ignores case; the values
+    parentheses, `always()` and `toJSON(...)` (JSON indented by 2, as the runner writes it). Strings are compared as written (GitHub ignores case; the values
     compared here are lower case)."""
     tokens = re.findall(r"&&|\|\||==|!=|\(|\)|'(?:[^']|'')*'|[A-Za-z_][\w.-]*(?:\(\))?", expression)
     assert "".join(tokens) == re.sub(r"\s", "", expression), f"an expression this test cannot read: {expression}"
@@ -77,12 +76,14 @@ def evaluate(expression, contexts):
             python.append(repr(token[1:-1].replace("''", "'")))
         elif token == "always()":
             python.append("True")
+        elif token == "toJSON":
+            python.append("toJSON")
         else:
             value = contexts
             for part in token.split("."):
                 value = value.get(part, "") if isinstance(value, dict) else ""
             python.append(repr(value))
-    return eval("".join(python), {"__builtins__": {}})
+    return eval("".join(python), {"__builtins__": {}, "toJSON": lambda value: json.dumps(value, indent=2)})
 
 
 def expand(text, contexts):
@@ -196,17 +197,97 @@ def chats(workspace, broken=()):
     return write_jsonl(workspace / "chats.jsonl", records)
 
 
-def test_every_input_of_the_action_is_its_own_or_an_option_of_flowrate_eval_and_reaches_the_script():
-    options = {
-        name.replace("_", "-"): name for name, info in EvalSettings.model_fields.items() if info.metadata
-    }  # fields with a flag
+# The options of `flowrate eval` that no input of the action gives, and why: the action's steps
+# write the rows, the reports and GitHub's summary themselves, the response cache's folder is the
+# one its cache steps restore and save, and a dry run judges nothing to gate on.
+OWNED_OPTIONS = {
+    "--output",
+    "--junit",
+    "--html",
+    "--github",
+    "--history",
+    "--output-parquet",
+    "--batch-export",
+    "--cache-dir",
+    "--dry-run",
+    "--config",  # the action's own input `config`
+}
+
+
+def eval_command():
+    import typer.main
+
+    from flowrate.cli import app
+
+    return typer.main.get_command(app).commands["eval"]
+
+
+def test_every_option_of_flowrate_eval_is_an_input_of_the_action_but_those_its_steps_give():
+    offered = {parameter.opts[0] for parameter in eval_command().params if parameter.opts[0].startswith("--")}
+    assert OWNED_OPTIONS <= offered  # none of them gone stale
     inputs = set(ACTION["inputs"])
-    assert not inputs - OWN_INPUTS - set(options), "inputs that are no eval option"
-    run_step = next(step for step in ACTION["runs"]["steps"] if step.get("id") == "run")
-    passed = {
-        name.removeprefix("INPUT_").lower().replace("_", "-") for name in run_step["env"] if name.startswith("INPUT_")
-    }
-    assert inputs - passed == {"artifact-name", "python-version", "flowrate-spec"}  # the uses: steps' own
+    missing = sorted(option for option in offered - OWNED_OPTIONS if option.removeprefix("--") not in inputs)
+    assert missing == [], (
+        "options of flowrate eval the action cannot pass (python -m flowrate.ci.action inputs action.yml)"
+    )
+    assert not inputs - OWN_INPUTS - {option.removeprefix("--") for option in offered}, "inputs that are no eval option"
+
+
+def test_the_action_s_eval_inputs_are_generated_from_the_declarations(tmp_path):
+    from flowrate.ci.action import write_eval_inputs
+
+    copy = tmp_path / "action.yml"
+    copy.write_text((ROOT / "action.yml").read_text())
+    write_eval_inputs(copy)
+    assert copy.read_text() == (ROOT / "action.yml").read_text(), "run python -m flowrate.ci.action inputs action.yml"
+    assert ACTION["inputs"]["redact"]["description"].startswith("true: Replace emails")
+    assert ACTION["inputs"]["max-cost"]["default"] == ""  # not given: the config file or flowrate's default
+
+
+def test_every_input_reaches_flowrate_eval_as_its_option_with_its_value():
+    from flowrate.ci.action import INPUTS_VARIABLE, eval_options
+
+    values = {}
+    for name, spec in ACTION["inputs"].items():
+        if name in OWN_INPUTS:
+            continue
+        words = spec["description"]
+        values[name] = "true" if words.startswith("true: ") else "a=1 b=2" if "Several:" in words else "7"
+    arguments = eval_options({INPUTS_VARIABLE: json.dumps({**values, "config": "flowrate.yaml"})})
+    command = eval_command()
+    parsed = command.make_context("eval", ["chats.jsonl", *arguments]).params
+    for name, value in values.items():
+        parameter = next(parameter for parameter in command.params if parameter.opts[0] == f"--{name}")
+        got = parsed[parameter.name]
+        if value == "true":
+            assert got is True, name
+        elif "=" in value:
+            assert got == ["a=1", "b=2"], name
+        else:  # 7 as the option's type reads it: a number, or the text
+            assert str(got).removesuffix(".0") == "7", name
+    assert parsed["config"].name == "flowrate.yaml"
+
+
+def test_every_eval_input_given_changes_the_cache_key(tmp_path, monkeypatch):
+    from flowrate.ci.action import INPUTS_VARIABLE, cache_keys
+
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "chats.jsonl", [turn_record("c0", "question", "answer")])
+    keys = {}
+    for name, spec in [("", {"description": ""}), *ACTION["inputs"].items()]:
+        if name in OWN_INPUTS:
+            continue
+        value = "true" if spec["description"].startswith("true: ") else "7"
+        inputs = {"files": "chats.jsonl", **({name: value} if name else {})}
+        keys.setdefault(cache_keys({INPUTS_VARIABLE: json.dumps(inputs)})[0], []).append(name)
+    assert [names for names in keys.values() if len(names) > 1] == []  # redact, language, samples, ... each its own
+
+
+def test_each_step_that_runs_the_script_is_given_every_input():
+    for step in ACTION["runs"]["steps"]:
+        if "flowrate.ci.action" in step.get("run", ""):
+            assert step["env"]["INPUTS_JSON"] == "${{ toJSON(inputs) }}"
+            assert not [name for name in step["env"] if name.startswith("INPUT_")]  # each input written once
     assert set(ACTION["outputs"]) == {
         "pass-rate",
         "failures",
@@ -216,6 +297,16 @@ def test_every_input_of_the_action_is_its_own_or_an_option_of_flowrate_eval_and_
         "regressed",
         "exit-code",
     }
+
+
+def test_redact_reaches_flowrate_eval_and_the_judge_sees_only_placeholders(runner, judge):
+    records = [turn_record("c0", "my email is ana.silva@example.com", "thanks, noted")]
+    write_jsonl(runner.workspace / "chats.jsonl", records)
+    run = runner.run({"files": "chats.jsonl", "api-base": judge.base_url, "redact": "true"})["run"]
+    assert run["status"] == 0, run["stderr"]
+    rows = read_rows(runner.workspace / "flowrate-results" / "rows.jsonl")
+    assert rows[0]["redactions"] == {"EMAIL": 1}
+    assert judge.bodies and "ana.silva@example.com" not in json.dumps(judge.bodies)
 
 
 def test_a_push_run_writes_the_summary_annotations_artifacts_and_outputs(runner, judge):

@@ -51,11 +51,20 @@ def test_the_config_sample_lists_every_option():
     assert listed == set(EvalSettings.model_fields)
 
 
-def test_the_option_tables_of_eval_and_judge_bench_hold_exactly_their_commands_options(run_flowrate):
+def test_the_commands_page_copies_no_option_of_eval_and_sends_the_reader_to_the_reference():
+    # the page held a hand copy of eval's 62 options, which went stale as options were added:
+    # every option is in docs/cli.md, generated; the page keeps only what the help cannot say
+    section = (ROOT / "docs" / "commands.md").read_text().split("### `flowrate eval PATH...`", 1)[1].split("\n### ")[0]
+    assert "](cli.md#flowrate-eval)" in section
+    assert re.findall(r"^\|.*`--[a-z]", section, re.MULTILINE) == []  # no table row of an option
+    assert "\n## `flowrate eval`\n" in reference()["render"]()  # the anchor #flowrate-eval
+
+
+def test_the_option_table_of_judge_bench_holds_exactly_its_command_s_options(run_flowrate):
     # a global search let `judge-bench --transport` go undocumented and `--version` (the app's)
-    # sit in eval's table: each table of the Commands page is held to its own command's --help
+    # sit in eval's table: the table of the Commands page is held to its own command's --help
     readme = (ROOT / "docs" / "commands.md").read_text()
-    for command, heading in (("eval", "### `flowrate eval PATH...`"), ("judge-bench", "### `flowrate judge-bench")):
+    for command, heading in (("judge-bench", "### `flowrate judge-bench"),):
         section = readme.split(heading, 1)[1].split("\n### ", 1)[0]
         first_cells = re.findall(r"^\| ([^|]*`--[^|]*)\|", section, re.MULTILINE)
         documented = {option for cell in first_cells for option in re.findall(r"`(--[a-z][a-z-]+)", cell)}

@@ -1,9 +1,12 @@
 """Options grouped by concern: each layer is given only its group, built from the same options."""
 
+import inspect
+
 import pytest
 import yaml
 
 from flowrate.settings.options import EvalSettings
+from tests.helpers import ROOT
 
 
 def test_each_group_holds_its_options_as_given():
@@ -65,3 +68,48 @@ def test_a_bad_redact_rule_is_a_usage_error_naming_the_option(rule, told, run_fl
     assert result.returncode == 2
     assert told in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "r.jsonl").exists()
+
+
+# The Ray engine is being rewritten on its own branch (issue 44): its `http_processor`, whose
+# one caller always gives the run's concurrency, still writes 16 as a default of its own
+NOT_YET = {"flowrate/evaluation/ray_engine.py"}
+
+
+def _retyped_defaults():
+    """Each place in flowrate's code that writes the default language ("English") or a literal
+    default for a parameter or field named `concurrency`: (file, line)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "flowrate").rglob("*.py")):
+        shown = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value == "English":
+                found.append((shown, node.lineno))
+            if isinstance(node, ast.arguments):
+                positional = [*node.posonlyargs, *node.args]
+                pairs = [*zip(positional[len(positional) - len(node.defaults) :], node.defaults)]
+                pairs += [(arg, default) for arg, default in zip(node.kwonlyargs, node.kw_defaults) if default]
+                found += [
+                    (shown, arg.lineno)
+                    for arg, value in pairs
+                    if arg.arg == "concurrency" and isinstance(value, ast.Constant)
+                ]
+            if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant):
+                if isinstance(node.target, ast.Name) and node.target.id == "concurrency":
+                    found.append((shown, node.lineno))
+    return found
+
+
+def test_the_default_language_and_concurrency_are_written_once_in_their_declarations():
+    written = [(path, line) for path, line in _retyped_defaults() if path not in NOT_YET]
+    # the declaration, and the worked examples' own language (rubric.model.EXAMPLES_LANGUAGE)
+    assert [path for path, _ in written] == ["flowrate/rubric/model.py", "flowrate/settings/groups.py"], written
+    from flowrate.metrics.rubric_metric import RubricMetric
+    from flowrate.settings.groups import DEFAULT_CONCURRENCY, DEFAULT_LANGUAGE, LimitOptions, PromptOptions
+
+    assert (DEFAULT_LANGUAGE, DEFAULT_CONCURRENCY) == (
+        PromptOptions.model_fields["language"].default,
+        LimitOptions.model_fields["concurrency"].default,
+    )
+    assert inspect.signature(RubricMetric).parameters["language"].default == DEFAULT_LANGUAGE

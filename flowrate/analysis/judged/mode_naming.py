@@ -21,6 +21,7 @@ from flowrate.analysis.top_issues import FailureMode, TopIssues
 from flowrate.errors import ConfigError, ExitCode, FlowrateError
 from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.retry import RetryPolicy, complete_with_retries
+from flowrate.settings.groups import DEFAULT_LANGUAGE
 from flowrate.settings.options import EvalSettings
 
 MARKER = "flowrate top-issues naming"  # the first words of the request: the scripted judge matches them
@@ -58,7 +59,7 @@ class NamingCall:
     attempts: int = 0
 
 
-def naming_messages(modes: list[FailureMode], language: str = "English") -> list[dict[str, str]]:
+def naming_messages(modes: list[FailureMode], language: str = DEFAULT_LANGUAGE) -> list[dict[str, str]]:
     """The request: the first `NAMED_AT_MOST` modes numbered from 1 in their ranked order, each
     with its label and issues."""
     listed = []
@@ -80,7 +81,7 @@ def naming_messages(modes: list[FailureMode], language: str = "English") -> list
     return [{"role": "user", "content": task + "\n\n" + "\n".join(listed)}]
 
 
-def plan_naming(modes: list[FailureMode], backend: JudgeBackend, language: str = "English") -> NamingCall:
+def plan_naming(modes: list[FailureMode], backend: JudgeBackend, language: str = DEFAULT_LANGUAGE) -> NamingCall:
     """The call `--name-with-judge` makes for `modes`, with its estimated tokens and cost."""
     messages = naming_messages(modes, language)
     prompt = sum(backend.count_tokens(message["content"]) for message in messages)
