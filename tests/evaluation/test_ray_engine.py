@@ -581,6 +581,41 @@ def test_ctrl_c_and_sigterm_stop_a_ray_run_sending_nothing_more_with_the_summary
     assert after <= 40, after
 
 
+@ON_CLUSTER
+@pytest.mark.parametrize(
+    "score, calls",
+    [((), 1), (("--score", "combined"), 2)],
+    ids=["rows written", "replies held for their looks cached"],
+)
+def test_ctrl_c_on_ray_keeps_every_answered_call_so_resume_pays_only_for_the_calls_not_answered(
+    score, calls, ray_judge, ray_address, run_flowrate, cli_env, tmp_path
+):
+    ray_judge.latency_s = 0.5
+    # 64 conversations at -j 4: 4 blocks of 16, each out only when its 16 calls are answered (8 s);
+    # the stop comes while every block holds answered calls and none is out (with --score combined,
+    # the verdict-first looks are sent once every conversation's call is answered: none is)
+    write_jsonl(tmp_path / "c.jsonl", distinct(64))
+    args = ["eval", "c.jsonl", "--api-base", ray_judge.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "-j", "4"]
+    args += score
+    process = _start_on_ray(cli_env, tmp_path, *args, "--ray-address", ray_address)
+    _wait_for(process, lambda: ray_judge.requests - ray_judge.in_flight >= 10, "10 calls answered", 120)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    settled = time.monotonic() + 30
+    while ray_judge.in_flight and time.monotonic() < settled:
+        time.sleep(0.1)
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    paid_before = ray_judge.requests
+    assert 10 <= paid_before < 64, paid_before
+    ray_judge.reset()
+    ray_judge.latency_s = 0.0
+    resumed = run_flowrate(*args, "--engine", "ray", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(row["id"] for row in read_rows(tmp_path / "out.jsonl")) == sorted(f"c{n}" for n in range(64))
+    # each call answered before the stop is in the output or the cache: the two runs pay for each once
+    assert paid_before + ray_judge.requests == 64 * calls, (paid_before, ray_judge.requests)
+
+
 def _processes():
     """Every live process: pid -> (parent pid, command line), from /proc."""
     found = {}
