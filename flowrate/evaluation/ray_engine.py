@@ -19,6 +19,8 @@ Ray is imported here, in `ray_desk` and in `ray_http` only, and only on this pat
 from __future__ import annotations
 
 import itertools
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -405,6 +407,42 @@ def dataset_row(order: int, case: Any, source: Source | None, metric: str, **ext
     return row
 
 
+class RowFeed:
+    """The rows of a dataset, read from Ray Data in a thread of their own, so that a stop heard
+    while the driver waits for one raises in that wait, not in Ray Data's iterator: an iterator
+    that ends (an exception raised in it included) shuts its dataset's actors down at once, which
+    cut the calls a stop gives their grace to (5 of 557 lost at -j 8). `close` ends the reading."""
+
+    END = object()
+
+    def __init__(self, rows: Any):
+        self.box: queue.Queue[Any] = queue.Queue()
+        self.closing = threading.Event()
+        threading.Thread(target=self._read, args=(rows,), name="flowrate-ray-rows", daemon=True).start()
+
+    def _read(self, rows: Any) -> None:
+        try:
+            for row in rows:
+                self.box.put(row)
+                if self.closing.is_set():
+                    break
+        except BaseException as error:  # raised again on the driver's thread (`next`)
+            self.box.put(error)
+        finally:
+            self.box.put(self.END)
+
+    def next(self) -> Any:
+        """The next row (None after the last), or Ray Data's error."""
+        item = self.box.get()
+        if isinstance(item, BaseException):
+            raise item
+        return None if item is self.END else item
+
+    def close(self) -> None:
+        """Read no row more (Ray Data's iterator ends at its next row)."""
+        self.closing.set()
+
+
 class RayRun:
     """One `--engine ray` run of a `FileRun` (see the module): the first round's dataset made on
     the driver, then the rounds sent through `processor` with `concurrency` calls in flight, each
@@ -418,6 +456,7 @@ class RayRun:
         self.concurrency = concurrency
         self.clerk = clerk
         self.asks = itertools.count(1)
+        self.feed: RowFeed | None = None  # the dataset being read
         max_cost = run.settings.limit_settings.max_cost
         self.budget = CostBudget(max_cost) if max_cost is not None else None
         self.cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]] = {}
@@ -495,8 +534,8 @@ class RayRun:
         again: list[dict[str, Any]] = []
         rows = [{**row, "ask": next(self.asks)} for row in rows]
         blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
-        outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
-        while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
+        self.feed = RowFeed(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
+        while not stop.requested and (out := stop.wait(self.feed.next)) is not None:
             again.extend(self.answers.take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
             if self.clerk is not None:
                 self.clerk.took(int(out["ask"]))
@@ -733,7 +772,10 @@ def keep_answered(ray_run: RayRun, stop: StopSignals) -> None:
     if ray_run.clerk is None:
         return
     judge = ray_run.run.settings.judge_settings
-    for row in ray_run.clerk.stop(INTERRUPT_GRACE_S, stop.pause):
+    left = ray_run.clerk.stop(INTERRUPT_GRACE_S, stop.pause)
+    if ray_run.feed is not None:
+        ray_run.feed.close()
+    for row in left:
         out = postprocess(judge, row)
         if not out["failure"]:
             ray_run.answers.take(out, retry=False)
