@@ -1,13 +1,15 @@
 """The desk of an `--engine ray` run: a Ray actor where the HTTP stage's actors ask before each
 call whether the run still sends, and tell each answer the moment it comes back.
 
-Ray Data hands the driver a block's rows only once the whole block is answered (a block per call in
-flight: 125 conversations a block for 1,000 at -j 8), so a stop lost the answers of every block not
-out: 544 calls answered, 125 rows written, and --resume paid for the other 419 again. With the
-desk, a stop sends no new call, gives the calls in flight the grace `flowrate eval` gives them, and the driver reads from the desk each answer Ray Data has not handed it yet
-(`DeskClerk.left`), to write or cache it as Ray Data's row would have been.
+Ray Data hands the driver a block's rows only once the whole block is answered (a block per call
+in flight: 125 conversations a block for 1,000 at -j 8), so a stop lost the answers of every block
+not out: 544 calls answered, 125 rows written, and --resume paid for the other 419 again. With
+the desk, a stop sends no new call, gives the calls in flight the grace `flowrate eval` gives
+them, and the driver reads from the desk each answer Ray Data has not handed it yet
+(`DeskClerk.stop`), to write or cache it as Ray Data's row would have been.
 
-Imported on the Ray path only; the desk's process imports nothing more (`ray_http` is the stage's side)."""
+Imported on the Ray path only; the desk's process imports nothing more (`ray_http` is the
+stage's side)."""
 
 from __future__ import annotations
 
