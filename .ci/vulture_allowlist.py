@@ -18,6 +18,7 @@ _.test_case  # results/rows.py ConversationResult
 _.metrics_data  # results/rows.py ConversationResult
 # public API for a caller's own Ray cluster with GPUs (documented in flowrate.api)
 vllm_processor
+_.fn  # evaluation/ray_http.py tell_desk: the UDF class Ray Data's processor builds its HTTP stage from
 # set on other libraries' objects: Ray's DataContext, LiteLLM's module
 _.enable_progress_bars
 _.print_on_execution_start

@@ -10,11 +10,17 @@ written as they arrive. The processor sends; what it cannot do is done in furthe
 dataset of its own: the re-asks `flowrate eval` would make, and the requests whose answer was an
 error the processor does not retry (its HTTP stage retries 429, 408, 502, 503 and 504 itself;
 a 500 comes back as the answer), each request up to `--max-retries` times, as `flowrate eval` retries it.
+A stop keeps every call answered: the HTTP stage tells each answer to the run's desk as it comes
+back (`ray_desk`, `ray_http`), where the driver reads those Ray Data has not handed over.
 
-Ray is imported here only, and only on this path (`pip install 'flowrate[ray]'`)."""
+Ray is imported here, in `ray_desk` and in `ray_http` only, and only on this path
+(`pip install 'flowrate[ray]'`)."""
 
 from __future__ import annotations
 
+import itertools
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +30,7 @@ from typing import Any
 import orjson
 
 from flowrate.errors import ConfigError
-from flowrate.evaluation.engine import CostBudget, Tally, close_judges
+from flowrate.evaluation.engine import INTERRUPT_GRACE_S, CostBudget, Tally, close_judges
 from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
@@ -59,6 +65,8 @@ BATCH_SIZE = 16  # rows a vLLM actor takes at a time
 # flight cost more than they give: bench/ray.py, 1,000 at 0.2 s, -j 50: 4 blocks per call in
 # flight 58.2 s, 1 block per call 25.5 s (each block is a task of Ray's, tens of ms on 2 cores).
 HTTP_BATCH = 4  # rows of an HTTP stage's batch
+FEED_ROWS = 1024  # processed rows read ahead of the driver (`RowFeed`)
+FEED_POLL_S = 0.1  # how often a full feed looks whether it was closed
 BLOCKS_PER_CALL_IN_FLIGHT = 1
 
 
@@ -102,6 +110,7 @@ class StopSignals:
     def __init__(self, summary: RunSummary):
         self.summary = summary
         self.requested = False
+        self.heard_times = 0
         self.waiting = False
         self.replaced: dict[int, Any] = {}
 
@@ -124,6 +133,7 @@ class StopSignals:
         import signal
 
         self.requested = self.summary.interrupted = True
+        self.heard_times += 1
         if number == signal.SIGTERM:
             self.summary.terminated = True
         if self.waiting:
@@ -136,6 +146,15 @@ class StopSignals:
             return step(*args)
         finally:
             self.waiting = False
+
+    def pause(self, seconds: float) -> bool:
+        """Sleep `seconds` of a stop's grace: False once a second Ctrl-C or SIGTERM ended it."""
+        try:
+            if self.heard_times < 2:
+                self.wait(time.sleep, seconds)
+        except Stopped:
+            pass
+        return self.heard_times < 2
 
 
 # -- what runs on the workers ------------------------------------------------------------------
@@ -197,9 +216,10 @@ def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
 # a dataset row: the conversation (`order` in the input, `id`, the case and its source as JSON), the
 # metric, the request when made already (a re-ask, a look, a retry), its `kind` ("judge", "reask"
 # or "look": the verdict-first look of --score combined, sent beside the first request), the
-# re-ask's `sample`, the rounds it has been `tries`ed in, and the schema `form` the server takes
+# re-ask's `sample`, the rounds it has been `tries`ed in, the schema `form` the server takes, and
+# `ask`, the row's number in the run (its call's, for the desk: `ray_desk`)
 NO_FORM = "none"  # a row's `form` when the server takes no schema form ("": not told)
-ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries", "form")
+ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries", "form", "ask")
 
 
 def answer_error(answer: Any) -> dict[str, Any] | None:
@@ -264,10 +284,13 @@ def endpoint(judge: JudgeSettings) -> tuple[str, dict[str, str]]:
     return f"{base}/chat/completions", headers
 
 
-def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurrency: int = 16) -> Any:
+def http_processor(
+    judge: JudgeSettings, actors: int, rpm: float | None, concurrency: int = 16, desk: Any = None
+) -> Any:
     """A `ray.data.llm` processor sending to the judge's OpenAI-compatible endpoint
     (`HttpRequestProcessorConfig`): `actors` senders with `concurrency` calls in flight between
-    them, at most `rpm` a minute, flowrate's builder and parser around it."""
+    them, at most `rpm` a minute, flowrate's builder and parser around it; each call asked of
+    `desk` before it is sent and its answer told to it (`ray_desk`; None: no desk)."""
     from functools import partial
 
     from ray.data.llm import HttpRequestProcessorConfig, build_processor
@@ -285,6 +308,10 @@ def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurr
     processor = build_processor(config, preprocess=partial(preprocess, judge), postprocess=partial(postprocess, judge))
     stage = processor.get_stage_by_name("HttpRequestStage")
     stage.map_batches_kwargs["max_concurrency"] = max(1, -(-concurrency // actors))  # see HTTP_BATCH
+    if desk is not None:
+        from flowrate.evaluation.ray_http import tell_desk
+
+        tell_desk(processor, desk, ROW_COLUMNS)
     return processor
 
 
@@ -376,21 +403,72 @@ def known_form(metric: Any) -> str:
 def dataset_row(order: int, case: Any, source: Source | None, metric: str, **extra: Any) -> dict[str, Any]:
     """A row of a round's dataset (see `ROW_COLUMNS`): a conversation's metric to judge."""
     row = {"order": order, "id": case.id or "", "metric": metric, "case": case.model_dump_json()}
-    row.update(source=source.model_dump_json() if source else "", request="", kind="judge", sample=-1, tries=1, form="")
+    row.update(source=source.model_dump_json() if source else "", request="", kind="judge", sample=-1, tries=1)
+    row.update(form="", ask=0)
     row.update(extra)
     return row
+
+
+class RowFeed:
+    """The rows of a dataset, read from Ray Data in a thread of their own, so that a stop heard
+    while the driver waits for one raises in that wait, not in Ray Data's iterator: an iterator
+    that ends (an exception raised in it included) shuts its dataset's actors down at once, which
+    cut the calls a stop gives their grace to (16 of 573 lost at -j 8). At most `FEED_ROWS` wait
+    for the driver (Ray Data's backpressure holds the rest); `close` ends the reading."""
+
+    END = object()
+
+    def __init__(self, rows: Any):
+        self.box: queue.Queue[Any] = queue.Queue(maxsize=FEED_ROWS)
+        self.closing = threading.Event()
+        threading.Thread(target=self._read, args=(rows,), name="flowrate-ray-rows", daemon=True).start()
+
+    def _read(self, rows: Any) -> None:
+        try:
+            for row in rows:
+                if not self._put(row):
+                    break
+        except BaseException as error:  # raised again on the driver's thread (`next`)
+            self._put(error)
+        finally:
+            self._put(self.END)
+
+    def _put(self, item: Any) -> bool:
+        """Put `item` in the box once it has room; False once closed (nobody reads it)."""
+        while not self.closing.is_set():
+            try:
+                self.box.put(item, timeout=FEED_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def next(self) -> Any:
+        """The next row (None after the last), or Ray Data's error."""
+        item = self.box.get()
+        if isinstance(item, BaseException):
+            raise item
+        return None if item is self.END else item
+
+    def close(self) -> None:
+        """Read no row more (Ray Data's iterator ends at its next row, or at once if it waits for room)."""
+        self.closing.set()
 
 
 class RayRun:
     """One `--engine ray` run of a `FileRun` (see the module): the first round's dataset made on
     the driver, then the rounds sent through `processor` with `concurrency` calls in flight, each
-    processed row taken by `answers`; `tally` counts and tells the rows."""
+    processed row taken by `answers`; `tally` counts and tells the rows. `clerk` keeps the desk
+    the processor tells each answer to (`ray_desk`; None: a processor with no desk)."""
 
-    def __init__(self, run: FileRun, tally: Tally, processor: Any, concurrency: int):
+    def __init__(self, run: FileRun, tally: Tally, processor: Any, concurrency: int, clerk: Any = None):
         self.run = run
         self.tally = tally
         self.processor = processor
         self.concurrency = concurrency
+        self.clerk = clerk
+        self.asks = itertools.count(1)
+        self.feed: RowFeed | None = None  # the dataset being read
         max_cost = run.settings.limit_settings.max_cost
         self.budget = CostBudget(max_cost) if max_cost is not None else None
         self.cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]] = {}
@@ -442,9 +520,9 @@ class RayRun:
         looks of `--score combined` after the other requests, as a dataset of their own: Ray Data
         gives the rows of a block one Arrow schema, so a look's reply schema sent beside a reasoned
         one came to the server with the reasoned one's properties added as nulls (the scripted
-        judge saw `"reason": null` in every look). A stop ends it at once:
-        the rows out are kept, the rest is left for --resume (the caller leaves Ray, which ends
-        the run's workers and so its calls)."""
+        judge saw `"reason": null` in every look). A stop ends it at once: the rows out are
+        kept, the answers not out are the caller's to keep (`keep_answered`), the rest is left
+        for --resume (the caller leaves Ray, which ends the run's workers)."""
         import ray
 
         retries = self.run.settings.judge_settings.max_retries
@@ -466,10 +544,13 @@ class RayRun:
     def _dataset(self, ray: Any, rows: list[dict[str, Any]], stop: StopSignals, retries: int) -> list[dict[str, Any]]:
         """Send `rows` as one dataset until it is done or a stop: what the next round must send."""
         again: list[dict[str, Any]] = []
+        rows = [{**row, "ask": next(self.asks)} for row in rows]
         blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
-        outs = iter(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
-        while not stop.requested and (out := stop.wait(next, outs, None)) is not None:
+        self.feed = RowFeed(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
+        while not stop.requested and (out := stop.wait(self.feed.next)) is not None:
             again.extend(self.answers.take(dict(out), retry=int(out["tries"]) <= retries))  # each request's own
+            if self.clerk is not None:
+                self.clerk.took(int(out["ask"]))
         return again
 
 
@@ -514,10 +595,13 @@ class RayRows:
     cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]
     wait: LookWait = field(default_factory=LookWait)
     finished: set[Key] = field(default_factory=set)  #: (order, metric) whose rows are out
+    writing: bool = True  #: False once a stopped run only caches what its rows were held for
 
     def emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
         """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
         self.finished.add((order, metric))
+        if not self.writing:
+            return
         for row in rows:
             if (row.id, row.metric) not in self.tally.done:
                 self.tally.emit(row, order)
@@ -576,6 +660,14 @@ class RayRows:
             self.emit_all(rows, order, metric.name)
 
         self.wait.when_looked(metric, (order, metric.name), make)
+
+    def keep_held(self) -> None:
+        """At a stop, the rows held for a look that will not be sent are not written (a row with
+        no look is not the row `flowrate eval` writes), but the replies they come from are cached."""
+        self.writing = False
+        held, self.wait.held = self.wait.held, {}
+        for make in held.values():
+            make(None)
 
     def _emit(self, metric: Any, order: int, request: JudgeRequest, step: StepResult) -> None:
         """Tell `step`'s rows, and put what it says to keep in the cache: the replies to `request`
@@ -683,6 +775,25 @@ def stop_unreachable(ray_run: RayRun, url: str) -> None:
             tally.listener.skipped(case.id or "", source, "unreachable")
 
 
+def keep_answered(ray_run: RayRun, stop: StopSignals) -> None:
+    """After a stop: no call is sent more, those in flight get `flowrate eval`'s grace, and every
+    answer Ray Data has not handed over (a block's rows come out once the whole block is answered)
+    is read from the desk and taken as its row would have been: its rows written and its reply
+    cached; a reply whose rows wait for a look not sent is cached. An error answer is left for
+    --resume, as a stopped `flowrate eval` leaves it."""
+    if ray_run.clerk is None:
+        return
+    judge = ray_run.run.settings.judge_settings
+    left = ray_run.clerk.stop(INTERRUPT_GRACE_S, stop.pause)
+    if ray_run.feed is not None:
+        ray_run.feed.close()
+    for row in left:
+        out = postprocess(judge, row)
+        if not out["failure"]:
+            ray_run.answers.take(out, retry=False)
+    ray_run.answers.rows.keep_held()
+
+
 async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
     """Judge every selected conversation of `run` on Ray Data, telling `listener` each row as it
     comes (the results file is the listener's first part), through `processor` (default: the
@@ -705,8 +816,14 @@ async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = Non
         engine = run.settings.engine_settings
         ray, connection = connect(engine.ray_address, engine.ray_join_timeout)
         actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
-        processor = processor or http_processor(judge, actors, run.settings.rpm, run.concurrency)
-        ray_run = RayRun(run, Tally(run.metrics, listener, summary, done), processor, run.concurrency)
+        clerk = None
+        if processor is None:
+            from flowrate.evaluation.ray_desk import DeskClerk, open_desk
+
+            clerk = DeskClerk(open_desk())
+            processor = http_processor(judge, actors, run.settings.rpm, run.concurrency, clerk.desk)
+        tally = Tally(run.metrics, listener, summary, done)
+        ray_run = RayRun(run, tally, processor, run.concurrency, clerk)
         listener.stage("judging on Ray")
         with StopSignals(summary) as stop:
             await _judge(ray_run, stop, judge)
@@ -727,9 +844,21 @@ async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> No
         rows = await ray_run.first_round(stop)
         ray_run.send(rows, stop)
     except Exception as error:
-        if type(error).__module__.split(".")[0] != "ray" and "RayTaskError" not in type(error).__name__:
+        if not from_ray(error):
             raise
-        if stop.requested:  # the stop broke the dataset: nothing to tell
+        if not stop.requested:  # else the stop broke the dataset: nothing to tell
+            stop_unreachable(ray_run, judge.api_base or judge.model)
+            ray_run.tally.listener.notice(f"Ray Data stopped: {ray_failure(error)}")
             return
-        stop_unreachable(ray_run, judge.api_base or judge.model)
-        ray_run.tally.listener.notice(f"Ray Data stopped: {ray_failure(error)}")
+    if stop.requested:
+        try:
+            keep_answered(ray_run, stop)
+        except Exception as error:
+            if not from_ray(error):
+                raise
+            ray_run.tally.listener.notice(f"the answers not yet written at the stop are lost: {ray_failure(error)}")
+
+
+def from_ray(error: Exception) -> bool:
+    """Whether `error` is Ray's (a dataset or an actor that failed), not flowrate's."""
+    return type(error).__module__.split(".")[0] == "ray" or "RayTaskError" in type(error).__name__
