@@ -284,9 +284,7 @@ def endpoint(judge: JudgeSettings) -> tuple[str, dict[str, str]]:
     return f"{base}/chat/completions", headers
 
 
-def http_processor(
-    judge: JudgeSettings, actors: int, rpm: float | None, concurrency: int = 16, desk: Any = None
-) -> Any:
+def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurrency: int, desk: Any = None) -> Any:
     """A `ray.data.llm` processor sending to the judge's OpenAI-compatible endpoint
     (`HttpRequestProcessorConfig`): `actors` senders with `concurrency` calls in flight between
     them, at most `rpm` a minute, flowrate's builder and parser around it; each call asked of

@@ -70,11 +70,6 @@ def test_a_bad_redact_rule_is_a_usage_error_naming_the_option(rule, told, run_fl
     assert not (tmp_path / "r.jsonl").exists()
 
 
-# The Ray engine is being rewritten on its own branch (issue 44): its `http_processor`, whose
-# one caller always gives the run's concurrency, still writes 16 as a default of its own
-NOT_YET = {"flowrate/evaluation/ray_engine.py"}
-
-
 def _retyped_defaults():
     """Each place in flowrate's code that writes the default language ("English") or a literal
     default for a parameter or field named `concurrency`: (file, line)."""
@@ -102,7 +97,7 @@ def _retyped_defaults():
 
 
 def test_the_default_language_and_concurrency_are_written_once_in_their_declarations():
-    written = [(path, line) for path, line in _retyped_defaults() if path not in NOT_YET]
+    written = _retyped_defaults()
     # the declaration, and the worked examples' own language (rubric.model.EXAMPLES_LANGUAGE)
     assert [path for path, _ in written] == ["flowrate/rubric/model.py", "flowrate/settings/groups.py"], written
     from flowrate.metrics.rubric_metric import RubricMetric
