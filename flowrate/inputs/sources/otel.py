@@ -6,7 +6,8 @@ Its messages come from, in this order: the current `gen_ai.input.messages`,
 `gen_ai.output.messages` and `gen_ai.system_instructions` (JSON text of messages with typed
 `parts`), on the span or on its `gen_ai.client.inference.operation.details` event; the older
 flattened `gen_ai.prompt.N.*` and `gen_ai.completion.N.*` attributes; or the per-message events `gen_ai.{system,user,assistant,tool}.message` and `gen_ai.choice`, which
-opentelemetry-instrumentation-openai-v2 writes as log records naming the span.
+opentelemetry-instrumentation-openai-v2 writes as log records naming the span. The Vercel AI
+SDK's own spans (`ai.prompt.messages`, `ai.response.*`) are read by `vercel`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.chat import Unreadable
 from flowrate.inputs.sources.messages import ToolNames, normalised, parts_message
 from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
+from flowrate.inputs.sources.vercel import OPERATION, SESSION, USER, is_vercel_call, vercel_messages
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 EVENT_ROLES = {
@@ -40,21 +42,24 @@ _FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.(name|arguments|id)")
 
 
 class OtelReader(SpanReader):
-    """OpenTelemetry GenAI spans, grouped by `gen_ai.conversation.id` or `session.id`."""
+    """OpenTelemetry GenAI spans and the Vercel AI SDK's, grouped by `gen_ai.conversation.id`,
+    `session.id` or `ai.telemetry.metadata.sessionId`."""
 
     name = "otel"
     title = "OpenTelemetry GenAI spans, OTLP/JSON (whole export or one per line)"
     reads = (
         "gen_ai.input.messages, gen_ai.output.messages, gen_ai.system_instructions | gen_ai.prompt.N.*,"
-        " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records; gen_ai.conversation.id,"
-        " session.id, gen_ai.request/response.model, user.id, enduser.id, service.name"
+        " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records | the Vercel AI SDK's"
+        " ai.prompt.messages, ai.response.text/object/toolCalls; gen_ai.conversation.id, session.id,"
+        " ai.telemetry.metadata.sessionId, gen_ai.request/response.model, user.id, enduser.id,"
+        " ai.telemetry.metadata.userId, service.name"
     )
-    keys = ("gen_ai.conversation.id", "session.id")
+    keys = ("gen_ai.conversation.id", "session.id", SESSION)
     fields = (
         ("conversation_id", ("gen_ai.conversation.id",)),
-        ("session_id", ("session.id",)),
+        ("session_id", ("session.id", SESSION)),
         ("model", ("gen_ai.response.model", "gen_ai.request.model")),
-        ("user", ("user.id", "enduser.id")),
+        ("user", ("user.id", "enduser.id", USER)),
     )
 
     def problem(self, item: Item) -> str | None:
@@ -63,12 +68,17 @@ class OtelReader(SpanReader):
     def complete(self, span: Span) -> bool:
         attributes = span.attributes
         operation = attributes.get("gen_ai.operation.name")
-        if operation is not None and operation not in INFERENCE:
-            return True  # no call
+        if (operation is not None and operation not in INFERENCE) or OPERATION in attributes:
+            return True  # no call, or the AI SDK's, whose messages are its attributes
         return bool(_SEMCONV & attributes.keys()) or any(_FLAT.fullmatch(name) for name in attributes)
 
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         attributes = span.attributes
+        if is_vercel_call(attributes):
+            try:
+                return vercel_messages(attributes)
+            except Unreadable as error:
+                raise Broken(str(error)) from None
         operation = attributes.get("gen_ai.operation.name")
         details = next((event.attributes for event in span.events if event.name == DETAILS), {})
         semconv = next((found for found in (attributes, details) if _SEMCONV & found.keys()), None)
