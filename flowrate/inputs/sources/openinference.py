@@ -41,7 +41,7 @@ class OpenInferenceReader(SpanReader):
     """OpenInference LLM spans, grouped by `session.id` or `ai.telemetry.metadata.sessionId`."""
 
     name = "openinference"
-    title = "OpenInference spans (Arize Phoenix), OTLP/JSON"
+    title = "OpenInference spans (Arize Phoenix; the Vercel AI SDK's through openinference-vercel), OTLP/JSON"
     reads = (
         "llm.input_messages.N.message.role/content/contents.M.message_content.text/tool_calls.K.tool_call.function.*,"
         " llm.output_messages.N.message.*, openinference.span.kind | the Vercel AI SDK's attributes"

@@ -57,7 +57,7 @@ class RasaReader(Reader):
     """Rasa trackers, broker events and the SQL tracker store's events table."""
 
     name = "rasa"
-    title = "Rasa tracker store (trackers, broker events, SQL events table)"
+    title = "Rasa tracker store (trackers: HTTP API, Mongo and Redis stores; broker events; SQL events table)"
     reads = "sender_id (or a Redis tracker's name), events[] | event | type_name + data: event (user, bot, action, slot), text, name, value, timestamp, input_channel"
     marks = frozenset({"sender_id", "type_name", "events"})
 

@@ -48,3 +48,14 @@ def test_vercel_ai_sdk_session_is_judged_once_with_every_turn(judge, run_flowrat
     judged = json.dumps(judge.bodies[0]["messages"], ensure_ascii=False)
     assert all(text in judged for turn in TURNS for text in turn)
     assert "get_weather" in judged and "temp_c" in judged
+
+
+def test_formats_names_the_vercel_and_langfuse_sdk_spans_and_the_session_keys_read(run_flowrate):
+    result = run_flowrate("formats")
+
+    assert result.returncode == 0, result.stderr
+    listed = dict(zip(result.stdout.splitlines()[::2], result.stdout.splitlines()[1::2], strict=True))
+    otel = next(reads for title, reads in listed.items() if title.startswith("otel: "))
+    openinference = next(reads for title, reads in listed.items() if title.startswith("openinference: "))
+    assert "ai.prompt.messages" in otel and "langfuse.observation.input" in otel
+    assert "ai.telemetry.metadata.sessionId" in otel and "ai.telemetry.metadata.sessionId" in openinference
