@@ -56,15 +56,16 @@ class OtelReader(SpanReader):
         " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records | the Vercel AI SDK's"
         " ai.prompt.messages, ai.response.text/object/toolCalls | the Langfuse SDK's langfuse.observation.input,"
         " langfuse.observation.output of a generation; gen_ai.conversation.id, session.id,"
-        " ai.telemetry.metadata.sessionId, gen_ai.request/response.model, user.id, enduser.id,"
-        " ai.telemetry.metadata.userId, langfuse.trace.tags, service.name"
+        " ai.telemetry.metadata.sessionId, langfuse.session.id, gen_ai.request/response.model, user.id, enduser.id,"
+        " ai.telemetry.metadata.userId, langfuse.user.id, langfuse.trace.tags, service.name"
     )
-    keys = ("gen_ai.conversation.id", "session.id", SESSION)
+    # langfuse.session.id and langfuse.user.id: what Langfuse's guide has an app set on its own span
+    keys = ("gen_ai.conversation.id", "session.id", SESSION, "langfuse.session.id")
     fields = (
         ("conversation_id", ("gen_ai.conversation.id",)),
-        ("session_id", ("session.id", SESSION)),
+        ("session_id", ("session.id", SESSION, "langfuse.session.id")),
         ("model", ("gen_ai.response.model", "gen_ai.request.model", "langfuse.observation.model.name")),
-        ("user", ("user.id", "enduser.id", USER)),
+        ("user", ("user.id", "enduser.id", USER, "langfuse.user.id")),
         ("tags", ("langfuse.trace.tags",)),
     )
 
