@@ -59,3 +59,18 @@ def test_formats_names_the_vercel_and_langfuse_sdk_spans_and_the_session_keys_re
     openinference = next(reads for title, reads in listed.items() if title.startswith("openinference: "))
     assert "ai.prompt.messages" in otel and "langfuse.observation.input" in otel
     assert "ai.telemetry.metadata.sessionId" in otel and "ai.telemetry.metadata.sessionId" in openinference
+
+
+def test_vercel_ai_sdk_prompt_cut_short_is_a_problem_naming_the_line_span_and_attribute(run_flowrate, tmp_path):
+    lines = (FIXTURES / "spans.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    span = first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    [prompt] = [pair for pair in span["attributes"] if pair["key"] == "ai.prompt.messages"]
+    prompt["value"]["stringValue"] = prompt["value"]["stringValue"][:40]  # a log line cut short
+    (tmp_path / "spans.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+
+    result = run_flowrate("validate", "spans.jsonl")
+
+    assert result.returncode == 2
+    assert f"spans.jsonl:1: span {span['spanId']}: attribute ai.prompt.messages: not JSON" in result.stderr
+    assert "Traceback" not in result.stderr
