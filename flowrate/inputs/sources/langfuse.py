@@ -136,20 +136,30 @@ def _calls(trace_id: str, trace: _Trace) -> Iterator[tuple[Item, dict[str, Any],
 def _call(
     item: Item, raw: dict[str, Any], session: Any, started_s: float | None, ended_s: float | None, metadata: dict
 ) -> Call:
-    tools = ToolNames()
     try:
-        given, reply = _decoded(raw.get("input")), _decoded(raw.get("output"))
-        messages = normalised(_present(given, "input"), "input", tools)
-        output = normalised(_present(reply, "output"), "output", tools, "assistant")
-        system = instructions(reply)
-        if system is not None and not any(message["role"] == "system" for message in messages):
-            messages.insert(0, {"role": "system", "content": system})
+        messages, output = generation_messages(raw.get("input"), raw.get("output"), "input", "output")
     except Unreadable as error:
         if "traceId" not in raw or not raw.get("id"):
             raise
         raise Unreadable(f"observation {raw['id']!r}: {error.field}", error.why) from None
     key = str(session) if isinstance(session, str | int) and str(session) else None
     return Call(key, messages, output, item, started_s, ended_s, metadata)
+
+
+def generation_messages(
+    given: Any, reply: Any, input_path: str, output_path: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A generation's input and output messages, from its `input` and `output` as Langfuse keeps
+    them (in its API, its exports and the SDK's `langfuse.observation.input` / `output` span
+    attributes); `Unreadable` naming `input_path` or `output_path`."""
+    tools = ToolNames()
+    given, reply = _decoded(given), _decoded(reply)
+    messages = normalised(_present(given, input_path), input_path, tools)
+    output = normalised(_present(reply, output_path), output_path, tools, "assistant")
+    system = instructions(reply)
+    if system is not None and not any(message["role"] == "system" for message in messages):
+        messages.insert(0, {"role": "system", "content": system})
+    return messages, output
 
 
 def _decoded(value: Any) -> Any:

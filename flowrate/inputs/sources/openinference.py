@@ -4,7 +4,10 @@ OTLP/JSON, following the OpenInference semantic conventions
 
 A call is a span of `openinference.span.kind` LLM; its messages are the flattened
 `llm.input_messages.N.message.*` and `llm.output_messages.N.message.*` attributes; its
-conversation is `session.id` (`using_session`).
+conversation is `session.id` (`using_session`). A span `@arizeai/openinference-vercel` made of the
+Vercel AI SDK's keeps the SDK's attributes, which are read instead (`vercel`: its OpenInference
+messages lose the reply's text and wrap a tool's result), its conversation
+`ai.telemetry.metadata.sessionId`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from flowrate.inputs.sources.otlp import (
     raw_spans,
     text_of,
 )
+from flowrate.inputs.sources.vercel import SESSION, USER, is_vercel_call, vercel_messages
 
 KIND = "openinference.span.kind"
 REDACTED = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUT_TEXT and its kin write instead of the text
@@ -34,19 +38,21 @@ _CONTENTS = re.compile(r"contents\.(\d+)\.message_content\.(type|text)")
 
 
 class OpenInferenceReader(SpanReader):
-    """OpenInference LLM spans, grouped by `session.id`."""
+    """OpenInference LLM spans, grouped by `session.id` or `ai.telemetry.metadata.sessionId`."""
 
     name = "openinference"
-    title = "OpenInference spans (Arize Phoenix), OTLP/JSON"
+    title = "OpenInference spans (Arize Phoenix; the Vercel AI SDK's through openinference-vercel), OTLP/JSON"
     reads = (
         "llm.input_messages.N.message.role/content/contents.M.message_content.text/tool_calls.K.tool_call.function.*,"
-        " llm.output_messages.N.message.*, openinference.span.kind, session.id, user.id, llm.model_name, tag.tags"
+        " llm.output_messages.N.message.*, openinference.span.kind | the Vercel AI SDK's attributes"
+        " (openinference-vercel); session.id, ai.telemetry.metadata.sessionId, user.id,"
+        " ai.telemetry.metadata.userId, llm.model_name, tag.tags"
     )
-    keys = ("session.id",)
+    keys = ("session.id", SESSION)
     fields = (
-        ("session_id", ("session.id",)),
+        ("session_id", ("session.id", SESSION)),
         ("model", ("llm.model_name",)),
-        ("user", ("user.id",)),
+        ("user", ("user.id", USER)),
         ("tags", ("tag.tags",)),
     )
 
@@ -64,6 +70,11 @@ class OpenInferenceReader(SpanReader):
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         if span.attributes.get(KIND) != "LLM":
             return None
+        if is_vercel_call(span.attributes):
+            try:
+                return vercel_messages(span.attributes)
+            except Unreadable as error:
+                raise Broken(str(error)) from None
         tools = ToolNames()
         inputs, outputs = _messages(span.attributes, "input", tools), _messages(span.attributes, "output", tools)
         if not inputs:

@@ -6,7 +6,10 @@ Its messages come from, in this order: the current `gen_ai.input.messages`,
 `gen_ai.output.messages` and `gen_ai.system_instructions` (JSON text of messages with typed
 `parts`), on the span or on its `gen_ai.client.inference.operation.details` event; the older
 flattened `gen_ai.prompt.N.*` and `gen_ai.completion.N.*` attributes; or the per-message events `gen_ai.{system,user,assistant,tool}.message` and `gen_ai.choice`, which
-opentelemetry-instrumentation-openai-v2 writes as log records naming the span.
+opentelemetry-instrumentation-openai-v2 writes as log records naming the span. The Vercel AI
+SDK's own spans (`ai.prompt.messages`, `ai.response.*`) are read by `vercel`; the Langfuse SDK's
+own spans (v3 and later are OpenTelemetry spans) are calls when `langfuse.observation.type` is
+`generation`, their `langfuse.observation.input` and `output` read as a Langfuse export's are.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import orjson
 
 from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.chat import Unreadable
+from flowrate.inputs.sources.langfuse import generation_messages
 from flowrate.inputs.sources.messages import ToolNames, normalised, parts_message
 from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
+from flowrate.inputs.sources.vercel import OPERATION, SESSION, USER, is_vercel_call, vercel_messages
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 EVENT_ROLES = {
@@ -31,6 +36,7 @@ EVENT_ROLES = {
 # the event util-genai writes with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=event_only,
 # holding the messages as attributes of its own (a list, not JSON text) instead of the span's
 DETAILS = "gen_ai.client.inference.operation.details"
+LANGFUSE_TYPE = "langfuse.observation.type"
 _SEMCONV = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
 NOT_CAPTURED = (
     "the instrumentation did not capture the messages (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it on)"
@@ -40,21 +46,27 @@ _FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.(name|arguments|id)")
 
 
 class OtelReader(SpanReader):
-    """OpenTelemetry GenAI spans, grouped by `gen_ai.conversation.id` or `session.id`."""
+    """OpenTelemetry GenAI spans, the Vercel AI SDK's and the Langfuse SDK's, grouped by `gen_ai.conversation.id`,
+    `session.id` or `ai.telemetry.metadata.sessionId`."""
 
     name = "otel"
-    title = "OpenTelemetry GenAI spans, OTLP/JSON (whole export or one per line)"
+    title = "OpenTelemetry GenAI spans, also the Vercel AI SDK's and the Langfuse SDK's, OTLP/JSON (whole export or one per line)"
     reads = (
         "gen_ai.input.messages, gen_ai.output.messages, gen_ai.system_instructions | gen_ai.prompt.N.*,"
-        " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records; gen_ai.conversation.id,"
-        " session.id, gen_ai.request/response.model, user.id, enduser.id, service.name"
+        " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records | the Vercel AI SDK's"
+        " ai.prompt.messages, ai.response.text/object/toolCalls | the Langfuse SDK's langfuse.observation.input,"
+        " langfuse.observation.output of a generation; gen_ai.conversation.id, session.id,"
+        " ai.telemetry.metadata.sessionId, langfuse.session.id, gen_ai.request/response.model, user.id, enduser.id,"
+        " ai.telemetry.metadata.userId, langfuse.user.id, langfuse.trace.tags, service.name"
     )
-    keys = ("gen_ai.conversation.id", "session.id")
+    # langfuse.session.id and langfuse.user.id: what Langfuse's guide has an app set on its own span
+    keys = ("gen_ai.conversation.id", "session.id", SESSION, "langfuse.session.id")
     fields = (
         ("conversation_id", ("gen_ai.conversation.id",)),
-        ("session_id", ("session.id",)),
-        ("model", ("gen_ai.response.model", "gen_ai.request.model")),
-        ("user", ("user.id", "enduser.id")),
+        ("session_id", ("session.id", SESSION, "langfuse.session.id")),
+        ("model", ("gen_ai.response.model", "gen_ai.request.model", "langfuse.observation.model.name")),
+        ("user", ("user.id", "enduser.id", USER, "langfuse.user.id")),
+        ("tags", ("langfuse.trace.tags",)),
     )
 
     def problem(self, item: Item) -> str | None:
@@ -63,12 +75,24 @@ class OtelReader(SpanReader):
     def complete(self, span: Span) -> bool:
         attributes = span.attributes
         operation = attributes.get("gen_ai.operation.name")
-        if operation is not None and operation not in INFERENCE:
-            return True  # no call
+        if (operation is not None and operation not in INFERENCE) or {OPERATION, LANGFUSE_TYPE} & attributes.keys():
+            return True  # no call, or the AI SDK's or Langfuse's, whose messages are its attributes
         return bool(_SEMCONV & attributes.keys()) or any(_FLAT.fullmatch(name) for name in attributes)
 
     def messages(self, span: Span) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         attributes = span.attributes
+        try:
+            if is_vercel_call(attributes):
+                return vercel_messages(attributes)
+            if attributes.get(LANGFUSE_TYPE) == "generation":
+                return generation_messages(
+                    attributes.get("langfuse.observation.input"),
+                    attributes.get("langfuse.observation.output"),
+                    "attribute langfuse.observation.input",
+                    "attribute langfuse.observation.output",
+                )
+        except Unreadable as error:
+            raise Broken(str(error)) from None
         operation = attributes.get("gen_ai.operation.name")
         details = next((event.attributes for event in span.events if event.name == DETAILS), {})
         semconv = next((found for found in (attributes, details) if _SEMCONV & found.keys()), None)

@@ -1,7 +1,9 @@
 """Rasa: conversations from the tracker store, in its three exports.
 
-- A tracker, as the HTTP API's `GET /conversations/{id}/tracker` returns it: `sender_id` and its
-  `events`, a conversation a record (a whole JSON document, a list of them, or one a line).
+- A tracker, as the HTTP API's `GET /conversations/{id}/tracker` returns it and the Mongo tracker
+  store keeps it: `sender_id` and its `events`, a conversation a record (a whole JSON document, a
+  list of them, or one a line). The Redis and in-memory tracker stores keep the tracker's dialogue
+  (`Dialogue.as_dict()`: `name`, the sender id, and `events`), read the same way.
 - Events one a line, each with its `sender_id`, as `rasa export` publishes them to an event broker.
 - The SQL tracker store's `events` table exported as CSV or Parquet: `sender_id`, `type_name`,
   `timestamp` and the event as JSON text in `data`, rows of many conversations, grouped by
@@ -55,13 +57,13 @@ class RasaReader(Reader):
     """Rasa trackers, broker events and the SQL tracker store's events table."""
 
     name = "rasa"
-    title = "Rasa tracker store (trackers, broker events, SQL events table)"
-    reads = "sender_id, events[] | event | type_name + data: event (user, bot, action, slot), text, name, value, timestamp, input_channel"
+    title = "Rasa tracker store (trackers: HTTP API, Mongo and Redis stores; broker events; SQL events table)"
+    reads = "sender_id (or a Redis tracker's name), events[] | event | type_name + data: event (user, bot, action, slot), text, name, value, timestamp, input_channel"
     marks = frozenset({"sender_id", "type_name", "events"})
 
     def problem(self, item: Item) -> str | None:
         raw = item.raw
-        if not isinstance(raw, dict) or "sender_id" not in raw:
+        if not isinstance(raw, dict) or ("sender_id" not in raw and not _dialogue_name(raw)):
             return "sender_id: is missing"
         if "type_name" in raw or "event" in raw:
             return None
@@ -90,7 +92,7 @@ class RasaReader(Reader):
         problem = self.problem(item)
         if problem is not None:
             return problem_record(item, self.name, problem)
-        key = str(item.raw["sender_id"])
+        key = str(item.raw["sender_id"] if "sender_id" in item.raw else item.raw["name"])
         try:
             dialogue = _Dialogue()
             for number, event in enumerate(item.raw["events"]):
@@ -150,6 +152,11 @@ class _Dialogue:
         if slots:
             metadata["slots"] = slots
         return metadata
+
+
+def _dialogue_name(raw: dict[str, Any]) -> bool:
+    """`raw` is a tracker's dialogue as the Redis tracker store keeps it (`{"events", "name"}`)."""
+    return isinstance(raw.get("name"), str) and bool(raw["name"]) and isinstance(raw.get("events"), list)
 
 
 def _add_row(groups: Groups, item: Item) -> None:

@@ -237,7 +237,12 @@ def test_without_a_conversation_key_each_trace_is_a_conversation_and_the_run_say
     traces = {span.context.trace_id for span in instrumented.spans.get_finished_spans()}
     rows = read_rows(tmp_path / "out.jsonl")
     assert {row["id"] for row in rows} == {format(trace, "032x") for trace in traces} and len(rows) == 4
-    assert result.stderr.count("some spans name no conversation (gen_ai.conversation.id or session.id)") == 1
+    assert (
+        result.stderr.count(
+            "some spans name no conversation (gen_ai.conversation.id or session.id or ai.telemetry.metadata.sessionId or langfuse.session.id)"
+        )
+        == 1
+    )
 
 
 def _edit_span(lines, line_number, edit):
@@ -418,6 +423,32 @@ def test_a_readers_notice_is_kept_once_however_often_the_file_is_read(judge, ins
     assert len(list(inputs.records())) == len(list(inputs.records())) == 4
 
     assert inputs.notices == [
-        f"{path}: some spans name no conversation (gen_ai.conversation.id or session.id);"
+        f"{path}: some spans name no conversation (gen_ai.conversation.id or session.id or ai.telemetry.metadata.sessionId or langfuse.session.id);"
         " each of their traces is taken as one conversation"
     ]
+
+
+def test_langfuse_session_id_set_on_the_apps_span_as_langfuse_documents_is_the_conversation(
+    judge, instrumented, tmp_path
+):
+    """Langfuse's guide for apps sending their own OpenTelemetry spans sets `langfuse.session.id`
+    and `langfuse.user.id` on the app's span: each turn here is such a span, its chat spans
+    written by opentelemetry-instrumentation-openai-v2 beneath it, one trace a turn."""
+    tracer = instrumented.tracer_provider.get_tracer("harbor-app")
+
+    @contextlib.contextmanager
+    def turn(number):
+        with tracer.start_as_current_span(f"turn {number}") as span:
+            span.set_attribute("langfuse.session.id", "lf-session-9")
+            span.set_attribute("langfuse.user.id", "user-9")
+            yield
+
+    chat(judge, turn)
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
+
+    [record] = list(InputSet([str(path)]).records())
+
+    assert record.problems == [] and record.format == "otel"
+    assert record.case.id == "lf-session-9" and len(record.case.turns) == 3
+    assert record.case.metadata["session_id"] == "lf-session-9" and record.case.metadata["user"] == "user-9"
+    assert len(record.case.metadata["trace_ids"]) == 3

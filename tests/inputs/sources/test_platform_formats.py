@@ -3,7 +3,7 @@ by `flowrate validate` with the formats tried and the closest one's first compla
 
 PLATFORMS = {
     "sharegpt": "ShareGPT (also LLaMA-Factory's sharegpt datasets)",
-    "rasa": "Rasa tracker store (trackers, broker events, SQL events table)",
+    "rasa": "Rasa tracker store (trackers: HTTP API, Mongo and Redis stores; broker events; SQL events table)",
     "dialogflow-cx": "Dialogflow CX interaction logs exported to BigQuery",
     "servicenow": "ServiceNow Virtual Agent (Table API: sys_cs_message, sys_cs_conversation)",
     "zendesk": "Zendesk ticket conversation log (Support API)",

@@ -67,3 +67,22 @@ def test_a_row_that_cannot_be_read_makes_its_conversation_a_problem_naming_the_r
     assert no_sender == "rasa_events.csv:12: sender_id: is missing"
     assert alice.startswith("conversation 'alice': rasa_events.csv:6: data: is not JSON: ")
     assert [record.case.id for record in read("rasa_events.csv") if record.case] == ["bob"]  # alice not judged short
+
+
+def test_trackers_as_the_redis_and_mongo_tracker_stores_keep_them_read_as_one_conversation():
+    """fixtures/rasa-tracker-stores: Rasa 3.6.21's RedisTrackerStore value (`{"events", "name"}`,
+    no sender_id) and MongoTrackerStore document (mongoexport's JSON, with `_id`)."""
+    for name in ("redis.json", "mongo.json"):
+        [case] = conversations(FIXTURES / "rasa-tracker-stores" / name).values()
+        assert case.id == "a3f9c2e1-weather", name
+        assert exchanges(case) == [
+            ("What's the weather in Berlin?", "It is 18 degrees in Berlin.", ["call action_get_weather()"]),
+            ("thanks, bye", "Bye! Stay dry.", []),
+        ], name
+        assert case.metadata == {
+            "sender_id": "a3f9c2e1-weather",
+            "channel": "rest",
+            "slots": {"city": "Berlin"},
+            "started_at": "2025-12-05T08:00:04Z",
+            "ended_at": "2025-12-05T08:01:00.300000Z",
+        }, name
