@@ -34,6 +34,7 @@ class ScanReport:
     unreadable_dates: int = 0  # chosen conversations whose chat date is there but cannot be read
     first_unreadable_date: str = ""  # the first of them: where, its id, the field and value
     untimed: int = 0  # conversations `--closed-after` counted as closed: they have no time
+    barren: list[str] = field(default_factory=list)  # the files that yielded no conversation, valid or not
 
     @property
     def invalid(self) -> int:
@@ -184,7 +185,13 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
                     report.first_unreadable_date = f"{record.source} id {case.id!r}: {unreadable[0]}"
     report.left_out = dict(selection.left_out)
     report.untimed = selection.untimed
+    report.barren = list(inputs.barren)
     return report
+
+
+def barren_lines(report: ScanReport) -> list[str]:
+    """A line for each file of the scan that yielded no conversation."""
+    return [f"{shown}: no conversation in this file" for shown in report.barren]
 
 
 SKIP_INVALID_HINT = "fix them, or pass --skip-invalid to judge the valid conversations only"

@@ -86,7 +86,15 @@ class OpenAIChatReader(Reader):
         output = openai_messages([message], f"{prefix}choices[0]", tools)
         metadata = _metadata(request, response)
         created_s = seconds_of(response.get("created"))
-        return Call(conversation_key(request.get("metadata")), history, output, item, created_s, created_s, metadata)
+        return Call(
+            conversation_key(request.get("metadata"), given=self.given_keys),
+            history,
+            output,
+            item,
+            created_s,
+            created_s,
+            metadata,
+        )
 
 
 def _metadata(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:

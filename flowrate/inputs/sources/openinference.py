@@ -15,6 +15,7 @@ from typing import Any
 from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.otlp import (
     ROLES,
+    SESSION_KEYS,
     Broken,
     Span,
     SpanReader,
@@ -32,17 +33,19 @@ _CONTENTS = re.compile(r"contents\.(\d+)\.message_content\.(type|text)")
 
 
 class OpenInferenceReader(SpanReader):
-    """OpenInference LLM spans, grouped by `session.id`."""
+    """OpenInference LLM spans, grouped by a session (`otlp.SESSION_KEYS`: `session.id` first)."""
 
     name = "openinference"
     title = "OpenInference spans (Arize Phoenix), OTLP/JSON"
     reads = (
         "llm.input_messages.N.message.role/content/contents.M.message_content.text/tool_calls.K.tool_call.function.*,"
-        " llm.output_messages.N.message.*, openinference.span.kind, session.id, user.id, llm.model_name, tag.tags"
+        " llm.output_messages.N.message.*, openinference.span.kind, session.id (or metadata.sessionId,"
+        " ai.telemetry.metadata.sessionId, traceloop.association.properties.session_id), user.id, llm.model_name,"
+        " tag.tags"
     )
-    keys = ("session.id",)
+    keys = SESSION_KEYS
     fields = (
-        ("session_id", ("session.id",)),
+        ("session_id", SESSION_KEYS),
         ("model", ("llm.model_name",)),
         ("user", ("user.id",)),
         ("tags", ("tag.tags",)),

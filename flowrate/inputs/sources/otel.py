@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from flowrate.inputs.sources.base import Item
-from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
+from flowrate.inputs.sources.otlp import ROLES, SESSION_KEYS, Broken, Span, SpanReader, otlp_problem, text_of
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 EVENT_ROLES = {
@@ -38,19 +38,20 @@ _FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.(name|arguments|id)")
 
 
 class OtelReader(SpanReader):
-    """OpenTelemetry GenAI spans, grouped by `gen_ai.conversation.id` or `session.id`."""
+    """OpenTelemetry GenAI spans, grouped by `gen_ai.conversation.id`, else a session (`otlp.SESSION_KEYS`)."""
 
     name = "otel"
     title = "OpenTelemetry GenAI spans, OTLP/JSON (whole export or one per line)"
     reads = (
         "gen_ai.input.messages, gen_ai.output.messages, gen_ai.system_instructions | gen_ai.prompt.N.*,"
         " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records; gen_ai.conversation.id,"
-        " session.id, gen_ai.request/response.model, user.id, enduser.id, service.name"
+        " session.id, traceloop.association.properties.session_id, ai.telemetry.metadata.sessionId,"
+        " metadata.sessionId, gen_ai.request/response.model, user.id, enduser.id, service.name"
     )
-    keys = ("gen_ai.conversation.id", "session.id")
+    keys = ("gen_ai.conversation.id", *SESSION_KEYS)
     fields = (
         ("conversation_id", ("gen_ai.conversation.id",)),
-        ("session_id", ("session.id",)),
+        ("session_id", SESSION_KEYS),
         ("model", ("gen_ai.response.model", "gen_ai.request.model")),
         ("user", ("user.id", "enduser.id")),
     )
