@@ -34,6 +34,14 @@ class Call:
     started_s: float | None = None
     ended_s: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the call failed: `output` is the one message saying so (`failed_reply`), the bot's reply to
+    #: the input's last user message unless a later call shows that message answered
+    failed: bool = False
+
+
+def failed_reply(why: str) -> dict[str, Any]:
+    """The assistant message that stands for a failed call's reply: what the user got was nothing."""
+    return {"role": "assistant", "content": f"[no reply: the call failed: {why}]"}
 
 
 @dataclass
@@ -46,6 +54,15 @@ class _Dialogue:
     ended_s: float | None
     metadata: dict[str, Any]
     problem: str | None = None
+    failures: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (messages before it, its reply)
+
+    def told(self) -> list[dict[str, Any]]:
+        """The history with each failed call's reply where no reply came after its input."""
+        history = list(self.history)
+        for at, reply in sorted(self.failures, key=lambda failure: -failure[0]):
+            if at <= len(history) and (at == len(history) or history[at].get("role") != "assistant"):
+                history.insert(at, reply)
+        return history
 
 
 class Conversations:
@@ -65,16 +82,18 @@ class Conversations:
         it when the source gives no conversation key."""
         self.keyless += call.key is None
         key = call.key or fallback_key
-        history = [*call.messages, *call.output]
+        history = [*call.messages, *([] if call.failed else call.output)]
         known = self._dialogues.get(key)
         if known is None:
             # where the calls were, not their items: an item holds its whole decoded line (100
             # spans a line in bench/sources.py), which kept 249 MB against 117 MB for 100,000 spans
             item = call.item
-            self._dialogues[key] = _Dialogue(
+            known = self._dialogues[key] = _Dialogue(
                 history, item.where, item.source, item.where, call.started_s, call.ended_s, dict(call.metadata)
             )
+            known.failures.extend((len(call.messages), reply) for reply in call.output if call.failed)
             return
+        known.failures.extend((len(call.messages), reply) for reply in call.output if call.failed)
         known.started_s = _earliest(known.started_s, call.started_s)
         known.ended_s = _latest(known.ended_s, call.ended_s)
         known.metadata = {**call.metadata, **known.metadata}
@@ -111,7 +130,7 @@ class Conversations:
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
                 if seconds is not None:
                     metadata.setdefault(name, iso_time(seconds))
-            raw = {"id": key, "messages": dialogue.history, "metadata": metadata}
+            raw = {"id": key, "messages": dialogue.told(), "metadata": metadata}
             record = parse_record(raw, dialogue.source, default_id=key, where=where)
             record.format = self.format
             yield record
