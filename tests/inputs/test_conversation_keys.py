@@ -12,22 +12,6 @@ from tests.inputs.sources.test_otel import collector_lines, write_lines
 from tests.inputs.sources.traces import USER_TURNS, Recorder, chat
 
 
-@pytest.fixture
-def recorded(monkeypatch):
-    """opentelemetry-instrumentation-openai-v2 on the `openai` client, recording to a `Recorder`,
-    message content on spans (as `test_otel`'s `recorded`). Its spans nest under the app's
-    turn span even after OpenLLMetry 0.52 was recorded and unrecorded in the process, which
-    leaves a wrapper making spans of its own between OpenInference's and the app's."""
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
-    recorder = Recorder()
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=recorder.tracer_provider, logger_provider=recorder.logger_provider)
-    yield recorder
-    instrumentor.uninstrument()
-
-
 def records_of(path, conversation_key=None):
     inputs = InputSet([str(path)], **({"conversation_key": conversation_key} if conversation_key else {}))
     try:

@@ -5,6 +5,7 @@ reaches the judge."""
 
 import bz2
 import gzip
+import json
 import lzma
 import shutil
 
@@ -14,6 +15,8 @@ from flowrate.inputs.files import InputSet, with_duplicates_marked
 from tests.helpers import local_eval, read_rows, turn_record, write_jsonl
 from tests.inputs.sources.platforms import FIXTURES, exchanges
 from tests.inputs.sources.sdk_logs import ANSWER, FOLLOW_UP, FORECAST, QUESTION, openai_chat_calls
+from tests.inputs.sources.test_otel import CONVERSATION, agent_conversation, collector_lines, write_lines
+from tests.inputs.sources.traces import USER_TURNS
 
 RASA_EVENTS = FIXTURES / "rasa_events.csv"
 
@@ -129,3 +132,37 @@ def test_a_directory_names_every_file_it_does_not_read(run_flowrate, tmp_path):
     assert "logs: passed over 2 file(s) of no type flowrate reads: dump.sqlite, notes.txt" in result.stderr
     assert "logs/labels.csv: passed over, no format flowrate reads takes its first row" in result.stderr
     assert ".DS_Store" not in result.stderr
+
+
+def test_spans_a_collectors_file_rotation_split_mid_trace_are_one_conversation(judge, recorded, tmp_path):
+    """The Collector's file exporter rotates its file by size or time: the spans of one trace, a
+    call's span and the agent span above it that names the conversation, can land in two files."""
+    agent_conversation(judge, recorded)
+    [document, *_] = collector_lines(recorded)
+    resource, scope = document["resourceSpans"][0], document["resourceSpans"][0]["scopeSpans"][0]
+    spans = [span for line in collector_lines(recorded) for span in line["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    half = len(spans) // 2
+    first, second = spans[:half], spans[half:]  # in the order they ended: children before parents
+    assert {span.get("parentSpanId") for span in first} & {span["spanId"] for span in second}
+
+    def lines(part):
+        return [{"resourceSpans": [{**resource, "scopeSpans": [{**scope, "spans": [span]}]}]} for span in part]
+
+    write_lines(tmp_path / "traces-1.jsonl", lines(first))
+    write_lines(tmp_path / "traces-2.jsonl", lines(second))
+
+    records, _ = read(tmp_path / "traces-1.jsonl", tmp_path / "traces-2.jsonl")
+
+    assert [(record.case.id, record.problems) for record in records] == [(CONVERSATION, [])]
+    assert [turn.input for turn in records[0].case.turns] == list(USER_TURNS)
+
+
+def test_langfuse_traces_and_their_observations_in_two_files_are_one_conversation(tmp_path):
+    rows = [json.loads(line) for line in (FIXTURES / "langfuse" / "session.jsonl").read_text().splitlines()]
+    write_jsonl(tmp_path / "traces.jsonl", [row for row in rows if "traceId" not in row])
+    write_jsonl(tmp_path / "observations.jsonl", [row for row in rows if "traceId" in row])
+    joined = cases(tmp_path / "traces.jsonl", tmp_path / "observations.jsonl")
+    whole = cases(FIXTURES / "langfuse" / "session.jsonl")
+    assert {key: exchanges(case) for key, case in joined.items()} == {
+        key: exchanges(case) for key, case in whole.items()
+    }
