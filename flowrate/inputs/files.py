@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import shutil
 import sys
@@ -189,17 +190,20 @@ class InputSet:
                 self.barren.extend(shown for _, shown, _ in files if shown not in self.barren)
         repeated.tell(self.notices)
 
-    def _plan(self) -> list[tuple[Reader | str | None, list[tuple[Path, str, str]]]]:
+    def _plan(self) -> list[tuple[Reader | str | _InStream | None, list[tuple[Path, str, str]]]]:
         """The files in the order they are read: each with the reader that reads it (None: read
         as flowrate's own Parquet, or no item to detect one by; text: no format reads it), the
         files one grouping reader reads joined to its first. A CSV found in a directory that no
         format takes is passed over with a notice."""
-        plan: list[tuple[Reader | str | None, list[tuple[Path, str, str]]]] = []
+        plan: list[tuple[Reader | str | _InStream | None, list[tuple[Path, str, str]]]] = []
         joined: dict[str, list[tuple[Path, str, str]]] = {}
         for file in self.files:
             path, shown, _ = file
             if _kind(file) == "parquet" and _native_parquet(path, self.format):
                 plan.append((None, [file]))
+                continue
+            if len(self.files) == 1 and path not in self.optional:
+                plan.append((IN_STREAM, [file]))  # found from its first item as it is read: decoded once
                 continue
             reader = _reader_of(file, self.format, self.conversation_key)
             if path in self.optional and self.format is None and not _takes(reader):
@@ -214,7 +218,7 @@ class InputSet:
         return plan
 
     def _group(
-        self, reader: Reader | str | None, files: list[tuple[Path, str, str]], repeated: _Repeats
+        self, reader: Reader | str | _InStream | None, files: list[tuple[Path, str, str]], repeated: _Repeats
     ) -> Iterator[Record]:
         """The records of `files`, read by `reader` (see `_plan`) as one stream of items."""
         if reader is None and _kind(files[0]) == "parquet":
@@ -224,16 +228,7 @@ class InputSet:
             yield from read_parquet(path, shown, id_base, self.pushdown)
             return
         items = repeated.once(item for file in files for item in _items(file))
-        if not isinstance(reader, Reader):
-            for item in items:
-                if isinstance(item, Record):
-                    yield item
-                elif isinstance(reader, str):  # no format reads it: one problem for the file
-                    yield Record(source=item.source, format="unknown", problems=[reader])
-                    return
-            return
-        yield from reader.read(items)
-        self.notices.extend(notice for notice in reader.notices if notice not in self.notices)
+        yield from _read(reader, items, self.format, self.conversation_key, self.notices)
 
     def close(self) -> None:
         """Remove the spooled copy of stdin (`InputFiles.close`)."""
@@ -300,6 +295,13 @@ def looks_like_results(path: Path) -> bool:
         and {"metric", "rubric_version"} <= first.keys()
         and not {"turns", "messages"} & first.keys()
     )
+
+
+class _InStream:
+    """The reader of a run's only file, found from its first item as the file is read."""
+
+
+IN_STREAM = _InStream()  # a run of one file decodes it once; a run of several peeks at each first
 
 
 def _takes(reader: Reader | str | None) -> bool:
@@ -437,14 +439,29 @@ def _items(file: tuple[Path, str, str]) -> Generator[Item | Record, None, None]:
 
 
 def _reader_of(file: tuple[Path, str, str], format: str | None, key: str | None) -> Reader | str | None:
-    """The reader of a file: the one `format` names (`--format`), else the one its first item shows
-    (`sources.detect`: a text when none reads it); None when the file has no item. The reader
-    tries `key` (`--conversation-key`) first."""
+    """The reader of a file (`_reader_for` its first item), the file closed once that is decoded."""
     items = _items(file)
     try:
         first = next((item for item in items if isinstance(item, Item)), None)
     finally:
-        items.close()  # the file closed: only its first item was decoded
+        items.close()
+    return _reader_for(first, format, key)
+
+
+def _head(items: Iterator[Item | Record]) -> list[Item | Record]:
+    """The items of `items` up to and with the first `Item`, which a file's format is found from."""
+    head: list[Item | Record] = []
+    for item in items:
+        head.append(item)
+        if isinstance(item, Item):
+            break
+    return head
+
+
+def _reader_for(first: Item | None, format: str | None, key: str | None) -> Reader | str | None:
+    """The reader of a file whose first item is `first`: the one `format` names (`--format`), else
+    the one `first` shows (`sources.detect`: a text when none reads it); None when the file has
+    no item. The reader tries `key` (`--conversation-key`) first."""
     if format is None and first is None:
         return None
     reader = reader_named(format) if format else detect(first)  # type: ignore[arg-type]
@@ -472,3 +489,29 @@ def _filtered(pushdown: Any) -> bool:
     return pushdown is not None and any(
         getattr(pushdown, name, None) is not None for name in ("shard", "sample", "limit")
     )
+
+
+def _read(
+    reader: Reader | str | _InStream | None,
+    items: Iterator[Item | Record],
+    format: str | None,
+    key: str | None,
+    notices: list[str],
+) -> Iterator[Record]:
+    """The records of `items` by `reader` (`IN_STREAM`: the one their first item shows, see
+    `_reader_for`); the reader's notices join `notices` once, however often the files are read."""
+    if reader is IN_STREAM:
+        head = _head(items)
+        first = head[-1] if head and isinstance(head[-1], Item) else None
+        reader = _reader_for(first, format, key)
+        items = itertools.chain(head, items)
+    if not isinstance(reader, Reader):
+        for item in items:
+            if isinstance(item, Record):
+                yield item
+            elif isinstance(reader, str):  # no format reads it: one problem for the file
+                yield Record(source=item.source, format="unknown", problems=[reader])
+                return
+        return
+    yield from reader.read(items)
+    notices.extend(notice for notice in reader.notices if notice not in notices)
