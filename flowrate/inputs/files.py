@@ -396,16 +396,16 @@ def _directory_files(path: Path, given: str, problems: list[str], notices: list[
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
     read = [item for item in found if kind_of(item) is not None]
+    unread = [item.relative_to(path).as_posix() for item in found if kind_of(item) is None]
+    shown = ", ".join(unread[:LISTED_UNREAD]) + (
+        f" and {len(unread) - LISTED_UNREAD} more" if len(unread) > LISTED_UNREAD else ""
+    )
     if not read:
         problems.append(
             f"{given}: no .jsonl, .json, .yaml, .yml, .parquet or .csv files in this directory"
-            " (nor any of them compressed)"
+            " (nor any of them compressed)" + (f"; found {shown}" if unread else "")
         )
-    unread = [item.relative_to(path).as_posix() for item in found if kind_of(item) is None]
-    if unread and read:
-        shown = ", ".join(unread[:LISTED_UNREAD]) + (
-            f" and {len(unread) - LISTED_UNREAD} more" if len(unread) > LISTED_UNREAD else ""
-        )
+    elif unread:
         notices.append(f"{given}: passed over {len(unread)} file(s) of no type flowrate reads: {shown}")
     return read
 

@@ -166,3 +166,13 @@ def test_langfuse_traces_and_their_observations_in_two_files_are_one_conversatio
     assert {key: exchanges(case) for key, case in joined.items()} == {
         key: exchanges(case) for key, case in whole.items()
     }
+
+
+def test_a_directory_with_no_file_to_read_names_the_files_it_holds(run_flowrate, tmp_path):
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "chats.zst").write_bytes(b"(\xb5/\xfd")  # zstd: not in Python 3.11's library
+    (tmp_path / "exports" / "notes.txt").write_text("read me")
+    result = run_flowrate("validate", "exports")
+    assert result.returncode == 2
+    assert "exports: no .jsonl, .json, .yaml, .yml, .parquet or .csv files in this directory" in result.stderr
+    assert "found chats.zst, notes.txt" in result.stderr
