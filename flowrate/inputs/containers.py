@@ -5,11 +5,10 @@ naming the file and line."""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
+import sys
 from collections.abc import Iterator
+from importlib import import_module
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,15 +19,24 @@ from flowrate.inputs.formats import BOM, Record, where_of
 from flowrate.inputs.sources.base import Item
 
 # the compressions Python's standard library reads (3.11 has no zstd), by the suffix after the format's
-COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-#: what a compressed file that is cut short or corrupt raises besides `OSError` (gzip's `BadGzipFile` is one)
-DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError)
+# (each module imported when a file needs it: lzma and bz2 load shared libraries a run of plain files never uses)
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+
+
+def decompression_errors() -> tuple[type[Exception], ...]:
+    """What a compressed file cut short or corrupt raises besides `OSError` (gzip's `BadGzipFile`
+    is one): `EOFError`, and xz's `LZMAError` once xz was read."""
+    lzma = sys.modules.get("lzma")
+    return (EOFError, lzma.LZMAError) if lzma is not None else (EOFError,)
 
 
 def open_input(path: Path) -> IO[bytes]:
     """`path` opened for reading bytes, decompressed when its name ends in `.gz`, `.bz2` or `.xz`."""
-    opener = COMPRESSIONS.get(path.suffix.lower())
-    return opener(path, "rb") if opener is not None else path.open("rb")  # type: ignore[operator]
+    module = COMPRESSIONS.get(path.suffix.lower())
+    if module is None:
+        return path.open("rb")
+    opened: IO[bytes] = import_module(module).open(path, "rb")
+    return opened
 
 
 def jsonl_items(path: Path, shown: str, id_base: str) -> Iterator[Item | Record]:

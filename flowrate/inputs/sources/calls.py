@@ -54,15 +54,17 @@ class _Dialogue:
     ended_s: float | None
     metadata: dict[str, Any]
     problem: str | None = None
-    failures: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (messages before it, its reply)
 
-    def told(self) -> list[dict[str, Any]]:
-        """The history with each failed call's reply where no reply came after its input."""
-        history = list(self.history)
-        for at, reply in sorted(self.failures, key=lambda failure: -failure[0]):
-            if at <= len(history) and (at == len(history) or history[at].get("role") != "assistant"):
-                history.insert(at, reply)
+
+def _told(history: list[dict[str, Any]], failures: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`history` with each failed call's reply (after the messages before it) where no reply came after its input."""
+    if not failures:
         return history
+    history = list(history)
+    for at, reply in sorted(failures, key=lambda failure: -failure[0]):
+        if at <= len(history) and (at == len(history) or history[at].get("role") != "assistant"):
+            history.insert(at, reply)
+    return history
 
 
 class Conversations:
@@ -76,6 +78,7 @@ class Conversations:
         self.keyless = 0
         self._dialogues: dict[str, _Dialogue] = {}
         self._problems: list[Record] = []
+        self._failures: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # by key: (messages before, the reply)
 
     def add(self, call: Call, fallback_key: str) -> None:
         """Take `call` into its conversation; `fallback_key` (the trace, the response) groups
@@ -88,12 +91,13 @@ class Conversations:
             # where the calls were, not their items: an item holds its whole decoded line (100
             # spans a line in bench/sources.py), which kept 249 MB against 117 MB for 100,000 spans
             item = call.item
-            known = self._dialogues[key] = _Dialogue(
+            self._dialogues[key] = _Dialogue(
                 history, item.where, item.source, item.where, call.started_s, call.ended_s, dict(call.metadata)
             )
-            known.failures.extend((len(call.messages), reply) for reply in call.output if call.failed)
+        if call.failed:  # kept beside the dialogues, not in each: one more field took 5 MB of 10,000 dialogues
+            self._failures.setdefault(key, []).extend((len(call.messages), reply) for reply in call.output)
+        if known is None:
             return
-        known.failures.extend((len(call.messages), reply) for reply in call.output if call.failed)
         known.started_s = _earliest(known.started_s, call.started_s)
         known.ended_s = _latest(known.ended_s, call.ended_s)
         known.metadata = {**call.metadata, **known.metadata}
@@ -130,7 +134,7 @@ class Conversations:
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
                 if seconds is not None:
                     metadata.setdefault(name, iso_time(seconds))
-            raw = {"id": key, "messages": dialogue.told(), "metadata": metadata}
+            raw = {"id": key, "messages": _told(dialogue.history, self._failures.get(key, [])), "metadata": metadata}
             record = parse_record(raw, dialogue.source, default_id=key, where=where)
             record.format = self.format
             yield record
