@@ -388,15 +388,13 @@ def load_transcripts(paths: list[str], ids: set[str]) -> dict[str, Conversationa
 
 
 def _directory_files(path: Path, given: str, problems: list[str], notices: list[str]) -> list[Path]:
-    """Every file under the directory `path` (hidden ones, named with a leading dot, and those
-    in hidden directories, left out as `ls` leaves them): each of a type flowrate reads is
-    read, the others are named in one notice. A CSV found there is read when a format takes
-    it (`InputSet` names it otherwise: it may be a report)."""
-    found = sorted(
-        p
-        for p in path.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-    )
+    """The files to read under the directory `path`: each of a type flowrate reads (a CSV found
+    there is read when a format takes it, `InputSet` names it otherwise: it may be a report); the
+    others are named in one notice, and the hidden ones (a name or a directory with a leading
+    dot, left out as `ls` leaves them) counted in another; none to read is one of `problems`."""
+    every = [p for p in path.rglob("*") if p.is_file()]
+    found = sorted(p for p in every if not any(part.startswith(".") for part in p.relative_to(path).parts))
+    hidden = len(every) - len(found)
     read = [item for item in found if kind_of(item) is not None]
     unread = [item.relative_to(path).as_posix() for item in found if kind_of(item) is None]
     shown = ", ".join(unread[:LISTED_UNREAD]) + (
@@ -409,6 +407,8 @@ def _directory_files(path: Path, given: str, problems: list[str], notices: list[
         )
     elif unread:
         notices.append(f"{given}: passed over {len(unread)} file(s) of no type flowrate reads: {shown}")
+    if hidden:
+        notices.append(f"{given}: left out {hidden} hidden file(s) (a name or a directory starting with a dot)")
     return read
 
 

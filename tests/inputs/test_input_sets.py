@@ -131,7 +131,7 @@ def test_a_directory_names_every_file_it_does_not_read(run_flowrate, tmp_path):
     assert '"valid":3' in result.stdout  # a, and the table's alice and bob
     assert "logs: passed over 2 file(s) of no type flowrate reads: dump.sqlite, notes.txt" in result.stderr
     assert "logs/labels.csv: passed over, no format flowrate reads takes its first row" in result.stderr
-    assert ".DS_Store" not in result.stderr
+    assert "logs: left out 1 hidden file(s) (a name or a directory starting with a dot)" in result.stderr
 
 
 def test_spans_a_collectors_file_rotation_split_mid_trace_are_one_conversation(judge, recorded, tmp_path):
