@@ -166,6 +166,7 @@ class InputSet:
         self.notices = self._found.notices
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
         self.optional = self._found.optional
+        self.passed_over: set[Path] = set()  #: the files of `optional` no format takes, once read
         self.barren: list[str] = []  #: the files that yielded no record, once read (`records`)
 
     def push_down(self, selection: Any) -> None:
@@ -207,6 +208,7 @@ class InputSet:
                 continue
             reader = _reader_of(file, self.format, self.conversation_key)
             if path in self.optional and self.format is None and not _takes(reader):
+                self.passed_over.add(path)
                 notice = f"{shown}: passed over, no format flowrate reads takes its first row"
                 self.notices.extend([notice] if notice not in self.notices else [])
             elif not isinstance(reader, Reader) or isinstance(reader, RecordReader):

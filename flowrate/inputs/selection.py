@@ -186,6 +186,7 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
     report.left_out = dict(selection.left_out)
     report.untimed = selection.untimed
     report.barren = list(inputs.barren)
+    report.files -= len(inputs.passed_over)  # a CSV no format takes is named, not counted as read
     return report
 
 

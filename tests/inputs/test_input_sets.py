@@ -128,7 +128,7 @@ def test_a_directory_names_every_file_it_does_not_read(run_flowrate, tmp_path):
     (logs / ".DS_Store").write_bytes(b"\0")
     result = run_flowrate("validate", "logs", "--json")
     assert result.returncode == 0, result.stderr
-    assert '"valid":3' in result.stdout  # a, and the table's alice and bob
+    assert '"files":2,"valid":3' in result.stdout  # c.jsonl's a, and the table's alice and bob
     assert "logs: passed over 2 file(s) of no type flowrate reads: dump.sqlite, notes.txt" in result.stderr
     assert "logs/labels.csv: passed over, no format flowrate reads takes its first row" in result.stderr
     assert "logs: left out 1 hidden file(s) (a name or a directory starting with a dot)" in result.stderr
