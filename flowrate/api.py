@@ -345,7 +345,7 @@ def redact_files(paths: list[str], output: str, settings: EvalSettings) -> Redac
     check_apart([("--output", output)], paths, of="redact")
     redactor = redactor_of(settings.model_copy(update={"redact": True}).redaction_settings)
     assert redactor is not None
-    inputs = InputSet(paths, output=output, format=settings.format)
+    inputs = InputSet(paths, output=output, format=settings.format, conversation_key=settings.conversation_key)
     try:
         report = scan(inputs)
         raise_for_problems(report, headline="problem(s) in the input")

@@ -16,6 +16,7 @@ from flowrate.settings.groups import weight_pairs
 WeightOption = Annotated[list[str] | None, option_of(groups.MetricOptions, "weights")]
 AllowEmptyOption = Annotated[bool | None, option_of(groups.SelectionOptions, "allow_empty")]
 FormatOption = Annotated[str | None, option_of(groups.SelectionOptions, "format")]
+ConversationKeyOption = Annotated[str | None, option_of(groups.SelectionOptions, "conversation_key")]
 
 
 @command(app, "metrics")
@@ -121,15 +122,16 @@ def cache_clear_command(cache_dir: CacheDirOption = None) -> None:
 def validate_command(
     paths: Paths,
     format: FormatOption = None,
+    conversation_key: ConversationKeyOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON on stdout.")] = False,
 ) -> None:
     """Check the input without calling a judge: record counts per format, and every problem."""
     import orjson
 
     from flowrate.inputs.files import InputSet
-    from flowrate.inputs.selection import raise_for_problems, scan
+    from flowrate.inputs.selection import barren_lines, raise_for_problems, scan
 
-    inputs = InputSet(paths, format=format)
+    inputs = InputSet(paths, format=format, conversation_key=conversation_key)
     try:
         report = scan(inputs)
     finally:
@@ -143,6 +145,7 @@ def validate_command(
     }
     if as_json:
         typer.echo(orjson.dumps(counts).decode())
+    report.problems.extend(barren_lines(report))  # a file that yields nothing is a file misread or misnamed
     raise_for_problems(report, headline="problem(s) in the input")
     formats = ", ".join(f"{count} in {name} format" for name, count in sorted(report.formats.items())) or "none"
     say(f"{report.valid} valid conversation(s) in {report.files} file(s): {formats}")
@@ -150,7 +153,7 @@ def validate_command(
 
 
 @command(app, "redact")
-@takes(also=("format",))
+@takes(also=("format", "conversation_key"))
 def redact_command(
     paths: Paths,
     output: Annotated[

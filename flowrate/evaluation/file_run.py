@@ -19,6 +19,7 @@ from flowrate.inputs.selection import (
     SKIP_INVALID_HINT,
     ScanReport,
     Selection,
+    barren_lines,
     nothing_to_judge,
     raise_for_problems,
     scan,
@@ -91,13 +92,16 @@ class FileRun:
         # history, bad input is told before any judge is made or the response cache opened
         early = RunJudges(settings) if judged_before is not None else None
         judged = already_judged(early.metrics, settings, judged_before) if early is not None else set()
-        self.inputs = InputSet(paths, output=output.output, reports=written_paths(settings), format=chosen.format)
+        self.inputs = InputSet(
+            paths, output.output, written_paths(settings), chosen.format, conversation_key=chosen.conversation_key
+        )
         self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
         if self.redactor is not None:
             self.notices.append(detectors_ran(self.redactor))
         self.selection = selection_of(chosen, judged, None if self.redactor is None else self.redactor.redact)
         self.scan: ScanReport = scan(self.inputs, self.selection.fresh(), chosen.date_field)
         self.notices.extend(self.inputs.notices)  # after the scan, which tells the readers' notices
+        self.notices.extend(barren_lines(self.scan))
         if not chosen.skip_invalid:
             raise_for_problems(self.scan, hint=SKIP_INVALID_HINT)
         if self.scan.selected == 0 and not chosen.allow_empty:

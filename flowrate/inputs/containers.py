@@ -1,12 +1,16 @@
 """Containers: a file decoded into the items a source reader reads (`sources.Item`): JSONL
-lines, the elements of a JSON or YAML list, CSV or Parquet rows; what cannot be decoded is a
-problem `Record` naming the file and line."""
+lines, the elements of a JSON or YAML list, CSV or Parquet rows, each of a text format read
+through gzip, bz2 or xz when its name ends so; what cannot be decoded is a problem `Record`
+naming the file and line."""
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Iterator
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -14,10 +18,30 @@ from flowrate.inputs.conversation import Source
 from flowrate.inputs.formats import BOM, Record, where_of
 from flowrate.inputs.sources.base import Item
 
+# the compressions Python's standard library reads (3.11 has no zstd), by the suffix after the format's
+# (each module imported when a file needs it: lzma and bz2 load shared libraries a run of plain files never uses)
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+
+
+def decompression_errors() -> tuple[type[Exception], ...]:
+    """What a compressed file cut short or corrupt raises besides `OSError` (gzip's `BadGzipFile`
+    is one): `EOFError`, and xz's `LZMAError` once xz was read."""
+    lzma = sys.modules.get("lzma")
+    return (EOFError, lzma.LZMAError) if lzma is not None else (EOFError,)
+
+
+def open_input(path: Path) -> IO[bytes]:
+    """`path` opened for reading bytes, decompressed when its name ends in `.gz`, `.bz2` or `.xz`."""
+    module = COMPRESSIONS.get(path.suffix.lower())
+    if module is None:
+        return path.open("rb")
+    opened: IO[bytes] = import_module(module).open(path, "rb")
+    return opened
+
 
 def jsonl_items(path: Path, shown: str, id_base: str) -> Iterator[Item | Record]:
     """Each non-blank line of a JSONL file, decoded; a line that is not JSON is a problem."""
-    with path.open("rb") as handle:
+    with open_input(path) as handle:
         for number, line in enumerate(handle, start=1):
             if number == 1:
                 line = line.removeprefix(BOM)
@@ -36,7 +60,8 @@ def json_items(path: Path, shown: str, id_base: str) -> Iterator[Item | Record]:
     """The elements of a JSON document's list (the document, or its `conversations`); a
     document that is neither is one whole item."""
     try:
-        document = orjson.loads(path.read_bytes().removeprefix(BOM))
+        with open_input(path) as handle:
+            document = orjson.loads(handle.read().removeprefix(BOM))
     except orjson.JSONDecodeError as error:
         yield Record(
             source=Source(path=shown, line=error.lineno), format="unknown", problems=[f"{shown}: invalid JSON: {error}"]
@@ -58,7 +83,8 @@ def yaml_items(path: Path, shown: str, id_base: str) -> Iterator[Item | Record]:
     import yaml
 
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    text = path.read_text(encoding="utf-8-sig")
+    with open_input(path) as handle:
+        text = handle.read().decode("utf-8-sig")
     loader = loader_class(text)
     try:
         root = loader.get_single_node()
@@ -175,7 +201,7 @@ def csv_items(path: Path, shown: str, id_base: str) -> Iterator[Item | Record]:
     cell is absent), named by its line."""
     import csv
 
-    with path.open(encoding="utf-8-sig", newline="") as handle:
+    with io.TextIOWrapper(open_input(path), encoding="utf-8-sig", newline="") as handle:
         rows = csv.DictReader(handle)
         line = 1
         for row in rows:

@@ -110,3 +110,14 @@ class Source(BaseModel):
         if self.line is not None:
             return f"{self.path}:{self.line}"
         return f"{self.path}#{self.index}"
+
+
+def missing_side(case: ConversationalEvalTestCase) -> str | None:
+    """Which side of `case` said nothing: "user" when no turn has user text, "assistant" when no
+    turn has a reply with text or a tool call (an assistant that only called a tool did act);
+    None when both sides said something."""
+    if not any(turn.input.strip() for turn in case.turns):
+        return "user"
+    if not any((turn.actual_output or "").strip() or turn.tool_activity for turn in case.turns):
+        return "assistant"
+    return None

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from flowrate.errors import ConfigError, InputError
-from flowrate.inputs.containers import CONTAINERS
-from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.inputs.containers import COMPRESSIONS, CONTAINERS, decompression_errors, open_input
+from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, missing_side
 from flowrate.inputs.formats import BOM, Record
-from flowrate.inputs.sources.base import Item
+from flowrate.inputs.sources.base import Item, Reader, RecordReader
 from flowrate.inputs.sources.registry import detect, reader_named
 
 INPUT_SUFFIXES = {
@@ -29,8 +30,23 @@ INPUT_SUFFIXES = {
     ".parquet": "parquet",
     ".csv": "csv",
 }
-SCANNED_SUFFIXES = {suffix for suffix in INPUT_SUFFIXES if suffix != ".csv"}  # a directory's CSV may be a report
+# what a directory scan reads: every input type, compressed or not (a CSV that no format takes,
+# a report say, is passed over with a notice naming it)
+SCANNED_SUFFIXES = {*INPUT_SUFFIXES, *COMPRESSIONS}
+LISTED_UNREAD = 10  # the files of a directory named in its notice of files passed over
 STDIN = "-"
+
+
+def kind_of(path: Path) -> str | None:
+    """The container of `path` by its name (`jsonl`, `json`, `yaml`, `parquet`, `csv`), a
+    compression's suffix looked through (`day.jsonl.gz` is JSONL); None: no type flowrate reads."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSIONS:
+        suffixes.pop()
+    kind = INPUT_SUFFIXES.get(suffixes[-1]) if suffixes else None
+    if kind == "parquet" and path.suffix.lower() in COMPRESSIONS:
+        return None  # Parquet compresses its own pages, and is read in place by DuckDB
+    return kind
 
 
 class InputFiles:
@@ -46,6 +62,7 @@ class InputFiles:
     def __init__(self, paths: list[str], output: str | None, reports: Sequence[tuple[str, str | None]]):
         self.files: list[tuple[Path, str, str]] = []
         self.notices: list[str] = []
+        self.optional: set[Path] = set()  #: files found in a directory that are read only if a format takes them
         self._spool: tempfile.TemporaryDirectory | None = None
         self._problems: list[str] = []
         self._target = output if output and output != STDIN else None
@@ -67,15 +84,17 @@ class InputFiles:
             return
         path = Path(given)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in SCANNED_SUFFIXES and p.is_file())
-            if not found:
-                problems.append(f"{given}: no .jsonl, .json, .yaml, .yml or .parquet files in this directory")
-            for item in found:
+            for item in _directory_files(path, given, problems, self.notices):
+                if kind_of(item) == "csv":  # read when a format takes it (`InputSet`): it may be a report
+                    self.optional.add(item)
                 self._add(item, str(item), item.relative_to(path).as_posix(), named=False)
         elif not path.exists():
             problems.append(f"{given}: no such file or directory")
-        elif path.suffix.lower() not in INPUT_SUFFIXES:
-            problems.append(f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv)")
+        elif kind_of(path) is None:
+            problems.append(
+                f"{given}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv,"
+                " or one of them compressed: .gz, .bz2, .xz)"
+            )
         else:
             self._add(path, given, path.name, named=True)
 
@@ -132,6 +151,7 @@ class InputSet:
         output: str | None = None,
         reports: Sequence[tuple[str, str | None]] = (),
         format: str | None = None,
+        conversation_key: str | None = None,
     ):
         if format is not None:
             try:
@@ -139,11 +159,15 @@ class InputSet:
             except ValueError as error:
                 raise ConfigError(f"option format: {error}") from None
         self.format = format  #: the source format every file is read as (`--format`); None: each file's own
+        self.conversation_key = conversation_key  #: `--conversation-key`, given to each reader
         self._found = InputFiles(paths, output, reports)
         self.files = self._found.files  # (path to read, name shown, base of default ids)
         #: what the run is told once: files passed over, and the readers' notices once read
         self.notices = self._found.notices
         self.pushdown: Any = None  #: the selection a Parquet file's query applies (`push_down`)
+        self.optional = self._found.optional
+        self.passed_over: set[Path] = set()  #: the files of `optional` no format takes, once read
+        self.barren: list[str] = []  #: the files that yielded no record, once read (`records`)
 
     def push_down(self, selection: Any) -> None:
         """Let the next pass over a Parquet file skip in its query what `selection` (a
@@ -152,39 +176,61 @@ class InputSet:
 
     def records(self) -> Iterator[Record]:
         """Every record of every file, in order, valid or not (of a Parquet file, those the
-        pushed-down selection may choose)."""
-        for path, shown, id_base in self.files:
-            kind = "jsonl" if shown == "<stdin>" else INPUT_SUFFIXES[path.suffix.lower()]
-            try:
-                if kind == "parquet" and self._native_parquet(path):
-                    from flowrate.inputs.parquet import read_parquet
+        pushed-down selection may choose). The files a format reads by grouping calls or events
+        (every reader but those of one conversation a record) are read as one stream, where the
+        first is: a conversation split across daily exports or rotated files is one. A record
+        repeated whole (a row exported twice) is read once; a conversation with no user or no
+        assistant text is a problem; a file that yields no record is named in `barren`."""
+        repeated = _Repeats()
+        for reader, files in self._plan():
+            count = 0
+            for record in self._group(reader, files, repeated):
+                count += 1
+                yield _with_both_sides(record)
+            if count == 0 and not (reader is None and _filtered(self.pushdown)):
+                self.barren.extend(shown for _, shown, _ in files if shown not in self.barren)
+        repeated.tell(self.notices)
 
-                    yield from read_parquet(path, shown, id_base, self.pushdown)
-                    continue
-                yield from _read(CONTAINERS[kind](path, shown, id_base), self.format, self.notices)
-            except OSError as error:
-                yield Record(
-                    source=Source(path=shown, index=0),
-                    format="unknown",
-                    problems=[f"{shown}: cannot read: {error.strerror}"],
-                )
-            except UnicodeDecodeError as error:
-                yield Record(
-                    source=Source(path=shown, index=0),
-                    format="unknown",
-                    problems=[f"{shown}: not UTF-8 text (byte {error.start})"],
-                )
+    def _plan(self) -> list[tuple[Reader | str | _InStream | None, list[tuple[Path, str, str]]]]:
+        """The files in the order they are read: each with the reader that reads it (None: read
+        as flowrate's own Parquet, or no item to detect one by; text: no format reads it), the
+        files one grouping reader reads joined to its first. A CSV found in a directory that no
+        format takes is passed over with a notice."""
+        plan: list[tuple[Reader | str | _InStream | None, list[tuple[Path, str, str]]]] = []
+        joined: dict[str, list[tuple[Path, str, str]]] = {}
+        for file in self.files:
+            path, shown, _ = file
+            if _kind(file) == "parquet" and _native_parquet(path, self.format):
+                plan.append((None, [file]))
+                continue
+            if len(self.files) == 1 and path not in self.optional:
+                plan.append((IN_STREAM, [file]))  # found from its first item as it is read: decoded once
+                continue
+            reader = _reader_of(file, self.format, self.conversation_key)
+            if path in self.optional and self.format is None and not _takes(reader):
+                self.passed_over.add(path)
+                notice = f"{shown}: passed over, no format flowrate reads takes its first row"
+                self.notices.extend([notice] if notice not in self.notices else [])
+            elif not isinstance(reader, Reader) or isinstance(reader, RecordReader):
+                plan.append((reader, [file]))
+            elif reader.name in joined:
+                joined[reader.name].append(file)
+            else:
+                plan.append((reader, joined.setdefault(reader.name, [file])))
+        return plan
 
-    def _native_parquet(self, path: Path) -> bool:
-        """A Parquet file read as flowrate's own format, with the selection pushed down."""
-        if self.format is not None:
-            return self.format == "flowrate"
-        from flowrate.inputs.parquet import parquet_columns
+    def _group(
+        self, reader: Reader | str | _InStream | None, files: list[tuple[Path, str, str]], repeated: _Repeats
+    ) -> Iterator[Record]:
+        """The records of `files`, read by `reader` (see `_plan`) as one stream of items."""
+        path, shown, id_base = files[0]
+        if reader is None and _kind(files[0]) == "parquet" and _native_parquet(path, self.format):
+            from flowrate.inputs.parquet import read_parquet
 
-        try:
-            return bool({"turns", "messages"} & parquet_columns(path).keys())
-        except Exception:  # not Parquet: `read_parquet` names the problem
-            return True
+            yield from read_parquet(path, shown, id_base, self.pushdown)
+            return
+        items = repeated.once(item for file in files for item in _items(file))
+        yield from _read(reader, items, self.format, self.conversation_key, self.notices)
 
     def close(self) -> None:
         """Remove the spooled copy of stdin (`InputFiles.close`)."""
@@ -230,21 +276,23 @@ def _is_empty(path: Path) -> bool:
 def looks_like_results(path: Path) -> bool:
     """True when the first record of a JSONL file (or a Parquet file's columns) is a flowrate
     results row, not a conversation."""
-    if INPUT_SUFFIXES.get(path.suffix.lower()) == "parquet":
+    if kind_of(path) == "parquet":
         from flowrate.inputs.parquet import looks_like_results_parquet
 
         return looks_like_results_parquet(path)
-    if INPUT_SUFFIXES.get(path.suffix.lower()) != "jsonl":
+    if kind_of(path) != "jsonl":
         return False
     try:
-        with path.open("rb") as handle:
+        with open_input(path) as handle:
             for line in handle:
                 if line.strip():
                     first = orjson.loads(line.removeprefix(BOM))
                     break
             else:
                 return False
-    except (OSError, orjson.JSONDecodeError):
+    except Exception as error:  # what cannot be read is no results file: reading it names the problem
+        if not isinstance(error, (OSError, orjson.JSONDecodeError, *decompression_errors())):
+            raise
         return False
     return (
         isinstance(first, dict)
@@ -253,24 +301,62 @@ def looks_like_results(path: Path) -> bool:
     )
 
 
-def _read(decoded: Iterator[Item | Record], format: str | None, notices: list[str]) -> Iterator[Record]:
-    """The records of one file's items, by the reader `format` names or the one its first item
-    shows; when no reader takes the first item, one problem naming the formats tried. The
-    reader's notices join `notices` once, however often the file is read."""
-    waiting: list[Record] = []
-    for first in decoded:
-        if isinstance(first, Record):
-            waiting.append(first)
-            continue
-        reader = reader_named(format) if format else detect(first)
-        if isinstance(reader, str):
-            yield from waiting
-            yield Record(source=first.source, format="unknown", problems=[reader])
-            return
-        yield from reader.read(itertools.chain(waiting, [first], decoded))
-        notices.extend(notice for notice in reader.notices if notice not in notices)
-        return
-    yield from waiting
+class _InStream:
+    """The reader of a run's only file, found from its first item as the file is read."""
+
+
+IN_STREAM = _InStream()  # a run of one file decodes it once; a run of several peeks at each first
+
+
+def _takes(reader: Reader | str | None) -> bool:
+    """True when `reader` was found for a file because it takes its first item (`detect` gives
+    flowrate's own reader as the closest too, which names each record's problems)."""
+    return isinstance(reader, Reader) and reader.name != "flowrate"
+
+
+class _Repeats:
+    """Items read once each across an input set: an item equal to one read before (its decoded
+    value, keys in any order) is left out and counted, and the run told once where the first
+    repeat was."""
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+        self._count = 0
+        self._first = ""
+
+    def once(self, items: Iterator[Item | Record]) -> Iterator[Item | Record]:
+        for item in items:
+            if isinstance(item, Item):
+                try:
+                    text = orjson.dumps(item.raw, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+                except TypeError:  # a YAML value JSON has no type for: compared by no one
+                    yield item
+                    continue
+                digest = hashlib.sha256(text).digest()[:16]  # SHA-NI: 0.6 of blake2b's CPU on 1.6 MB lines
+                if digest in self._seen:
+                    self._count += 1
+                    self._first = self._first or item.where
+                    continue
+                self._seen.add(digest)
+            yield item
+
+    def tell(self, notices: list[str]) -> None:
+        if self._count:
+            notice = f"{self._first}: the same record as one read before; {self._count} repeated record(s) read once"
+            if notice not in notices:
+                notices.append(notice)
+
+
+def _with_both_sides(record: Record) -> Record:
+    """`record`, with a problem when its conversation has no user text or no assistant text:
+    such a conversation is never sent to a judge (there is nothing to grade)."""
+    if record.case is None or record.problems:
+        return record
+    missing = missing_side(record.case)
+    if missing is not None:
+        record.problems.append(f"{record.source}: conversation {record.name!r}: no {missing} text; nothing to judge")
+        record.given_id = record.case.id
+    return record
 
 
 def iter_cases(inputs: InputSet) -> Iterator[Record]:
@@ -310,3 +396,135 @@ def load_transcripts(
         }
     finally:
         inputs.close()
+
+
+def _directory_files(path: Path, given: str, problems: list[str], notices: list[str]) -> list[Path]:
+    """The files to read under the directory `path`: each of a type flowrate reads (a CSV found
+    there is read when a format takes it, `InputSet` names it otherwise: it may be a report); the
+    others are named in one notice, and the hidden ones (a name or a directory with a leading
+    dot, left out as `ls` leaves them) counted in another; none to read is one of `problems`."""
+    every = [p for p in path.rglob("*") if p.is_file()]
+    found = sorted(p for p in every if not any(part.startswith(".") for part in p.relative_to(path).parts))
+    hidden = len(every) - len(found)
+    read = [item for item in found if kind_of(item) is not None]
+    unread = [item.relative_to(path).as_posix() for item in found if kind_of(item) is None]
+    shown = ", ".join(unread[:LISTED_UNREAD]) + (
+        f" and {len(unread) - LISTED_UNREAD} more" if len(unread) > LISTED_UNREAD else ""
+    )
+    if not read:
+        problems.append(
+            f"{given}: no .jsonl, .json, .yaml, .yml, .parquet or .csv files in this directory"
+            " (nor any of them compressed)" + (f"; found {shown}" if unread else "")
+        )
+    elif unread:
+        notices.append(f"{given}: passed over {len(unread)} file(s) of no type flowrate reads: {shown}")
+    if hidden:
+        notices.append(f"{given}: left out {hidden} hidden file(s) (a name or a directory starting with a dot)")
+    return read
+
+
+def _kind(file: tuple[Path, str, str]) -> str:
+    path, shown, _ = file
+    return "jsonl" if shown == "<stdin>" else kind_of(path) or "jsonl"
+
+
+def _items(file: tuple[Path, str, str]) -> Generator[Item | Record, None, None]:
+    """The decoded items of one file; a file that cannot be read or decompressed ends in a problem."""
+    path, shown, id_base = file
+    try:
+        yield from CONTAINERS[_kind(file)](path, shown, id_base)
+    except OSError as error:
+        yield Record(
+            source=Source(path=shown, index=0),
+            format="unknown",
+            problems=[f"{shown}: cannot read: {error.strerror or error}"],
+        )
+    except decompression_errors() as error:
+        yield Record(
+            source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: cannot decompress: {error}"]
+        )
+    except UnicodeDecodeError as error:
+        yield Record(
+            source=Source(path=shown, index=0),
+            format="unknown",
+            problems=[f"{shown}: not UTF-8 text (byte {error.start})"],
+        )
+
+
+def _reader_of(file: tuple[Path, str, str], format: str | None, key: str | None) -> Reader | str | None:
+    """The reader of a file (`_reader_for` its first item), the file closed once that is decoded."""
+    items = _items(file)
+    try:
+        first = next((item for item in items if isinstance(item, Item)), None)
+    finally:
+        items.close()
+    return _reader_for(first, format, key)
+
+
+def _head(items: Iterator[Item | Record]) -> list[Item | Record]:
+    """The items of `items` up to and with the first `Item`, which a file's format is found from."""
+    head: list[Item | Record] = []
+    for item in items:
+        head.append(item)
+        if isinstance(item, Item):
+            break
+    return head
+
+
+def _reader_for(first: Item | None, format: str | None, key: str | None) -> Reader | str | None:
+    """The reader of a file whose first item is `first`: the one `format` names (`--format`), else
+    the one `first` shows (`sources.detect`: a text when none reads it); None when the file has
+    no item. The reader tries `key` (`--conversation-key`) first."""
+    if format is None and first is None:
+        return None
+    reader = reader_named(format) if format else detect(first)  # type: ignore[arg-type]
+    if isinstance(reader, Reader) and key:
+        reader.given_keys = (key,)
+    return reader
+
+
+def _native_parquet(path: Path, format: str | None) -> bool:
+    """A Parquet file read as flowrate's own format (`format`, else by its columns), with the
+    selection pushed down."""
+    if format is not None:
+        return format == "flowrate"
+    from flowrate.inputs.parquet import parquet_columns
+
+    try:
+        return bool({"turns", "messages"} & parquet_columns(path).keys())
+    except Exception:  # not Parquet: `read_parquet` names the problem
+        return True
+
+
+def _filtered(pushdown: Any) -> bool:
+    """True when the pushed-down selection may leave a Parquet file's rows unread (a shard, a
+    sample, a limit), so that a file read as none is not known to hold none."""
+    return pushdown is not None and any(
+        getattr(pushdown, name, None) is not None for name in ("shard", "sample", "limit")
+    )
+
+
+def _read(
+    reader: Reader | str | _InStream | None,
+    items: Iterator[Item | Record],
+    format: str | None,
+    key: str | None,
+    notices: list[str],
+) -> Iterator[Record]:
+    """The records of `items` by `reader` (`IN_STREAM`: the one their first item shows, see
+    `_reader_for`); the reader's notices join `notices` once, however often the files are read."""
+    if reader is IN_STREAM:
+        head = _head(items)
+        first = head[-1] if head and isinstance(head[-1], Item) else None
+        reader = _reader_for(first, format, key)
+        items = itertools.chain(head, items)
+    if not isinstance(reader, Reader):
+        for item in items:
+            if isinstance(item, Record):
+                yield item
+            elif isinstance(reader, str):  # no format reads it: one problem for the file
+                yield Record(source=item.source, format="unknown", problems=[reader])
+                return
+        return
+    yield from reader.read(items)
+    notices.extend(notice for notice in reader.notices if notice not in notices)

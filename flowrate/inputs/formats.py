@@ -152,7 +152,9 @@ def _given_id(raw: dict) -> str | None:
 
 
 def _chat_to_turns(messages: list[_Message]) -> tuple[list[EvalTestCase], str | None]:
-    """Merge consecutive messages of one side into turns; tools stay in the assistant's turn."""
+    """Merge consecutive messages of one side into turns; tools stay in the assistant's turn. The
+    system and developer messages before the first turn are the system prompt; one that comes
+    later is shown where it came, in the activity of the turn it came in (`system: TEXT`)."""
     system_parts: list[str] = []
     turns: list[EvalTestCase] = []
     user_parts: list[str] | None = None
@@ -169,7 +171,10 @@ def _chat_to_turns(messages: list[_Message]) -> tuple[list[EvalTestCase], str | 
 
     for message in messages:
         text = _content_text(message.content)
-        if message.role in ("system", "developer"):
+        if message.role in ("system", "developer") and (turns or user_parts is not None or reply_parts is not None):
+            if text:  # an instruction given mid-conversation stays where it was, beside the turn it came in
+                activity.append(f"{message.role}: {text}")
+        elif message.role in ("system", "developer"):
             if text:
                 system_parts.append(text)
         elif message.role == "user":

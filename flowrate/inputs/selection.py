@@ -37,6 +37,7 @@ class ScanReport:
     untimed: int = 0  # conversations `--closed-after` counted as closed: they have no time
     unreadable_times: int = 0  # conversations `--closed-after` found a time in that cannot be read
     first_unreadable_time: str = ""  # the first of them: where, its id, the field and value
+    barren: list[str] = field(default_factory=list)  # the files that yielded no conversation, valid or not
 
     @property
     def invalid(self) -> int:
@@ -212,7 +213,14 @@ def scan(inputs: InputSet, selection: Selection | None = None, date_field: str |
     report.left_out = dict(selection.left_out)
     report.untimed = selection.untimed
     report.unreadable_times = selection.unreadable_times
+    report.barren = list(inputs.barren)
+    report.files -= len(inputs.passed_over)  # a CSV no format takes is named, not counted as read
     return report
+
+
+def barren_lines(report: ScanReport) -> list[str]:
+    """A line for each file of the scan that yielded no conversation."""
+    return [f"{shown}: no conversation in this file" for shown in report.barren]
 
 
 SKIP_INVALID_HINT = "fix them, or pass --skip-invalid to judge the valid conversations only"

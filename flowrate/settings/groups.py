@@ -370,6 +370,12 @@ class SelectionOptions(Group):
         description="Read every input as this source format (`flowrate formats` lists them). [default: found from"
         " each file's first record]",
     )
+    conversation_key: Annotated[str | None, flag()] = Field(
+        None,
+        description="In a log of calls, the field that names each call's conversation, tried before the keys its"
+        " format knows (`flowrate formats` lists them): a span attribute (on the call's span or an ancestor), or a"
+        " key of a call's metadata.",
+    )
     closed_after: Annotated[str | None, flag()] = Field(
         None,
         description="Judge only closed conversations: one whose last message is newer than this (30m, 2h, 1d, 90s)"

@@ -47,12 +47,14 @@ BOMB = """conversations:
 
 def test_turn_format_jsonl_with_blank_lines(tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps(turn_record("a", "hi", "hello")) + "\n\n" + json.dumps(turn_record(None, "", "")) + "\n")
+    path.write_text(
+        json.dumps(turn_record("a", "hi", "hello")) + "\n\n" + json.dumps(turn_record(None, "yo", "ok")) + "\n"
+    )
     report, records = read(path)
     assert report.valid == 2 and dict(report.formats) == {"turns": 2}
     assert records[0].case.id == "a"
     assert records[1].case.id == "c.jsonl:3"  # default id: file name and line
-    assert records[1].case.turns[0].input == "" and records[1].case.turns[0].actual_output == ""
+    assert records[1].case.turns[0].input == "yo" and records[1].case.turns[0].actual_output == "ok"
     assert records[1].source.line == 3
 
 
@@ -91,13 +93,20 @@ def test_openai_chat_format_merges_sides_and_keeps_tools(tmp_path):
 
 def test_json_array_and_object_and_yaml(tmp_path):
     array = tmp_path / "a.json"
-    array.write_text(json.dumps([turn_record("j1", "a", "b"), {"messages": [{"role": "user", "content": "x"}]}]))
+    array.write_text(
+        json.dumps(
+            [
+                turn_record("j1", "a", "b"),
+                {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]},
+            ]
+        )
+    )
     wrapped = tmp_path / "b.json"
     wrapped.write_text(json.dumps({"conversations": [turn_record("j3", "a", "b")]}))
     listed = tmp_path / "c.yaml"
     listed.write_text("- id: y1\n  turns:\n    - input: hi\n      actual_output: hello\n")
     mapped = tmp_path / "d.yml"
-    mapped.write_text("conversations:\n  - turns:\n      - {input: hi, actual_output: ''}\n")
+    mapped.write_text("conversations:\n  - turns:\n      - {input: hi, actual_output: there}\n")
     report, records = read(tmp_path)  # a directory: every input file inside
     assert report.files == 4 and report.valid == 5
     assert [r.case.id for r in records] == ["j1", "a.json#1", "j3", "y1", "d.yml#0"]
@@ -121,7 +130,8 @@ def test_a_utf8_bom_is_accepted(tmp_path, run_flowrate):
 
 
 def test_validate_counts_formats(run_flowrate, tmp_path):
-    write_jsonl(tmp_path / "a.jsonl", [turn_record("a", "b", "c"), {"messages": [{"role": "user", "content": "x"}]}])
+    answered = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}
+    write_jsonl(tmp_path / "a.jsonl", [turn_record("a", "b", "c"), answered])
     result = run_flowrate("validate", tmp_path, "--json")
     assert result.returncode == 0
     assert json.loads(result.stdout) == {"files": 1, "valid": 2, "invalid": 0, "formats": {"turns": 1, "messages": 1}}
@@ -189,7 +199,7 @@ def test_yaml_errors_carry_index_and_line(tmp_path):
 
 def test_every_problem_is_listed_then_raised(tmp_path):
     path = tmp_path / "many.jsonl"
-    path.write_text("\n".join(['{"turns": []}'] * 60) + "\n")
+    path.write_text("\n".join(f'{{"id": {n}, "turns": []}}' for n in range(60)) + "\n")
     report, _ = read(path)
     with pytest.raises(InputError) as caught:
         raise_for_problems(report)
@@ -203,7 +213,8 @@ def test_missing_path_and_unknown_type(tmp_path):
         InputSet([str(tmp_path / "nope.jsonl"), str(tmp_path / "notes.txt")])
     assert caught.value.problems == [
         f"{tmp_path / 'nope.jsonl'}: no such file or directory",
-        f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv)",
+        f"{tmp_path / 'notes.txt'}: unknown file type (expected .jsonl, .json, .yaml, .yml, .parquet or .csv,"
+        " or one of them compressed: .gz, .bz2, .xz)",
     ]
 
 

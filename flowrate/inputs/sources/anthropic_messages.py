@@ -48,7 +48,7 @@ class AnthropicReader(Reader):
                 continue
             shown = item.source.path
             try:
-                call = _call(item)
+                call = _call(item, self.given_keys)
             except Unreadable as error:
                 conversations.problem(item, str(error))
                 continue
@@ -59,7 +59,7 @@ class AnthropicReader(Reader):
             self.notices.extend(keyless_notice(conversations, shown, keys))
 
 
-def _call(item: Item) -> Call:
+def _call(item: Item, given_keys: tuple[str, ...]) -> Call:
     raw = item.raw
     if not isinstance(raw, dict):
         raise Unreadable("record", "a call must be an object")
@@ -81,4 +81,6 @@ def _call(item: Item) -> Call:
         if isinstance(value, str) and value:
             metadata.setdefault(name, value)
     at_s = seconds_of(raw.get("timestamp", raw.get("created_at")))
-    return Call(conversation_key(raw.get("metadata"), given), history, output, item, at_s, at_s, metadata)
+    return Call(
+        conversation_key(raw.get("metadata"), given, given=given_keys), history, output, item, at_s, at_s, metadata
+    )

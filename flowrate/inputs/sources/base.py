@@ -40,6 +40,8 @@ class Reader:
 
     def __init__(self) -> None:
         self.notices: list[str] = []  #: what the run is told once about the files read (`InputSet.notices`)
+        #: `--conversation-key`: the field naming a call's conversation, tried before the format's own keys
+        self.given_keys: tuple[str, ...] = ()
 
     def problem(self, item: Item) -> str | None:
         """None when this reader takes `item` (the first item of a file); else its first

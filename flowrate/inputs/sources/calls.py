@@ -34,6 +34,14 @@ class Call:
     started_s: float | None = None
     ended_s: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the call failed: `output` is the one message saying so (`failed_reply`), the bot's reply to
+    #: the input's last user message unless a later call shows that message answered
+    failed: bool = False
+
+
+def failed_reply(why: str) -> dict[str, Any]:
+    """The assistant message that stands for a failed call's reply: what the user got was nothing."""
+    return {"role": "assistant", "content": f"[no reply: the call failed: {why}]"}
 
 
 @dataclass
@@ -48,6 +56,17 @@ class _Dialogue:
     problem: str | None = None
 
 
+def _told(history: list[dict[str, Any]], failures: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`history` with each failed call's reply (after the messages before it) where no reply came after its input."""
+    if not failures:
+        return history
+    history = list(history)
+    for at, reply in sorted(failures, key=lambda failure: -failure[0]):
+        if at <= len(history) and (at == len(history) or history[at].get("role") != "assistant"):
+            history.insert(at, reply)
+    return history
+
+
 class Conversations:
     """The calls of one file, grouped by key into dialogues (`add`), then read out (`records`).
 
@@ -59,13 +78,14 @@ class Conversations:
         self.keyless = 0
         self._dialogues: dict[str, _Dialogue] = {}
         self._problems: list[Record] = []
+        self._failures: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # by key: (messages before, the reply)
 
     def add(self, call: Call, fallback_key: str) -> None:
         """Take `call` into its conversation; `fallback_key` (the trace, the response) groups
         it when the source gives no conversation key."""
         self.keyless += call.key is None
         key = call.key or fallback_key
-        history = [*call.messages, *call.output]
+        history = [*call.messages, *([] if call.failed else call.output)]
         known = self._dialogues.get(key)
         if known is None:
             # where the calls were, not their items: an item holds its whole decoded line (100
@@ -74,6 +94,9 @@ class Conversations:
             self._dialogues[key] = _Dialogue(
                 history, item.where, item.source, item.where, call.started_s, call.ended_s, dict(call.metadata)
             )
+        if call.failed:  # kept beside the dialogues, not in each: one more field took 5 MB of 10,000 dialogues
+            self._failures.setdefault(key, []).extend((len(call.messages), reply) for reply in call.output)
+        if known is None:
             return
         known.started_s = _earliest(known.started_s, call.started_s)
         known.ended_s = _latest(known.ended_s, call.ended_s)
@@ -111,7 +134,7 @@ class Conversations:
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
                 if seconds is not None:
                     metadata.setdefault(name, iso_time(seconds))
-            raw = {"id": key, "messages": dialogue.history, "metadata": metadata}
+            raw = {"id": key, "messages": _told(dialogue.history, self._failures.get(key, [])), "metadata": metadata}
             record = parse_record(raw, dialogue.source, default_id=key, where=where)
             record.format = self.format
             yield record

@@ -45,9 +45,10 @@ def _json_name(names: str) -> str:
     return names.replace("dict", "an object").replace("list", "a list").replace("str", "text")
 
 
-def conversation_key(*metadata: Any) -> str | None:
-    """The first conversation key (`CONVERSATION_KEYS`) that one of the `metadata` mappings gives."""
-    for name in CONVERSATION_KEYS:
+def conversation_key(*metadata: Any, given: tuple[str, ...] = ()) -> str | None:
+    """The first conversation key (the `given` ones, `--conversation-key`, then `CONVERSATION_KEYS`)
+    that one of the `metadata` mappings gives."""
+    for name in (*given, *CONVERSATION_KEYS):
         for mapping in metadata:
             value = mapping.get(name) if isinstance(mapping, dict) else None
             if isinstance(value, str | int) and not isinstance(value, bool) and str(value) != "":

@@ -56,6 +56,13 @@ def _dialogue(raw: dict[str, Any]) -> tuple[list[Message], list[float | None]]:
     parts = listing.get("conversation_parts") if isinstance(listing, dict) else None
     if not isinstance(parts, list):
         raise ValueError("conversation_parts.conversation_parts: must be a list")
+    total = listing.get("total_count")
+    if isinstance(total, int) and not isinstance(total, bool) and total > len(parts):
+        # the API lists at most 500 parts: judged on those, a conversation would be judged on a part of it
+        raise ValueError(
+            f"conversation_parts: the API listed {len(parts)} of its {total} parts (total_count), the rest cut off;"
+            " export the whole conversation"
+        )
     for number, part in enumerate(parts):
         field = f"conversation_parts.conversation_parts[{number}]"
         if not isinstance(part, dict):

@@ -25,6 +25,13 @@ from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import Unreadable, field_of, keyless_notice, records_of
 from flowrate.inputs.sources.messages import ToolNames, instructions, normalised
 
+# a trace's own fields beside `id` and `timestamp` (fern/apis/server/definition/commons.yml `Trace`
+# and `TraceWithDetails`), one of which tells a trace: the SDK's models dump without their null
+# fields (langfuse 3.0 `Trace.dict`: exclude_none), so a trace of no session has no `sessionId`
+TRACE_FIELDS = frozenset(
+    {"sessionId", "observations", "userId", "release", "version", "public", "environment", "htmlPath", "latency"}
+)
+
 
 @dataclass
 class _Trace:
@@ -55,7 +62,7 @@ class LangfuseReader(Reader):
             return None
         if "traceId" in raw and "startTime" in raw:
             return None
-        if "timestamp" in raw and ("sessionId" in raw or "observations" in raw):
+        if "id" in raw and "timestamp" in raw and TRACE_FIELDS & raw.keys():
             return None
         return "is neither a trace (id, timestamp, sessionId) nor an observation (traceId, startTime)"
 

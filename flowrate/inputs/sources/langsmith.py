@@ -67,14 +67,14 @@ class LangSmithReader(Reader):
                 conversations.problem(item, str(error))
                 continue
             if run.get("parent_run_id") is None and run.get("id") is not None:
-                root_keys[str(run["id"])] = conversation_key(_metadata_of(run))
+                root_keys[str(run["id"])] = conversation_key(_metadata_of(run), given=self.given_keys)
             if run["run_type"] in CALL_RUN_TYPES:
                 runs.append((item, run))
         runs.sort(key=lambda entry: seconds_of(entry[1].get("start_time")) or 0.0)
         for item, run in runs:
             trace = str(run.get("trace_id") or run.get("id") or item.default_id)
             try:
-                call = _call(item, run, root_keys.get(trace))
+                call = _call(item, run, root_keys.get(trace), self.given_keys)
             except Unreadable as error:
                 conversations.problem(item, str(error))
                 continue
@@ -105,7 +105,7 @@ def _metadata_of(run: dict[str, Any]) -> dict[str, Any]:
     return metadata if isinstance(metadata, dict) else {}
 
 
-def _call(item: Item, run: dict[str, Any], root_key: str | None) -> Call:
+def _call(item: Item, run: dict[str, Any], root_key: str | None, given_keys: tuple[str, ...] = ()) -> Call:
     tools = ToolNames()
     inputs = field_of(run, "inputs", dict, "inputs")
     given = field_of(inputs, "messages", list, "inputs.messages")
@@ -119,7 +119,7 @@ def _call(item: Item, run: dict[str, Any], root_key: str | None) -> Call:
     for name, value in (("trace_id", run.get("trace_id")), ("model", model), ("tags", run.get("tags") or None)):
         if value is not None:
             row[name] = str(value) if name == "trace_id" else value
-    key = conversation_key(metadata) or root_key
+    key = conversation_key(metadata, given=given_keys) or root_key
     return Call(key, messages, output, item, seconds_of(run.get("start_time")), seconds_of(run.get("end_time")), row)
 
 

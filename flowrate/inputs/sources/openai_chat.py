@@ -12,7 +12,7 @@ from typing import Any
 
 from flowrate.inputs.formats import Record
 from flowrate.inputs.sources.base import Item, Reader
-from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
+from flowrate.inputs.sources.calls import Call, Conversations, failed_reply, seconds_of
 from flowrate.inputs.sources.chat import (
     CONVERSATION_KEYS,
     Unreadable,
@@ -42,8 +42,8 @@ class OpenAIChatReader(Reader):
         request, response = raw.get("request"), raw.get("response")
         if not isinstance(request, dict) or "messages" not in request:
             return "has no `request` with `messages`"
-        if not isinstance(response, dict) or "choices" not in response:
-            return "has no `response` with `choices`"
+        if not isinstance(response, dict) or not ("choices" in response or isinstance(response.get("error"), dict)):
+            return "has no `response` with `choices` (or the `error` of a failed call)"
         return None
 
     def read(self, items: Iterable[Item | Record]) -> Iterator[Record]:
@@ -77,15 +77,33 @@ class OpenAIChatReader(Reader):
             response = field_of(raw, "response", dict, "response")
             messages, prefix = request.get("messages"), "response."
         tools = ToolNames()
-        history = message_list(messages, "request.messages" if prefix else "messages", tools)
+        history = message_list(_refusals_as_text(messages), "request.messages" if prefix else "messages", tools)
+        key = conversation_key(request.get("metadata"), given=self.given_keys)
+        metadata = _metadata(request, response)
+        created_s = seconds_of(response.get("created"))
+        error = response.get("error")
+        if "choices" not in response and isinstance(error, dict):  # the API's error object: the user got nothing
+            why = str(error.get("message") or error.get("code") or error.get("type") or "an error")
+            return Call(key, history, [failed_reply(why)], item, created_s, created_s, metadata, failed=True)
         choices = field_of(response, "choices", list, f"{prefix}choices")
         if not choices:
             raise Unreadable(f"{prefix}choices", "is empty")
         message = field_of(choices[0], "message", dict, f"{prefix}choices[0].message")
-        output = message_list([message], f"{prefix}choices[0]", tools, "assistant")
-        metadata = _metadata(request, response)
-        created_s = seconds_of(response.get("created"))
-        return Call(conversation_key(request.get("metadata")), history, output, item, created_s, created_s, metadata)
+        output = message_list(_refusals_as_text([message]), f"{prefix}choices[0]", tools, "assistant")
+        return Call(key, history, output, item, created_s, created_s, metadata)
+
+
+def _refusals_as_text(messages: Any) -> Any:
+    """The messages with an assistant's `refusal` (the model declined, `content` null) as its
+    content: the refusal is what the user read, the reply to judge."""
+    if not isinstance(messages, list):
+        return messages
+    return [
+        {**message, "content": message["refusal"]}
+        if isinstance(message, dict) and message.get("content") is None and isinstance(message.get("refusal"), str)
+        else message
+        for message in messages
+    ]
 
 
 def _metadata(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:

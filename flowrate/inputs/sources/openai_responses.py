@@ -76,7 +76,7 @@ class OpenAIResponsesReader(Reader):
             except Unreadable as error:
                 conversations.problem(item, str(error))
         responses.sort(key=lambda entry: entry.created_s if entry.created_s is not None else float("inf"))
-        chains = _Chains()
+        chains = _Chains(self.given_keys)
         for entry in responses:
             try:
                 conversations.add(
@@ -108,15 +108,16 @@ class _Chains:
     """The history after each response read, by id (and by `conversation` id), so a response
     that continues one starts from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, given_keys: tuple[str, ...] = ()) -> None:
         self._after: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # id: (conversation key, history)
+        self._given_keys = given_keys  # `--conversation-key`
 
     def call(self, entry: _Response) -> Call:
         request, response = entry.request, entry.response
         previous = request.get("previous_response_id") or response.get("previous_response_id")
         thread = response.get("conversation") or request.get("conversation")
         thread_id = thread.get("id") if isinstance(thread, dict) else thread
-        key = conversation_key(request.get("metadata"), response.get("metadata"))
+        key = conversation_key(request.get("metadata"), response.get("metadata"), given=self._given_keys)
         base: list[dict[str, Any]] = []
         if previous is not None and not isinstance(previous, str):
             raise Unreadable("previous_response_id", f"expected text, got {type_name(previous)}")

@@ -20,6 +20,7 @@ from flowrate.inputs.sources.chat import Unreadable
 from flowrate.inputs.sources.messages import ToolNames, openai_message
 from flowrate.inputs.sources.otlp import (
     ROLES,
+    SESSION_KEYS,
     Broken,
     Span,
     SpanReader,
@@ -28,7 +29,7 @@ from flowrate.inputs.sources.otlp import (
     raw_spans,
     text_of,
 )
-from flowrate.inputs.sources.vercel import SESSION, USER, is_vercel_call, vercel_messages
+from flowrate.inputs.sources.vercel import USER, is_vercel_call, vercel_messages
 
 KIND = "openinference.span.kind"
 REDACTED = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUT_TEXT and its kin write instead of the text
@@ -38,19 +39,20 @@ _CONTENTS = re.compile(r"contents\.(\d+)\.message_content\.(type|text)")
 
 
 class OpenInferenceReader(SpanReader):
-    """OpenInference LLM spans, grouped by `session.id` or `ai.telemetry.metadata.sessionId`."""
+    """OpenInference LLM spans, grouped by a session (`otlp.SESSION_KEYS`: `session.id` first)."""
 
     name = "openinference"
     title = "OpenInference spans (Arize Phoenix; the Vercel AI SDK's through openinference-vercel), OTLP/JSON"
     reads = (
         "llm.input_messages.N.message.role/content/contents.M.message_content.text/tool_calls.K.tool_call.function.*,"
         " llm.output_messages.N.message.*, openinference.span.kind | the Vercel AI SDK's attributes"
-        " (openinference-vercel); session.id, ai.telemetry.metadata.sessionId, user.id,"
-        " ai.telemetry.metadata.userId, llm.model_name, tag.tags"
+        " (openinference-vercel); session.id (or metadata.sessionId, ai.telemetry.metadata.sessionId,"
+        " traceloop.association.properties.session_id), user.id, ai.telemetry.metadata.userId, llm.model_name,"
+        " tag.tags"
     )
-    keys = ("session.id", SESSION)
+    keys = SESSION_KEYS
     fields = (
-        ("session_id", ("session.id", SESSION)),
+        ("session_id", SESSION_KEYS),
         ("model", ("llm.model_name",)),
         ("user", ("user.id", USER)),
         ("tags", ("tag.tags",)),

@@ -23,8 +23,8 @@ from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.chat import Unreadable
 from flowrate.inputs.sources.langfuse import generation_messages
 from flowrate.inputs.sources.messages import ToolNames, normalised, parts_message
-from flowrate.inputs.sources.otlp import ROLES, Broken, Span, SpanReader, otlp_problem, text_of
-from flowrate.inputs.sources.vercel import OPERATION, SESSION, USER, is_vercel_call, vercel_messages
+from flowrate.inputs.sources.otlp import ROLES, SESSION_KEYS, Broken, Span, SpanReader, otlp_problem, text_of
+from flowrate.inputs.sources.vercel import OPERATION, USER, is_vercel_call, vercel_messages
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 EVENT_ROLES = {
@@ -46,8 +46,8 @@ _FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.(name|arguments|id)")
 
 
 class OtelReader(SpanReader):
-    """OpenTelemetry GenAI spans, the Vercel AI SDK's and the Langfuse SDK's, grouped by `gen_ai.conversation.id`,
-    `session.id` or `ai.telemetry.metadata.sessionId`."""
+    """OpenTelemetry GenAI spans, the Vercel AI SDK's and the Langfuse SDK's, grouped by
+    `gen_ai.conversation.id`, else a session (`otlp.SESSION_KEYS`, then `langfuse.session.id`)."""
 
     name = "otel"
     title = "OpenTelemetry GenAI spans, also the Vercel AI SDK's and the Langfuse SDK's, OTLP/JSON (whole export or one per line)"
@@ -56,14 +56,15 @@ class OtelReader(SpanReader):
         " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records | the Vercel AI SDK's"
         " ai.prompt.messages, ai.response.text/object/toolCalls | the Langfuse SDK's langfuse.observation.input,"
         " langfuse.observation.output of a generation; gen_ai.conversation.id, session.id,"
-        " ai.telemetry.metadata.sessionId, langfuse.session.id, gen_ai.request/response.model, user.id, enduser.id,"
-        " ai.telemetry.metadata.userId, langfuse.user.id, langfuse.trace.tags, service.name"
+        " traceloop.association.properties.session_id, ai.telemetry.metadata.sessionId, metadata.sessionId,"
+        " langfuse.session.id, gen_ai.request/response.model, user.id, enduser.id, ai.telemetry.metadata.userId,"
+        " langfuse.user.id, langfuse.trace.tags, service.name"
     )
     # langfuse.session.id and langfuse.user.id: what Langfuse's guide has an app set on its own span
-    keys = ("gen_ai.conversation.id", "session.id", SESSION, "langfuse.session.id")
+    keys = ("gen_ai.conversation.id", *SESSION_KEYS, "langfuse.session.id")
     fields = (
         ("conversation_id", ("gen_ai.conversation.id",)),
-        ("session_id", ("session.id", SESSION, "langfuse.session.id")),
+        ("session_id", (*SESSION_KEYS, "langfuse.session.id")),
         ("model", ("gen_ai.response.model", "gen_ai.request.model", "langfuse.observation.model.name")),
         ("user", ("user.id", "enduser.id", USER, "langfuse.user.id")),
         ("tags", ("langfuse.trace.tags",)),

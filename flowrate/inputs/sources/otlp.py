@@ -24,6 +24,17 @@ from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 
 OTLP_MARKS = frozenset({"resourceSpans", "resourceLogs"})
+# The span attributes that name a session, as the tools write them: `session.id` (OpenInference's
+# `using_session`, the Langfuse SDK's TRACE_SESSION_ID), OpenLLMetry's association property
+# (traceloop-sdk `set_association_properties({"session_id": ...})`), the Vercel AI SDK's telemetry
+# metadata (`experimental_telemetry: {metadata: {sessionId}}`), and that metadata as
+# @arizeai/openinference-vercel 2.8 copies it (`metadata.<key>`, its getMetadataAttributes)
+SESSION_KEYS = (
+    "session.id",
+    "traceloop.association.properties.session_id",
+    "ai.telemetry.metadata.sessionId",
+    "metadata.sessionId",
+)
 ROLES: tuple[str, ...] = get_args(Role)
 
 
@@ -254,7 +265,8 @@ class _SpanStream:
 
     def __init__(self, reader: SpanReader):
         self.reader = reader
-        self.tree = SpanTree({*reader.keys, *(name for _, names in reader.fields for name in names)})
+        self.keys = (*reader.given_keys, *reader.keys)  # `--conversation-key` first
+        self.tree = SpanTree({*self.keys, *(name for _, names in reader.fields for name in names)})
         self.logs: dict[tuple[str, str], list[Event]] = {}
         self.waiting: list[Span] = []
         self.conversations = Conversations(reader.name)
@@ -270,7 +282,7 @@ class _SpanStream:
         for span in spans:
             self.tree.add(span)
         for span in spans:
-            if self.reader.complete(span) and self.tree.known(span, self.reader.keys):
+            if self.reader.complete(span) and self.tree.known(span, self.keys):
                 self._call(span)
             else:
                 self.waiting.append(span)
@@ -286,7 +298,7 @@ class _SpanStream:
             self.conversations.problem(item, f"{error}{more}")
         if self.keyless is not None:
             self.reader.notices.append(
-                f"{self.keyless.source.path}: some spans name no conversation ({' or '.join(self.reader.keys)});"
+                f"{self.keyless.source.path}: some spans name no conversation ({' or '.join(self.keys)});"
                 " each of their traces is taken as one conversation"
             )
         yield from self.conversations.records()
@@ -299,7 +311,7 @@ class _SpanStream:
             call = error
         if call is None:
             return
-        key = self.tree.found(span, self.reader.keys)
+        key = self.tree.found(span, self.keys)
         if key is None and self.keyless is None:
             self.keyless = span.item
         group = str(key or span.trace_id)

@@ -15,6 +15,10 @@ from tests.helpers import read_rows
 from tests.inputs.sources.traces import SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
 
 CONVERSATION = "conv-harbor-1"
+KEYS = (
+    "gen_ai.conversation.id or session.id or traceloop.association.properties.session_id"
+    " or ai.telemetry.metadata.sessionId or metadata.sessionId or langfuse.session.id"
+)
 
 
 @pytest.fixture
@@ -237,12 +241,7 @@ def test_without_a_conversation_key_each_trace_is_a_conversation_and_the_run_say
     traces = {span.context.trace_id for span in instrumented.spans.get_finished_spans()}
     rows = read_rows(tmp_path / "out.jsonl")
     assert {row["id"] for row in rows} == {format(trace, "032x") for trace in traces} and len(rows) == 4
-    assert (
-        result.stderr.count(
-            "some spans name no conversation (gen_ai.conversation.id or session.id or ai.telemetry.metadata.sessionId or langfuse.session.id)"
-        )
-        == 1
-    )
+    assert result.stderr.count(f"some spans name no conversation ({KEYS})") == 1
 
 
 def _edit_span(lines, line_number, edit):
@@ -423,8 +422,7 @@ def test_a_readers_notice_is_kept_once_however_often_the_file_is_read(judge, ins
     assert len(list(inputs.records())) == len(list(inputs.records())) == 4
 
     assert inputs.notices == [
-        f"{path}: some spans name no conversation (gen_ai.conversation.id or session.id or ai.telemetry.metadata.sessionId or langfuse.session.id);"
-        " each of their traces is taken as one conversation"
+        f"{path}: some spans name no conversation ({KEYS}); each of their traces is taken as one conversation"
     ]
 
 

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from tests.helpers import chat_bodies, ids, local_eval, read_rows, write_jsonl
-from tests.inputs.sources.platforms import conversations, fixture
+from tests.inputs.sources.platforms import fixture, read
 
 FIXTURES = {
     "sharegpt.json": ("weather-1", 'call get_weather({"location":"Jinan"})'),
@@ -26,8 +26,11 @@ def test_eval_judges_every_conversation_of_a_platform_file_without_being_told_it
     name, judge, run_flowrate, tmp_path
 ):
     path = fixture(name, tmp_path)
-    expected = sorted(conversations(path))
-    result = run_flowrate(*local_eval(judge, name, "--no-cache"))
+    records = read(path)
+    expected = sorted(record.case.id for record in records if not record.problems)
+    unanswered = len(records) - len(expected)  # a conversation nobody answered is no input to judge
+    assert [problem for record in records for problem in record.problems if "no assistant text" not in problem] == []
+    result = run_flowrate(*local_eval(judge, name, "--no-cache", *(["--skip-invalid"] if unanswered else [])))
     assert result.returncode == 0, result.stderr
     assert ids(read_rows(tmp_path / "out.jsonl")) == expected
     conversation, shown = FIXTURES[name]

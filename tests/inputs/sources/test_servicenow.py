@@ -5,14 +5,25 @@ give their conversation's metadata."""
 import orjson
 
 from flowrate.inputs.conversation import chat_date
-from tests.inputs.sources.platforms import FIXTURES, conversations, exchanges, fixture, problems
+from tests.inputs.sources.platforms import FIXTURES, exchanges, fixture, problems, read
 
 RESET = "b4c2e9a01b2f3010a1b2c3d4e5f60789"
+UNANSWERED = "c5d3fab12c303121b2c3d4e5f6071890"  # a user's "hello?" the bot never answered
+
+
+def conversations(path):
+    """The conversations of a ServiceNow file by id, the one of the fixture nobody answered
+    among them: its record names that problem (no assistant text)."""
+    records = read(path)
+    assert [problem for record in records for problem in record.problems] == [
+        f"{records[-1].source}: conversation {UNANSWERED!r}: no assistant text; nothing to judge"
+    ]
+    return {record.case.id: record.case for record in records}
 
 
 def test_messages_group_into_conversations_with_the_payload_text_and_the_conversation_record():
     found = conversations(FIXTURES / "servicenow.json")
-    assert list(found) == [RESET, "c5d3fab12c303121b2c3d4e5f6071890"]
+    assert list(found) == [RESET, UNANSWERED]
     reset = found[RESET]
     assert exchanges(reset) == [
         ("", "Hi, I'm your Virtual Agent. How can I help?", []),  # the topic picker shows no text
@@ -29,7 +40,7 @@ def test_messages_group_into_conversations_with_the_payload_text_and_the_convers
         "ended_at": "2026-03-02T09:41:31Z",
     }
     assert chat_date(reset) == "2026-03-02"
-    assert exchanges(found["c5d3fab12c303121b2c3d4e5f6071890"]) == [("hello?", None, [])]  # a plain-text payload
+    assert exchanges(found[UNANSWERED]) == [("hello?", None, [])]  # a plain-text payload
 
 
 def test_one_table_api_response_reads_alone_and_an_empty_page_adds_nothing(tmp_path):
@@ -49,7 +60,8 @@ def test_a_message_with_no_direction_is_named_by_file_record_and_field(tmp_path,
     path.write_bytes(orjson.dumps([conversation, messages]))
     monkeypatch.chdir(tmp_path)
     assert problems("servicenow.json") == [
-        f"conversation '{RESET}': servicenow.json#1: result[5]: direction: must be inbound or outbound, got ''"
+        f"conversation '{RESET}': servicenow.json#1: result[5]: direction: must be inbound or outbound, got ''",
+        f"servicenow.json#3: conversation {UNANSWERED!r}: no assistant text; nothing to judge",
     ]
 
 
