@@ -29,7 +29,6 @@ CALLS = frozenset(
         "ai.streamObject.doStream",
     }
 )
-SESSION = "ai.telemetry.metadata.sessionId"
 USER = "ai.telemetry.metadata.userId"
 
 
