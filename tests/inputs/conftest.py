@@ -6,9 +6,9 @@ from tests.inputs.sources.traces import Recorder
 
 
 @pytest.fixture
-def recorded(monkeypatch):
-    """opentelemetry-instrumentation-openai-v2 on the `openai` client, recording to a `Recorder`,
-    message content on spans (as `test_otel`'s `instrumented`). Its spans nest under the app's
+def instrumented(monkeypatch):
+    """opentelemetry-instrumentation-openai-v2 on the `openai` client, recording to a `Recorder`;
+    message content on spans (the current conventions' `gen_ai.input.messages`). Its spans nest under the app's
     turn span even after OpenLLMetry 0.52 was instrumented and uninstrumented in the process,
     which leaves a wrapper making spans of its own between OpenInference's and the app's."""
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor

@@ -56,17 +56,17 @@ def test_openllmetrys_association_property_session_id_makes_one_conversation(jud
     assert record.case.metadata["session_id"] == "s-tl-1"
 
 
-def test_the_vercel_ai_sdks_telemetry_session_id_makes_one_conversation(judge, recorded, tmp_path):
+def test_the_vercel_ai_sdks_telemetry_session_id_makes_one_conversation(judge, instrumented, tmp_path):
     """The Vercel AI SDK writes `experimental_telemetry: {metadata: {sessionId}}` as the span
     attribute `ai.telemetry.metadata.sessionId` (ai 5, core/telemetry/get-base-telemetry-attributes);
     @arizeai/openinference-vercel 2.8.1 copies it to `metadata.sessionId` (dist/src/utils.js,
     getMetadataAttributes): both are session keys of every span reader (`otlp.SESSION_KEYS`).
     The calls here are opentelemetry-instrumentation-openai-v2's, in the app's turn spans."""
     for attribute, session in (("ai.telemetry.metadata.sessionId", "s-vercel-1"), ("metadata.sessionId", "s-oi-1")):
-        recorded.spans.clear()
-        recorded.logs.clear()
-        chat(judge, turn=turn_spans({attribute: session})(recorded.tracer_provider))
-        path = write_lines(tmp_path / "traces.jsonl", collector_lines(recorded))
+        instrumented.spans.clear()
+        instrumented.logs.clear()
+        chat(judge, turn=turn_spans({attribute: session})(instrumented.tracer_provider))
+        path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
 
         [record] = records_of(path)
 
@@ -74,9 +74,9 @@ def test_the_vercel_ai_sdks_telemetry_session_id_makes_one_conversation(judge, r
         assert [turn.input for turn in record.case.turns] == list(USER_TURNS)
 
 
-def test_conversation_key_names_a_span_attribute_of_the_apps_own(judge, recorded, tmp_path):
-    chat(judge, turn=turn_spans({"harbor.chat_ref": "chat-77"})(recorded.tracer_provider))
-    path = write_lines(tmp_path / "traces.jsonl", collector_lines(recorded))
+def test_conversation_key_names_a_span_attribute_of_the_apps_own(judge, instrumented, tmp_path):
+    chat(judge, turn=turn_spans({"harbor.chat_ref": "chat-77"})(instrumented.tracer_provider))
+    path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
     assert len(records_of(path)) == 3  # without the key: each turn's trace alone
 
     [record] = records_of(path, conversation_key="harbor.chat_ref")

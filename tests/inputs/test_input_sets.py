@@ -134,13 +134,15 @@ def test_a_directory_names_every_file_it_does_not_read(run_flowrate, tmp_path):
     assert "logs: left out 1 hidden file(s) (a name or a directory starting with a dot)" in result.stderr
 
 
-def test_spans_a_collectors_file_rotation_split_mid_trace_are_one_conversation(judge, recorded, tmp_path):
+def test_spans_a_collectors_file_rotation_split_mid_trace_are_one_conversation(judge, instrumented, tmp_path):
     """The Collector's file exporter rotates its file by size or time: the spans of one trace, a
     call's span and the agent span above it that names the conversation, can land in two files."""
-    agent_conversation(judge, recorded)
-    [document, *_] = collector_lines(recorded)
+    agent_conversation(judge, instrumented)
+    [document, *_] = collector_lines(instrumented)
     resource, scope = document["resourceSpans"][0], document["resourceSpans"][0]["scopeSpans"][0]
-    spans = [span for line in collector_lines(recorded) for span in line["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    spans = [
+        span for line in collector_lines(instrumented) for span in line["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    ]
     half = len(spans) // 2
     first, second = spans[:half], spans[half:]  # in the order they ended: children before parents
     assert {span.get("parentSpanId") for span in first} & {span["spanId"] for span in second}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flowrate.inputs.files import InputSet
 from tests.helpers import read_rows
-from tests.inputs.sources.traces import SYSTEM, USER_TURNS
+from tests.inputs.sources.traces import EXCHANGES, SYSTEM, USER_TURNS
 
 SPANS = Path(__file__).parent / "fixtures" / "langfuse-sdk" / "spans.jsonl"
 
@@ -19,11 +19,7 @@ def test_langfuse_sdk_generations_of_one_session_are_one_conversation_with_its_t
     assert record.problems == [] and record.format == "otel"
     case = record.case
     assert case.id == "sess-lf-1" and case.chatbot_role == SYSTEM
-    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
-        ("Hi there", "Hello! How can I help?"),
-        ("What is my checking balance?", "Your checking balance is $120."),
-        ("Thanks, bye", "Goodbye!"),
-    ]
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == EXCHANGES
     assert case.turns[1].tool_activity == [
         'call get_balance({"account": "checking"})',
         'result get_balance: {"balance": 120}',

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from flowrate.inputs.sources.messages import normalised
 from tests.inputs.sources.sdk_logs import read_file
-from tests.inputs.sources.traces import REPLIES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder
+from tests.inputs.sources.traces import EXCHANGES, REPLIES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
 
@@ -181,11 +181,7 @@ def test_pydantic_ai_spans_give_the_tool_result_it_writes_under_result(judge, tm
     assert record.problems == [] and record.format == "otel"
     case = record.case
     assert case.id == case.metadata["conversation_id"] and case.chatbot_role == SYSTEM
-    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
-        ("Hi there", "Hello! How can I help?"),
-        ("What is my checking balance?", "Your checking balance is $120."),
-        ("Thanks, bye", "Goodbye!"),
-    ]
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == EXCHANGES
     assert case.turns[1].tool_activity == [
         'call get_balance({"account": "checking"})',
         'result get_balance: {"balance":120}',

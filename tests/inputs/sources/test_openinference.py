@@ -12,7 +12,7 @@ from flowrate.inputs.conversation import chat_date
 from flowrate.inputs.files import InputSet
 from tests.helpers import read_rows
 from tests.inputs.sources.test_otel import collector_lines, write_lines
-from tests.inputs.sources.traces import SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
+from tests.inputs.sources.traces import EXCHANGES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
 
 SESSION = "sess-oi-1"
 
@@ -54,11 +54,7 @@ def test_the_turns_roles_tool_call_chat_date_and_metadata_come_from_the_spans(re
     assert record.problems == [] and record.format == "openinference"
     case = record.case
     assert case.id == SESSION and case.chatbot_role == SYSTEM
-    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
-        ("Hi there", "Hello! How can I help?"),
-        ("What is my checking balance?", "Your checking balance is $120."),
-        ("Thanks, bye", "Goodbye!"),
-    ]
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == EXCHANGES
     assert case.turns[1].tool_activity == [
         'call get_balance({"account": "checking"})',
         f"result get_balance: {TOOL_RESULT}",

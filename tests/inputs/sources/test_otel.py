@@ -12,27 +12,13 @@ from flowrate.errors import ExitCode
 from flowrate.inputs.conversation import chat_date
 from flowrate.inputs.files import InputSet
 from tests.helpers import read_rows
-from tests.inputs.sources.traces import SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
+from tests.inputs.sources.traces import EXCHANGES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
 
 CONVERSATION = "conv-harbor-1"
 KEYS = (
     "gen_ai.conversation.id or session.id or traceloop.association.properties.session_id"
     " or ai.telemetry.metadata.sessionId or metadata.sessionId or langfuse.session.id"
 )
-
-
-@pytest.fixture
-def instrumented(monkeypatch):
-    """opentelemetry-instrumentation-openai-v2 on the `openai` client, recording to a `Recorder`;
-    message content on spans (the current conventions' `gen_ai.input.messages`)."""
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
-    recorder = Recorder()
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=recorder.tracer_provider, logger_provider=recorder.logger_provider)
-    yield recorder
-    instrumentor.uninstrument()
 
 
 def agent_conversation(judge, recorder, conversation=CONVERSATION):
@@ -104,11 +90,7 @@ def test_the_turns_roles_tool_call_chat_date_and_metadata_come_from_the_spans(ju
     assert record.problems == [] and record.format == "otel"
     case = record.case
     assert case.id == CONVERSATION and case.chatbot_role == SYSTEM
-    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
-        ("Hi there", "Hello! How can I help?"),
-        ("What is my checking balance?", "Your checking balance is $120."),
-        ("Thanks, bye", "Goodbye!"),
-    ]
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == EXCHANGES
     assert case.turns[1].tool_activity == [
         'call get_balance({"account":"checking"})',
         f"result get_balance: {TOOL_RESULT}",
@@ -204,11 +186,7 @@ def test_the_per_message_log_records_make_the_same_conversation(judge, tmp_path)
     assert record.problems == [], record.problems
     case = record.case
     assert case.id == "sess-9" and case.chatbot_role == SYSTEM and case.metadata["session_id"] == "sess-9"
-    assert [(turn.input, turn.actual_output) for turn in case.turns] == [
-        ("Hi there", "Hello! How can I help?"),
-        ("What is my checking balance?", "Your checking balance is $120."),
-        ("Thanks, bye", "Goodbye!"),
-    ]
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == EXCHANGES
     assert case.turns[1].tool_activity == [
         'call get_balance({"account": "checking"})',
         f"result get_balance: {TOOL_RESULT}",
@@ -321,11 +299,7 @@ def test_the_older_flattened_prompt_and_completion_attributes_make_the_same_conv
     [record] = list(InputSet([str(path)]).records())
 
     assert record.problems == [] and record.format == "otel" and record.case.id == "s-1"
-    assert [(turn.input, turn.actual_output) for turn in record.case.turns] == [
-        ("Hi there", "Hello! How can I help?"),
-        ("What is my checking balance?", "Your checking balance is $120."),
-        ("Thanks, bye", "Goodbye!"),
-    ]
+    assert [(turn.input, turn.actual_output) for turn in record.case.turns] == EXCHANGES
     assert record.case.turns[1].tool_activity == [
         'call get_balance({"account": "checking"})',
         f"result get_balance: {TOOL_RESULT}",

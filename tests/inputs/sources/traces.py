@@ -14,6 +14,12 @@ from typing import Any
 SYSTEM = "You are Harbor Bank's assistant."
 USER_TURNS = ("Hi there", "What is my checking balance?", "Thanks, bye")
 TOOL_RESULT = '{"balance": 120}'
+#: each turn of `chat` as a reader must give it back: the user's message and the bot's reply
+EXCHANGES = [
+    ("Hi there", "Hello! How can I help?"),
+    ("What is my checking balance?", "Your checking balance is $120."),
+    ("Thanks, bye", "Goodbye!"),
+]
 REPLIES = (
     {"content": "Hello! How can I help?"},
     {"tool_calls": [{"name": "get_balance", "arguments": '{"account": "checking"}'}]},
