@@ -78,6 +78,9 @@ _KEY_LABEL = (
     rf"{_JOINED}(?:api[\s_-]?key|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|access[\s_-]?token|auth[\s_-]?token|token"
     r"|client[\s_-]?secret|bearer|chave(?:\s+de\s+api)?|ключ(?:\s+api)?|токен)\b" + _CLOSED
 )
+# detect-secrets basic_auth.py: the password of a URL's credentials (scheme://user:password@host),
+# the user and the host kept; a text without "://" is not searched
+URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/@:{}]*:(?P<value>[^\s/@{}]+)@", re.IGNORECASE)
 # detect-secrets aws.py: a secret access key is 40 characters of base64 near "aws" and a key word
 AWS_SECRET = re.compile(
     r"(?<![A-Za-z])(?:aws|secret[\s_-]?access[\s_-]?key)[^\n]{0,30}?(?<![A-Za-z0-9/+])(?P<value>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",

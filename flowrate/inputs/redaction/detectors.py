@@ -205,6 +205,7 @@ def _always(_: str) -> bool:
 # In order of precedence: a span overlapping one found by an earlier detector is not taken.
 PATTERN_DETECTORS: tuple[PatternDetector, ...] = (
     PatternDetector("URL", _SECRET_URL, _always, str),
+    PatternDetector("SECRET", credentials.URL_PASSWORD, _always, str, keywords=("://",)),
     PatternDetector("SECRET", credentials.TOKENS, _always, str, keywords=credentials.TOKEN_KEYWORDS),
     PatternDetector("SECRET", credentials.AWS_SECRET, _always, str),
     PatternDetector("SECRET", credentials.QUOTED_SECRET, _always, str),
