@@ -177,6 +177,7 @@ ORDINARY = [
     # numbers after an order's, an invoice's or a reference's word, dates and versions: not phones nor IPs
     "Your order #88123456789 has shipped.",
     "Invoice 2024-000123 is attached to this email.",
+    "Your invoice INV-2024-000123 is attached, and order ORD-4155552671 too.",  # a code's number
     "Reference 12345678901 is your claim number.",
     "Order 1234567890 shipped yesterday.",
     "Your tracking number is 9400111899223344556677.",

@@ -545,11 +545,18 @@ class RedactionRule(BaseModel):
             raise ValueError(f"{shown}: the pattern is empty; give a regular expression that matches what to replace")
         if self.pattern is not None:
             try:
-                re.compile(self.pattern)
+                compiled = re.compile(self.pattern)
             except re.error as error:
                 raise ValueError(
                     f"{shown}: the pattern {self.pattern!r} is not a regular expression: {error}"
                 ) from None
+            # an empty alternative (ORD-|) or a bare repeat (\d*) is the empty pattern's mistake again: it
+            # matches between every two characters of every text
+            if compiled.fullmatch(""):
+                raise ValueError(
+                    f"{shown}: the pattern {self.pattern!r} matches an empty text; give one that matches at least"
+                    " one character (\\d+, not \\d*)"
+                )
         return self
 
 

@@ -290,3 +290,30 @@ def test_a_call_logs_conversation_key_holding_a_phone_is_redacted_in_every_file_
                for text in readings(path)]  # fmt: skip
     assert "4155552671" not in "\n".join([*written, *judge_texts(judge), result.stderr])
     assert "Paris" in "\n".join(readings(tmp_path / "report.html"))  # its transcript, found by the redacted id
+
+
+def test_a_key_in_a_tool_calls_json_arguments_and_a_password_in_an_env_line_reach_no_judge_nor_file(
+    judge, run_flowrate, tmp_path
+):
+    from tests.inputs.sources.sdk_logs import openai_chat_calls
+
+    # the OpenAI SDK's calls of a weather bot whose tool takes the weather service's key, as JSON
+    # arguments; and a .env line a user pasted
+    calls = json.dumps(openai_chat_calls()).replace(
+        '{\\"city\\":\\"Paris\\"}', '{\\"city\\":\\"Paris\\",\\"api_key\\":\\"abc123def456ghi789\\"}'
+    )
+    assert "abc123def456ghi789" in calls
+    (tmp_path / "calls.jsonl").write_text("".join(json.dumps(call) + "\n" for call in json.loads(calls)))
+    pasted = {"input": "my .env has DB_PASSWORD=hunter2x, and the app fails", "actual_output": "Let me check."}
+    write_jsonl(tmp_path / "c.jsonl", [{"id": "env", "turns": [pasted]}])
+    result = run_flowrate(*local_eval(judge, "calls.jsonl", "c.jsonl", "--redact", *REPORTS))
+    assert result.returncode == 0, result.stderr
+    sent = "\n".join(judge_texts(judge))
+    assert "DB_PASSWORD=<SECRET_1>" in sent
+    written = [text for path in sorted(tmp_path.rglob("*")) if path.is_file() and path.suffix != ".jsonl"
+               for text in readings(path)]  # fmt: skip
+    written += [*readings(tmp_path / "out.jsonl"), result.stderr]
+    assert [value for value in ("abc123def456ghi789", "hunter2x") if value in sent + "\n".join(written)] == []
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert {row["id"] for row in rows} >= {"env"} and all(row["redactions"] == {"SECRET": 1} for row in rows)
+    assert re.search(r"api_key\W+<SECRET_1>", sent)  # the tool call the judge reads, its key replaced

@@ -210,6 +210,47 @@ def test_a_credential_is_replaced_by_a_secret_placeholder(text, secret):
     assert case.turns[0].input == text.replace(secret, "<SECRET_1>")
 
 
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("my .env has DB_PASSWORD=Sup3rS3cret and the app fails", "Sup3rS3cret"),
+        ("POSTGRES_PASSWORD: hunter2x", "hunter2x"),
+        ('the login tool got {"username": "ann", "password": "Sup3rS3cret"}', "Sup3rS3cret"),
+        ("{'password': 'correct horse battery staple'}", "correct horse battery staple"),
+        ('config: {"api_key": "abc123def456ghi789"}', "abc123def456ghi789"),
+        ("export STRIPE_SECRET=AbC123dEf456GhI789jk", "AbC123dEf456GhI789jk"),
+    ],
+)
+def test_a_password_or_key_pasted_as_an_env_line_or_a_json_field_is_replaced(text, secret):
+    # detect-secrets' keyword plugin reads these shapes (DB_PASSWORD=..., "password": "..."): a
+    # label joined to a prefix by "_" and a label in quotes, as .env files and JSON write them
+    case = Redactor().redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
+    assert case.turns[0].input == text.replace(secret, "<SECRET_1>")
+    assert case.redactions == {"SECRET": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        (
+            "DATABASE_URL is postgres://admin:S3cretPass@db.example.com:5432/app and it fails",
+            "DATABASE_URL is postgres://admin:<SECRET_1>@db.example.com:5432/app and it fails",
+        ),
+        ("redis://:S3cretPass@10.0.0.5:6379/0", "redis://:<SECRET_1>@<IP_1>:6379/0"),
+        (
+            "mongodb+srv://bob:p%40ss123@cluster0.abcde.mongodb.net/test",
+            "mongodb+srv://bob:<SECRET_1>@cluster0.abcde.mongodb.net/test",
+        ),
+        ("ftp://anna:qwerty12@files.local/pub", "ftp://anna:<SECRET_1>@files.local/pub"),
+    ],
+)
+def test_the_password_of_a_url_with_credentials_is_replaced_and_its_host_kept(text, redacted):
+    # detect-secrets' basic_auth plugin (scheme://user:password@host); before, the password and the
+    # host were taken for an email, and a password before an IP address reached the judge
+    case = Redactor().redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))
+    assert case.turns[0].input == redacted
+
+
 def test_a_ten_digit_inn_is_taken_only_where_it_is_labelled():
     text = "tracking 7707083893, ИНН 7707083893"
     case = Redactor(regions=()).redact(ConversationalEvalTestCase(turns=[{"input": text, "actual_output": "ok"}]))

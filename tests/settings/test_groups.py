@@ -53,6 +53,8 @@ def test_the_github_reports_are_on_with_the_flag_or_inside_github_actions(monkey
         ({"pattern": "x", "term": "y", "type": "ORDER"}, "a redact rule has either a pattern or a term, and a type"),
         ({"pattern": "(", "type": "ORDER"}, "the pattern '(' is not a regular expression"),
         ({"pattern": "", "type": "ORDER"}, "redact_rules (from rules.yaml): {'type': 'ORDER'}: the pattern is empty"),
+        ({"pattern": "ORD-|", "type": "ORDER"}, "the pattern 'ORD-|' matches an empty text"),
+        ({"pattern": r"\d*", "type": "ORDER"}, "the pattern '\\\\d*' matches an empty text"),
         (
             {"term": "Falcon", "type": "project"},
             "'type': 'project'}: the type must be a name in capitals, digits and _",

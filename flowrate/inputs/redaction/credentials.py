@@ -66,11 +66,21 @@ TOKEN_KEYWORDS = (
 
 # A label, then what it labels (the value group): a password, a PIN, a key or token named as one.
 _IS = r"(?:\s+(?:is|was|é|era|—|->)(?:\s+now)?\s*[:=]?\s*|\s*[:=]\s*|\s+)"  # "is", ":", "=" or a space
-_PASSWORD_LABEL = r"(?<![\w/.-])(?:password|passwd|passphrase|passcode|senha|пароль)\b"  # not pwd, the shell command
-_KEY_LABEL = (
-    r"(?<![\w/.-])(?:api[\s_-]?key|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|access[\s_-]?token|auth[\s_-]?token|token"
-    r"|client[\s_-]?secret|bearer|chave(?:\s+de\s+api)?|ключ(?:\s+api)?|токен)\b"
+# A label may be joined to a prefix by "_" (DB_PASSWORD=, STRIPE_SECRET=, as .env files write them)
+# and closed by a quote before its ":" ("password": "...", as JSON writes it), as detect-secrets'
+# keyword plugin reads them
+_JOINED = r"(?<![\w/.-])(?:[A-Za-z0-9]+_)*"
+_CLOSED = r"(?:[\"'](?=\s*[:=]))?"
+_PASSWORD_LABEL = (
+    rf"{_JOINED}(?:password|passwd|passphrase|passcode|senha|пароль)\b{_CLOSED}"  # not pwd, the shell command
 )
+_KEY_LABEL = (
+    rf"{_JOINED}(?:api[\s_-]?key|secret(?:[\s_-]?(?:access[\s_-]?)?key)?|access[\s_-]?token|auth[\s_-]?token|token"
+    r"|client[\s_-]?secret|bearer|chave(?:\s+de\s+api)?|ключ(?:\s+api)?|токен)\b" + _CLOSED
+)
+# detect-secrets basic_auth.py: the password of a URL's credentials (scheme://user:password@host),
+# the user and the host kept; a text without "://" is not searched
+URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/@:{}]*:(?P<value>[^\s/@{}]+)@", re.IGNORECASE)
 # detect-secrets aws.py: a secret access key is 40 characters of base64 near "aws" and a key word
 AWS_SECRET = re.compile(
     r"(?<![A-Za-z])(?:aws|secret[\s_-]?access[\s_-]?key)[^\n]{0,30}?(?<![A-Za-z0-9/+])(?P<value>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",

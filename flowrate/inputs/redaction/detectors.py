@@ -205,6 +205,7 @@ def _always(_: str) -> bool:
 # In order of precedence: a span overlapping one found by an earlier detector is not taken.
 PATTERN_DETECTORS: tuple[PatternDetector, ...] = (
     PatternDetector("URL", _SECRET_URL, _always, str),
+    PatternDetector("SECRET", credentials.URL_PASSWORD, _always, str, keywords=("://",)),
     PatternDetector("SECRET", credentials.TOKENS, _always, str, keywords=credentials.TOKEN_KEYWORDS),
     PatternDetector("SECRET", credentials.AWS_SECRET, _always, str),
     PatternDetector("SECRET", credentials.QUOTED_SECRET, _always, str),
@@ -236,14 +237,21 @@ AFTER_PHONES: tuple[PatternDetector, ...] = (
 _NOT_A_PHONE = re.compile(r"(?:^|\.)\d\.|\b(?:19|20)\d\d([-./])\d\d\1\d\d\b|\b\d\d([-./])\d\d\2(?:19|20)\d\d\b")
 _DOTTED = re.compile(r"[\d.]*")
 _DOTTED_QUAD = re.compile(r"\.?\d{1,3}(?:\.\d{1,3}){3,}\.?")  # an IP address or a version, 192.168.10.24
+# a code's letters and a hyphen before a number (INV-2024-000123, ORD-4155552671): the number is the code's
+_CODE_BEFORE = re.compile(r"[^\W\d_]{2,}-$")
 _PHONE_DIGITS = re.compile(r"\d(?:[\s().-]{0,3}\d){6}")  # seven digits near each other: a phone may be there
 
 
 def _not_a_phone(text: str, start: int, end: int) -> bool:
     """True when the number read at `text[start:end]` is a date, a version, an IP address, a URL's
-    path segment or the number of an order, an invoice or a ticket ("Order 1234567890 shipped")."""
+    path segment, the number of an order, an invoice or a ticket ("Order 1234567890 shipped") or a
+    code's (INV-2024-000123)."""
     raw = text[start:end]
-    if _NOT_A_PHONE.search(raw) or text[start - 1 : start] == "/":
+    if (
+        _NOT_A_PHONE.search(raw)
+        or text[start - 1 : start] == "/"
+        or _CODE_BEFORE.search(text[max(0, start - 20) : start])
+    ):
         return True
     before = _DOTTED.match(text[:start][::-1])
     after = _DOTTED.match(text, end)
