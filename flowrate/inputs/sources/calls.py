@@ -1,7 +1,8 @@
 """Conversations from calls: a trace or an API log holds one record per call to a model, and each
 call's input repeats the history. The calls of one conversation (by its key) become one dialogue:
 the longest history, that is the last call's input and its output, with every other call's
-history checked to be a part of it. A history that was edited or forked is a problem naming
+history checked to be a part of it, message by message by meaning (`_same`: whitespace and the
+JSON of tool-call arguments as tools re-serialize them do not count; the copy read first is kept). A history that was edited or forked is a problem naming
 both calls, never merged. Only the longest history of each conversation is held, not its calls.
 
 Messages are in OpenAI's chat shape, as `formats.parse_record` reads them: `role`, `content`
@@ -10,10 +11,12 @@ Messages are in OpenAI's chat shape, as `formats.parse_record` reads them: `role
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from flowrate.inputs.conversation import Source
 from flowrate.inputs.formats import Record, parse_record
@@ -104,14 +107,15 @@ class Conversations:
         if known.problem is not None:
             return
         shorter, longer = sorted((known.history, history), key=len)
-        differs = next((n for n, (a, b) in enumerate(zip(shorter, longer)) if _comparable(a) != _comparable(b)), None)
+        differs = next((n for n, (a, b) in enumerate(zip(shorter, longer)) if not _same(a, b)), None)
         if differs is not None:
             known.problem = (
                 f"the history of the call at {call.item.where} differs from the call at {known.longest}"
                 f" at message {differs + 1}: edited or forked, not merged"
             )
-        elif longer is history:
-            known.history, known.longest = history, call.item.where
+        elif longer is history:  # the messages read first kept: a call's own reply as the model wrote it
+            known.history[len(known.history) :] = history[len(known.history) :]
+            known.longest = call.item.where
 
     def drop(self, key: str) -> None:
         """Forget the conversation `key` (its problem is told instead: a call of it is broken)."""
@@ -169,12 +173,39 @@ def seconds_of(value: Any) -> float | None:
     return number
 
 
-def _comparable(message: dict[str, Any]) -> tuple:
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two calls' copies of a message say the same: the text as written first (the cheap
+    test most pairs pass), else by meaning: the text's runs of whitespace as one space, and
+    tool-call arguments as the JSON they hold, as tools re-serialize them with other spacing or
+    key order, or encode them twice (a JSON string of the JSON)."""
+    return _comparable(one) == _comparable(other) or _comparable(one, _meaning) == _comparable(other, _meaning)
+
+
+def _comparable(message: dict[str, Any], arguments: Callable[[Any], str] = str) -> tuple:
     calls = tuple(
-        (str((call.get("function") or {}).get("name")), str((call.get("function") or {}).get("arguments")))
+        (str((call.get("function") or {}).get("name")), arguments((call.get("function") or {}).get("arguments")))
         for call in message.get("tool_calls") or []
     )
-    return message.get("role"), str(message.get("content") or "").strip(), calls
+    text = str(message.get("content") or "")
+    return message.get("role"), (text.strip() if arguments is str else " ".join(text.split())), calls
+
+
+def _meaning(arguments: Any) -> str:
+    """Tool-call arguments as one text: the JSON they hold (decoded up to twice), written compact
+    with its keys sorted; text that holds no JSON as it is."""
+    for _ in range(2):
+        if not isinstance(arguments, str):
+            break
+        try:
+            arguments = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            break
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return str(arguments)
 
 
 def _earliest(one: float | None, other: float | None) -> float | None:

@@ -3,7 +3,14 @@ messages, grouped into one conversation by a metadata key; each call alone witho
 
 import json
 
-from tests.inputs.sources.sdk_logs import ANSWER, QUESTION, assert_weather, openai_chat_calls, read_file, write_jsonl
+from tests.inputs.sources.sdk_logs import (
+    ANSWER,
+    QUESTION,
+    assert_weather,
+    openai_chat_calls,
+    read_file,
+    write_jsonl,
+)
 
 
 def test_the_calls_of_one_conversation_key_are_one_conversation_of_two_turns_with_its_tool_call(tmp_path):
@@ -67,3 +74,30 @@ def test_an_edited_history_is_named_not_merged(tmp_path):
         f"{path}:1: conversation 'conv-42': the history of the call at {path}:3 differs from the call at {path}:2"
         " at message 2: edited or forked, not merged"
     ]
+
+
+def test_tool_call_arguments_reserialized_or_encoded_twice_are_the_same_history_not_a_fork(tmp_path):
+    for arguments in ('{"city": "Paris"}', json.dumps('{"city":"Paris"}'), '{\n  "city": "Paris"\n}'):
+        calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+        calls[2]["request"]["messages"][2]["tool_calls"][0]["function"]["arguments"] = arguments
+        path = write_jsonl(tmp_path / "calls.jsonl", calls)
+        records, _ = read_file(path)
+        assert len(records) == 1
+        assert_weather(records[0], "openai-chat")
+
+
+def test_a_reply_repeated_with_other_whitespace_is_the_same_history_not_a_fork(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"][4]["content"] = ANSWER.replace(" ", "  ").replace("and", "\nand") + "\n"
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert len(records) == 1 and records[0].problems == []
+    assert [(turn.input, turn.actual_output) for turn in records[0].case.turns][0] == (QUESTION, ANSWER)
+
+
+def test_tool_call_arguments_that_differ_in_value_are_still_an_edited_history(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"city": "Lyon"}'
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert records[0].case is None and "at message 3: edited or forked" in records[0].problems[0]
