@@ -2,8 +2,14 @@
 call's input repeats the history. The calls of one conversation (by its key) become one dialogue:
 the longest history, that is the last call's input and its output, with every other call's
 history checked to be a part of it, message by message by meaning (`_same`: whitespace and the
-JSON of tool-call arguments as tools re-serialize them do not count; the copy read first is kept). A history that was edited or forked is a problem naming
-both calls, never merged. Only the longest history of each conversation is held, not its calls.
+JSON of tool-call arguments as tools re-serialize them do not count; the copy read first is kept).
+A system prompt that changed between calls (one that carries the time) is noted, not fatal: the
+conversation is read with its first call's. A call of a system prompt of its own whose history
+goes elsewhere (a router's, a guardrail's, another agent's) begins another chain of the session;
+the conversation is the chain with the most user messages (`_conversational`) and the calls of
+the others are counted in a notice. A history that was edited or forked under the same system
+prompt is a problem naming both calls, never merged. Only the longest history of each chain is
+held, not its calls.
 
 Messages are in OpenAI's chat shape, as `formats.parse_record` reads them: `role`, `content`
 (text), `tool_calls` ([{"function": {"name", "arguments"}}]) and `name` (of a tool's result).
@@ -47,16 +53,26 @@ def failed_reply(why: str) -> dict[str, Any]:
     return {"role": "assistant", "content": f"[no reply: the call failed: {why}]"}
 
 
-@dataclass
-class _Dialogue:
+@dataclass(slots=True)
+class _Chain:
+    """One chain of calls in a conversation: its longest history, where the call it ends with was
+    read, and how many calls it holds."""
+
     history: list[dict[str, Any]]
-    longest: str  # where the call the history is from was read
+    longest: str
+    calls: int = 1
+
+
+@dataclass(slots=True)
+class _Dialogue:
+    chains: list[_Chain]  # the first is the first call's; another begins at a call of its own system prompt
     source: Source  # where the first call was read, which names the conversation's place
     first: str
     started_s: float | None
     ended_s: float | None
     metadata: dict[str, Any]
     problem: str | None = None
+    system_changed: bool = False
 
 
 def _told(history: list[dict[str, Any]], failures: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -82,6 +98,8 @@ class Conversations:
         self._dialogues: dict[str, _Dialogue] = {}
         self._problems: list[Record] = []
         self._failures: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # by key: (messages before, the reply)
+        #: what the file's conversations were read past, told once `records` has yielded them all
+        self.notices: list[str] = []
 
     def add(self, call: Call, fallback_key: str) -> None:
         """Take `call` into its conversation; `fallback_key` (the trace, the response) groups
@@ -94,8 +112,9 @@ class Conversations:
             # where the calls were, not their items: an item holds its whole decoded line (100
             # spans a line in bench/sources.py), which kept 249 MB against 117 MB for 100,000 spans
             item = call.item
+            chain = _Chain(history, item.where)
             self._dialogues[key] = _Dialogue(
-                history, item.where, item.source, item.where, call.started_s, call.ended_s, dict(call.metadata)
+                [chain], item.source, item.where, call.started_s, call.ended_s, dict(call.metadata)
             )
         if call.failed:  # kept beside the dialogues, not in each: one more field took 5 MB of 10,000 dialogues
             self._failures.setdefault(key, []).extend((len(call.messages), reply) for reply in call.output)
@@ -106,16 +125,26 @@ class Conversations:
         known.metadata = {**call.metadata, **known.metadata}
         if known.problem is not None:
             return
-        shorter, longer = sorted((known.history, history), key=len)
-        differs = next((n for n, (a, b) in enumerate(zip(shorter, longer)) if not _same(a, b)), None)
-        if differs is not None:
+        forked: tuple[_Chain, int] | None = None
+        for chain in known.chains:
+            differs, system = _divergence(chain.history, history)
+            if differs is None:  # the same chain: a system prompt changed between calls is noted, not fatal
+                known.system_changed |= system
+                chain.calls += 1
+                if len(history) > len(chain.history):  # the messages read first kept: a reply as the model wrote it
+                    chain.history[len(chain.history) :] = history[len(chain.history) :]
+                    chain.longest = call.item.where
+                return
+            if not system and forked is None:
+                forked = chain, differs
+        if forked is not None:
+            chain, differs = forked
             known.problem = (
-                f"the history of the call at {call.item.where} differs from the call at {known.longest}"
+                f"the history of the call at {call.item.where} differs from the call at {chain.longest}"
                 f" at message {differs + 1}: edited or forked, not merged"
             )
-        elif longer is history:  # the messages read first kept: a call's own reply as the model wrote it
-            known.history[len(known.history) :] = history[len(known.history) :]
-            known.longest = call.item.where
+        else:  # a call of a system prompt of its own that is no chain's: a router's, a guardrail's, another agent's
+            known.chains.append(_Chain(history, call.item.where))
 
     def drop(self, key: str) -> None:
         """Forget the conversation `key` (its problem is told instead: a call of it is broken)."""
@@ -128,20 +157,61 @@ class Conversations:
     def records(self) -> Iterator[Record]:
         """The problems, then every conversation in the order its first call was read."""
         yield from self._problems
+        changed: list[str] = []
+        set_aside = [0, 0]  # calls, conversations
         for key, dialogue in self._dialogues.items():
             where = f"{dialogue.first}: conversation {key!r}"
             if dialogue.problem is not None:
                 problems = [f"{where}: {dialogue.problem}"]
                 yield Record(source=dialogue.source, format=self.format, problems=problems, given_id=key)
                 continue
+            changed += [key] if dialogue.system_changed else []
+            history = _conversational(dialogue.chains).history
+            if len(dialogue.chains) > 1:
+                set_aside[0] += sum(chain.calls for chain in dialogue.chains) - _conversational(dialogue.chains).calls
+                set_aside[1] += 1
             metadata = dict(dialogue.metadata)
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
                 if seconds is not None:
                     metadata.setdefault(name, iso_time(seconds))
-            raw = {"id": key, "messages": _told(dialogue.history, self._failures.get(key, [])), "metadata": metadata}
+            raw = {"id": key, "messages": _told(history, self._failures.get(key, [])), "metadata": metadata}
             record = parse_record(raw, dialogue.source, default_id=key, where=where)
             record.format = self.format
             yield record
+        shown = next(iter(self._dialogues.values())).source.path if self._dialogues else ""
+        if changed:
+            self.notices.append(
+                f"{shown}: the system prompt changed between the calls of {len(changed)} conversation(s)"
+                f" (the first: {changed[0]!r}); each is read with the system prompt of its first call"
+            )
+        if set_aside[0]:
+            self.notices.append(
+                f"{shown}: {set_aside[0]} call(s) of {set_aside[1]} conversation(s) were left out: each had a"
+                " system prompt and a history of its own (a router's, a guardrail's or another agent's call);"
+                " a conversation is its chain of calls with the most user messages"
+            )
+
+
+def _conversational(chains: list[_Chain]) -> _Chain:
+    """The conversation's chain among a session's: the one with the most user messages (the one
+    the user answers), then the longest, then the first."""
+    return max(chains, key=lambda chain: (sum(m.get("role") == "user" for m in chain.history), len(chain.history)))
+
+
+def _divergence(one: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[int | None, bool]:
+    """Where two calls' histories first differ, None when one begins the other, and whether their
+    system prompts differ (a prompt that carries the time, or a call of another chain)."""
+    system = False
+    for number, (a, b) in enumerate(zip(one, other)):
+        if _same(a, b):
+            continue
+        if a.get("role") == "system" and b.get("role") == "system":
+            system = True
+        elif a.get("role") == "system" or b.get("role") == "system":
+            return number, True
+        else:
+            return number, system
+    return None, system
 
 
 def iso_time(seconds: float) -> str:

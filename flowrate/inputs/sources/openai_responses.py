@@ -85,6 +85,7 @@ class OpenAIResponsesReader(Reader):
             except Unreadable as error:
                 conversations.problem(entry.item, str(error))
         yield from conversations.records()
+        self.notices.extend(conversations.notices)
         if responses:
             keys = f"previous_response_id, conversation, metadata {'/'.join(CONVERSATION_KEYS)}"
             self.notices.extend(
