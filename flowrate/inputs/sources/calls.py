@@ -7,7 +7,9 @@ A system prompt that changed between calls (one that carries the time) is noted,
 conversation is read with its first call's. A call of a system prompt of its own whose history
 goes elsewhere (a router's, a guardrail's, another agent's) begins another chain of the session;
 the conversation is the chain with the most user messages (`_conversational`) and the calls of
-the others are counted in a notice. A history that was edited or forked under the same system
+the others are counted in a notice. A call given only the messages new since the last
+(Microsoft Agent Framework's: the user's next message or the tools' results) continues its
+chain (`_continuation`). A history that was edited or forked under the same system
 prompt is a problem naming both calls, never merged. Only the longest history of each chain is
 held, not its calls.
 
@@ -127,15 +129,22 @@ class Conversations:
             return
         forked: tuple[_Chain, int] | None = None
         for chain in known.chains:
-            differs, system = _divergence(chain.history, history)
+            differs, system, own = _divergence(chain.history, history)
             if differs is None:  # the same chain: a system prompt changed between calls is noted, not fatal
                 known.system_changed |= system
                 chain.calls += 1
-                if len(history) > len(chain.history):  # the messages read first kept: a reply as the model wrote it
-                    chain.history[len(chain.history) :] = history[len(chain.history) :]
+                offset = _system_count(history) - _system_count(chain.history)
+                if len(history) - offset > len(chain.history):  # the messages read first kept, as the model wrote them
+                    chain.history.extend(history[len(chain.history) + offset :])
                     chain.longest = call.item.where
                 return
-            if not system and forked is None:
+            new = _continuation(chain.history, history)
+            if new is not None:  # a call given only its new messages (Microsoft Agent Framework's)
+                chain.history.extend(new)
+                chain.calls += 1
+                chain.longest = call.item.where
+                return
+            if not own and forked is None:
                 forked = chain, differs
         if forked is not None:
             chain, differs = forked
@@ -198,20 +207,43 @@ def _conversational(chains: list[_Chain]) -> _Chain:
     return max(chains, key=lambda chain: (sum(m.get("role") == "user" for m in chain.history), len(chain.history)))
 
 
-def _divergence(one: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[int | None, bool]:
-    """Where two calls' histories first differ, None when one begins the other, and whether their
-    system prompts differ (a prompt that carries the time, or a call of another chain)."""
-    system = False
-    for number, (a, b) in enumerate(zip(one, other)):
-        if _same(a, b):
-            continue
-        if a.get("role") == "system" and b.get("role") == "system":
-            system = True
-        elif a.get("role") == "system" or b.get("role") == "system":
-            return number, True
-        else:
-            return number, system
-    return None, system
+def _continuation(chain: list[dict[str, Any]], history: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The messages of `history` after its system prompt when they only continue `chain`: a call
+    given the new messages alone (the user's next message or the tools' results, after the
+    chain's reply), with no system prompt or the chain's. A call that repeats the history
+    repeats the reply it follows, so a history holding the chain's last reply, or beginning as
+    the chain does after its system prompt, is no continuation (an edit or a fork)."""
+    system = _system_count(history)
+    new = history[system:]
+    if not new or not chain or chain[-1].get("role") != "assistant" or new[0].get("role") not in ("user", "tool"):
+        return None
+    if system and not (system < len(chain) and all(_same(a, b) for a, b in zip(history[:system], chain))):
+        return None
+    begins = next((message for message in chain if message.get("role") != "system"), None)
+    if (begins is not None and _same(begins, new[0])) or any(_same(chain[-1], message) for message in new):
+        return None
+    return new
+
+
+def _divergence(one: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[int | None, bool, bool]:
+    """Where two calls' histories first differ after their system prompts (counted in `one`),
+    None when one begins the other; whether their system prompts differ (one carries the time,
+    or one has none); and whether each has a system prompt of its own (a call of another chain)."""
+    skip_one, skip_other = _system_count(one), _system_count(other)
+    prompts = one[:skip_one], other[:skip_other]
+    system = len(prompts[0]) != len(prompts[1]) or not all(_same(a, b) for a, b in zip(*prompts))
+    for number, (a, b) in enumerate(zip(one[skip_one:], other[skip_other:])):
+        if not _same(a, b):
+            return skip_one + number, system, system and bool(skip_one and skip_other)
+    return None, system, False
+
+
+def _system_count(history: list[dict[str, Any]]) -> int:
+    """How many system messages begin `history`."""
+    count = 0
+    while count < len(history) and history[count].get("role") == "system":
+        count += 1
+    return count
 
 
 def iso_time(seconds: float) -> str:

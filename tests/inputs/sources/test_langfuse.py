@@ -110,3 +110,16 @@ def test_a_trace_of_two_pydantic_ai_agents_is_the_conversation_of_the_one_the_us
         " user messages",
         f"{path}: 4 generation(s) with no conversation key (sessionId); each trace is one conversation",
     ]
+
+
+def test_the_calls_of_a_microsoft_agent_framework_trace_each_given_only_new_messages_are_one_history():
+    path = FIXTURES / "microsoft-agent.trace.json"  # the question, then the tool's result alone
+    records, _ = read_file(path)
+    assert len(records) == 1 and records[0].problems == []
+    [turn] = records[0].case.turns
+    assert (turn.input, turn.actual_output) == (
+        "What's the weather in Tokyo?",
+        "Current conditions in Tokyo, Japan: stormy, high around 23°C.",
+    )
+    assert turn.tool_activity[0] == 'call get_weather({"location":"Tokyo, Japan"})'
+    assert len(turn.tool_activity) == 2 and "stormy with a high of 23" in turn.tool_activity[1]

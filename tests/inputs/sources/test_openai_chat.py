@@ -135,3 +135,12 @@ def test_a_router_call_with_its_own_system_prompt_is_left_out_of_the_conversatio
         " (a router's, a guardrail's or another agent's call); a conversation is its chain of calls with the most"
         " user messages"
     ]
+
+
+def test_a_call_without_the_system_prompt_whose_question_was_edited_is_named_not_taken_for_another_chain(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"] = calls[2]["request"]["messages"][1:]  # no system prompt: only the edit differs
+    calls[2]["request"]["messages"][0]["content"] = "What's the weather in Lyon?"
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert records[0].case is None and "edited or forked" in records[0].problems[0]
