@@ -9,7 +9,8 @@ goes elsewhere (a router's, a guardrail's, another agent's) begins another chain
 the conversation is the chain with the most user messages (`_conversational`) and the calls of
 the others are counted in a notice. A call given only the messages new since the last
 (Microsoft Agent Framework's: the user's next message or the tools' results) continues its
-chain (`_continuation`). A history that was edited or forked under the same system
+chain (`_continuation`). A run of tool calls and results is compared as the calls and the
+results, in any order (`_tools_ahead`: Koog's calls, then each result after its call). A history that was edited or forked under the same system
 prompt is a problem naming both calls, never merged. Only the longest history of each chain is
 held, not its calls.
 
@@ -138,6 +139,13 @@ class Conversations:
                     chain.history.extend(history[len(chain.history) + offset :])
                     chain.longest = call.item.where
                 return
+            ahead = None if own else _tools_ahead(chain.history, history)
+            if ahead is not None:  # the same tool calls, their results between them in one of the calls
+                if ahead:
+                    chain.history[_system_count(chain.history) :] = history[_system_count(history) :]
+                    chain.longest = call.item.where
+                chain.calls += 1
+                return
             new = _continuation(chain.history, history)
             if new is not None:  # a call given only its new messages (Microsoft Agent Framework's)
                 chain.history.extend(new)
@@ -223,6 +231,61 @@ def _continuation(chain: list[dict[str, Any]], history: list[dict[str, Any]]) ->
     if (begins is not None and _same(begins, new[0])) or any(_same(chain[-1], message) for message in new):
         return None
     return new
+
+
+def _tools_ahead(chain: list[dict[str, Any]], history: list[dict[str, Any]]) -> bool | None:
+    """Whether `history` goes further than `chain` when the two agree once each run of tool calls
+    and tool results is taken as the calls it made and the results it got, in any order (JetBrains
+    Koog logs a reply of two calls as two messages, and the next call's input with each result
+    after its call); only the last run of the one behind may lack results (or calls). None when
+    they disagree."""
+    one, other = _units(chain[_system_count(chain) :]), _units(history[_system_count(history) :])
+    for number, (a, b) in enumerate(zip(one, other)):
+        if a == b:
+            continue
+        if not (isinstance(a, _Run) and isinstance(b, _Run)):
+            return None
+        if number == len(one) - 1 and a.within(b):
+            return True
+        if number == len(other) - 1 and b.within(a):
+            return False
+        return None
+    return len(other) > len(one)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A run of tool calls and results: the calls (name, arguments' JSON) and the results' texts."""
+
+    calls: tuple[tuple[str, str], ...]
+    results: tuple[str, ...]
+
+    def within(self, other: _Run) -> bool:
+        return set(self.calls) <= set(other.calls) and set(self.results) <= set(other.results)
+
+
+def _units(history: list[dict[str, Any]]) -> list[Any]:
+    """`history` as `_comparable` messages, each run of tool calls (an assistant message of calls
+    alone) and tool results as one `_Run`."""
+    units: list[Any] = []
+    calls: list[tuple[str, str]] = []
+    results: list[str] = []
+    for message in [*history, None]:
+        in_run = message is not None and (
+            message.get("role") == "tool" or (message.get("tool_calls") and not message.get("content"))
+        )
+        if in_run and message is not None:
+            if message.get("role") == "tool":
+                results.append(" ".join(str(message.get("content") or "").split()))
+            else:
+                calls.extend(_comparable(message, _meaning)[2])
+            continue
+        if calls or results:
+            units.append(_Run(tuple(sorted(calls)), tuple(sorted(results))))
+            calls, results = [], []
+        if message is not None:
+            units.append(_comparable(message, _meaning))
+    return units
 
 
 def _divergence(one: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[int | None, bool, bool]:
