@@ -103,11 +103,12 @@ def _chained(responses: list[_Response]) -> list[_Response]:
     taken: set[int] = set()
     for entry in responses:
         before: list[_Response] = []  # its earlier responses not taken yet, latest first
-        while entry is not None and id(entry) not in taken:
-            before.append(entry)
-            taken.add(id(entry))
-            previous = _previous(entry)
-            entry = by_id.get(previous) if isinstance(previous, str) else None
+        step: _Response | None = entry
+        while step is not None and id(step) not in taken:
+            before.append(step)
+            taken.add(id(step))
+            previous = _previous(step)
+            step = by_id.get(previous) if isinstance(previous, str) else None
         ordered.extend(reversed(before))
     return ordered
 
