@@ -183,10 +183,11 @@ class Conversations:
                 yield Record(source=dialogue.source, format=self.format, problems=problems, given_id=key)
                 continue
             changed += [key] if dialogue.system_changed else []
-            history = _conversational(dialogue.chains).history
+            chain = dialogue.chains[0] if len(dialogue.chains) == 1 else _conversational(dialogue.chains)
             if len(dialogue.chains) > 1:
-                set_aside[0] += sum(chain.calls for chain in dialogue.chains) - _conversational(dialogue.chains).calls
+                set_aside[0] += sum(other.calls for other in dialogue.chains) - chain.calls
                 set_aside[1] += 1
+            history = chain.history
             metadata = dict(dialogue.metadata)
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
                 if seconds is not None:
@@ -293,6 +294,15 @@ def _divergence(one: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple
     None when one begins the other; whether their system prompts differ (one carries the time,
     or one has none); and whether each has a system prompt of its own (a call of another chain)."""
     skip_one, skip_other = _system_count(one), _system_count(other)
+    # as nearly every call: no slice copied (the slices took 0.6 s of CPU over bench/sources.py's 100,000 calls)
+    if skip_one == skip_other:
+        system = False
+        for number, (a, b) in enumerate(zip(one, other)):
+            if not _same(a, b):
+                if number >= skip_one:
+                    return number, system, system and skip_one > 0
+                system = True
+        return None, system, False
     prompts = one[:skip_one], other[:skip_other]
     system = len(prompts[0]) != len(prompts[1]) or not all(_same(a, b) for a, b in zip(*prompts))
     for number, (a, b) in enumerate(zip(one[skip_one:], other[skip_other:])):
