@@ -100,7 +100,8 @@ class Conversations:
         self.keyless = 0
         self._dialogues: dict[str, _Dialogue] = {}
         self._problems: list[Record] = []
-        self._failures: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # by key: (messages before, the reply)
+        # by key: (the chain, the messages of the chain before it, the reply)
+        self._failures: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
         #: what the file's conversations were read past, told once `records` has yielded them all
         self.notices: list[str] = []
 
@@ -119,9 +120,8 @@ class Conversations:
             self._dialogues[key] = _Dialogue(
                 [chain], item.source, item.where, call.started_s, call.ended_s, dict(call.metadata)
             )
-        if call.failed:  # kept beside the dialogues, not in each: one more field took 5 MB of 10,000 dialogues
-            self._failures.setdefault(key, []).extend((len(call.messages), reply) for reply in call.output)
         if known is None:
+            self._failed(key, call, 0, len(call.messages))
             return
         known.started_s = _earliest(known.started_s, call.started_s)
         known.ended_s = _latest(known.ended_s, call.ended_s)
@@ -129,12 +129,13 @@ class Conversations:
         if known.problem is not None:
             return
         forked: tuple[_Chain, int] | None = None
-        for chain in known.chains:
+        for number, chain in enumerate(known.chains):
             differs, system, own = _divergence(chain.history, history)
+            offset = _system_count(history) - _system_count(chain.history)
             if differs is None:  # the same chain: a system prompt changed between calls is noted, not fatal
                 known.system_changed |= system
                 chain.calls += 1
-                offset = _system_count(history) - _system_count(chain.history)
+                self._failed(key, call, number, len(call.messages) - offset)
                 if len(history) - offset > len(chain.history):  # the messages read first kept, as the model wrote them
                     chain.history.extend(history[len(chain.history) + offset :])
                     chain.longest = call.item.where
@@ -145,12 +146,14 @@ class Conversations:
                     chain.history[_system_count(chain.history) :] = history[_system_count(history) :]
                     chain.longest = call.item.where
                 chain.calls += 1
+                self._failed(key, call, number, len(call.messages) - offset)
                 return
             new = _continuation(chain.history, history)
             if new is not None:  # a call given only its new messages (Microsoft Agent Framework's)
                 chain.history.extend(new)
                 chain.calls += 1
                 chain.longest = call.item.where
+                self._failed(key, call, number, len(chain.history))
                 return
             if not own and forked is None:
                 forked = chain, differs
@@ -161,7 +164,14 @@ class Conversations:
                 f" at message {differs + 1}: edited or forked, not merged"
             )
         else:  # a call of a system prompt of its own that is no chain's: a router's, a guardrail's, another agent's
+            self._failed(key, call, len(known.chains), len(call.messages))
             known.chains.append(_Chain(history, call.item.where))
+
+    def _failed(self, key: str, call: Call, chain: int, at: int) -> None:
+        """Note a failed `call`'s reply after the first `at` messages of the chain `chain` of `key`
+        (kept beside the dialogues, not in each: one more field took 5 MB of 10,000 dialogues)."""
+        if call.failed:
+            self._failures.setdefault(key, []).extend((chain, at, reply) for reply in call.output)
 
     def drop(self, key: str) -> None:
         """Forget the conversation `key` (its problem is told instead: a call of it is broken)."""
@@ -184,6 +194,9 @@ class Conversations:
                 continue
             changed += [key] if dialogue.system_changed else []
             chain = dialogue.chains[0] if len(dialogue.chains) == 1 else _conversational(dialogue.chains)
+            failures = [
+                (at, reply) for index, at, reply in self._failures.get(key, []) if dialogue.chains[index] is chain
+            ]
             if len(dialogue.chains) > 1:
                 set_aside[0] += sum(other.calls for other in dialogue.chains) - chain.calls
                 set_aside[1] += 1
@@ -192,7 +205,7 @@ class Conversations:
             for name, seconds in (("started_at", dialogue.started_s), ("ended_at", dialogue.ended_s)):
                 if seconds is not None:
                     metadata.setdefault(name, iso_time(seconds))
-            raw = {"id": key, "messages": _told(history, self._failures.get(key, [])), "metadata": metadata}
+            raw = {"id": key, "messages": _told(history, failures), "metadata": metadata}
             record = parse_record(raw, dialogue.source, default_id=key, where=where)
             record.format = self.format
             yield record
