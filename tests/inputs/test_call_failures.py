@@ -158,3 +158,19 @@ def test_a_langfuse_trace_of_no_session_is_still_a_langfuse_trace(tmp_path):
     assert [record.format for record in records] == ["langfuse"] * len(records) and records
     assert all(record.problems == [] for record in records)
     assert {turn.input for record in records for turn in record.case.turns} >= {QUESTION, FOLLOW_UP}
+
+
+def test_a_failed_router_call_beside_the_conversation_leaves_no_failure_in_it(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    router = json.loads(json.dumps(calls[2]))  # the SDK's call, made an intent router's: its own prompt
+    router["request"]["messages"] = [
+        {"role": "system", "content": "Classify the user's messages as weather or other. Answer one word."},
+        {"role": "user", "content": QUESTION},
+        {"role": "user", "content": FOLLOW_UP},
+    ]
+    write_jsonl(tmp_path / "log.jsonl", [calls[0], calls[1], failed(router), calls[2]])
+
+    [record] = read(tmp_path / "log.jsonl")
+
+    assert record.problems == [] and replies(record) == [(QUESTION, ANSWER), (FOLLOW_UP, FORECAST)]
+    assert "the call failed" not in json.dumps(record.case.model_dump())

@@ -54,6 +54,7 @@ class AnthropicReader(Reader):
                 continue
             conversations.add(call, fallback_key=call.metadata.get("message_id") or item.default_id)
         yield from conversations.records()
+        self.notices.extend(conversations.notices)
         if shown is not None:
             keys = f"metadata {'/'.join(CONVERSATION_KEYS)}"
             self.notices.extend(keyless_notice(conversations, shown, keys))

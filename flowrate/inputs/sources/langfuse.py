@@ -88,6 +88,7 @@ class LangfuseReader(Reader):
         for call in calls:
             conversations.add(call, fallback_key=call.metadata["trace_id"])
         yield from conversations.records()
+        self.notices.extend(conversations.notices)
         if calls:
             shown = calls[0].item.source.path
             self.notices.extend(keyless_notice(conversations, shown, "sessionId", "generation", "trace"))

@@ -80,6 +80,7 @@ class LangSmithReader(Reader):
                 continue
             conversations.add(call, fallback_key=trace)
         yield from conversations.records()
+        self.notices.extend(conversations.notices)
         if runs:
             keys = f"extra.metadata {'/'.join(CONVERSATION_KEYS)}"
             self.notices.extend(keyless_notice(conversations, runs[0][0].source.path, keys, "llm run", "trace"))

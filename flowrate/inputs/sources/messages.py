@@ -5,7 +5,8 @@ gives the messages `calls.Call` takes (OpenAI's chat shape: `role`, `content` te
 `tool` message with the tool's `name`):
 
 - OpenAI Chat Completions (`role`, `content` text or parts, `tool_calls`, `function_call`), and a
-  `chat.completion`'s first choice;
+  `chat.completion`'s first choice; an assistant's or a tool message's text that is only
+  `tool_calls` written as JSON is those calls (JetBrains Koog's);
 - OpenAI Responses items (`message`, `function_call`, `function_call_output`, built-in tools'
   calls; `reasoning` hidden) and a `response` object's `output`;
 - Anthropic Messages blocks (`text`, `tool_use`, `tool_result`; `thinking` hidden);
@@ -276,6 +277,9 @@ def openai_message(message: Any, path: str, tools: ToolNames) -> dict[str, Any]:
     role = field_of(message, "role", str, f"{path}.role")
     content = text_of(message.get("content"), f"{path}.content")
     role = ROLE_NAMES.get(role, role)
+    written = written_calls(content) if role in ("assistant", "tool") else None
+    if written is not None:  # JetBrains Koog: a reply's tool calls as its text, then as a tool message
+        return assistant([], written, "assistant", tools)[0]
     if role not in ROLES and tools.knows(role):  # LangChain.js: a tool message's role is its tool's name
         return tool_result(content, role)
     if role == "tool":
@@ -295,6 +299,29 @@ def openai_message(message: Any, path: str, tools: ToolNames) -> dict[str, Any]:
     if calls:
         out["tool_calls"] = calls
     return tools.called(out)
+
+
+def written_calls(text: str) -> list[dict[str, Any]] | None:
+    """The tool calls a message's text holds when it is nothing else than OpenAI's `tool_calls`
+    written as JSON ([{"function": {"name", "arguments"}, "id", "type": "function"}], as JetBrains
+    Koog 0.3 writes its replies' calls), else None."""
+    if not text.startswith("[{") or '"function"' not in text[:40]:
+        return None
+    try:
+        given = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    calls = []
+    for call in given:
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            call.get("type") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+        ):
+            return None
+        calls.append(tool_call(function["name"], function.get("arguments"), call.get("id")))
+    return calls or None
 
 
 def langchain_shaped(message: dict[str, Any], path: str, tools: ToolNames) -> dict[str, Any]:

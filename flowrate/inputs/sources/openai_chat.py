@@ -61,6 +61,7 @@ class OpenAIChatReader(Reader):
                 continue
             conversations.add(call, fallback_key=call.metadata.get("completion_id") or item.default_id)
         yield from conversations.records()
+        self.notices.extend(conversations.notices)
         if shown is not None:
             self.notices.extend(keyless_notice(conversations, shown, f"request.metadata {'/'.join(CONVERSATION_KEYS)}"))
 

@@ -6,7 +6,8 @@ response). Items: `message` (`input_text`/`output_text` parts), `function_call`,
 
 A response's `previous_response_id` (or its `conversation`) continues a conversation without
 repeating it: the history is the previous response's, then this input and output. Responses
-are taken in the order they were created; one whose previous response is not in the file is
+are taken in the order they were created, each after the one it continues (`created_at` ties
+are common); one whose previous response is not in the file is
 a problem (its conversation's start is missing). Without a chain, calls are grouped by a
 conversation key of `metadata`, each repeating the history (`calls.Conversations`)."""
 
@@ -75,9 +76,8 @@ class OpenAIResponsesReader(Reader):
                 responses.append(_unpacked(item))
             except Unreadable as error:
                 conversations.problem(item, str(error))
-        responses.sort(key=lambda entry: entry.created_s if entry.created_s is not None else float("inf"))
         chains = _Chains(self.given_keys)
-        for entry in responses:
+        for entry in _chained(responses):
             try:
                 conversations.add(
                     chains.call(entry), fallback_key=str(entry.response.get("id") or entry.item.default_id)
@@ -85,11 +85,36 @@ class OpenAIResponsesReader(Reader):
             except Unreadable as error:
                 conversations.problem(entry.item, str(error))
         yield from conversations.records()
+        self.notices.extend(conversations.notices)
         if responses:
             keys = f"previous_response_id, conversation, metadata {'/'.join(CONVERSATION_KEYS)}"
             self.notices.extend(
                 keyless_notice(conversations, responses[0].item.source.path, keys, "response", "chain of responses")
             )
+
+
+def _chained(responses: list[_Response]) -> list[_Response]:
+    """`responses` in the order they were created, each after the response it continues: `created_at`
+    is whole seconds, and a tool's round trip and the reply after it often share one, written to
+    the log in any order."""
+    responses = sorted(responses, key=lambda entry: entry.created_s if entry.created_s is not None else float("inf"))
+    by_id = {entry.response.get("id"): entry for entry in responses if isinstance(entry.response.get("id"), str)}
+    ordered: list[_Response] = []
+    taken: set[int] = set()
+    for entry in responses:
+        before: list[_Response] = []  # its earlier responses not taken yet, latest first
+        step: _Response | None = entry
+        while step is not None and id(step) not in taken:
+            before.append(step)
+            taken.add(id(step))
+            previous = _previous(step)
+            step = by_id.get(previous) if isinstance(previous, str) else None
+        ordered.extend(reversed(before))
+    return ordered
+
+
+def _previous(entry: _Response) -> Any:
+    return entry.request.get("previous_response_id") or entry.response.get("previous_response_id")
 
 
 def _unpacked(item: Item) -> _Response:
@@ -114,7 +139,7 @@ class _Chains:
 
     def call(self, entry: _Response) -> Call:
         request, response = entry.request, entry.response
-        previous = request.get("previous_response_id") or response.get("previous_response_id")
+        previous = _previous(entry)
         thread = response.get("conversation") or request.get("conversation")
         thread_id = thread.get("id") if isinstance(thread, dict) else thread
         key = conversation_key(request.get("metadata"), response.get("metadata"), given=self._given_keys)

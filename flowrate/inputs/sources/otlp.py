@@ -302,6 +302,7 @@ class _SpanStream:
                 " each of their traces is taken as one conversation"
             )
         yield from self.conversations.records()
+        self.reader.notices.extend(self.conversations.notices)
 
     def _call(self, span: Span) -> None:
         call: Any

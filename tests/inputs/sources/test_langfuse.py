@@ -87,3 +87,39 @@ def test_a_session_of_traces_whose_input_and_output_hold_messages_is_one_convers
         ("And tomorrow?", "Tomorrow brings rain and 14°C."),
     ]
     assert case.metadata["started_at"] == "2026-01-01T00:00:05Z"
+
+
+def test_a_trace_of_two_pydantic_ai_agents_is_the_conversation_of_the_one_the_user_talks_to():
+    path = FIXTURES / "pydantic-ai-tools.trace.json"  # a joke writer of two user turns, then its critic's call
+    records, notices = read_file(path)
+    assert len(records) == 1 and records[0].problems == []
+    case = records[0].case
+    assert case.chatbot_role.startswith("You are a creative joke writer.")
+    assert [turn.input for turn in case.turns] == [
+        "Select and call THREE of the available tools to get joke suggestions about 'programming'.",
+        "Now write a funny joke about 'programming' based on the suggestions you received. Just output the joke,"
+        " nothing else.",
+    ]
+    assert case.turns[0].tool_activity[0] == 'call get_pun_suggestion({"topic":"programming"})'
+    assert len(case.turns[0].tool_activity) == 6
+    assert case.turns[0].actual_output.startswith("I gathered some great ideas for a programming joke!")
+    assert case.turns[1].actual_output == "Why do programmers hate nature?  \nIt has too many bugs!"
+    assert notices == [
+        f"{path}: 1 call(s) of 1 conversation(s) were left out: each had a system prompt and a history of its own"
+        " (a router's, a guardrail's or another agent's call); a conversation is its chain of calls with the most"
+        " user messages",
+        f"{path}: 4 generation(s) with no conversation key (sessionId); each trace is one conversation",
+    ]
+
+
+def test_the_calls_of_a_microsoft_agent_framework_trace_each_given_only_new_messages_are_one_history():
+    path = FIXTURES / "microsoft-agent.trace.json"  # the question, then the tool's result alone
+    records, _ = read_file(path)
+    assert len(records) == 1 and records[0].problems == []
+    [turn] = records[0].case.turns
+    assert (turn.input, turn.actual_output) == (
+        "What's the weather in Tokyo?",
+        "Current conditions in Tokyo, Japan: stormy, high around 23°C.",
+    )
+    assert turn.tool_activity[0] == 'call get_weather({"location":"Tokyo, Japan"})'
+    assert len(turn.tool_activity) == 2 and "stormy with a high of 23" in turn.tool_activity[1]

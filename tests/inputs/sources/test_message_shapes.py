@@ -294,3 +294,28 @@ def test_bedrock_converse_messages_give_the_tool_use_and_its_json_result_and_hid
         {"role": "tool", "content": '{"temp_c":18}', "name": "get_weather"},
         {"role": "assistant", "content": "It is 18°C in Paris."},
     ]
+
+
+def test_koogs_tool_calls_written_as_text_then_as_tool_messages_are_the_calls_of_one_history():
+    system, turns = conversation("koog")
+    assert system == "You are a nice and polite assistant."
+    assert turns == [
+        (
+            "Greet and say goodbye to the user in the same message. Use provided tools to generate a proper greeting."
+            " The user name is Bob.",
+            "Hello my darling Bob! And, bye my dear Bob!",
+            [
+                'call HelloTool({"name": "Bob"})',
+                "result tool: Hello my darling Bob!",
+                'call ByeTool({"name": "Bob"})',
+                "result tool: Bye my dear Bob!",
+            ],
+        )
+    ]
+
+
+def test_a_reply_whose_text_is_a_json_list_of_other_things_stays_its_text():
+    for text in ('[{"function": "summary", "type": "note"}]', '[{"a": 1}]', "[{not json"):
+        assert normalised([{"role": "assistant", "content": text}], "output") == [
+            {"role": "assistant", "content": text}
+        ]

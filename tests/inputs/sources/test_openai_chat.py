@@ -3,7 +3,15 @@ messages, grouped into one conversation by a metadata key; each call alone witho
 
 import json
 
-from tests.inputs.sources.sdk_logs import ANSWER, QUESTION, assert_weather, openai_chat_calls, read_file, write_jsonl
+from tests.inputs.sources.sdk_logs import (
+    ANSWER,
+    QUESTION,
+    SYSTEM,
+    assert_weather,
+    openai_chat_calls,
+    read_file,
+    write_jsonl,
+)
 
 
 def test_the_calls_of_one_conversation_key_are_one_conversation_of_two_turns_with_its_tool_call(tmp_path):
@@ -67,3 +75,72 @@ def test_an_edited_history_is_named_not_merged(tmp_path):
         f"{path}:1: conversation 'conv-42': the history of the call at {path}:3 differs from the call at {path}:2"
         " at message 2: edited or forked, not merged"
     ]
+
+
+def test_tool_call_arguments_reserialized_or_encoded_twice_are_the_same_history_not_a_fork(tmp_path):
+    for arguments in ('{"city": "Paris"}', json.dumps('{"city":"Paris"}'), '{\n  "city": "Paris"\n}'):
+        calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+        calls[2]["request"]["messages"][2]["tool_calls"][0]["function"]["arguments"] = arguments
+        path = write_jsonl(tmp_path / "calls.jsonl", calls)
+        records, _ = read_file(path)
+        assert len(records) == 1
+        assert_weather(records[0], "openai-chat")
+
+
+def test_a_reply_repeated_with_other_whitespace_is_the_same_history_not_a_fork(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"][4]["content"] = ANSWER.replace(" ", "  ").replace("and", "\nand") + "\n"
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert len(records) == 1 and records[0].problems == []
+    assert [(turn.input, turn.actual_output) for turn in records[0].case.turns][0] == (QUESTION, ANSWER)
+
+
+def test_tool_call_arguments_that_differ_in_value_are_still_an_edited_history(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"city": "Lyon"}'
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert records[0].case is None and "at message 3: edited or forked" in records[0].problems[0]
+
+
+def test_a_system_prompt_that_carries_the_time_is_read_from_the_first_call_and_noted(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    for number, call in enumerate(calls[1:], start=1):
+        call["request"]["messages"][0]["content"] = f"{SYSTEM} The time is 2026-01-01T00:00:{10 * number:02d}Z."
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, notices = read_file(path)
+    assert len(records) == 1
+    assert_weather(records[0], "openai-chat")
+    assert notices == [
+        f"{path}: the system prompt changed between the calls of 1 conversation(s) (the first: 'conv-42');"
+        " each is read with the system prompt of its first call"
+    ]
+
+
+def test_a_router_call_with_its_own_system_prompt_is_left_out_of_the_conversation_and_counted(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    router = json.loads(json.dumps(calls[2]))  # the SDK's call, made the router's before the last turn
+    router["request"]["messages"] = [
+        {"role": "system", "content": "Classify the user's message as weather or other. Answer one word."},
+        calls[2]["request"]["messages"][-1],
+    ]
+    router["response"]["choices"][0]["message"]["content"] = "weather"
+    path = write_jsonl(tmp_path / "calls.jsonl", [*calls[:2], router, calls[2]])
+    records, notices = read_file(path)
+    assert len(records) == 1
+    assert_weather(records[0], "openai-chat")
+    assert notices == [
+        f"{path}: 1 call(s) of 1 conversation(s) were left out: each had a system prompt and a history of its own"
+        " (a router's, a guardrail's or another agent's call); a conversation is its chain of calls with the most"
+        " user messages"
+    ]
+
+
+def test_a_call_without_the_system_prompt_whose_question_was_edited_is_named_not_taken_for_another_chain(tmp_path):
+    calls = openai_chat_calls(metadata={"conversation_id": "conv-42"})
+    calls[2]["request"]["messages"] = calls[2]["request"]["messages"][1:]  # no system prompt: only the edit differs
+    calls[2]["request"]["messages"][0]["content"] = "What's the weather in Lyon?"
+    path = write_jsonl(tmp_path / "calls.jsonl", calls)
+    records, _ = read_file(path)
+    assert records[0].case is None and "edited or forked" in records[0].problems[0]

@@ -69,3 +69,14 @@ def test_responses_of_one_conversation_object_continue_it_without_repeating_it(t
     assert len(records) == 1 and notices == []
     assert_weather(records[0], "openai-responses")
     assert records[0].case.id == "conv_1" and records[0].case.metadata["conversation"] == "conv_1"
+
+
+def test_responses_created_in_the_same_second_and_written_out_of_order_are_chained_by_previous_response_id(tmp_path):
+    calls = openai_responses_calls()
+    for call in calls:  # created_at is whole seconds: a tool's round trip and the reply can share one
+        call["response"]["created_at"] = calls[0]["response"]["created_at"]
+    path = write_jsonl(tmp_path / "responses.jsonl", [calls[2], calls[1], calls[0]])
+    records, _ = read_file(path)
+    assert len(records) == 1
+    assert_weather(records[0], "openai-responses", times=("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"))
+    assert records[0].case.id == "resp_0"
