@@ -5,6 +5,7 @@ with its tool call; a broken observation is named."""
 import json
 from pathlib import Path
 
+from tests.inputs.sources.langfuse_exports import langfuse_export
 from tests.inputs.sources.sdk_logs import assert_weather, read_file, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
@@ -90,7 +91,7 @@ def test_a_session_of_traces_whose_input_and_output_hold_messages_is_one_convers
 
 
 def test_a_trace_of_two_pydantic_ai_agents_is_the_conversation_of_the_one_the_user_talks_to():
-    path = FIXTURES / "pydantic-ai-tools.trace.json"  # a joke writer of two user turns, then its critic's call
+    path = langfuse_export("pydantic-ai-tools")  # a joke writer of two user turns, then its critic's call
     records, notices = read_file(path)
     assert len(records) == 1 and records[0].problems == []
     case = records[0].case
@@ -113,7 +114,7 @@ def test_a_trace_of_two_pydantic_ai_agents_is_the_conversation_of_the_one_the_us
 
 
 def test_the_calls_of_a_microsoft_agent_framework_trace_each_given_only_new_messages_are_one_history():
-    path = FIXTURES / "microsoft-agent.trace.json"  # the question, then the tool's result alone
+    path = langfuse_export("microsoft-agent")  # the question, then the tool's result alone
     records, _ = read_file(path)
     assert len(records) == 1 and records[0].problems == []
     [turn] = records[0].case.turns

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from flowrate.inputs.sources.messages import normalised
+from tests.inputs.sources.langfuse_exports import langfuse_export
 from tests.inputs.sources.sdk_logs import read_file
 from tests.inputs.sources.traces import EXCHANGES, REPLIES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder
 
@@ -18,7 +19,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "langfuse"
 def conversation(name):
     """The one conversation read from the fixture `name`: (system prompt, turns as (user text,
     reply, tool activity))."""
-    records, _ = read_file(FIXTURES / f"{name}.trace.json")
+    records, _ = read_file(langfuse_export(name))
     [record] = records
     assert record.problems == [], record.problems
     case = record.case
@@ -27,7 +28,7 @@ def conversation(name):
 
 def observation(name, observation_id):
     """The generation `observation_id` of the fixture `name`, its input and output decoded."""
-    trace = json.loads((FIXTURES / f"{name}.trace.json").read_text())
+    trace = json.loads(langfuse_export(name).read_text())
     [found] = [entry for entry in trace["observations"] if entry["id"] == observation_id]
     return {
         side: json.loads(found[side]) if isinstance(found[side], str) else found[side] for side in ("input", "output")
