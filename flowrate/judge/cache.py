@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from flowrate.errors import ConfigError
-from flowrate.judge.logprobs import tokens_fault
+from flowrate.judge.logprobs import restored, storable, tokens_fault
 
 CACHE_FILE = "responses.sqlite3"
 WRITE_BATCH = 200
@@ -288,7 +288,7 @@ class ResponseCache:
         Kept in memory and written in one transaction per batch: a commit per reply would cost
         more than the rest of flowrate's own work on it (`PendingWrites`)."""
         digests = orjson.dumps(self._names.of(messages)) if messages is not None else None
-        tokens = orjson.dumps(logprobs) if logprobs and any(logprobs) else None
+        tokens = orjson.dumps(storable(logprobs)) if logprobs and any(logprobs) else None
         entry = (key, model, rubric_version, orjson.dumps(texts), time.time(), digests, conversation_id, tokens)
         self.writes.add(entry)
 
@@ -351,7 +351,7 @@ def _looked_up(db: sqlite3.Connection, pending: dict[str, tuple], keys: list[str
 
 
 def _replies(texts: bytes, logprobs: bytes | None) -> Replies:
-    return Replies(orjson.loads(texts), orjson.loads(logprobs) if logprobs else [])
+    return Replies(orjson.loads(texts), restored(orjson.loads(logprobs)) if logprobs else [])
 
 
 def existing_cache(directory: str | None) -> ResponseCache | None:

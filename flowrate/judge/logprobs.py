@@ -39,7 +39,7 @@ FAULT_NOTES = {
 
 def tokens_fault(text: str, tokens: Tokens | None) -> str | None:
     """Why a reply `text` with its `tokens` gives no distribution: "missing" (none came),
-    "not numbers" (a log-probability that is NaN, +Infinity or absent: a NaN is cached as null),
+    "not numbers" (a log-probability that is NaN, +Infinity or absent: a NaN is cached as `KEPT_NAN`),
     "unspelled" (the tokens do not spell `text`); None when they are usable."""
     if not tokens:
         return "missing"
@@ -50,6 +50,38 @@ def tokens_fault(text: str, tokens: Tokens | None) -> str | None:
     if "".join(str(token.get("token", "")) for token in tokens) != text:
         return "unspelled"
     return None
+
+
+#: a NaN log-probability as the cache keeps it. JSON has neither NaN nor -Infinity, and orjson
+#: writes both as null; every cache written before NaN replies were kept holds null for -Infinity
+#: only (a probability of 0: a token the grammar masked, or one the in-process judge found no logit
+#: for), so null reads back as -Infinity and a NaN is kept as this text, read as "not numbers".
+KEPT_NAN = "NaN"
+
+
+def storable(tokens: list[Tokens | None]) -> list[Tokens | None]:
+    """`tokens` as the cache keeps them: each NaN log-probability as `KEPT_NAN` (`restored` reads them back)."""
+    return [None if reply is None else [_mapped(token, _kept) for token in reply] for reply in tokens]
+
+
+def restored(tokens: list[Tokens | None]) -> list[Tokens | None]:
+    """`tokens` read back from the cache: null as -Infinity, `KEPT_NAN` left for `tokens_fault`."""
+    return [None if reply is None else [_mapped(token, _read) for token in reply] for reply in tokens]
+
+
+def _kept(value: Any) -> Any:
+    return KEPT_NAN if isinstance(value, float) and math.isnan(value) else value
+
+
+def _read(value: Any) -> Any:
+    return -math.inf if value is None else value
+
+
+def _mapped(token: dict[str, Any], change: Callable[[Any], Any]) -> dict[str, Any]:
+    out = {**token, "logprob": change(token.get("logprob"))}
+    if token.get("top_logprobs"):
+        out["top_logprobs"] = [_mapped(alternative, change) for alternative in token["top_logprobs"]]
+    return out
 
 
 def _is_logprob(value: Any) -> bool:

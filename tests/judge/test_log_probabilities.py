@@ -81,3 +81,20 @@ def test_tokens_that_spell_the_reply_give_its_distribution_and_no_notice(judge, 
     assert result.returncode == 0, result.stderr
     assert abs(rows[0]["level_probs"]["fully"] - 0.7) < 1e-6
     assert "log-probabilities" not in result.stderr
+
+
+def test_a_cached_reply_with_a_token_of_probability_zero_gives_the_same_distribution_again(
+    judge, run_flowrate, tmp_path
+):
+    # a level the grammar masked comes as -Infinity (the in-process judge writes it so): JSON has no
+    # -Infinity, and a null read back as a NaN would leave the rerun no distribution at all
+    step = {"verdict": "fully", "logprobs": {"fully": math.log(0.8), "mostly": math.log(0.2), "none": -math.inf}}
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    first, [fresh] = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 1, *cache)
+    assert first.returncode == 0, first.stderr
+    assert fresh["level_probs"] is not None and fresh["level_probs"]["none"] == 0
+    judge.reset()
+    again, [row] = eval_with_logprobs(judge, run_flowrate, tmp_path, step, 1, *cache)
+    assert again.returncode == 0, again.stderr
+    assert chat_bodies(judge) == [] and row["cached"] is True
+    assert row["level_probs"] == fresh["level_probs"]
