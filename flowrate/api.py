@@ -659,11 +659,11 @@ def write_report(
     totals, a table of rows, and the transcripts read from `inputs`, the conversation files, those
     whose rows were redacted found by their redacted ids and redacted again by `redactor`, or shown
     as read with `originals`; None: all shown as read). A transcript `redactor` cannot redact as
-    its run did (`withheld_reason`: the run's `redact_rules` not given) is left out. Returns the
+    its run did (`shown_as_judged`: the run's `redact_rules` not given) is left out. Returns the
     rows shown and the transcripts left out. A page that cannot be written is a `ConfigError`
     naming `--html`."""
     from flowrate.inputs.files import check_apart, load_transcripts
-    from flowrate.inputs.redaction.redactor import as_judged, withheld_reason
+    from flowrate.inputs.redaction.redactor import shown_as_judged
     from flowrate.reports.html import write_html
 
     book, summary = ReportBook(), RunSummary()
@@ -678,13 +678,8 @@ def write_report(
                     recorded[row.id] = (row.redactions, row.redacted_by)
         ids = {case.id for cases in book.cases.values() for case in cases}
         found = load_transcripts(inputs or [], ids, None if redactor is None else redactor.redact_id)
-        cases = as_judged(found, set(recorded), redactor, originals)
-        withheld = set()
-        if redactor is not None and not originals:
-            withheld = {
-                key for key, (made, by) in recorded.items() if key in cases and withheld_reason(made, cases[key], by)
-            }
-        write_html(html, book, summary, {key: case for key, case in cases.items() if key not in withheld})
+        shown, withheld = shown_as_judged(found, recorded, redactor, originals)
+        write_html(html, book, summary, shown)
     except OSError as error:
         raise ConfigError(f"--html {html}: cannot be written: {error.strerror}") from None
     return sum(stats.rows for stats in summary.metrics.values()), len(withheld)

@@ -161,7 +161,7 @@ def load_transcripts(
     whose rows were redacted (`redactions`) found by the ids `redactor` gave them and redacted
     again as the judge saw them, or shown as read with `originals` (`--keep-originals`), and
     withheld where `redactor` replaces fewer identifiers of a type than the rows record
-    (`withheld_reason`)."""
+    (`redactor.shown_as_judged`)."""
     from flowrate.inputs.files import load_transcripts as read
 
     ids = {row.id for run in runs for row in run.rows}
@@ -171,18 +171,12 @@ def load_transcripts(
     judged_id = redactor.redact_id if redactor is not None else None
     for path in [*paths, *inputs]:
         found.update(read([path], ids - set(found), judged_id))
-    from flowrate.inputs.redaction.redactor import as_judged, withheld_reason
+    from flowrate.inputs.redaction.redactor import shown_as_judged
 
-    redacted = [row for run in runs for row in run.rows if row.redactions is not None]
-    cases = as_judged(found, {row.id for row in redacted}, redactor, originals)
-    if redactor is None or originals:
-        return Transcripts(cases)
-    withheld: dict[str, str] = {}
-    for row in (row for row in redacted if row.id in cases):
-        reason = withheld_reason(row.redactions or {}, cases[row.id], row.redacted_by)
-        if reason is not None and row.id not in withheld:
-            withheld[row.id] = reason
-    return Transcripts({key: case for key, case in cases.items() if key not in withheld}, withheld)
+    recorded = {
+        row.id: (row.redactions, row.redacted_by) for run in runs for row in run.rows if row.redactions is not None
+    }
+    return Transcripts(*shown_as_judged(found, recorded, redactor, originals))
 
 
 def request_of(cache: Any, row: EvaluationRow) -> Any:

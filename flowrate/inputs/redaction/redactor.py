@@ -228,6 +228,24 @@ def withheld_reason(
     )
 
 
+def shown_as_judged(
+    transcripts: dict[str, ConversationalEvalTestCase],
+    recorded: dict[str, tuple[dict[str, int], str | None]],
+    redactor: Redactor | None,
+    originals: bool = False,
+) -> tuple[dict[str, ConversationalEvalTestCase], dict[str, str]]:
+    """`transcripts` as a page shows them (`as_judged`, the redacted rows' ids and what each
+    recorded in `recorded`: its `redactions` and `redacted_by`), and those it may not show with
+    the reason (`withheld_reason`); none withheld as read (`originals`, or no `redactor`)."""
+    cases = as_judged(transcripts, set(recorded), redactor, originals)
+    withheld: dict[str, str] = {}
+    if redactor is not None and not originals:
+        for key, (made, by) in recorded.items():
+            if key in cases and (reason := withheld_reason(made, cases[key], by)) is not None:
+                withheld[key] = reason
+    return {key: case for key, case in cases.items() if key not in withheld}, withheld
+
+
 def detectors_ran(redactor: Redactor) -> str:
     """The run's notice of what `redactor` replaces, and what it cannot (no named-entity model)."""
     own = f", and {len(redactor.rules)} rule(s) of the config" if redactor.rules else ""
