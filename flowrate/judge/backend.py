@@ -39,8 +39,14 @@ class PerLoop(Generic[T]):
 
 
 class Usage(BaseModel):
+    """Tokens one or more calls spent. Sums go through `+` field by field, so a count added
+    here (cached input, reasoning) is carried by every total without another edit."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
 
 
 KEY_VARIABLES = {

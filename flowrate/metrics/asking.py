@@ -38,8 +38,7 @@ class Spend:
         """Count one call's `completion`: its tokens, its cost (None from the first unpriced one) and its form."""
         self.calls += 1
         self.response_format = completion.response_format
-        self.usage.prompt_tokens += completion.usage.prompt_tokens
-        self.usage.completion_tokens += completion.usage.completion_tokens
+        self.usage = self.usage + completion.usage
         if self.cost_usd is not None:
             self.cost_usd = None if completion.cost_usd is None else self.cost_usd + completion.cost_usd
 

@@ -119,10 +119,7 @@ def spend_of(*replies: Reply) -> Reply:
     priced = [cost for cost in costs if cost is not None]
     return Reply(
         [],
-        usage=Usage(
-            prompt_tokens=sum(reply.usage.prompt_tokens for reply in replies),
-            completion_tokens=sum(reply.usage.completion_tokens for reply in replies),
-        ),
+        usage=sum((reply.usage for reply in replies), Usage()),
         cost_usd=sum(priced, 0.0) if len(priced) == len(costs) else None,
         attempts=sum(reply.attempts for reply in replies),
         latency_s=sum((reply.latency_s for reply in replies), 0.0),
