@@ -63,3 +63,5 @@ RasaReader
 ServiceNowReader
 ShareGPTReader
 ZendeskReader
+# public API of the judging step for an engine of one's own: a request read back from its JSON (docs/python-api.md)
+_.from_dict  # metrics/step.py JudgeRequest

@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.judge_server import JudgeServer, _completion, _text, with_logprobs
+from tests.judge_server import JudgeServer, _completion, _text, looked_at, with_logprobs
 
 FAIL_ERROR = {"code": "server_error", "message": "scripted failure"}
 
@@ -143,7 +143,7 @@ class BatchServer:
                     }
                 )
                 continue
-            step = self.judge._next_step(prompt)
+            step = looked_at(body, self.judge._next_step(prompt))  # a look gets its own reply, as online
             completion = _completion(body, step, prompt)
             if self.judge.profile.logprobs == "yes":  # "ignores": the output carries none, asked or not
                 with_logprobs(completion, body, step)

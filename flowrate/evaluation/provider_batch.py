@@ -28,9 +28,11 @@ from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
 from flowrate.evaluation.file_run import FileRun, finish, tell_logprobs, tell_lost_cache_writes
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.judge.backend import Usage
 from flowrate.judge.batch_api import (
     TERMINAL,
     BatchRecord,
+    BatchReplies,
     BatchState,
     Chunker,
     Provider,
@@ -38,14 +40,18 @@ from flowrate.judge.batch_api import (
     ResultFile,
     custom_id,
     line_error,
+    request_line,
     result_replies,
 )
-from flowrate.metrics.protocol import JudgedMetric, Metric
+from flowrate.judge.errors import BadReply
+from flowrate.metrics.online_calls import OnlineCalls
+from flowrate.metrics.protocol import Metric
+from flowrate.metrics.rubric_metric import RubricMetric
+from flowrate.metrics.step import CallFailed, JudgeRequest, Judging, Reply, keep_in_cache
 from flowrate.results.events import RunListener
 from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
-from flowrate.scores.reading import UnparsableReply
 from flowrate.settings.groups import cache_folder
 
 
@@ -93,10 +99,11 @@ def export_batch(run: FileRun, path: str) -> int:
     count = 0
     try:
         with open(path, "wb") as handle:
-            for _, _, _, metric, plan, cid in pending(run, {}):
+            for _, case, _, metric, plan, cid in pending(run, {}):
                 if plan is not None and plan.cached_texts is None:
-                    handle.write(metric.batch.request(cid, plan))
-                    count += 1
+                    lines = request_lines(cid, Judging(metric, case, None, plan))
+                    handle.write(b"".join(lines))
+                    count += len(lines)
     finally:
         run.close()
     return count
@@ -140,14 +147,6 @@ async def judge_in_batches(
     judged = [m for m in run.metrics if m.calls_per_conversation]
     if not judged:
         raise ConfigError("--batch needs a metric that calls a judge")
-    if run.settings.judge_settings.score_choice.looks_first:
-        raise ConfigError(
-            "--score combined with the reason first asks each conversation a second, verdict-first look,"
-            " which --batch does not send yet: use --score expected or --reply-order verdict-first,"
-            " or judge without --batch"
-        )
-    if any(m.samples > 1 and not m.backend.supports_n() for m in judged):
-        raise ConfigError("--samples with --batch needs a model that returns several replies in one request (n)")
     backend = judged[0].backend
     judge = run.settings.judge_settings
     provider = Provider(backend.provider, judge.api_base, judge.transport, judged[0].retry)
@@ -223,14 +222,15 @@ async def _submit(run, listener, provider, state, backend, write, done, command,
             batches.waits.add(cid)
             if cid in sent or not submit:
                 continue
-            line = metric.batch.request(cid, plan)
-            if chunker.starts_batch(len(line)) and requests is not None:
+            lines = request_lines(cid, Judging(metric, case, source, plan))
+            if chunker.starts_batch(sum(map(len, lines)), len(lines)) and requests is not None:
                 await send(requests)
                 requests.close()
                 requests = None
             if requests is None:
                 requests = RequestFile(batches.scratch)
-            requests.add(line)
+            for line in lines:
+                requests.add(line)
             if requests.moved:
                 batches.move(requests.moved)
         if requests is not None:
@@ -351,7 +351,9 @@ async def _collect(run: FileRun, provider: Provider, finished: list[tuple], batc
                 if index is None:
                     continue
                 batches.waits.discard(cid)
-                why = _rows_from_line(metric, case, source, cid, finished[index], (results, failed), write, order)
+                why = await _rows_from_line(
+                    run, metric, (case, source), cid, finished[index], (results, failed), write, order
+                )
                 if why is not None:
                     batches.online[cid] = (metric.name, why)
             if not owner:
@@ -373,35 +375,86 @@ async def _download(
     return results, failed
 
 
-def _rows_from_line(
-    metric: JudgedMetric,
-    case,
-    source,
+async def _rows_from_line(
+    run: FileRun,
+    metric: Any,
+    item: tuple[ConversationalEvalTestCase, Source | None],
     cid: str,
     finished: tuple,
     lines: tuple[ResultFile, ResultFile],
     write,
     order: int,
 ) -> str | None:
-    """Write the rows of `case` (at `order`) for `metric` from its line (custom id `cid`) in the
-    results or errors file (`lines`) of the batch `finished` ((record, provider's record));
-    returns None, or why the conversation goes online instead."""
+    """Write the rows of the conversation `item` (at `order`) for `metric` from its lines (custom
+    ids from `cid`) in the results or errors file (`lines`) of the batch `finished` ((record,
+    provider's record)); returns None, or why the conversation goes online instead. The judging
+    step takes each line's reply; what it asks next (a re-ask, a sample the server did not
+    return) is sent online, unless `--batch-no-fallback`."""
     (batch, info), (results, failed) = finished, lines
-    found = results.get(cid)
-    replies = result_replies(found) if found is not None else None
-    if replies is None:
-        error = failed.get(cid)
-        if error is None and found is None:
-            return f"not answered (batch {info.status})"
-        return f"failed in the batch: {line_error(error if error is not None else found)}"
-    plan = metric.plan(case, lookup=False)  # planned again, as when it was sent
-    try:
-        rows = metric.batch.rows(case, source, plan, replies, batch.batch_id)
-    except UnparsableReply:
-        return "unparsable reply in the batch"
-    for row in rows:
+    case, source = item
+    judging = Judging(metric, case, source, metric.plan(case, lookup=False))  # planned again, as when it was sent
+    for request in judging.requests():
+        found = results.get(line_id(cid, request))
+        replies = result_replies(found) if found is not None else None
+        if replies is not None:
+            judging.take(request, batch_reply(metric, request, replies))
+            continue
+        error = failed.get(line_id(cid, request))
+        why = f"not answered (batch {info.status})" if error is None and found is None else None
+        why = why or f"failed in the batch: {line_error(error if error is not None else found)}"
+        if request.kind != "look":
+            return why
+        judging.take(request, CallFailed(BadReply(why)))  # a look missing: the verdict stands without it
+    if judging.outstanding:
+        if run.settings.batch_settings.batch_no_fallback:
+            return f"unparsable reply in the batch: {judging.still_needed()}"
+        await OnlineCalls(metric.backend, metric.retry, metric.rng).judge(judging)
+    for row in settled(metric, judging, batch.batch_id):
         write(row, order)
     return None
+
+
+def line_id(cid: str, request: JudgeRequest) -> str:
+    """The custom id of `request`'s line, of the conversation and metric of custom id `cid`: `cid`
+    itself for the (first) judge request, with `-s<k>` for sample k where the server does not
+    serve `n`, and `-look` for the verdict-first look (at most 63 characters: `custom_id`'s 57)."""
+    if request.kind == "look":
+        return f"{cid}-look"
+    return f"{cid}-s{request.sample}" if request.sample else cid
+
+
+def request_lines(cid: str, judging: Judging) -> list[bytes]:
+    """The batch input lines of what `judging` sends first (the conversation of custom id `cid`):
+    each request's body as online, under its `line_id`."""
+    return [request_line(line_id(cid, request), request.body) for request in judging.requests()]
+
+
+def batch_reply(metric: Any, request: JudgeRequest, replies: BatchReplies) -> Reply:
+    """A batch line's `replies` to `request` as the judging step takes them: at the batch price
+    (null when unknown), the schema's form OpenAI's (a batch line carries it), one attempt; the
+    log-probabilities they hold told once, at the run's end, as online."""
+    backend = metric.backend
+    if backend.logprobs is not None and request.kind != "look":
+        backend.logprobs.heard(backend.top_logprobs(), replies.texts, replies.logprobs)
+    usage = Usage(**replies.usage)
+    price = getattr(backend, "batch_price", lambda prompt, completion: None)
+    return Reply(
+        replies.texts,
+        usage=usage,
+        cost_usd=price(usage.prompt_tokens, usage.completion_tokens),
+        response_format="json_schema" if request.schema else None,
+        logprobs=replies.logprobs,
+    )
+
+
+def settled(metric: Any, judging: Judging, batch_id: str) -> list[EvaluationRow]:
+    """The rows `judging` came to, marked as a batch's (`batch_id`), what it says to keep cached."""
+    result = judging.result()
+    keep_in_cache(metric, judging, result)
+    for row in result.rows:
+        row.batch = True
+        row.batch_id = batch_id
+    return result.rows
 
 
 async def import_batch_results(run: FileRun, path: str, listener: RunListener) -> RunSummary:
@@ -451,15 +504,19 @@ def _open_batch_results(path: str) -> ResultFile:
 async def _imported_rows(
     case: ConversationalEvalTestCase, source: Source | None, metric: Metric, plan, cid, results: ResultFile, path: str
 ) -> list[EvaluationRow]:
-    if plan is None or not isinstance(metric, JudgedMetric):  # an offline metric
+    if plan is None or not isinstance(metric, RubricMetric):  # an offline metric
         return await metric.evaluate(case, source)
-    found = results.get(cid)
-    replies = result_replies(found) if found is not None else None
-    if replies is not None:
-        try:
-            return metric.batch.rows(case, source, plan, replies, path)
-        except UnparsableReply as problem:
-            why = f"unparsable reply: {problem}"
-    else:
+    judging = Judging(metric, case, source, plan)
+    for request in judging.requests():
+        found = results.get(line_id(cid, request))
+        replies = result_replies(found) if found is not None else None
+        if replies is not None:
+            judging.take(request, batch_reply(metric, request, replies))
+            continue
         why = "no line for it in the results" if found is None else f"failed in the batch: {line_error(found)}"
-    return error_rows(metric, case, source, "BatchLineFailed", why)
+        if request.kind != "look":
+            return error_rows(metric, case, source, "BatchLineFailed", why)
+        judging.take(request, CallFailed(BadReply(why)))  # a look missing: the verdict stands without it
+    if judging.outstanding:  # nothing is sent from an import
+        return error_rows(metric, case, source, "BatchLineFailed", f"unparsable reply: {judging.still_needed()}")
+    return settled(metric, judging, path)

@@ -1,14 +1,14 @@
-"""Judging on Ray Data (`flowrate eval --engine ray`): the requests go through a `ray.data.llm`
-processor, flowrate's request builder (`metrics.step.build_request`) as its preprocess and its
-reply parser (`metrics.step.rows_from_reply`) as its postprocess, so the rows are the ones
-`flowrate eval` writes.
+"""Judging on Ray Data (`flowrate eval --engine ray`): Ray is a transport of the judging step.
+Each conversation's step (`metrics.step.Judging`) lives on the driver; its requests go through a
+`ray.data.llm` processor, a dataset per round, and each answer comes back to the step, so the rows
+are the ones `flowrate eval` writes, from the same code.
 
 The driver (this process) does what needs one place: the selection, the rows a resumed output
 holds, the response cache (asked before anything is sent; the replies put in it as they come),
-the `--max-cost` budget (each conversation's estimate reserved before it is sent) and the rows
-written as they arrive. The processor sends; what it cannot do is done in further rounds, each a
-dataset of its own: the re-asks `flowrate eval` would make, and the requests whose answer was an
-error the processor does not retry (its HTTP stage retries 429, 408, 502, 503 and 504 itself;
+the `--max-cost` budget (each conversation's estimate reserved before it is sent), the steps, and
+the rows written as they arrive. The processor sends; what the steps ask next is sent in further
+rounds, each a dataset of its own: the re-asks, the samples a server did not return, and the
+requests whose answer was an error the processor does not retry (its HTTP stage retries 429, 408, 502, 503 and 504 itself;
 a 500 comes back as the answer), each request up to `--max-retries` times, as `flowrate eval` retries it.
 A stop keeps every call answered: the HTTP stage tells each answer to the run's desk as it comes
 back (`ray_desk`, `ray_http`), where the driver reads those Ray Data has not handed over.
@@ -22,8 +22,6 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +32,12 @@ from flowrate.evaluation.engine import INTERRUPT_GRACE_S, CostBudget, Tally, clo
 from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import LOGPROBS_KEYS, Usage
+from flowrate.judge.backend import LOGPROBS_KEYS
 from flowrate.judge.errors import JudgeError, LogprobsRefused
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
 from flowrate.metrics.rubric_metric import RubricMetric
-from flowrate.metrics.step import (
-    JudgeRequest,
-    Reply,
-    StepResult,
-    build_look,
-    build_request,
-    cached_look,
-    reply_from_answer,
-    rows_from_reply,
-    spend_of,
-)
+from flowrate.metrics.step import CallFailed, JudgeRequest, Judging, Reply, keep_in_cache, reply_from_answer
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
@@ -158,68 +146,28 @@ class StopSignals:
 
 
 # -- what runs on the workers ------------------------------------------------------------------
-_WORKER_METRICS: dict[str, dict[str, Any]] = {}  # a worker's metrics, by the judge settings they were built from
+def preprocess(row: dict[str, Any]) -> dict[str, Any]:
+    """The processor's preprocess: the body of the request the driver's judging step made."""
+    return {**row, "payload": orjson.loads(row["request"])["body"]}
 
 
-def worker_metric(judge: JudgeSettings, name: str) -> Any:
-    """The metric `name` of `judge`, built once per worker process (no cache: the driver has it)."""
-    from flowrate.metrics.catalog import build_metrics
-
-    key = repr(judge)
-    if key not in _WORKER_METRICS:
-        _WORKER_METRICS[key] = {metric.name: metric for metric in build_metrics(judge, None)}
-    return _WORKER_METRICS[key][name]
-
-
-def preprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
-    """The processor's preprocess: flowrate's request builder, for the conversation in `row`
-    (a re-ask or a retry carries its request made already)."""
-    request = row["request"]
-    if not request:
-        metric = worker_metric(judge, row["metric"])
-        if row["form"] and hasattr(metric.backend, "take_form"):  # the form the driver found the server takes
-            metric.backend.take_form(None if row["form"] == NO_FORM else row["form"])
-        case = ConversationalEvalTestCase.model_validate_json(row["case"])
-        request = orjson.dumps(build_request(metric, case, lookup=False).to_dict()).decode()
-    return {**row, "request": request, "payload": orjson.loads(request)["body"]}
-
-
-def postprocess(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
-    """The processor's postprocess: flowrate's reply parser, turning the answer into the rows
-    `flowrate eval` writes (a re-ask's answer, once read as a completion, goes back as it came, for the driver to finish)."""
+def postprocess(row: dict[str, Any]) -> dict[str, Any]:
+    """The processor's postprocess: the answer as plain JSON, and the error it carries instead of
+    a completion (`answer_error`), for the driver's judging step to take."""
     answer = plain(row.get("http_response"))
     out = {name: row[name] for name in ROW_COLUMNS}
-    out.update(rows="", reasks="", cache_texts="", cache_logprobs="", answer=orjson.dumps(answer).decode(), failure="")
+    out.update(answer=orjson.dumps(answer).decode(), failure="")
     failure = answer_error(answer)
     if failure is not None:
         out["failure"] = orjson.dumps(failure).decode()
-        return out
-    metric = worker_metric(judge, row["metric"])
-    request = JudgeRequest.from_dict(orjson.loads(row["request"]))
-    try:
-        reply = reply_from_answer(metric, request, answer)
-    except Exception as error:  # not a chat completion: as flowrate eval, an error row after retries
-        out["failure"] = orjson.dumps({"status": 500, "message": str(error)}).decode()
-        return out
-    if row["kind"] != "judge":  # a re-ask's or a look's answer: the driver finishes the conversation
-        return out
-    case = ConversationalEvalTestCase.model_validate_json(row["case"])
-    source = Source.model_validate_json(row["source"]) if row["source"] else None
-    step = rows_from_reply(metric, case, request, reply, source=source)
-    out["rows"] = orjson.dumps([r.model_dump(mode="json") for r in step.rows]).decode()
-    out["reasks"] = orjson.dumps([reask.to_dict() for reask in step.reasks]).decode()
-    out["cache_texts"] = orjson.dumps(step.cache_texts).decode()
-    out["cache_logprobs"] = orjson.dumps(step.cache_logprobs).decode()
     return out
 
 
-# a dataset row: the conversation (`order` in the input, `id`, the case and its source as JSON), the
-# metric, the request when made already (a re-ask, a look, a retry), its `kind` ("judge", "reask"
-# or "look": the verdict-first look of --score combined, sent beside the first request), the
-# re-ask's `sample`, the rounds it has been `tries`ed in, the schema `form` the server takes, and
-# `ask`, the row's number in the run (its call's, for the desk: `ray_desk`)
-NO_FORM = "none"  # a row's `form` when the server takes no schema form ("": not told)
-ROW_COLUMNS = ("order", "id", "metric", "case", "source", "request", "kind", "sample", "tries", "form", "ask")
+# a dataset row: the conversation's place in the input (`order`) and `id`, the metric, the request
+# the driver's judging step made (`metrics.step.JudgeRequest` as JSON) and its `kind`, the rounds
+# it has been `tries`ed in, and `ask`, the row's number in the run (its call's: the driver finds
+# the request by it, and the desk, `ray_desk`, tells it)
+ROW_COLUMNS = ("order", "id", "metric", "request", "kind", "tries", "ask")
 
 
 def answer_error(answer: Any) -> dict[str, Any] | None:
@@ -287,10 +235,8 @@ def endpoint(judge: JudgeSettings) -> tuple[str, dict[str, str]]:
 def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurrency: int, desk: Any = None) -> Any:
     """A `ray.data.llm` processor sending to the judge's OpenAI-compatible endpoint
     (`HttpRequestProcessorConfig`): `actors` senders with `concurrency` calls in flight between
-    them, at most `rpm` a minute, flowrate's builder and parser around it; each call asked of
+    them, at most `rpm` a minute, the judging step's requests sent and their answers handed back; each call asked of
     `desk` before it is sent and its answer told to it (`ray_desk`; None: no desk)."""
-    from functools import partial
-
     from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
     url, headers = endpoint(judge)
@@ -303,7 +249,7 @@ def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurr
         max_retries=judge.max_retries,
         base_retry_wait_time_in_s=judge.backoff,
     )
-    processor = build_processor(config, preprocess=partial(preprocess, judge), postprocess=partial(postprocess, judge))
+    processor = build_processor(config, preprocess=preprocess, postprocess=postprocess)
     stage = processor.get_stage_by_name("HttpRequestStage")
     stage.map_batches_kwargs["max_concurrency"] = max(1, -(-concurrency // actors))  # see HTTP_BATCH
     if desk is not None:
@@ -315,26 +261,23 @@ def http_processor(judge: JudgeSettings, actors: int, rpm: float | None, concurr
 
 def vllm_processor(judge: JudgeSettings, model_source: str, actors: int, **engine_kwargs: Any) -> Any:
     """A `ray.data.llm` processor running vLLM on the workers' GPUs (`vLLMEngineProcessorConfig`;
-    `model_source` a Hugging Face id or a path), with flowrate's builder and parser around it: the
-    same messages, the reply schema as vLLM's structured output, the temperature and `max_tokens`,
-    and the same rows. vLLM's stage returns one choice and no finish reason, so `--samples` must
-    be 1 and a reply cut at its limit is read as unusable, not as cut. It needs vLLM and GPUs on the
-    workers; flowrate's tests cannot run it (no GPU), so it is built and documented, not tested."""
-    from functools import partial
-
+    `model_source` a Hugging Face id or a path), sending the judging step's requests: the same
+    messages, the reply schema as vLLM's structured output, the temperature and `max_tokens`. vLLM's
+    stage returns one choice and no finish reason, so `--samples` asks the other samples in later
+    rounds (the step's rule for a server that does not serve `n`), and a reply cut at its limit is
+    read as unusable, not as cut. It needs vLLM and GPUs on the workers; flowrate's tests cannot run
+    it (no GPU), so it is built and documented, and its pre- and postprocess are tested."""
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-    if judge.samples != 1:
-        raise ConfigError("--samples must be 1 with vLLM on the workers (its Ray stage returns one choice)")
     config = vLLMEngineProcessorConfig(
         model_source=model_source, concurrency=actors, batch_size=BATCH_SIZE, engine_kwargs=engine_kwargs
     )
-    return build_processor(config, preprocess=partial(to_vllm, judge), postprocess=partial(from_vllm, judge))
+    return build_processor(config, preprocess=to_vllm, postprocess=from_vllm)
 
 
-def to_vllm(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
-    """flowrate's request as vLLM's stage takes it: the messages and the sampling parameters."""
-    built = preprocess(judge, row)
+def to_vllm(row: dict[str, Any]) -> dict[str, Any]:
+    """The judging step's request as vLLM's stage takes it: the messages and the sampling parameters."""
+    built = preprocess(row)
     body = built.pop("payload")
     sampling: dict[str, Any] = {"temperature": body["temperature"], "max_tokens": body.get("max_tokens")}
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
@@ -343,8 +286,8 @@ def to_vllm(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
     return {**built, "messages": body["messages"], "sampling_params": sampling}
 
 
-def from_vllm(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's output as a chat completion, then flowrate's parser (`postprocess`)."""
+def from_vllm(row: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's output as a chat completion, handed back as `postprocess` hands an answer."""
     completion = {
         "choices": [{"message": {"content": row.get("generated_text") or ""}, "finish_reason": None}],
         "usage": {
@@ -352,7 +295,7 @@ def from_vllm(judge: JudgeSettings, row: dict[str, Any]) -> dict[str, Any]:
             "completion_tokens": int(row.get("num_generated_tokens") or 0),
         },
     }
-    return postprocess(judge, {**row, "http_response": completion})
+    return postprocess({**row, "http_response": completion})
 
 
 def stage_dataset(dataset: Any, path: Path) -> Path:
@@ -380,31 +323,15 @@ def ray_failure(error: BaseException) -> str:
 
 
 # -- the driver ----------------------------------------------------------------------------------
-@dataclass
-class _Pending:
-    """A conversation's metric sent and not finished: its first request's answer, and the
-    answers to its re-asks as they come."""
-
-    request: JudgeRequest
-    first: dict[str, Any]
-    reasks: list[JudgeRequest]
-    answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+Key = tuple[int, str]  # a conversation's place in the selection, and a metric's name
 
 
-def known_form(metric: Any) -> str:
-    """The schema form the judge's server takes, for a row to tell its worker: a server at
-    --api-base whose form is not known (llama-cpp-python refuses OpenAI's) has its first
-    conversation judged on the driver, as eval judges it, which finds the form."""
-    return getattr(metric.backend, "response_format_id", lambda: None)() or NO_FORM
-
-
-def dataset_row(order: int, case: Any, source: Source | None, metric: str, **extra: Any) -> dict[str, Any]:
-    """A row of a round's dataset (see `ROW_COLUMNS`): a conversation's metric to judge."""
-    row = {"order": order, "id": case.id or "", "metric": metric, "case": case.model_dump_json()}
-    row.update(source=source.model_dump_json() if source else "", request="", kind="judge", sample=-1, tries=1)
-    row.update(form="", ask=0)
-    row.update(extra)
-    return row
+def dataset_row(key: Key, request: JudgeRequest, tries: int, ask: int) -> dict[str, Any]:
+    """A row of a round's dataset (see `ROW_COLUMNS`): `request` of the conversation and metric `key`."""
+    order, metric = key
+    request_json = orjson.dumps(request.to_dict()).decode()
+    return {"order": order, "id": request.conversation_id, "metric": metric, "request": request_json,
+            "kind": request.kind, "tries": tries, "ask": ask}  # fmt: skip
 
 
 class RowFeed:
@@ -465,19 +392,18 @@ class RayRun:
         self.processor = processor
         self.concurrency = concurrency
         self.clerk = clerk
-        self.asks = itertools.count(1)
         self.feed: RowFeed | None = None  # the dataset being read
         max_cost = run.settings.limit_settings.max_cost
         self.budget = CostBudget(max_cost) if max_cost is not None else None
         self.cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]] = {}
-        self.answers = RayAnswers(tally, self.cases)
+        self.answers = RayJudgings(tally, self.cases)
         self.rounds = 0
 
     async def first_round(self, stop: StopSignals) -> list[dict[str, Any]]:
         """The rows of the first dataset: every selected conversation's metric not in the output,
         not cached and within the budget; the others are answered here (until a stop)."""
         rows: list[dict[str, Any]] = []
-        emit_all = self.answers.rows.emit_all
+        emit_all = self.answers.emit_all
         for order, (case, source) in enumerate(self.run.items(self.tally.listener), start=1):
             if stop.requested:
                 break
@@ -487,29 +413,17 @@ class RayRun:
                 if not isinstance(metric, RubricMetric) or not metric.calls_per_conversation:
                     emit_all(await metric.evaluate(case, source), order, metric.name)  # offline: no judge
                     continue
-                request = build_request(metric, case)
-                look = build_look(metric, request)
-                seen = cached_look(look) if look is not None else None
-                if request.cached_replies is not None and (look is None or seen is not None):
-                    step = rows_from_reply(metric, case, request, None, source=source, look_reply=seen)
-                    emit_all(step.rows, order, metric.name)
+                judging = Judging(metric, case, source)
+                if judging.done:  # from the cache
+                    self.answers.settle((order, metric.name), judging)
                     continue
-                if not reserved(self.budget, metric, request):
+                if not reserved(self.budget, metric, judging.request):
                     self.tally.skip_for_budget(case, source, wanted[index:])
                     break
-                # judged here: a server's form to find, or a cached reply whose look needs a call
-                if not getattr(metric.backend, "form_settled", True) or request.cached_replies is not None:
+                if not getattr(metric.backend, "form_settled", True):  # a server's form to find: judged here
                     emit_all(await metric.evaluate(case, source), order, metric.name)
                     continue
-                rows.append(dataset_row(order, case, source, metric.name, form=known_form(metric)))
-                if seen is not None:
-                    self.answers.rows.wait.looked((order, metric.name), seen)
-                elif look is not None:
-                    rows.append(
-                        dataset_row(
-                            order, case, source, metric.name, request=orjson.dumps(look.to_dict()).decode(), kind="look"
-                        )
-                    )
+                rows.extend(self.answers.start((order, metric.name), judging))
         return rows
 
     def send(self, rows: list[dict[str, Any]], stop: StopSignals) -> None:
@@ -542,7 +456,6 @@ class RayRun:
     def _dataset(self, ray: Any, rows: list[dict[str, Any]], stop: StopSignals, retries: int) -> list[dict[str, Any]]:
         """Send `rows` as one dataset until it is done or a stop: what the next round must send."""
         again: list[dict[str, Any]] = []
-        rows = [{**row, "ask": next(self.asks)} for row in rows]
         blocks = max(1, min(len(rows), self.concurrency * BLOCKS_PER_CALL_IN_FLIGHT))  # see HTTP_BATCH
         self.feed = RowFeed(self.processor(ray.data.from_items(rows, override_num_blocks=blocks)).iter_rows())
         while not stop.requested and (out := stop.wait(self.feed.next)) is not None:
@@ -552,48 +465,81 @@ class RayRun:
         return again
 
 
-Key = tuple[int, str]  # a conversation's place in the selection, and a metric's name
+class RayJudgings:
+    """Each conversation's judging step (`metrics.step.Judging`) on the driver, its requests sent
+    in Ray's rounds: the requests of each dataset row by its `ask`, each processed row taken back
+    by the step (a failure its transport retries first: the errors the HTTP stage does not retry
+    itself, up to `--max-retries` rounds; a refusal of log-probabilities sent again without them),
+    what the step asks next sent in the next round, and a conversation's rows told to `tally`
+    once (`finished`), what the step says to keep put in the cache. `cases` holds each
+    conversation by its place in the selection."""
 
+    def __init__(self, tally: Tally, cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]):
+        self.tally = tally
+        self.cases = cases
+        self.judgings: dict[Key, Judging] = {}
+        self.sent: dict[int, tuple[Key, JudgeRequest]] = {}  # by ask
+        self.asks = itertools.count(1)
+        self.finished: set[Key] = set()  #: (order, metric) whose rows are out
+        self.writing = True  #: False once a stopped run only caches what it has
 
-@dataclass(eq=False)
-class LookWait:
-    """With `--score combined`, each conversation's rows are made from its answer and its
-    verdict-first look, which come back in either order: each look answered (a reply with no
-    text: it failed) kept until its rows are made, or those rows held until it comes."""
+    def start(self, key: Key, judging: Judging) -> list[dict[str, Any]]:
+        """The dataset rows of `judging`'s first requests, for the conversation and metric `key`."""
+        self.judgings[key] = judging
+        return self.rows_for(key, judging.requests())
 
-    looks: dict[Key, Reply] = field(default_factory=dict)
-    held: dict[Key, Callable[[Reply | None], None]] = field(default_factory=dict)
+    def rows_for(self, key: Key, requests: list[JudgeRequest], tries: int = 1) -> list[dict[str, Any]]:
+        rows = []
+        for request in requests:
+            ask = next(self.asks)
+            self.sent[ask] = (key, request)
+            rows.append(dataset_row(key, request, tries, ask))
+        return rows
 
-    def looked(self, key: Key, look: Reply) -> None:
-        """The look at `key` answered `look`: its rows are made now if they were held for it."""
-        make = self.held.pop(key, None)
-        if make is None:
-            self.looks[key] = look
+    def take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
+        """One processed row, taken by its conversation's step: what the next round must send."""
+        entry = self.sent.pop(int(out["ask"]), None)
+        judging = self.judgings.get(entry[0]) if entry is not None else None
+        if entry is None or judging is None:  # taken already (from the desk), or its conversation is settled
+            return []
+        key, request = entry
+        tries = int(out["tries"])
+        outcome = self.outcome(judging, request, out)
+        if isinstance(outcome, CallFailed):
+            error = outcome.error
+            if isinstance(error, LogprobsRefused) and request.body.get("logprobs"):
+                judging.metric.backend.refuses_logprobs(str(error))  # said once, at the run's end; costs no try
+                request.body = {name: value for name, value in request.body.items() if name not in LOGPROBS_KEYS}
+                return self.rows_for(key, [request], tries)
+            if retry and getattr(error, "retryable", False):  # as flowrate's own retry policy decides
+                return self.rows_for(key, [request], tries + 1)
+            outcome.spent.attempts = tries
         else:
-            make(look)
+            outcome.attempts = tries  # the HTTP stage's own retries are not told; flowrate's rounds are
+        flying = {id(pending) for pending in judging.requests()}
+        judging.take(request, outcome)
+        if judging.done:
+            self.settle(key, judging)
+            return []
+        return self.rows_for(key, [pending for pending in judging.requests() if id(pending) not in flying])
 
-    def when_looked(self, metric: Any, key: Key, make: Callable[[Reply | None], None]) -> None:
-        """Make the rows of `key` by `make`, given its look's reply: at once when `metric` asks no
-        look (None) or the reply is in, else once it comes (`looked`)."""
-        if metric.judging.first_look is None:
-            make(None)
-        elif key in self.looks:
-            make(self.looks.pop(key))
-        else:
-            self.held[key] = make
+    @staticmethod
+    def outcome(judging: Judging, request: JudgeRequest, out: dict[str, Any]) -> Reply | CallFailed:
+        """A processed row's answer as the step takes it: a reply, or the error `flowrate eval`'s
+        transport raises for the same answer (one that is not a chat completion: a 500)."""
+        if out["failure"]:
+            return CallFailed(failure_error(orjson.loads(out["failure"])))
+        try:
+            return reply_from_answer(judging.metric, request, orjson.loads(out["answer"]))
+        except Exception as error:
+            return CallFailed(failure_error({"status": 500, "message": str(error)}))
 
-
-@dataclass(eq=False)
-class RayRows:
-    """The rows of each conversation answered on Ray, as `flowrate eval` makes them, told to
-    `tally` once (`finished`) and their replies put in the metric's cache; `cases` holds each
-    conversation by its place in the selection, `wait` pairs the rows with their looks."""
-
-    tally: Tally
-    cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]
-    wait: LookWait = field(default_factory=LookWait)
-    finished: set[Key] = field(default_factory=set)  #: (order, metric) whose rows are out
-    writing: bool = True  #: False once a stopped run only caches what its rows were held for
+    def settle(self, key: Key, judging: Judging) -> None:
+        """`judging`'s rows told (those the output lacks), and what it says to keep cached."""
+        self.judgings.pop(key, None)
+        result = judging.result()
+        keep_in_cache(judging.metric, judging, result)
+        self.emit_all(result.rows, key[0], key[1])
 
     def emit_all(self, rows: list[EvaluationRow], order: int, metric: str) -> None:
         """Tell the rows of `metric` for conversation `order` (those the output lacks)."""
@@ -604,166 +550,21 @@ class RayRows:
             if (row.id, row.metric) not in self.tally.done:
                 self.tally.emit(row, order)
 
-    def settle(self, metric: Any, order: int, out: dict[str, Any]) -> None:
-        """A conversation answered with no re-ask: the worker's rows, or with a look, its rows made
-        again here from the answer and the look's reply."""
-        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        tries = int(out["tries"])  # the HTTP stage's own retries are not told; flowrate's rounds are
-
-        def make(look: Reply | None) -> None:
-            if look is None:
-                rows = [EvaluationRow.model_validate(row) for row in orjson.loads(out["rows"])]
-                step = StepResult(rows, [], orjson.loads(out["cache_texts"]), orjson.loads(out["cache_logprobs"]))
-            else:
-                case, source = self.cases[order]
-                reply = reply_from_answer(metric, request, orjson.loads(out["answer"]))
-                step = rows_from_reply(metric, case, request, reply, source=source, look_reply=look)
-            step.rows[0].attempts = tries + (look.attempts if look is not None else 0)
-            self._emit(metric, order, request, step)
-
-        self.wait.when_looked(metric, (order, metric.name), make)
-
-    def finish(self, metric: Any, order: int, pending: _Pending) -> None:
-        """A conversation whose re-asks are all answered: its rows, once its look is too."""
-        case, source = self.cases[order]
-        reply = reply_from_answer(metric, pending.request, pending.first)
-        again = {
-            sample: reply_from_answer(metric, pending.request, answer) for sample, answer in pending.answers.items()
-        }
-
-        def make(look: Reply | None) -> None:
-            step = rows_from_reply(
-                metric, case, pending.request, reply, reask_replies=again, source=source, look_reply=look
-            )
-            self._emit(metric, order, pending.request, step)
-
-        self.wait.when_looked(metric, (order, metric.name), make)
-
-    def fail(self, metric: Any, order: int, out: dict, failure: dict, pending: _Pending | None) -> None:
-        """Error rows, as `flowrate eval` writes them for a call that failed after its retries: what
-        its calls answered before (`pending`'s) and a look sent beside it are counted in."""
-        case, source = self.cases[order]
-        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        earlier = answered(metric, pending) if pending is not None else []
-        form = pending.request.response_format if pending is not None else None
-
-        def make(look: Reply | None) -> None:
-            rows = metric.row_maker.new_rows(case, source, bool(request.truncated))
-            paid = spend_of(*earlier, *([look] if look is not None else []))
-            metric.row_maker.settle(
-                rows, failure_error(failure), cached=False, response_format=form, usage=paid.usage,
-                cost_usd=paid.cost_usd if pending is not None else None,  # the failed call's own price is not known
-                attempts=int(out["tries"]) + (look.attempts if look is not None else 0),
-            )  # fmt: skip
-            self.emit_all(rows, order, metric.name)
-
-        self.wait.when_looked(metric, (order, metric.name), make)
-
     def keep_held(self) -> None:
-        """At a stop, the rows held for a look that will not be sent are not written (a row with
-        no look is not the row `flowrate eval` writes), but the replies they come from are cached."""
+        """At a stop, the conversations not settled are not written (their rows would not be the
+        ones `flowrate eval` writes), but the replies they have are cached, where nothing but a
+        verdict-first look was still to come."""
         self.writing = False
-        held, self.wait.held = self.wait.held, {}
-        for make in held.values():
-            make(None)
-
-    def _emit(self, metric: Any, order: int, request: JudgeRequest, step: StepResult) -> None:
-        """Tell `step`'s rows, and put what it says to keep in the cache: the replies to `request`
-        under its key, the look's under the look's."""
-        case_id = self.cases[order][0].id
-        if step.cache_texts is not None and metric.cache is not None:
-            metric.cache.put(
-                request.cache_key, metric.model, metric.rubric.version, step.cache_texts,
-                messages=request.messages, conversation_id=case_id, logprobs=step.cache_logprobs,
-            )  # fmt: skip
-        look, kept = metric.judging.first_look, step.look_kept
-        if look is not None and kept is not None and kept.attempts:  # a look from the cache is there already
-            look.replies.keep(request.messages, kept.texts, kept.response_format, kept.logprobs, case_id)
-        self.emit_all(step.rows, order, metric.name)
-
-
-class RayAnswers:
-    """What each processed row of a Ray run comes to, as `flowrate eval` would make it: the rows
-    (`rows`, once a conversation is answered), the re-asks to send and awaited, a retry for the
-    next round, a request sent again without log-probabilities, or a look answered. `tally`
-    counts and tells the rows; `cases` holds each conversation by its place in the selection
-    (filled by the first round)."""
-
-    def __init__(self, tally: Tally, cases: dict[int, tuple[ConversationalEvalTestCase, Source | None]]):
-        self.cases = cases
-        self.metric_by_name = {metric.name: metric for metric in tally.metrics}
-        self.waiting: dict[Key, _Pending] = {}
-        self.rows = RayRows(tally, cases)
-
-    def take(self, out: dict[str, Any], retry: bool) -> list[dict[str, Any]]:
-        """One processed row: its rows emitted and cached, or what the next round must send."""
-        order, name, kind = int(out["order"]), out["metric"], out["kind"]
-        case, source = self.cases[order]
-        metric: Any = self.metric_by_name[name]
-        if (order, name) in self.rows.finished:  # a re-ask of another sample failed it already
-            return []
-        if out["failure"]:
-            failure = orjson.loads(out["failure"])
-            error = failure_error(failure)
-            if isinstance(error, LogprobsRefused) and orjson.loads(out["request"])["body"].get("logprobs"):
-                return [without_logprobs(metric, case, out, str(error))]
-            if retry and error.retryable:  # as flowrate's own retry policy decides
-                return [{**{key: out[key] for key in ROW_COLUMNS}, "tries": int(out["tries"]) + 1}]
-            if kind == "look":  # a failed look leaves the rows to their verdicts, its tries counted, as in eval
-                self.rows.wait.looked((order, name), Reply([], usage=Usage(), cost_usd=0.0, attempts=int(out["tries"])))
-            else:
-                self.rows.fail(metric, order, out, failure, self.waiting.pop((order, name), None))
-            return []
-        if kind == "look":
-            request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-            look = reply_from_answer(metric, request, orjson.loads(out["answer"]))
-            look.attempts = int(out["tries"])
-            self.rows.wait.looked((order, name), look)
-            return []
-        if kind == "reask":
-            pending = self.waiting[(order, name)]
-            pending.answers[int(out["sample"])] = orjson.loads(out["answer"])
-            if len(pending.answers) == len(pending.reasks):
-                self.rows.finish(metric, order, self.waiting.pop((order, name)))
-            return []
-        reasks = [JudgeRequest.from_dict(item) for item in orjson.loads(out["reasks"])]
-        if not reasks:
-            self.rows.settle(metric, order, out)
-            return []
-        request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-        self.waiting[(order, name)] = _Pending(request, orjson.loads(out["answer"]), reasks)
-        return [
-            dataset_row(
-                order, case, source, name, request=orjson.dumps(r.to_dict()).decode(), sample=r.sample, kind="reask"
-            )
-            for r in reasks
-        ]
-
-
-def without_logprobs(metric: Any, case: Any, out: dict[str, Any], said: str) -> dict[str, Any]:
-    """A processed row whose request the server refused for its log-probabilities, to send again
-    without them, as `flowrate eval` does (`LogprobsLearned`): the run's judge asks none from now
-    on, and its end says why its rows have none. A row sent before the driver learned it is
-    refused once too; the refusal costs no try."""
-    metric.backend.refuses_logprobs(said)
-    request = JudgeRequest.from_dict(orjson.loads(out["request"]))
-    if out["kind"] == "judge":
-        request = build_request(metric, case, lookup=False)
-    else:  # a re-ask or a look: the same messages, its body without them
-        request.body = {key: value for key, value in request.body.items() if key not in LOGPROBS_KEYS}
-    return {**{key: out[key] for key in ROW_COLUMNS}, "request": orjson.dumps(request.to_dict()).decode()}
-
-
-def answered(metric: Any, pending: _Pending) -> list[Reply]:
-    """The replies a conversation whose re-ask failed had before it (its first call, its other
-    re-asks): paid, as `flowrate eval` counts them."""
-    return [reply_from_answer(metric, pending.request, a) for a in (pending.first, *pending.answers.values())]
+        for key, judging in list(self.judgings.items()):
+            if judging.outcome_error is None and all(pending.kind == "look" for pending in judging.requests()):
+                judging.outstanding = []
+                self.settle(key, judging)
 
 
 def stop_unreachable(ray_run: RayRun, url: str) -> None:
     """The processor gave up (its retries spent, the judge unreachable): what was not finished
     is left out, as `flowrate eval` leaves it when the judge cannot be reached."""
-    tally, finished = ray_run.tally, ray_run.answers.rows.finished
+    tally, finished = ray_run.tally, ray_run.answers.finished
     tally.summary.unreachable = url
     for order, (case, source) in ray_run.cases.items():
         missing = [m for m in tally.metrics if tally.missing(case, m) and (order, m.name) not in finished]
@@ -781,15 +582,14 @@ def keep_answered(ray_run: RayRun, stop: StopSignals) -> None:
     --resume, as a stopped `flowrate eval` leaves it."""
     if ray_run.clerk is None:
         return
-    judge = ray_run.run.settings.judge_settings
     left = ray_run.clerk.stop(INTERRUPT_GRACE_S, stop.pause)
     if ray_run.feed is not None:
         ray_run.feed.close()
     for row in left:
-        out = postprocess(judge, row)
+        out = postprocess(row)
         if not out["failure"]:
             ray_run.answers.take(out, retry=False)
-    ray_run.answers.rows.keep_held()
+    ray_run.answers.keep_held()
 
 
 async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:

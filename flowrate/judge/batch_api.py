@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
-from flowrate.judge.backend import chat_body, tokens_of
+from flowrate.judge.backend import tokens_of
 from flowrate.judge.direct import json_loads, openai_endpoint
 from flowrate.judge.errors import BadReply, JudgeError, TimedOut, Unreachable, error_for
 from flowrate.judge.litellm_backend import judge_error_of
@@ -109,21 +109,9 @@ def custom_id(metric: str, conversation_id: str) -> str:
     return f"{metric[:24]}-{hashlib.sha256(conversation_id.encode()).hexdigest()[:32]}"
 
 
-def request_line(
-    cid: str,
-    model: str,
-    messages: list[dict[str, str]],
-    n: int,
-    response_format: dict | None,
-    temperature: float = 0.0,
-    max_tokens: int | None = None,
-    top_logprobs: int = 0,
-) -> bytes:
-    """One line of an OpenAI batch input file: request `cid` of `model` with `messages`, asking
-    for `n` replies in `response_format` at `temperature`, each bounded by `max_tokens` (None:
-    unbounded), with `top_logprobs` alternatives at each token (0: no log-probabilities), as the
-    same request online would."""
-    body = chat_body(model, messages, n, response_format, temperature, max_tokens, top_logprobs)
+def request_line(cid: str, body: dict[str, Any]) -> bytes:
+    """One line of an OpenAI batch input file: request `cid` with `body`, the chat-completions
+    request the same call online would send (`metrics.step.JudgeRequest.body`)."""
     return orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}) + b"\n"
 
 
@@ -139,13 +127,14 @@ class Chunker:
         self.count = 0
         self.size = 0
 
-    def starts_batch(self, line_bytes: int) -> bool:
-        """Count a line of `line_bytes` bytes; True when it must start the next batch (the current
-        one, not empty, is full)."""
-        full = self.count > 0 and (self.count >= self.most or self.size + line_bytes > self.room)
+    def starts_batch(self, line_bytes: int, lines: int = 1) -> bool:
+        """Count `lines` lines of `line_bytes` bytes together (one conversation's requests, which
+        stay in one batch); True when they must start the next batch (the current one, not empty,
+        is full)."""
+        full = self.count > 0 and (self.count + lines > self.most or self.size + line_bytes > self.room)
         if full:
             self.count = self.size = 0
-        self.count += 1
+        self.count += lines
         self.size += line_bytes
         return full
 

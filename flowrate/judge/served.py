@@ -113,10 +113,6 @@ class ServedJudge(JudgeBackend):
         """Whether the form the schema goes in is known (`SchemaForms.settled`)."""
         return self.forms.settled
 
-    def take_form(self, form: str | None) -> None:
-        """Send the schema in `form`, as the server is known to take it (`SchemaForms.take`)."""
-        self.forms.take(form)
-
     def response_format_id(self) -> str | None:
         return self.forms.form
 

@@ -174,8 +174,22 @@ class Planner:
 
     @property
     def look_max_tokens(self) -> int:
-        """The reply limit of a verdict-first look (`first_look.VerdictFirstLook`): a verdict per criterion, and one more."""
+        """The reply limit of a verdict-first look: a verdict per criterion, and one more."""
         return TOKENS_PER_VERDICT * (len(self.rubric.criteria) + 1)
+
+    @cached_property
+    def look_format(self) -> dict[str, Any] | None:
+        """The verdict-first look's schema (the verdicts alone), in the form the backend sends it.
+        The probe on the 1.5B judge (issue 28) found the reasoned verdict's distribution collapsed
+        (median top probability 0.99) and the verdict-first one spread (0.54); the look's prompt is
+        the reasoned call's, so a server that keeps the previous prompt's cache (llama-cpp-python)
+        computes none of it again."""
+        return self.backend.structured_output(self.rubric.name, reply_schema(self.rubric, "verdict-only"))
+
+    @cached_property
+    def look_replies(self) -> CachedReplies:
+        """Where verdict-first looks are cached: their own keys (temperature 0, one reply)."""
+        return CachedReplies(self.cache, self.backend, self.rubric, TEMPERATURE, 1, "verdict-only")
 
     def warm_up(self) -> None:
         """Look up now what every call needs (the model's window, its response format), and check

@@ -1,4 +1,4 @@
-"""The metric protocol: the whole of what the engine, file runs, resume and provider batches use of a metric."""
+"""The metric protocol: the whole of what the engines, file runs and resume use of a metric."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import JudgeBackend
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
-from flowrate.judge.retry import RetryPolicy
-from flowrate.metrics.batch_lines import BatchLines
 from flowrate.metrics.planning import CallEstimate, JudgePlan
 from flowrate.results.rows import EvaluationRow
 
@@ -20,7 +18,8 @@ class Metric(Protocol):
 
     `RubricMetric` (a judge call per conversation) and `RepetitionCheck` (no judge) both
     implement all of it; `tests/metrics/test_protocol.py` checks every metric in the catalog.
-    A metric with `calls_per_conversation` above 0 is judged: it is a `JudgedMetric` too.
+    A metric with `calls_per_conversation` above 0 is judged: an engine drives it through the
+    judging step (`step.Judging`), sending its requests.
     """
 
     name: str  #: the metric's name, as `--metric` takes it
@@ -55,12 +54,3 @@ class Metric(Protocol):
         plan: JudgePlan | None = None,
         gate: CallGate | None = None,
     ) -> list[EvaluationRow]: ...
-
-
-@runtime_checkable
-class JudgedMetric(Metric, Protocol):
-    """A metric that calls a judge (`RubricMetric`): what provider batches use besides `Metric`."""
-
-    backend: JudgeBackend  #: the judge its calls go to
-    retry: RetryPolicy  #: the policy for failed calls, which a provider batch's requests follow too
-    batch: BatchLines  #: its provider batch request lines, and the rows from a batch's replies

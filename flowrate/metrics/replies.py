@@ -1,6 +1,6 @@
 """Reading a judge's reply by a rubric: its judgement when usable, else what the one re-ask must
-say and which criteria it asks again for, and the judgement after that re-ask. `RubricMetric`
-(through `asking.Asker`) and the step API (`step.rows_from_reply`) read replies by these rules."""
+say and which criteria it asks again for, and the judgement after that re-ask: the judging step
+(`step.Judging`) reads replies by these rules, whatever engine sent the requests."""
 
 from __future__ import annotations
 

@@ -18,11 +18,7 @@ from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
 from flowrate.judge.retry import RetryPolicy
 from flowrate.judge.transports import make_backend
-from flowrate.metrics.asking import Asker
-from flowrate.metrics.batch_lines import BatchLines
 from flowrate.metrics.budget import Budget
-from flowrate.metrics.first_look import VerdictFirstLook
-from flowrate.metrics.judging import ConversationJudge
 from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEstimate, JudgePlan, Planner
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
@@ -33,9 +29,9 @@ from flowrate.settings.groups import DEFAULT_LANGUAGE, DEFAULT_MODEL, DEFAULT_TH
 class RubricMetric:
     """One judge call per conversation that rates every criterion of `rubric` (a `Rubric`, a
     rubric file's path or a packaged metric's name), made of parts with declared inputs: `budget`
-    (the context window), `planner` (a plan before any call), `asker` (the calls and re-asks),
-    `row_maker` (judgements to rows), `judging` (one conversation online) and `batch` (a provider
-    batch's lines and rows).
+    (the context window), `planner` (a plan before any call) and `row_maker` (judgements to
+    rows); the judging step (`step.Judging`) makes a
+    conversation's requests and rows, whatever engine sends them.
 
     `model` is a model string (`gpt-4o`, `anthropic:claude-3-5-sonnet-latest`, `ollama:llama3`,
     any LiteLLM `provider/model`) or a `CustomLLMClient`, `api_base` the judge server's address;
@@ -88,11 +84,8 @@ class RubricMetric:
         self.temperature = SAMPLING_TEMPERATURE if samples > 1 else TEMPERATURE
         self.budget = Budget(self.rubric, self.backend, language, max_input_tokens)
         self.planner = Planner(self.rubric, self.budget, self.backend, cache, language, cut_logs, samples, self.temperature, choice.reply_order, choice.looks_first)  # fmt: skip
-        self.asker = Asker(self.planner, self.retry, random.Random())
+        self.rng = random.Random()  # the retries' waits
         self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, samples, date_field, choice)
-        self.batch = BatchLines(self.planner, self.row_maker)
-        first_look = VerdictFirstLook(self.planner, self.retry, random.Random()) if choice.looks_first else None
-        self.judging = ConversationJudge(self.planner, self.asker, self.row_maker, first_look)
         self.weights, self.judge_identity = weighted, self.row_maker.judge_identity
 
     @property
@@ -126,9 +119,17 @@ class RubricMetric:
         self, case: ConversationalEvalTestCase, source: Source | None = None, *,
         plan: JudgePlan | None = None, gate: CallGate | None = None,
     ) -> list[EvaluationRow]:  # fmt: skip
-        """Judge `case` (read from `source`) by `plan` (default: planned now), its calls held by
-        `gate` (`ConversationJudge.rows`): one row per name in `row_names`."""
-        return await self.judging.rows(case, source, plan, gate)
+        """Judge `case` (read from `source`) by `plan` (default: planned now), online: the judging
+        step (`step.Judging`) over one call at a time (`online_calls.OnlineCalls`), its calls held
+        by `gate`; one row per name in `row_names`, what it says to keep put in the cache."""
+        from flowrate.metrics.online_calls import OnlineCalls
+        from flowrate.metrics.step import Judging, keep_in_cache
+
+        judging = Judging(self, case, source, plan)
+        await OnlineCalls(self.backend, self.retry, self.rng, gate).judge(judging)
+        result = judging.result()
+        keep_in_cache(self, judging, result)
+        return result.rows
 
 
 class ConversationalFlowRateMetric(RubricMetric):

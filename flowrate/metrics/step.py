@@ -1,7 +1,14 @@
-"""The judging step as a public, pure API: the exact request one conversation's judging sends, and
-the rows a reply to it makes. `RubricMetric.evaluate` is built from the same pieces (its re-asks
-by `replies.first_look` and `replies.second_look`, its rows by `RowMaker.settle`), and an engine that sends
-the requests itself (Ray Data, a queue of your own) uses the same two public functions:
+"""The judging step: the one way a conversation becomes rows, whatever sends the requests.
+
+`Judging` is a small state machine per conversation and metric. It gives the requests to send
+(`requests()`), takes each reply or failure (`take`), and answers with more requests (the extra
+samples where a server does not serve `n`, a re-ask for just what was wrong, a refit after a
+server named its context window) until it has the rows (`result()`). An engine is only a
+transport: online (`evaluation.transports.OnlineCalls`, one call at a time per conversation),
+a provider batch (files, rounds collected) or Ray Data (a dataset per round); none decides
+anything about a judgement.
+
+The public face, for an engine of your own, is two pure functions over it:
 
     request = build_request(metric, case)               # messages, body, cache key, rubric version
     answer = post(f"{base}/chat/completions", json=request.body).json()   # your engine's call
@@ -16,32 +23,35 @@ added to the first row's, and `StepResult.look_kept` is what to keep in the cach
 look's own key.
 
 Nothing here makes a call or writes anything: `build_request` reads the metric's cache (when it
-has one and `lookup` is left on), and `StepResult.cache_texts` says what to put in it.
+has one and `lookup` is left on), and `StepResult.cache_texts` says what to put in it
+(`keep_in_cache` puts it there).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage, chat_body
 from flowrate.judge.cache import messages_digest
+from flowrate.judge.errors import ChoicesRefused
+from flowrate.judge.retry import told_window
 from flowrate.metrics.planning import TEMPERATURE, JudgePlan
 from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
-from flowrate.metrics.rubric_metric import RubricMetric
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric
-from flowrate.scores.distribution import distributions
-from flowrate.scores.reading import (
-    Judgement,
-    UnparsableReply,
-)
+from flowrate.scores.distribution import LevelProbs, distributions
+from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
 
+if TYPE_CHECKING:
+    from flowrate.metrics.rubric_metric import RubricMetric
+
 REQUEST_FIELDS = (
-    "conversation_id", "metric", "messages", "body", "response_format", "cache_key", "rubric_version",
-    "truncated", "cached_replies", "cached_form", "cached_logprobs", "sample", "reask_of", "why", "only",
+    "conversation_id", "metric", "kind", "messages", "body", "response_format", "cache_key", "rubric_version",
+    "truncated", "cached_replies", "cached_form", "cached_logprobs", "sample", "reask_of", "why", "only", "n",
+    "temperature", "max_tokens", "schema", "estimated_tokens",
 )  # fmt: skip
 
 
@@ -52,13 +62,17 @@ class ReaskNeeded(UnparsableReply):
 
 @dataclass
 class JudgeRequest:
-    """What judging one conversation with one metric sends. `body` is the OpenAI
-    chat-completions request (`messages`, the reply schema in the form the server takes, named by
-    `response_format`, temperature, `n` and `max_tokens`); `cache_key` is where its reply is
-    cached, `rubric_version` the rubric it judges by. `cached_replies` holds the replies the cache
-    had (then nothing need be sent), `cached_logprobs` their tokens' log-probabilities (a look's;
-    a request's own are in its `plan`). On a re-ask, `sample` is the reply it corrects (by index),
-    `reask_of` that reply's text, `why` what was wrong and `only` the criteria asked again."""
+    """One request of judging a conversation with a metric. `kind` is "judge" (the reasoned
+    call), "reask" (the one re-ask after an unusable reply) or "look" (the verdict-first look of
+    `--score combined`). `body` is the OpenAI chat-completions request (`messages`, the reply
+    schema in the form the server takes, named by `response_format`, temperature, `n` and
+    `max_tokens`), built from `schema`, `n`, `temperature` and `max_tokens`, which a transport
+    that builds its own request (LiteLLM's) sends instead; `cache_key` is where its reply is
+    cached, `rubric_version` the rubric it judges by. `cached_replies` holds the replies the
+    cache had (then nothing need be sent), `cached_logprobs` their tokens' log-probabilities (a
+    look's; a request's own are in its `plan`). `sample` is the reply it asks for (a judge
+    request where the server does not serve `n`) or corrects (a re-ask), `reask_of` that
+    reply's text, `why` what was wrong and `only` the criteria asked again."""
 
     conversation_id: str
     metric: str
@@ -75,6 +89,12 @@ class JudgeRequest:
     reask_of: str | None = None
     why: str | None = None
     only: list[str] | None = None
+    kind: str = "judge"
+    n: int = 1
+    temperature: float = TEMPERATURE
+    max_tokens: int | None = None
+    schema: dict[str, Any] | None = None
+    estimated_tokens: int = 0  #: what the call may take, for the rate ceilings: the prompt's bytes by 4, and a reply
     plan: JudgePlan | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,7 +104,7 @@ class JudgeRequest:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeRequest:
         """The request `to_dict` gave."""
-        fields: dict[str, Any] = {name: data.get(name) for name in REQUEST_FIELDS}
+        fields: dict[str, Any] = {name: data[name] for name in REQUEST_FIELDS if name in data}
         return cls(**fields)
 
 
@@ -112,6 +132,15 @@ class Reply:
         return index < len(self.cut) and self.cut[index]
 
 
+@dataclass
+class CallFailed:
+    """A request that got no reply: the `error` its last try ended in, and what its tries spent
+    (`spent`: attempts and clocks; no tokens, cost 0)."""
+
+    error: BaseException
+    spent: Reply = field(default_factory=lambda: Reply([], cost_usd=0.0, attempts=0))
+
+
 def spend_of(*replies: Reply) -> Reply:
     """What `replies` spent together, as one reply with no text: their tokens, their cost (None
     once one has no price), their calls and their clocks; nothing at all for no reply."""
@@ -129,8 +158,9 @@ def spend_of(*replies: Reply) -> Reply:
 
 @dataclass
 class StepResult:
-    """What a reply made: the conversation's `rows` (error rows while a re-ask is outstanding),
-    the re-asks `flowrate eval` would send next (`reasks`, empty when none is needed), and the
+    """What a conversation's judging made: its `rows` (error rows while a re-ask is outstanding),
+    the requests `flowrate eval` would send next (`reasks`: the re-asks, or the samples a server
+    did not return; empty when none is needed), and the
     replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)
     with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without);
     `look_kept` is the verdict-first look's reply to keep under its own key (None: nothing to keep)."""
@@ -142,29 +172,51 @@ class StepResult:
     look_kept: Reply | None = None
 
 
-# -- the request ---------------------------------------------------------------------------
-def build_request(metric: RubricMetric, case: ConversationalEvalTestCase, *, lookup: bool = True) -> JudgeRequest:
+# -- the requests ----------------------------------------------------------------------------------
+def build_request(
+    metric: RubricMetric, case: ConversationalEvalTestCase, *, lookup: bool = True, plan: JudgePlan | None = None
+) -> JudgeRequest:
     """The exact request judging `case` with `metric` (a `RubricMetric`) sends, as `flowrate eval`
     sends it: the prompt (the conversation's middle left out where it would not fit the judge's
     context), the reply schema in the form the judge's server takes, the cache key and the rubric
     version. With `lookup` (and a metric with a cache) the cache is read: `cached_replies` then
-    holds the replies, and nothing need be sent."""
-    plan = metric.plan(case, lookup=lookup)
-    planner, limit = metric.planner, metric.budget.reply_limit
+    holds the replies, and nothing need be sent. `plan` is the conversation's plan when one was
+    made already (the cache then as it found it)."""
+    plan = plan or metric.plan(case, lookup=lookup)
+    planner = metric.planner
     n = metric.samples if metric.samples > 1 and metric.backend.supports_n() else 1
-    form, body = request_body(metric, plan.messages, n, planner.response_format, metric.temperature, limit)
-    key = next((key for key, planned in plan.keys if planned == form), None)
+    request = judge_request(metric, plan, n, planner.response_format, metric.temperature, metric.budget.reply_limit)
+    key = next((key for key, planned in plan.keys if planned == request.response_format), None)
+    request.cache_key = key or request.cache_key
+    request.cached_replies, request.cached_form = plan.cached_texts, plan.cached_form
+    return request
+
+
+def judge_request(
+    metric: RubricMetric, plan: JudgePlan, n: int, schema: dict[str, Any] | None, temperature: float,
+    limit: int | None, kind: str = "judge",
+) -> JudgeRequest:  # fmt: skip
+    """A request of `kind` asking `n` replies to `plan`'s messages in `schema`, at `temperature`,
+    each at most `limit` tokens: its body as every engine sends it (`request_body`)."""
+    form, body = request_body(metric, plan.messages, n, schema, temperature, limit)
+    planner = metric.planner
+    replies = planner.look_replies if kind == "look" else planner.replies
+    expected = planner.look_max_tokens if kind == "look" else planner.expected_completion_tokens
     return JudgeRequest(
-        conversation_id=case.id or "",
+        conversation_id=plan.case.id or "",
         metric=metric.name,
         messages=plan.messages,
         body=body,
         response_format=form,
-        cache_key=key or planner.replies.key(messages_digest(plan.messages), form),
+        cache_key=replies.key(messages_digest(plan.messages), form),
         rubric_version=metric.rubric.version,
         truncated=plan.truncated,
-        cached_replies=plan.cached_texts,
-        cached_form=plan.cached_form,
+        kind=kind,
+        n=n,
+        temperature=temperature,
+        max_tokens=limit,
+        schema=schema,
+        estimated_tokens=plan.estimated_prompt_tokens + expected,
         plan=plan,
     )
 
@@ -185,120 +237,17 @@ def request_body(
 
 def build_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
     """The verdict-first look at the conversation of `request` that `--score combined` with the
-    reason first sends beside it (`first_look.VerdictFirstLook`): the same messages, a schema of
-    the verdicts alone, a few tokens, temperature 0, one reply; None when the metric asks none.
-    `cached_replies` holds the look's reply when the cache has it (then nothing need be sent)."""
-    look = metric.judging.first_look
-    if look is None:
+    reason first sends beside it: the same messages, a schema of the verdicts alone, a few
+    tokens, temperature 0, one reply; None when the metric asks none. `cached_replies` holds the
+    look's reply when the cache has it (then nothing need be sent)."""
+    planner = metric.planner
+    if not planner.first_look or request.plan is None:
         return None
-    form, body = request_body(metric, request.messages, 1, look.response_format, TEMPERATURE, look.max_tokens)
-    cached = look.replies.found_for(request.messages)
-    return JudgeRequest(
-        conversation_id=request.conversation_id,
-        metric=request.metric,
-        messages=request.messages,
-        body=body,
-        response_format=form,
-        cache_key=look.replies.key(request.messages, form),
-        rubric_version=request.rubric_version,
-        truncated=request.truncated,
-        cached_replies=cached.texts if cached is not None and cached.logprobs else None,
-        cached_logprobs=cached.logprobs if cached is not None and cached.logprobs else None,
-    )
-
-
-def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) -> Reply:
-    """A decoded chat-completions answer to `request` as a `Reply`, priced as `flowrate eval`
-    prices it. Raises the error `flowrate eval` would (a `BadReply` for an answer that is not a
-    chat completion: an error body, say)."""
-    from flowrate.judge.direct import completion_of
-
-    completion = completion_of(answer, request.response_format, None)
-    usage = completion.usage
-    return Reply(
-        texts=completion.texts,
-        cut=[completion.cut(index) for index in range(len(completion.texts))],
-        usage=usage,
-        cost_usd=metric.backend.price(usage.prompt_tokens, usage.completion_tokens),
-        response_format=request.response_format,
-        logprobs=completion.logprobs,
-    )
-
-
-# -- the reply -------------------------------------------------------------------------------
-def rows_from_reply(
-    metric: RubricMetric,
-    case: ConversationalEvalTestCase,
-    request: JudgeRequest,
-    reply: Reply | None,
-    *,
-    reask_replies: dict[int, Reply] | None = None,
-    source: Source | None = None,
-    look_reply: Reply | None = None,
-) -> StepResult:
-    """The rows `flowrate eval` writes for `case` from `reply` to `request` (None: the request's
-    `cached_replies`), with the same scores, fields and re-ask rules: an unusable reply is re-asked
-    once, for just what was wrong. A reply whose re-ask's reply is not in `reask_replies` (by sample
-    index) makes error rows of type `ReaskNeeded` saying why, and the re-ask to send is in
-    `StepResult.reasks`; a re-ask's reply that is unusable too makes the error rows `flowrate eval`
-    writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`). `look_reply` is the reply to the
-    verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
-    score the rows, and its tokens, cost and clocks are the first row's too."""
-    rows = metric.row_maker.new_rows(case, source, request.truncated)
-    levels = {}
-    if look_reply is not None and look_reply.texts:
-        levels = distributions(look_reply.texts[0], look_reply.tokens(0), metric.rubric)
-    kept = look_reply if levels else None
-    paid = [look_reply] if look_reply is not None else []  # a look that failed counts its tries
-    if reply is None:
-        if request.cached_replies is None:
-            raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
-        logprobs = request.plan.cached_logprobs if request.plan is not None else None
-        cached = cached_judgements(metric.rubric, request.cached_replies, logprobs)
-        spent = spend_of(*paid)  # a look sent for a cached reply is paid
-        metric.row_maker.settle(
-            rows, cached, cached=True, response_format=request.cached_form, usage=spent.usage,
-            cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
-            first_look=levels or None,
-        )  # fmt: skip
-        return StepResult(rows, look_kept=kept)
-    rubric, limit = metric.rubric, metric.budget.reply_limit
-    paid.append(reply)
-    judgements: list[Judgement] = []
-    reasks: list[JudgeRequest] = []
-    outcome: list[Judgement] | Exception = judgements
-    try:
-        if not reply.texts:
-            raise UnparsableReply("the judge returned no reply")
-        if len(reply.texts) < metric.samples:
-            raise UnparsableReply(f"the judge returned {len(reply.texts)} of the {metric.samples} replies asked for")
-        for index, text in enumerate(reply.texts[: metric.samples]):
-            look = first_look(rubric, limit, text, reply.is_cut(index), reply.tokens(index))
-            if look.judgement is not None:
-                judgements.append(look.judgement)
-                continue
-            again = (reask_replies or {}).get(index)
-            if again is None:
-                reasks.append(corrective_request(rubric, request, text, look, index, metric.planner.reply_order))
-                continue
-            paid.append(again)
-            retry_text = again.texts[0] if again.texts else ""
-            cut = reply.is_cut(index)
-            judgements.append(second_look(rubric, limit, text, cut, look, retry_text, again.is_cut(0), again.tokens(0)))
-        if reasks:
-            why = "; ".join(dict.fromkeys(reask.why or "" for reask in reasks))
-            raise ReaskNeeded(f"a re-ask would have been needed: {why}", reasks[0].reask_of)
-    except UnparsableReply as error:
-        outcome = error
-    spent = spend_of(*paid)
-    metric.row_maker.settle(
-        rows, outcome, cached=False, response_format=reply.response_format, usage=spent.usage,
-        cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
-        first_look=levels or None,
-    )  # fmt: skip
-    if outcome is not judgements or any(judgement.cut for judgement in judgements):
-        return StepResult(rows, reasks, look_kept=kept)
-    return StepResult(rows, reasks, [j.text for j in judgements], [j.tokens for j in judgements], kept)
+    look = judge_request(metric, request.plan, 1, planner.look_format, TEMPERATURE, planner.look_max_tokens, "look")
+    cached = planner.look_replies.found_for(request.messages)
+    if cached is not None and cached.logprobs:
+        look.cached_replies, look.cached_logprobs = cached.texts, cached.logprobs
+    return look
 
 
 def cached_look(look: JudgeRequest) -> Reply | None:
@@ -309,7 +258,6 @@ def cached_look(look: JudgeRequest) -> Reply | None:
     return Reply(look.cached_replies, usage=Usage(), cost_usd=0.0, attempts=0, logprobs=look.cached_logprobs or [])
 
 
-# -- the re-ask ------------------------------------------------------------------------------------
 def corrective_request(
     rubric: Rubric, request: JudgeRequest, text: str, look: Look, sample: int = 0, order: str = "reason-first"
 ) -> JudgeRequest:
@@ -332,4 +280,275 @@ def corrective_request(
         reask_of=text,
         why=look.why,
         only=look.only,
+        kind="reask",
+        n=1,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
+        schema=request.schema,
+        estimated_tokens=request.estimated_tokens,
+        plan=request.plan,
     )
+
+
+def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) -> Reply:
+    """A decoded chat-completions answer to `request` as a `Reply`, priced as `flowrate eval`
+    prices it. Raises the error `flowrate eval` would (a `BadReply` for an answer that is not a
+    chat completion: an error body, say)."""
+    from flowrate.judge.direct import completion_of
+
+    completion = completion_of(answer, request.response_format, None)
+    usage = completion.usage
+    return Reply(
+        texts=completion.texts,
+        cut=[completion.cut(index) for index in range(len(completion.texts))],
+        usage=usage,
+        cost_usd=metric.backend.price(usage.prompt_tokens, usage.completion_tokens),
+        response_format=request.response_format,
+        logprobs=completion.logprobs,
+    )
+
+
+# -- the state machine -----------------------------------------------------------------------------
+class Judging:
+    """Judging one conversation (`case`, read from `source`) with `metric`: see the module.
+
+    `requests()` is what to send now, in order (the reasoned call before its verdict-first look,
+    so a server that keeps its last prompt's cache computes the shared prefix once); `take` each
+    one's `Reply`, or its `CallFailed`; once nothing is outstanding, `result()` holds the rows.
+    A plan made already (`plan`) is used unless it was fitted before a server named its window."""
+
+    def __init__(
+        self, metric: RubricMetric, case: ConversationalEvalTestCase, source: Source | None = None,
+        plan: JudgePlan | None = None, *, lookup: bool = True, request: JudgeRequest | None = None,
+    ) -> None:  # fmt: skip
+        self.metric, self.case, self.source = metric, case, source
+        if request is None:
+            if plan is not None and plan.cached_texts is None and plan.window != metric.budget.window:
+                plan = None  # fitted before a server named its window: planned again
+            request = build_request(metric, case, lookup=lookup, plan=plan)
+        self.request = request
+        self.look = build_look(metric, request)
+        self.paid: list[Reply] = []
+        self.judgements: dict[int, Judgement] = {}
+        self.looks: dict[int, Look] = {}  # an unusable reply's reading, by sample, while its re-ask is out
+        self.texts: dict[int, tuple[str, bool]] = {}  # an unusable reply and whether it was cut, by sample
+        self.outcome_error: BaseException | None = None
+        self.levels: dict[str, LevelProbs] = {}
+        self.look_kept: Reply | None = None
+        self.answered = False
+        self.refitted = False
+        self.response_format: str | None = None
+        self.outstanding: list[JudgeRequest] = []
+        if request.cached_replies is None:
+            self.outstanding = self._asks(request)
+        if self.look is not None:
+            seen = cached_look(self.look)
+            if seen is None:
+                self.outstanding.append(self.look)
+            else:
+                self._take_look(seen)
+
+    @property
+    def cached(self) -> bool:
+        return self.request.cached_replies is not None
+
+    @property
+    def done(self) -> bool:
+        return not self.outstanding
+
+    def requests(self) -> list[JudgeRequest]:
+        """The requests to send now, in order; empty once the rows are settled."""
+        return list(self.outstanding)
+
+    def _asks(self, request: JudgeRequest) -> list[JudgeRequest]:
+        """The judge requests for `metric.samples` replies: `request` itself where the server
+        serves `n` (or one is asked), else one request per sample."""
+        samples = self.metric.samples
+        if request.n == samples:
+            return [request]
+        return [self._one(request, sample) for sample in range(samples) if sample not in self.judgements]
+
+    def _one(self, request: JudgeRequest, sample: int) -> JudgeRequest:
+        """`request` asking one reply, for sample `sample`."""
+        body = {key: value for key, value in request.body.items() if key != "n"}
+        single = JudgeRequest(**{**request.__dict__, "body": body, "n": 1, "sample": sample})
+        single.cached_replies = None
+        return single
+
+    # -- taking replies ----------------------------------------------------------------------------
+    def take(self, request: JudgeRequest, outcome: Reply | CallFailed) -> None:
+        """`request`'s reply or failure, read; the requests it makes outstanding instead of it."""
+        self.outstanding = [pending for pending in self.outstanding if pending is not request]
+        self.paid.append(outcome.spent if isinstance(outcome, CallFailed) else outcome)
+        if request.kind == "look":
+            if isinstance(outcome, Reply):
+                self._take_look(outcome)
+            return  # a failed look is an addition missing: the verdict stands without it
+        if isinstance(outcome, CallFailed):
+            self._failed(request, outcome.error)
+            return
+        self.answered = True
+        self.response_format = outcome.response_format
+        try:
+            if request.kind == "reask":
+                self._take_reask(request, outcome)
+            else:
+                self._take_judge(request, outcome)
+        except UnparsableReply as error:
+            self._stop(error)
+
+    def _take_look(self, reply: Reply) -> None:
+        if reply.texts:
+            self.levels = distributions(reply.texts[0], reply.tokens(0), self.metric.rubric)
+        self.look_kept = reply if self.levels else None
+
+    def _take_judge(self, request: JudgeRequest, reply: Reply) -> None:
+        metric = self.metric
+        if not reply.texts:
+            raise UnparsableReply("the judge returned no reply")
+        first = request.sample or 0
+        texts = reply.texts[: request.n]
+        if len(texts) < request.n:  # llama-cpp-python answers n=K with one choice: the rest one at a time
+            metric.backend.ignores_n()
+            self.outstanding[:0] = [self._one(request, sample) for sample in range(len(texts), request.n)]
+        rubric, limit = metric.rubric, metric.budget.reply_limit
+        for index, text in enumerate(texts):
+            sample = first + index
+            look = first_look(rubric, limit, text, reply.is_cut(index), reply.tokens(index))
+            if look.judgement is not None:
+                self.judgements[sample] = look.judgement
+                continue
+            self.looks[sample], self.texts[sample] = look, (text, reply.is_cut(index))
+            order = metric.planner.reply_order
+            self.outstanding.insert(0, corrective_request(rubric, self.request, text, look, sample, order))
+
+    def _take_reask(self, request: JudgeRequest, reply: Reply) -> None:
+        sample = request.sample or 0
+        look, (text, cut) = self.looks.pop(sample), self.texts.pop(sample)
+        retry_text = reply.texts[0] if reply.texts else ""
+        rubric, limit = self.metric.rubric, self.metric.budget.reply_limit
+        self.judgements[sample] = second_look(
+            rubric, limit, text, cut, look, retry_text, reply.is_cut(0), reply.tokens(0)
+        )
+
+    def _failed(self, request: JudgeRequest, error: BaseException) -> None:
+        metric = self.metric
+        if isinstance(error, ChoicesRefused) and request.n > 1:  # llama-server: "Only one completion choice is allowed"
+            metric.backend.ignores_n()
+            self.outstanding[:0] = [self._one(request, sample) for sample in range(request.n)]
+            return
+        told = told_window(error)
+        if told is not None and request.kind == "judge" and not self.refitted:
+            self.refitted = True
+            metric.budget.learn_window(told)
+            refitted = build_request(metric, self.case, lookup=False)
+            if refitted.messages != self.request.messages:
+                self.request = refitted
+                look = build_look(metric, refitted)
+                waiting = self.look is not None and any(pending is self.look for pending in self.outstanding)
+                self.outstanding = [*self._asks(refitted), *([look] if waiting and look is not None else [])]
+                self.look = look if waiting else self.look
+                self.judgements.clear()
+                return
+        self._stop(error)
+
+    def still_needed(self) -> str:
+        """Why requests are still outstanding: each re-ask's reason, or samples not returned."""
+        fewer = f"the judge returned fewer than the {self.metric.samples} replies asked for"
+        return "; ".join(dict.fromkeys(pending.why or fewer for pending in self.outstanding))
+
+    def _stop(self, error: BaseException) -> None:
+        """Judging ends in `error`: nothing more is sent (a verdict-first look is not asked of a
+        conversation without a verdict)."""
+        self.outcome_error = error
+        self.outstanding = []
+
+    # -- the rows ----------------------------------------------------------------------------------
+    def result(self, waiting: str | None = None) -> StepResult:
+        """The rows, and what to keep in the cache. `waiting` (the public step: a re-ask not sent)
+        makes them error rows of type `ReaskNeeded` saying so, and the re-asks are in `reasks`."""
+        metric, request = self.metric, self.request
+        rows = metric.row_maker.new_rows(self.case, self.source, request.truncated)
+        spent = spend_of(*self.paid)
+        levels = self.levels or None
+        reasks = list(self.outstanding)
+        if self.cached and self.outcome_error is None:
+            cached = cached_judgements(metric.rubric, request.cached_replies or [], self._cached_logprobs())
+            metric.row_maker.settle(
+                rows, cached, cached=True, response_format=request.cached_form, usage=spent.usage,
+                cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
+                first_look=levels,
+            )  # fmt: skip
+            return StepResult(rows, look_kept=self.look_kept)
+        outcome: list[Judgement] | BaseException
+        if self.outcome_error is not None:
+            outcome = self.outcome_error
+        elif waiting is not None:
+            outcome = ReaskNeeded(waiting, reasks[0].reask_of if reasks else None)
+        else:
+            outcome = [self.judgements[sample] for sample in sorted(self.judgements)]
+        metric.row_maker.settle(
+            rows, outcome, cached=False, response_format=self.response_format, usage=spent.usage,
+            cost_usd=spent.cost_usd if self.answered else None, attempts=spent.attempts, latency_s=spent.latency_s,
+            wait_s=spent.wait_s, first_look=levels,
+        )  # fmt: skip
+        if isinstance(outcome, BaseException) or any(judgement.cut for judgement in outcome):
+            return StepResult(rows, reasks, look_kept=self.look_kept)  # a cut judgement may be missing issues
+        return StepResult(rows, reasks, [j.text for j in outcome], [j.tokens for j in outcome], self.look_kept)
+
+    def _cached_logprobs(self) -> list[list[dict[str, Any]] | None] | None:
+        plan = self.request.plan
+        return plan.cached_logprobs if plan is not None else None
+
+
+def keep_in_cache(metric: RubricMetric, judging: Judging, result: StepResult) -> None:
+    """Put what `result` says to keep in `metric`'s cache: the replies under the request's key,
+    the verdict-first look's under its own."""
+    request, planner = judging.request, metric.planner
+    if result.cache_texts is not None and request.plan is not None:
+        planner.replies.remember(request.plan, result.cache_texts, judging.response_format, result.cache_logprobs)
+    kept, look = result.look_kept, judging.look
+    if kept is not None and look is not None and look.cached_replies is None:
+        planner.look_replies.keep(
+            look.messages, kept.texts[:1], kept.response_format, kept.logprobs[:1], judging.case.id
+        )
+
+
+# -- the public face -------------------------------------------------------------------------------
+def rows_from_reply(
+    metric: RubricMetric,
+    case: ConversationalEvalTestCase,
+    request: JudgeRequest,
+    reply: Reply | None,
+    *,
+    reask_replies: dict[int, Reply] | None = None,
+    source: Source | None = None,
+    look_reply: Reply | None = None,
+) -> StepResult:
+    """The rows `flowrate eval` writes for `case` from `reply` to `request` (None: the request's
+    `cached_replies`), with the same scores, fields and re-ask rules: an unusable reply is re-asked
+    once, for just what was wrong. A reply whose re-ask's reply is not in `reask_replies` (by sample
+    index) makes error rows of type `ReaskNeeded` saying why, and the re-ask to send is in
+    `StepResult.reasks`; a re-ask's reply that is unusable too makes the error rows `flowrate eval`
+    writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`). `look_reply` is the reply to the
+    verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
+    score the rows, and its tokens, cost and clocks are the first row's too."""
+    if request.plan is None:
+        raise ValueError("rows_from_reply needs a request build_request made (JudgeRequest.from_dict keeps no plan)")
+    judging = Judging(metric, case, source, request=request)
+    judging.outstanding = [request] if request.cached_replies is None else []
+    judging.levels, judging.look_kept = {}, None  # only the look reply given here counts
+    if look_reply is not None:
+        judging.paid.append(look_reply)
+        judging._take_look(look_reply)
+    if judging.outstanding:
+        if reply is None:
+            raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")
+        judging.take(request, reply)
+    for pending in judging.requests():
+        again = (reask_replies or {}).get(pending.sample or 0)
+        if pending.kind == "reask" and again is not None:
+            judging.take(pending, again)
+    if judging.outstanding:
+        return judging.result(f"a re-ask would have been needed: {judging.still_needed()}")
+    return judging.result()

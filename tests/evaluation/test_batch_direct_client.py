@@ -107,7 +107,7 @@ def test_a_request_file_is_uploaded_from_disk_as_written_again_when_the_first_tr
     requests = RequestFile(tmp_path)
     messages = [{"role": "user", "content": "x" * 70_000}]  # more than one 64 KB read of the file
     for n in range(3):
-        requests.add(request_line(f"flow-{n}", "gpt-4o", messages, 1, None))
+        requests.add(request_line(f"flow-{n}", {"model": "gpt-4o", "messages": messages}))
 
     async def scenario() -> tuple[str, str]:
         runner, base = await serving(files)

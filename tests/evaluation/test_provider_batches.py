@@ -296,12 +296,43 @@ def test_a_batchs_distributions_are_cached_and_read_back_on_a_rerun(batch_server
         )
 
 
-def test_a_batch_refuses_a_second_look_plainly_before_anything_is_sent(batch_server, judge, run_flowrate, tmp_path):
-    write_jsonl(tmp_path / "c.jsonl", conversations(2))
-    result = run_flowrate(*batch_args(batch_server, "--score", "combined"))
-    assert result.returncode == 2 and "--score combined with the reason first" in result.stderr
-    assert "Traceback" not in result.stderr and batch_server.created == 0 and judge.requests == 0
-    assert not (tmp_path / "out.jsonl").exists()
+JUDGED = (
+    "verdict",
+    "score",
+    "score_from",
+    "combined_score",
+    "verdict_first_score",
+    "expected_score",
+    "reasked",
+    "error",
+)
+
+
+def test_a_batch_gives_the_rows_eval_gives_online_with_the_verdict_first_look_and_a_reask(
+    batch_server, judge, run_flowrate, tmp_path
+):
+    write_jsonl(tmp_path / "c.jsonl", conversations(4))
+    torn = {"verdict": "fully", "reason": "torn", "logprobs": {"fully": -0.5108, "none": -0.9163}}
+
+    def script():
+        judge.script("question 1", {"verdict": "mostly", "look": torn})
+        judge.script("question 2", {"content": "The flow is fine, I think."}, {"verdict": "partial", "reason": "ok"})
+
+    script()
+    combined = ["--score", "combined", "--no-cache"]
+    online = run_flowrate("eval", "c.jsonl", "--api-base", batch_server.base_url, "-o", "online.jsonl", *combined)
+    assert online.returncode == 0, online.stderr
+    sent_online = judge.requests
+    judge.reset()
+    script()
+    result = run_flowrate(*batch_args(batch_server, *combined))
+    assert result.returncode == 0, result.stderr
+    assert batch_server.created == 1 and judge.requests == 1 == sent_online - 8  # a call and a look each; the re-ask
+    batched = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
+    for row in read_rows(tmp_path / "online.jsonl"):
+        assert {key: batched[row["id"]][key] for key in JUDGED} == {key: row[key] for key in JUDGED}, row["id"]
+        assert batched[row["id"]]["batch"] and batched[row["id"]]["verdict_first_score"] is not None
+    assert batched["c1"]["score_from"] == "combined" and batched["c2"]["reasked"]
 
 
 def test_a_batch_whose_output_carries_no_log_probabilities_keeps_the_verdicts_score_and_says_so_once(

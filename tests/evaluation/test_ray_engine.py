@@ -318,15 +318,17 @@ def test_a_judge_that_cannot_be_reached_leaves_every_conversation_for_resume_wit
 def test_the_vllm_processor_sends_flowrates_request_and_reads_vllms_output_into_its_rows(api_key, tmp_path):
     """What can be run without a GPU: the pre- and postprocess around `vLLMEngineProcessorConfig`
     (vLLM itself is not installed here, so the processor is not run)."""
-    from flowrate import build_request
-    from flowrate.evaluation.ray_engine import dataset_row, from_vllm, to_vllm, worker_metric
+    from flowrate.evaluation.ray_engine import RayJudgings, dataset_row, from_vllm, to_vllm
+    from flowrate.metrics.catalog import build_metrics
+    from flowrate.metrics.step import Judging
     from flowrate.settings.options import EvalSettings
 
     judge = EvalSettings(model="Qwen/Qwen2.5-7B-Instruct", api_base="http://127.0.0.1:9/v1").judge_settings
+    [metric] = build_metrics(judge, None)
     case = ConversationalEvalTestCase(id="v1", turns=[EvalTestCase(input="hi", actual_output="hello")])
-    row = dataset_row(1, case, None, "conversational_flow_rate")
-    sent = to_vllm(judge, row)
-    expected = build_request(worker_metric(judge, "conversational_flow_rate"), case, lookup=False)
+    judging = Judging(metric, case)
+    [expected] = judging.requests()
+    sent = to_vllm(dataset_row((1, metric.name), expected, 1, 1))
     assert sent["messages"] == expected.messages
     assert sent["sampling_params"]["structured_outputs"] == {
         "json": expected.body["response_format"]["json_schema"]["schema"]
@@ -336,13 +338,29 @@ def test_the_vllm_processor_sends_flowrates_request_and_reads_vllms_output_into_
         and sent["sampling_params"]["max_tokens"] == expected.body["max_tokens"]
     )
     text = json.dumps({"reason": "fine", "key_issues": [], "verdict": "mostly"})
-    out = from_vllm(judge, {**sent, "generated_text": text, "num_input_tokens": 900, "num_generated_tokens": 20})
-    [made] = json.loads(out["rows"])
+    out = from_vllm({**sent, "generated_text": text, "num_input_tokens": 900, "num_generated_tokens": 20})
+    answers = RayJudgings(_NoTally(), {1: (case, None)})
+    answers.sent[1] = ((1, metric.name), expected)
+    answers.judgings[(1, metric.name)] = judging
+    assert answers.take(out, retry=True) == []
+    [made] = answers.tally.rows
     assert (
-        made["verdict"] == "mostly"
-        and made["score"] == 0.9
-        and made["usage"] == {"prompt_tokens": 900, "completion_tokens": 20}
+        made.verdict == "mostly"
+        and made.score == 0.9
+        and made.usage.model_dump() == {"prompt_tokens": 900, "completion_tokens": 20}
     )
+
+
+class _NoTally:
+    """A tally that keeps the rows it is told (the vLLM test has no run)."""
+
+    done: dict = {}
+
+    def emit(self, row, order):
+        self.rows.append(row)
+
+    def __init__(self):
+        self.rows = []
 
 
 @ON_CLUSTER
