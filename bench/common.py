@@ -214,8 +214,8 @@ async def flowrate_run(
 ):
     """flowrate's online path, as `flowrate eval` runs it, minus the process start, through
     `transport` ("litellm", the figures before the direct transport; "auto": the direct one)."""
+    from flowrate.evaluation.engines import engine_for
     from flowrate.evaluation.file_run import FileRun
-    from flowrate.evaluation.online import judge_online
     from flowrate.results.files import ResultsFile
     from flowrate.settings.options import EvalSettings
 
@@ -231,7 +231,7 @@ async def flowrate_run(
     run = FileRun([str(path)], settings)
     results = ResultsFile(run.settings.output, append=False)
     try:
-        summary = await judge_online(run, results)
+        summary = await engine_for(settings)(run, results)
     finally:
         results.close()
     return time.perf_counter() - started, summary

@@ -8,7 +8,7 @@ Heavy pieces (LiteLLM, DuckDB, rich) are imported by the stages that need them, 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +18,7 @@ from flowrate.analysis.judged.alignment import Alignment
 from flowrate.analysis.judged.bench import Judge
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError, OutputError, ReportsNotWritten
 from flowrate.evaluation.file_run import FileRun, JudgedBefore
+from flowrate.inputs.files import Given, InMemory
 from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the failures in a row that stop a run
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
@@ -75,13 +76,14 @@ class Evaluation:
 
 
 def evaluate_files(
-    paths: list[str],
+    paths: Sequence[Given],
     settings: EvalSettings,
     listeners: list[RunListener] | None = None,
     batch_command: dict[str, Any] | None = None,
     defer_late_errors: bool = False,
 ) -> Evaluation:
-    """Judge the conversations in `paths` (files, directories, `-` for stdin) as `flowrate eval`
+    """Judge the conversations in `paths` (files, directories, `-` for stdin, records in memory as
+    `inputs.files.InMemory`) as `flowrate eval`
     does, under `settings` (`EvalSettings`, or `resolve_settings` for the CLI's layering).
 
     Rows go to `settings.output` as they come, and to each of `listeners` (progress, your own
@@ -107,7 +109,7 @@ def evaluate_files(
 
 
 async def evaluate_files_async(
-    paths: list[str],
+    paths: Sequence[Given],
     settings: EvalSettings,
     listeners: list[RunListener] | None = None,
     batch_command: dict[str, Any] | None = None,
@@ -140,7 +142,11 @@ async def evaluate_files_async(
 
 
 def write_after_run(
-    paths: list[str], settings: EvalSettings, evaluation: Evaluation, book: ReportBook | None, listener: RunListener
+    paths: Sequence[Given],
+    settings: EvalSettings,
+    evaluation: Evaluation,
+    book: ReportBook | None,
+    listener: RunListener,
 ) -> None:
     """The Parquet copy, the reports (from `book`) and the history of a run judged into
     `evaluation`, each tried whatever became of the others (they may be on other disks). The
@@ -199,18 +205,17 @@ def evaluate_dataset(
     """`evaluate_files` on the conversations of a `ray.data.Dataset` (one per row, in the turn or
     the OpenAI-messages shape, as a JSONL record has them; give each an `id`), judged on Ray Data
     as `--engine ray` judges (`settings.engine` is set to "ray"): the same selection, cache, budget,
-    resume, gates, reports and history, and the same rows. The rows stream to the driver once,
-    into a JSONL file in a temporary directory, which the rows' `source` names (`dataset.jsonl`
-    and the row's line). `processor` replaces the HTTP processor: `ray_engine.vllm_processor(
-    settings.judge_settings, model_source, actors)` runs vLLM on the workers' GPUs."""
-    import tempfile
+    resume, gates, reports and history, and the same rows. The dataset is materialized once (its
+    blocks stay in Ray's object store) and its rows read by the file readers from there, with no
+    file staged: a row's `source` is `<dataset>` and its number. `processor` replaces the HTTP
+    processor: `ray_engine.vllm_processor(settings.judge_settings, model_source, actors)` runs vLLM
+    on the workers' GPUs."""
+    from flowrate.evaluation.ray_engine import plain
 
-    from flowrate.evaluation.ray_engine import stage_dataset
-
-    with tempfile.TemporaryDirectory(prefix="flowrate-dataset-") as directory:
-        staged = stage_dataset(dataset, Path(directory) / "dataset.jsonl")
-        ray_settings = settings.model_copy(update={"engine": "ray"})
-        evaluation = asyncio.run(evaluate_files_async([str(staged)], ray_settings, listeners, ray_processor=processor))
+    materialized = dataset.materialize()
+    rows = InMemory("<dataset>", lambda: (plain(dict(row)) for row in materialized.iter_rows()))
+    ray_settings = settings.model_copy(update={"engine": "ray"})
+    evaluation = asyncio.run(evaluate_files_async([rows], ray_settings, listeners, ray_processor=processor))
     if evaluation.late_error is not None and not defer_late_errors:
         raise evaluation.late_error
     return evaluation
@@ -228,7 +233,9 @@ def check_engine(settings: EvalSettings) -> None:
         raise ConfigError("--output-parquet needs --output to be a file")
 
 
-def write_run_reports(paths: list[str], settings: EvalSettings, book: ReportBook, summary: RunSummary) -> list[str]:
+def write_run_reports(
+    paths: Sequence[Given], settings: EvalSettings, book: ReportBook, summary: RunSummary
+) -> list[str]:
     """The reports `settings` asks for (JUnit, HTML with the transcripts read again, GitHub's
     step summary and annotations, the annotations on stdout unless rows are there), from the
     run's `book` and `summary`; returns one notice per report. Reports that fail here, after
@@ -508,12 +515,14 @@ def collect_batches(
     """Collect the finished provider batches of a run submitted earlier (with its `paths` and
     `settings`, as recorded), restricted to the ids in `only` when given; nothing new is
     submitted and a batch still running is listed in `summary.still_running`."""
-    from flowrate.evaluation.provider_batch import judge_in_batches
+    from flowrate.evaluation.engines import run_engine
+    from flowrate.evaluation.provider_batch import Batches
 
     run = FileRun(paths, settings, judged_in_history(settings))
     results = ResultsFile(settings.output, append=run.outputs.resuming)
     try:
-        return asyncio.run(judge_in_batches(run, Listeners([results, *(listeners or [])]), submit=False, only=only))
+        listener = Listeners([results, *(listeners or [])])
+        return asyncio.run(run_engine(Batches(submit=False, only=only), run, listener))
     finally:
         results.close()
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from flowrate.errors import FlowrateError, InputError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
+from flowrate.inputs.files import InMemory
 from flowrate.reports.escape import without_legacy_commands
 from flowrate.results.book import ReportBook
 from flowrate.results.events import RunListener
@@ -216,7 +215,8 @@ class JudgeSession:
     def judge(self, wanted: Wanted, jobs: list[Job]) -> None:
         """Judge `jobs` not judged yet as one run of `flowrate eval` for `wanted`; each one's
         `Outcome` is kept, a run that fails as a whole (a rejected key) an error on each. They are
-        staged under ids of their own (two files may share an id; the judge never sees it)."""
+        given under ids of their own (two files may share an id; the judge never sees it), as
+        records in memory: no input file is staged."""
         from flowrate.api import evaluate_files
 
         staged_jobs = {
@@ -229,16 +229,14 @@ class JudgeSession:
                 self.outcomes[job.key(wanted)] = Outcome(error=self.unreachable)
             return
         self.batches += 1
-        staged = self.workdir / f"batch-{self.batches}.jsonl"
         cases = [job.case.model_copy(update={"id": staged_id}) for staged_id, job in staged_jobs.items()]
-        staged.write_bytes(
-            b"".join(orjson.dumps(case.model_dump(mode="json", exclude_none=True)) + b"\n" for case in cases)
-        )
+        records = [case.model_dump(mode="json", exclude_none=True) for case in cases]
         self.transcripts.update({job.case.id or "": job.case for job in staged_jobs.values()})
         try:
             settings = self.settings(wanted, str(self.workdir / f"batch-{self.batches}.rows.jsonl"))
             listener = _Batch(self, wanted, staged_jobs)
-            _outside_a_running_loop(lambda: evaluate_files([str(staged)], settings, [listener], None, True))
+            given = InMemory("<pytest>", lambda: records)  # the cases as records: no file staged
+            _outside_a_running_loop(lambda: evaluate_files([given], settings, [listener], None, True))
         except FlowrateError as error:
             for job in staged_jobs.values():
                 self.outcomes.setdefault(job.key(wanted), Outcome()).error = plain_message(error)

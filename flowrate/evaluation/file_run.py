@@ -1,19 +1,18 @@
 """A run over files: the input validated once, the selection, the cache and the metrics, set up
-before any call; every engine that judges it (`engines.Engine`) begins with `begin` and ends
+before any call; every engine judges it in one life cycle (`engines.run_engine`), which begins with `begin` and ends
 with `finish`."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from flowrate.errors import ConfigError
-from flowrate.evaluation.engine import Scheduler
 from flowrate.evaluation.resume import resumed_rows
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.inputs.files import InputSet, check_apart, iter_cases
+from flowrate.inputs.files import Given, InputSet, check_apart, iter_cases
 from flowrate.inputs.redaction.redactor import detectors_ran, redactor_of
 from flowrate.inputs.selection import (
     SKIP_INVALID_HINT,
@@ -67,7 +66,8 @@ def check_report_paths(settings: EvalSettings) -> None:
 
 
 class FileRun:
-    """A run over input paths: validated on creation; an `engines.Engine` judges it.
+    """A run over its inputs (paths, or records in memory: `inputs.files.InMemory`): validated on
+    creation; `engines.run_engine` judges it, by one transport.
 
     Creating it reads every record once and raises `InputError` (no judge call made)
     unless `settings.skip_invalid` lets it skip the invalid ones. A run that selects no
@@ -76,7 +76,7 @@ class FileRun:
     returns the (id, turns_sha256) of those already judged (`--history`): they are left out.
     """
 
-    def __init__(self, paths: list[str], settings: EvalSettings, judged_before: JudgedBefore | None = None):
+    def __init__(self, paths: Sequence[Given], settings: EvalSettings, judged_before: JudgedBefore | None = None):
         self.settings = settings
         self.paths = paths
         self.notices: list[str] = []
@@ -114,16 +114,6 @@ class FileRun:
     @property
     def total_rows(self) -> int:
         return self.scan.selected * sum(len(metric.row_names) for metric in self.metrics)
-
-    def after_run(self, scheduler: Scheduler, listener: RunListener) -> None:
-        """What the listener should hear once the calls are over: lost cache writes, oversized calls."""
-        tell_lost_cache_writes(self.cache, listener)
-        gate_notes = scheduler.oversized_calls
-        if gate_notes:
-            listener.notice(
-                f"--tpm {self.settings.tpm:g}: {gate_notes} call(s) were larger than a whole minute's budget;"
-                " each waited for an empty 60-second window and went alone"
-            )
 
     def start(self, listener: RunListener) -> RunSummary:
         """A new summary for this run, and the listener told what the scan found: the notices,

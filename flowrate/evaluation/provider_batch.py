@@ -26,7 +26,7 @@ from typing import Any
 
 from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
-from flowrate.evaluation.file_run import FileRun, finish, tell_logprobs, tell_lost_cache_writes
+from flowrate.evaluation.file_run import FileRun, tell_logprobs
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import Usage
 from flowrate.judge.batch_api import (
@@ -129,54 +129,53 @@ class _Batches:
         self.scratch = Path(tempfile.gettempdir())
 
 
-async def judge_in_batches(
-    run: FileRun,
-    listener: RunListener,
-    command: dict | None = None,
-    submit: bool = True,
-    only: set[str] | None = None,
-) -> RunSummary:
-    """Judge `run` through the provider's Batch API: collect what earlier runs submitted, submit
-    what was never sent (unless `submit` is False: `batch collect`), then, unless
-    `batch_submit_only`, poll and collect. `command` is recorded with each batch so that
-    `batch collect` can finish it; `only` restricts collecting to those batch ids. Rows go to
-    `listener`. Cached conversations, offline metrics, failed and expired lines and unparsable
-    replies go online."""
-    started = time.monotonic()
-    run.judges.prepare(listener)
-    judged = [m for m in run.metrics if m.calls_per_conversation]
-    if not judged:
-        raise ConfigError("--batch needs a metric that calls a judge")
-    backend = judged[0].backend
-    judge = run.settings.judge_settings
-    provider = Provider(backend.provider, judge.api_base, judge.transport, judged[0].retry)
-    state = BatchState(cache_folder(judge.cache_dir))
-    done = run.outputs.done_rows(run.metrics, listener)
-    summary = run.start(listener)
-    write = _Writer(summary, listener)
-    for row in list(done.values()):
-        summary.add(row, resumed=True)
-        listener.resumed(row)
-    batches = None
-    try:
-        batches = await _submit(run, listener, provider, state, backend, write, done, command, submit, only)
-        summary.batches = [batch.batch_id for batch in batches.recorded]
+@dataclass(eq=False)
+class Batches:
+    """The provider's Batch API as a run's transport (`engines.Transport`): collect what earlier
+    runs submitted, submit what was never sent (unless `submit` is False: `batch collect`), then,
+    unless `--batch-submit-only`, poll and collect. `command` is recorded with each batch so that
+    `batch collect` can finish it; `only` restricts collecting to those batch ids. Cached
+    conversations, offline metrics, failed and expired lines go online, and so does what the
+    judging step asks after a batch's reply (a re-ask)."""
+
+    command: dict | None = None
+    submit: bool = True
+    only: set[str] | None = None
+    state: BatchState | None = None
+    batches: _Batches | None = None
+
+    def check(self, run: FileRun) -> None:
+        if not any(m.calls_per_conversation for m in run.metrics):
+            raise ConfigError("--batch needs a metric that calls a judge")
+
+    async def send(self, run: FileRun, listener: RunListener, summary: RunSummary, done: dict) -> None:
+        started = time.monotonic()
+        judged = [m for m in run.metrics if m.calls_per_conversation]
+        backend = judged[0].backend
+        judge = run.settings.judge_settings
+        provider = Provider(backend.provider, judge.api_base, judge.transport, judged[0].retry)
+        self.state = state = BatchState(cache_folder(judge.cache_dir))
+        write = _Writer(summary, listener)
+        for row in list(done.values()):
+            summary.add(row, resumed=True)
+            listener.resumed(row)
+        self.batches = await _submit(
+            run, listener, provider, state, backend, write, done, self.command, self.submit, self.only
+        )
+        summary.batches = [batch.batch_id for batch in self.batches.recorded]
         if not run.settings.batch_settings.batch_submit_only:
-            await _poll(run, listener, provider, state, batches, write, summary, submit, started)
-            await _settle_online(run, batches, write, summary, done)
-    finally:
-        run.close()
-        if run.cache is not None:
-            run.cache.flush()
-        _tell_disk_troubles(run, state, batches, listener)
-    if run.settings.batch_settings.batch_submit_only:
-        return summary
-    return finish(run, listener, summary, started)
+            await _poll(run, listener, provider, state, self.batches, write, summary, self.submit, started)
+            await _settle_online(run, self.batches, write, summary, done)
+
+    def closed(self, run: FileRun, listener: RunListener, summary: RunSummary) -> bool:
+        if self.state is not None:
+            _tell_disk_troubles(self.state, self.batches, listener)
+        return not run.settings.batch_settings.batch_submit_only
 
 
-def _tell_disk_troubles(run: FileRun, state: BatchState, batches: _Batches | None, listener: RunListener) -> None:
+def _tell_disk_troubles(state: BatchState, batches: _Batches | None, listener: RunListener) -> None:
     """What a full disk cost a batch run, told as notices (the run went on): scratch files moved,
-    batches the state could not keep, replies the cache could not keep."""
+    and batches the state could not keep (the replies the cache could not keep: `run_engine`)."""
     if batches is not None and batches.moved:
         listener.notice(batches.moved)
     if state.not_kept:
@@ -184,7 +183,6 @@ def _tell_disk_troubles(run: FileRun, state: BatchState, batches: _Batches | Non
             f"{state.path}: batch(es) {', '.join(state.not_kept)} could not be recorded ({state.last_error});"
             " a later `flowrate batch collect` cannot see them: collect them in this run"
         )
-    tell_lost_cache_writes(run.cache, listener)
 
 
 async def _submit(run, listener, provider, state, backend, write, done, command, submit, only) -> _Batches:

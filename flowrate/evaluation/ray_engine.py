@@ -22,14 +22,14 @@ import itertools
 import queue
 import threading
 import time
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from flowrate.errors import ConfigError
-from flowrate.evaluation.engine import INTERRUPT_GRACE_S, CostBudget, Tally, close_judges
-from flowrate.evaluation.file_run import FileRun, begin, finish, tell_lost_cache_writes
+from flowrate.evaluation.engine import INTERRUPT_GRACE_S, CostBudget, Tally
+from flowrate.evaluation.file_run import FileRun
 from flowrate.evaluation.ray_cluster import before_import
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.backend import LOGPROBS_KEYS
@@ -296,15 +296,6 @@ def from_vllm(row: dict[str, Any]) -> dict[str, Any]:
         },
     }
     return postprocess({**row, "http_response": completion})
-
-
-def stage_dataset(dataset: Any, path: Path) -> Path:
-    """Stream the rows of a `ray.data.Dataset` of conversations into the JSONL file `path` on the
-    driver, in the dataset's order (numpy arrays Ray Data hands over turned back into lists)."""
-    with path.open("wb") as handle:
-        for row in dataset.iter_rows():
-            handle.write(orjson.dumps(plain(dict(row))) + b"\n")
-    return path
 
 
 def ray_failure(error: BaseException) -> str:
@@ -592,47 +583,42 @@ def keep_answered(ray_run: RayRun, stop: StopSignals) -> None:
     ray_run.answers.keep_held()
 
 
-async def judge_on_ray(run: FileRun, listener: RunListener, processor: Any = None) -> RunSummary:
-    """Judge every selected conversation of `run` on Ray Data, telling `listener` each row as it
-    comes (the results file is the listener's first part), through `processor` (default: the
-    HTTP processor for the judge's endpoint). Returns the summary, gates applied; Ctrl-C and
-    SIGTERM stop it as they stop `flowrate eval` (`StopSignals`)."""
-    started = time.monotonic()
-    try:
+@dataclass(eq=False)
+class OnRay:
+    """Ray Data as a run's transport (`engines.Transport`), through `processor` (default: the
+    HTTP processor for the judge's endpoint). Ctrl-C and SIGTERM stop it as they stop `flowrate
+    eval` (`StopSignals`)."""
+
+    processor: Any = None
+    connection: Any = None
+
+    def check(self, run: FileRun) -> None:
         judge = run.settings.judge_settings
-        if processor is None:
+        if self.processor is None:
             endpoint(judge)  # a judge the processor cannot reach is a ConfigError before Ray starts
         before_import(run.settings.engine_settings.ray_address)
         require_ray()
-    except BaseException:
-        run.close()
-        raise
-    done, summary = begin(run, listener)
-    connection = None
-    try:
+
+    async def send(self, run: FileRun, listener: RunListener, summary: RunSummary, done: dict) -> None:
+        judge, engine = run.settings.judge_settings, run.settings.engine_settings
         listener.stage("starting Ray")
-        engine = run.settings.engine_settings
-        ray, connection = connect(engine.ray_address, engine.ray_join_timeout)
+        ray, self.connection = connect(engine.ray_address, engine.ray_join_timeout)
         actors = max(1, min(run.concurrency, int(ray.cluster_resources().get("CPU", 1))))
-        clerk = None
+        clerk, processor = None, self.processor
         if processor is None:
             from flowrate.evaluation.ray_desk import DeskClerk, open_desk
 
             clerk = DeskClerk(open_desk())
             processor = http_processor(judge, actors, run.settings.rpm, run.concurrency, clerk.desk)
-        tally = Tally(run.metrics, listener, summary, done)
-        ray_run = RayRun(run, tally, processor, run.concurrency, clerk)
+        ray_run = RayRun(run, Tally(run.metrics, listener, summary, done), processor, run.concurrency, clerk)
         listener.stage("judging on Ray")
         with StopSignals(summary) as stop:
             await _judge(ray_run, stop, judge)
-    finally:
-        run.close()
-        await close_judges(run.metrics)  # the client of a conversation judged here (`first_round`) too
-        tell_lost_cache_writes(run.cache, listener)
-        if connection is not None:
-            connection.close()
-    summary.resumed_elsewhere = len(done) - summary.resumed
-    return finish(run, listener, summary, started)
+
+    def closed(self, run: FileRun, listener: RunListener, summary: RunSummary) -> bool:
+        if self.connection is not None:
+            self.connection.close()
+        return True
 
 
 async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import import_module
 from pathlib import Path
 from typing import IO, Any
@@ -229,4 +229,15 @@ def parquet_items(path: Path, shown: str, id_base: str) -> Iterator[Item | Recor
         yield Item(source, raw, f"{id_base}#{number}", f"{shown} row {number}")
 
 
-CONTAINERS = {"jsonl": jsonl_items, "json": json_items, "yaml": yaml_items, "csv": csv_items, "parquet": parquet_items}
+def memory_items(records: Any, shown: str, id_base: str) -> Iterator[Item | Record]:
+    """Each record of conversations given in memory (`files.InMemory`), as a JSONL line's."""
+    for number, raw in enumerate(records.rows(), start=1):
+        source = Source(path=shown, line=number)
+        yield Item(source, raw, f"{id_base}:{number}", str(source))
+
+
+#: each container's items, by kind: a reader of (the file or the records in memory, the name shown, the base of ids)
+CONTAINERS: dict[str, Callable[[Any, str, str], Iterator[Item | Record]]] = {
+    "jsonl": jsonl_items, "json": json_items, "yaml": yaml_items, "csv": csv_items, "parquet": parquet_items,
+    "memory": memory_items,
+}  # fmt: skip

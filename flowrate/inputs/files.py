@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,24 @@ def kind_of(path: Path) -> str | None:
     return kind
 
 
+class InMemory:
+    """Conversations given in memory rather than in a file (the pytest plugin's cases, a Ray
+    dataset's rows): `rows()` gives each record as a JSONL line decodes to (a dict), a fresh pass
+    each call, read by the same readers as a file's; `name` is how sources and messages name them
+    (`<pytest>`: a row's source is `<pytest>:3`)."""
+
+    def __init__(self, name: str, rows: Callable[[], Iterable[Any]]):
+        self.name = name
+        self.rows = rows
+
+    def __str__(self) -> str:
+        return self.name
+
+
+InputFile = tuple[Path | InMemory, str, str]  #: (what to read, the name shown, the base of default ids)
+Given = str | InMemory  #: an input as a run is given it: a path (a file, a directory, `-`), or records in memory
+
+
 class InputFiles:
     """The files one run's `paths` name, each as (path to read, name shown, base of default ids),
     in order: a directory scanned for conversation files; a path given twice (compared
@@ -59,8 +77,8 @@ class InputFiles:
     is passed over with a notice; one named directly is a problem. The problems are raised
     together, as an `InputError`."""
 
-    def __init__(self, paths: list[str], output: str | None, reports: Sequence[tuple[str, str | None]]):
-        self.files: list[tuple[Path, str, str]] = []
+    def __init__(self, paths: Sequence[Given], output: str | None, reports: Sequence[tuple[str, str | None]]):
+        self.files: list[InputFile] = []
         self.notices: list[str] = []
         self.optional: set[Path] = set()  #: files found in a directory that are read only if a format takes them
         self._spool: tempfile.TemporaryDirectory | None = None
@@ -74,9 +92,12 @@ class InputFiles:
             self.close()
             raise InputError(self._problems, hint=None)
 
-    def _add_given(self, given: str) -> None:
-        """The files of one path as given: stdin, a directory's files, or a file."""
+    def _add_given(self, given: Given) -> None:
+        """The files of one path as given: stdin, a directory's files, or a file; records in memory as they are."""
         problems = self._problems
+        if isinstance(given, InMemory):
+            self.files.append((given, given.name, given.name))
+            return
         if given == STDIN:
             if STDIN not in self._seen:
                 self._seen.add(STDIN)
@@ -147,7 +168,7 @@ class InputSet:
 
     def __init__(
         self,
-        paths: list[str],
+        paths: Sequence[Given],
         output: str | None = None,
         reports: Sequence[tuple[str, str | None]] = (),
         format: str | None = None,
@@ -191,16 +212,16 @@ class InputSet:
                 self.barren.extend(shown for _, shown, _ in files if shown not in self.barren)
         repeated.tell(self.notices)
 
-    def _plan(self) -> list[tuple[Reader | str | _InStream | None, list[tuple[Path, str, str]]]]:
+    def _plan(self) -> list[tuple[Reader | str | _InStream | None, list[InputFile]]]:
         """The files in the order they are read: each with the reader that reads it (None: read
         as flowrate's own Parquet, or no item to detect one by; text: no format reads it), the
         files one grouping reader reads joined to its first. A CSV found in a directory that no
         format takes is passed over with a notice."""
-        plan: list[tuple[Reader | str | _InStream | None, list[tuple[Path, str, str]]]] = []
-        joined: dict[str, list[tuple[Path, str, str]]] = {}
+        plan: list[tuple[Reader | str | _InStream | None, list[InputFile]]] = []
+        joined: dict[str, list[InputFile]] = {}
         for file in self.files:
             path, shown, _ = file
-            if _kind(file) == "parquet" and _native_parquet(path, self.format):
+            if isinstance(path, Path) and _kind(file) == "parquet" and _native_parquet(path, self.format):
                 plan.append((None, [file]))
                 continue
             if len(self.files) == 1 and path not in self.optional:
@@ -220,11 +241,16 @@ class InputSet:
         return plan
 
     def _group(
-        self, reader: Reader | str | _InStream | None, files: list[tuple[Path, str, str]], repeated: _Repeats
+        self, reader: Reader | str | _InStream | None, files: list[InputFile], repeated: _Repeats
     ) -> Iterator[Record]:
         """The records of `files`, read by `reader` (see `_plan`) as one stream of items."""
         path, shown, id_base = files[0]
-        if reader is None and _kind(files[0]) == "parquet" and _native_parquet(path, self.format):
+        if (
+            reader is None
+            and isinstance(path, Path)
+            and _kind(files[0]) == "parquet"
+            and _native_parquet(path, self.format)
+        ):
             from flowrate.inputs.parquet import read_parquet
 
             yield from read_parquet(path, shown, id_base, self.pushdown)
@@ -376,7 +402,7 @@ def with_duplicates_marked(records: Iterator[Record], seen: dict[str, str]) -> I
 
 
 def load_transcripts(
-    paths: list[str], ids: set[str], judged_id: Callable[[ConversationalEvalTestCase], str | None] | None = None
+    paths: Sequence[Given], ids: set[str], judged_id: Callable[[ConversationalEvalTestCase], str | None] | None = None
 ) -> dict[str, ConversationalEvalTestCase]:
     """The conversations with these ids, or whose `judged_id` (the id `--redact` gave them) is
     one of them, read again from `paths` (for reports), by their own ids; invalid records and
@@ -423,12 +449,14 @@ def _directory_files(path: Path, given: str, problems: list[str], notices: list[
     return read
 
 
-def _kind(file: tuple[Path, str, str]) -> str:
+def _kind(file: InputFile) -> str:
     path, shown, _ = file
+    if isinstance(path, InMemory):
+        return "memory"
     return "jsonl" if shown == "<stdin>" else kind_of(path) or "jsonl"
 
 
-def _items(file: tuple[Path, str, str]) -> Generator[Item | Record, None, None]:
+def _items(file: InputFile) -> Generator[Item | Record, None, None]:
     """The decoded items of one file; a file that cannot be read or decompressed ends in a problem."""
     path, shown, id_base = file
     try:
@@ -451,7 +479,7 @@ def _items(file: tuple[Path, str, str]) -> Generator[Item | Record, None, None]:
         )
 
 
-def _reader_of(file: tuple[Path, str, str], format: str | None, key: str | None) -> Reader | str | None:
+def _reader_of(file: InputFile, format: str | None, key: str | None) -> Reader | str | None:
     """The reader of a file (`_reader_for` its first item), the file closed once that is decoded."""
     items = _items(file)
     try:

@@ -6,8 +6,9 @@ import copy
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -238,10 +239,10 @@ def raise_for_problems(
         raise InputError(shown, total=len(report.problems), hint=hint, headline=headline)
 
 
-def nothing_to_judge(paths: list[str], left_out: dict[str, int] | None = None) -> InputError:
+def nothing_to_judge(paths: Sequence[Any], left_out: dict[str, int] | None = None) -> InputError:
     """The error for a run that selects no conversation: a gate never passes on nothing. The
     open and already judged conversations `left_out` counts are named: they are not lost."""
-    named = ", ".join(paths) or "the input"
+    named = ", ".join(map(str, paths)) or "the input"
     return InputError(
         [f"{named}: no conversation selected to judge", *skipped_lines(left_out or {})],
         headline="nothing to judge",

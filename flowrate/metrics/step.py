@@ -30,23 +30,41 @@ has one and `lookup` is left on), and `StepResult.cache_texts` says what to put 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import Usage, chat_body
+from flowrate.judge.backend import JudgeBackend, Usage, chat_body
 from flowrate.judge.cache import messages_digest
 from flowrate.judge.errors import ChoicesRefused
 from flowrate.judge.retry import told_window
-from flowrate.metrics.planning import TEMPERATURE, JudgePlan
+from flowrate.metrics.budget import Budget
+from flowrate.metrics.planning import TEMPERATURE, JudgePlan, Planner
 from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
+from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric
 from flowrate.scores.distribution import LevelProbs, distributions
 from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
 
-if TYPE_CHECKING:
-    from flowrate.metrics.rubric_metric import RubricMetric
+
+class RubricMetric(Protocol):
+    """What the judging step reads of a metric (`rubric_metric.RubricMetric` has it all): its
+    name, judge and rubric, the samples and temperature it asks, its context `budget`, its
+    `planner` (the plans and the cache) and its `row_maker` (judgements to rows)."""
+
+    name: str
+    model: str
+    rubric: Rubric
+    samples: int
+    temperature: float
+    backend: JudgeBackend
+    budget: Budget
+    planner: Planner
+    row_maker: RowMaker
+
+    def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan: ...
+
 
 REQUEST_FIELDS = (
     "conversation_id", "metric", "kind", "messages", "body", "response_format", "cache_key", "rubric_version",

@@ -527,3 +527,22 @@ def test_a_wrong_at_least_or_metric_fails_the_test_at_once_as_a_usage_error_befo
     assert "test_marked.py::test_marked: @pytest.mark.flowrate: at_least=2 is not a score in [0, 1]" in report
     assert "the judge gave no verdict" not in report and "Traceback" not in report
     assert judge.requests == 0
+
+
+def test_the_session_gives_its_cases_to_the_run_in_memory_and_stages_no_input_file(judged_project, judge, monkeypatch):
+    import flowrate.api
+
+    given = []
+    evaluate_files = flowrate.api.evaluate_files
+
+    def watched_run(paths, *args):  # the run itself, its inputs noted
+        given.extend(paths)
+        return evaluate_files(paths, *args)
+
+    monkeypatch.setattr(flowrate.api, "evaluate_files", watched_run)
+    judged_project.makepyfile(test_bot=FOUR_LINES % "Your refund of 20 EUR is on its way.")
+    judged_project.runpytest_inprocess().assert_outcomes(passed=1)
+    assert judge.requests == 1
+    [inputs] = given
+    [record] = inputs.rows()
+    assert str(inputs) == "<pytest>" and record["turns"][0]["input"] == "I want a REFUND"

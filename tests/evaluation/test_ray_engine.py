@@ -280,6 +280,8 @@ def test_a_ray_dataset_is_judged_from_python_as_its_file_is(ray_judge, api_key, 
     from_file = {row["id"]: {k: v for k, v in row.items() if k not in drop} for row in read_rows("file.jsonl")}
     from_dataset = {row["id"]: {k: v for k, v in row.items() if k not in drop} for row in read_rows("dataset.jsonl")}
     assert from_dataset == from_file
+    sources = {row["source"]["path"] for row in read_rows("dataset.jsonl")}
+    assert sources == {"<dataset>"}  # read from the dataset's rows, with no file staged
 
 
 @OWN_PROCESSES
