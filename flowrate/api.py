@@ -421,14 +421,9 @@ def batch_retry(max_retries: int | None, backoff: float | None, backoff_max: flo
     """How hard `batch status` and `batch cancel` try each call: `max_retries`, `backoff` and
     `backoff_max` as given, else eval's defaults (`settings.groups.RetryOptions`)."""
     from flowrate.judge.retry import RetryPolicy
-    from flowrate.settings.groups import RetryOptions
 
-    defaults = RetryOptions.model_fields
-    return RetryPolicy(
-        max_retries=defaults["max_retries"].default if max_retries is None else max_retries,
-        backoff=defaults["backoff"].default if backoff is None else backoff,
-        backoff_max=defaults["backoff_max"].default if backoff_max is None else backoff_max,
-    )
+    given = {"max_retries": max_retries, "backoff": backoff, "backoff_max": backoff_max}
+    return RetryPolicy(**{name: value for name, value in given.items() if value is not None})
 
 
 def recorded_batches(

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ConfigDict
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from flowrate.errors import JudgeAccessError
@@ -29,12 +30,13 @@ from flowrate.judge.errors import (
 )
 from flowrate.judge.limits import CallGate, RunStopped
 from flowrate.judge.server import SERVER_WINDOW_SHARE
+from flowrate.settings.groups import RetryOptions
 
 
 # -- retries ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard to try one judge call.
+class RetryPolicy(RetryOptions):
+    """How hard to try one judge call: the retry group's options (`settings.groups.RetryOptions`,
+    declared there once, with their defaults), and the waits between tries.
 
     `backoff` is the first wait in seconds, doubled each retry with jitter; every wait,
     a Retry-After included, is capped at `backoff_max`. Zero both to never wait (tests).
@@ -42,10 +44,7 @@ class RetryPolicy:
     (`HOSTED_TIMEOUT_S`, or `SELF_HOSTED_TIMEOUT_S` for a self-hosted model).
     """
 
-    max_retries: int = 5
-    timeout: float | None = None
-    backoff: float = 1.0
-    backoff_max: float = 60.0
+    model_config = ConfigDict(frozen=True)
 
     def wait_seconds(self, attempt: int, error: BaseException | None, jitter: float) -> float:
         exponential = self.backoff * (2 ** (attempt - 1)) * (0.5 + jitter)

@@ -55,12 +55,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
     from flowrate.metrics.rubric_metric import RubricMetric
 
     sources = metric_sources(settings)
-    retry = RetryPolicy(
-        max_retries=settings.max_retries,
-        timeout=settings.timeout,
-        backoff=settings.backoff,
-        backoff_max=settings.backoff_max,
-    )
+    retry = RetryPolicy.of(settings)
     metrics = []
     made_by: dict[str, str] = {}
     for shown, source in sources:

@@ -483,7 +483,7 @@ class BatchOptions(Group):
     """Provider batch mode."""
 
     batch: Annotated[bool, flag()] = Field(
-        False, description="Judge through the provider's Batch API (half the price, within 24 h)."
+        False, description="Judge through the provider's Batch API (half the price, within 24 h): --engine batch."
     )
     batch_size: Annotated[int | None, flag()] = Field(
         None, ge=1, description="Requests per batch at most. [default: 47500]"
@@ -504,10 +504,11 @@ class BatchOptions(Group):
 class EngineOptions(Group):
     """What sends the requests."""
 
-    engine: Annotated[Literal["local", "ray"], flag()] = Field(
+    engine: Annotated[Literal["local", "batch", "ray"], flag()] = Field(
         "local",
-        description="What sends the requests: local (flowrate's own scheduler, in this process) or ray (a Ray Data"
-        " processor on a Ray cluster; pip install 'flowrate[ray]'). [default: local]",
+        description="What sends the requests: local (flowrate's own scheduler, in this process), batch (the"
+        " provider's Batch API; --batch is its synonym) or ray (a Ray Data processor on a Ray cluster;"
+        " pip install 'flowrate[ray]'). Every option that shapes a judgement works on each. [default: local]",
     )
     ray_address: Annotated[str | None, flag()] = Field(
         None,

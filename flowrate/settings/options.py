@@ -16,7 +16,7 @@ from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from flowrate.errors import ConfigError
@@ -58,6 +58,16 @@ class EvalSettings(
     """Every option of `flowrate eval`: all the groups of `groups`; the config file uses these names."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _batch_is_an_engine(self) -> EvalSettings:
+        """`--batch` is `--engine batch`, kept as its synonym: either sets both (`--engine ray
+        --batch` is left for `api.check_engine` to refuse)."""
+        if self.engine == "batch":
+            self.batch = True
+        elif self.batch and self.engine == "local":
+            self.engine = "batch"
+        return self
 
     # -- the groups each layer is given --------------------------------------------------------
     @property

@@ -401,3 +401,14 @@ def test_batch_collect_says_once_that_the_output_carried_no_log_probabilities(
     assert all(row["level_probs"] is None for row in read_rows(tmp_path / "out.jsonl"))
     said = "2 judge reply(ies) came without the token log-probabilities asked for"
     assert collected.stderr.count(said) == 1, collected.stderr
+
+
+def test_engine_batch_is_the_batch_engine_and_batch_its_synonym(batch_server, judge, run_flowrate, tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", conversations(3))
+    args = [arg for arg in batch_args(batch_server) if arg != "--batch"]
+    result = run_flowrate(*args, "--engine", "batch")
+    assert result.returncode == 0, result.stderr
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert batch_server.created == 1 and judge.requests == 0 and len(rows) == 3 and all(row["batch"] for row in rows)
+    both = run_flowrate(*batch_args(batch_server, "--engine", "ray"))
+    assert both.returncode == 2 and "choose one" in both.stderr

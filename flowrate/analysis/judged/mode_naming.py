@@ -181,5 +181,5 @@ def name_top_issues(
                 f" --max-cost ${settings.max_cost:g}; the modes keep their offline labels"
             )
     backend.check_keys()
-    policy = RetryPolicy(settings.max_retries, settings.timeout, settings.backoff, settings.backoff_max)
+    policy = RetryPolicy.of(settings)
     return name_with_judge(run, modes, backend, call, policy), call
