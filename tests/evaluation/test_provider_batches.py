@@ -297,42 +297,45 @@ def test_a_batchs_distributions_are_cached_and_read_back_on_a_rerun(batch_server
 
 
 JUDGED = (
-    "verdict",
-    "score",
-    "score_from",
-    "combined_score",
-    "verdict_first_score",
-    "expected_score",
-    "reasked",
-    "error",
-)
+    "verdict", "score", "score_from", "combined_score", "verdict_first_score", "expected_score", "level_probs",
+    "reasked", "error", "samples",
+)  # fmt: skip
+OPTION_SETS = {
+    "combined, a look beside each call": ["--score", "combined"],
+    "three samples in one request": ["--samples", "3"],
+    "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
+    "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
+}
 
 
-def test_a_batch_gives_the_rows_eval_gives_online_with_the_verdict_first_look_and_a_reask(
-    batch_server, judge, run_flowrate, tmp_path
+@pytest.mark.parametrize("options", OPTION_SETS.values(), ids=OPTION_SETS.keys())
+def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a_judgement(
+    options, batch_server, judge, run_flowrate, tmp_path
 ):
     write_jsonl(tmp_path / "c.jsonl", conversations(4))
     torn = {"verdict": "fully", "reason": "torn", "logprobs": {"fully": -0.5108, "none": -0.9163}}
 
     def script():
-        judge.script("question 1", {"verdict": "mostly", "look": torn})
+        judge.script("question 1", {"verdict": "mostly", "look": torn, "logprobs": {"mostly": -0.2, "partial": -1.8}})
         judge.script("question 2", {"content": "The flow is fine, I think."}, {"verdict": "partial", "reason": "ok"})
 
     script()
-    combined = ["--score", "combined", "--no-cache"]
-    online = run_flowrate("eval", "c.jsonl", "--api-base", batch_server.base_url, "-o", "online.jsonl", *combined)
+    options = [*options, "--no-cache"]
+    online = run_flowrate("eval", "c.jsonl", "--api-base", batch_server.base_url, "-o", "online.jsonl", *options)
     assert online.returncode == 0, online.stderr
     sent_online = judge.requests
     judge.reset()
     script()
-    result = run_flowrate(*batch_args(batch_server, *combined))
+    result = run_flowrate(*batch_args(batch_server, *options))
     assert result.returncode == 0, result.stderr
-    assert batch_server.created == 1 and judge.requests == 1 == sent_online - 8  # a call and a look each; the re-ask
+    reasks = 3 if "--samples" in options else 1  # one for each of c2's unusable replies
+    assert batch_server.created == 1 and judge.requests == reasks  # the re-asks, online; the rest in the batch
+    assert sent_online == 4 * (2 if "combined" in options else 1) + reasks
     batched = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
     for row in read_rows(tmp_path / "online.jsonl"):
         assert {key: batched[row["id"]][key] for key in JUDGED} == {key: row[key] for key in JUDGED}, row["id"]
-        assert batched[row["id"]]["batch"] and batched[row["id"]]["verdict_first_score"] is not None
-    assert batched["c1"]["score_from"] == "combined" and batched["c2"]["reasked"]
+        assert batched[row["id"]]["batch"]
+    assert batched["c2"]["reasked"]
 
 
 def test_a_batch_whose_output_carries_no_log_probabilities_keeps_the_verdicts_score_and_says_so_once(

@@ -691,3 +691,37 @@ def test_a_ray_run_killed_with_kill_9_leaves_no_process_of_its_local_cluster(jud
     finally:
         judge_server.reset()
         judge_server.latency_s = 0.0
+
+
+OPTION_SETS = {
+    "combined, a look beside each call": ["--score", "combined"],
+    "three samples in one request": ["--samples", "3"],
+    "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
+    "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
+}
+
+
+@ON_CLUSTER
+@pytest.mark.parametrize("options", OPTION_SETS.values(), ids=OPTION_SETS.keys())
+def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
+    options, ray_judge, run_flowrate, tmp_path
+):
+    logs = write_jsonl(tmp_path / "logs.jsonl", _records(8))
+
+    def script():
+        ray_judge.script("question 5", {**TORN, "look": TORN})
+        _script(ray_judge, 8)  # c3 re-asked (each of its samples), c7 "minor"
+
+    script()
+    local = _eval(run_flowrate, ray_judge, logs, "local.jsonl", "--no-cache", *options)
+    sent_locally = ray_judge.requests
+    ray_judge.reset()
+    script()
+    on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", "--no-cache", *options, "--engine", "ray")
+    assert on_ray.returncode == local.returncode == 1, on_ray.stderr  # c7's "minor" fails the gate
+    assert ray_judge.requests == sent_locally
+    local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
+    assert ray_rows.keys() == local_rows.keys() and len(ray_rows) == 8
+    for key, row in local_rows.items():
+        assert {**ray_rows[key], "attempts": None} == {**row, "attempts": None}, key
+    assert ray_rows[("c3", "conversational_flow_rate")]["reasked"]
