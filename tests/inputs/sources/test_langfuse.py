@@ -124,3 +124,18 @@ def test_the_calls_of_a_microsoft_agent_framework_trace_each_given_only_new_mess
     )
     assert turn.tool_activity[0] == 'call get_weather({"location":"Tokyo, Japan"})'
     assert len(turn.tool_activity) == 2 and "stormy with a high of 23" in turn.tool_activity[1]
+
+
+def test_a_microsoft_agent_framework_trace_keeps_its_agents_system_prompt_and_names_the_tool_of_each_result():
+    """The system prompt is on the agent's `invoke_agent` observation, not on its generations; the
+    tool's result comes alone in the second call (by its call's id), wrapped in the framework's
+    `function_result` content."""
+    records, _ = read_file(langfuse_export("microsoft-agent"))
+    [record] = records
+    assert record.problems == []
+    assert record.case.chatbot_role == "You are a helpful assistant."
+    [turn] = record.case.turns
+    assert turn.tool_activity == [
+        'call get_weather({"location":"Tokyo, Japan"})',
+        "result get_weather: The weather in Tokyo, Japan is stormy with a high of 23°C.",
+    ]
