@@ -150,7 +150,7 @@ class Conversations:
                 return
             new = _continuation(chain.history, history)
             if new is not None:  # a call given only its new messages (Microsoft Agent Framework's)
-                chain.history.extend(new)
+                chain.history.extend(_named(new, chain.history))
                 chain.calls += 1
                 chain.longest = call.item.where
                 self._failed(key, call, number, len(chain.history))
@@ -244,6 +244,22 @@ def _continuation(chain: list[dict[str, Any]], history: list[dict[str, Any]]) ->
     begins = next((message for message in chain if message.get("role") != "system"), None)
     if (begins is not None and _same(begins, new[0])) or any(_same(chain[-1], message) for message in new):
         return None
+    return new
+
+
+def _named(new: list[dict[str, Any]], chain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`new`, each tool result that its own call could not name (it kept its call's
+    `tool_call_id`: `messages.ToolNames.result`) named by the tool whose call in `chain` had that id."""
+    unnamed = [message for message in new if message.get("role") == "tool" and "tool_call_id" in message]
+    if unnamed:
+        names = {
+            str(call.get("id")): call["function"]["name"]
+            for message in chain
+            for call in message.get("tool_calls") or []
+            if call.get("id") is not None
+        }
+        for message in unnamed:
+            message["name"] = names.get(message["tool_call_id"], message["name"])
     return new
 
 

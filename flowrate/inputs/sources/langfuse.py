@@ -31,6 +31,7 @@ from flowrate.inputs.sources.messages import ToolNames, instructions, normalised
 TRACE_FIELDS = frozenset(
     {"sessionId", "observations", "userId", "release", "version", "public", "environment", "htmlPath", "latency"}
 )
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 
 
 @dataclass
@@ -38,6 +39,53 @@ class _Trace:
     item: Item
     raw: dict[str, Any]
     generations: list[tuple[Item, dict[str, Any]]] = field(default_factory=list)
+    #: each observation's parent, and the system prompts observations carry as attributes
+    parents: dict[str, Any] = field(default_factory=dict)
+    instructions: dict[str, Any] = field(default_factory=dict)
+
+    def observed(self, observation: dict[str, Any]) -> None:
+        """Note `observation`'s parent and the system prompt it carries."""
+        if observation.get("id") is None:
+            return
+        key = str(observation["id"])
+        self.parents[key] = observation.get("parentObservationId")
+        given = system_instructions(observation.get("metadata"))
+        if given is not None:
+            self.instructions[key] = given
+
+    def system_of(self, observation_id: Any) -> Any:
+        """The system prompt of the observation `observation_id`: its own `gen_ai.system_instructions`,
+        else its nearest ancestor's (Microsoft Agent Framework sets it on its `invoke_agent` span,
+        not on the chat spans beneath it); None when no one carries it."""
+        seen: set[str] = set()
+        key = None if observation_id is None else str(observation_id)
+        while key is not None and key not in seen:
+            if key in self.instructions:
+                return self.instructions[key]
+            seen.add(key)
+            parent = self.parents.get(key)
+            key = None if parent is None else str(parent)
+        return None
+
+
+def system_instructions(metadata: Any) -> Any:
+    """The `gen_ai.system_instructions` an observation's metadata holds (Langfuse keeps an
+    OpenTelemetry span's attributes under `attributes`; the UI exports the metadata as JSON
+    text), None when it holds none."""
+    if isinstance(metadata, str):
+        if SYSTEM_INSTRUCTIONS not in metadata:  # read only where it is: most observations carry none
+            return None
+        try:
+            metadata = orjson.loads(metadata)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(metadata, dict):
+        return None
+    attributes = metadata.get("attributes")
+    for holder in (attributes if isinstance(attributes, dict) else {}, metadata):
+        if holder.get(SYSTEM_INSTRUCTIONS):
+            return holder[SYSTEM_INSTRUCTIONS]
+    return None
 
 
 class LangfuseReader(Reader):
@@ -80,8 +128,9 @@ class LangfuseReader(Reader):
         calls: list[Call] = []
         for trace_id, trace in traces.items():
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
+                system = trace.system_of(raw.get("id")) if "traceId" in raw else None
                 try:
-                    calls.append(_call(item, raw, session, started_s, ended_s, metadata))
+                    calls.append(_call(item, raw, session, started_s, ended_s, metadata, system))
                 except Unreadable as error:
                     conversations.problem(item, str(error))
         calls.sort(key=lambda call: call.started_s if call.started_s is not None else float("inf"))
@@ -108,9 +157,11 @@ def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
                 raise Unreadable(f"traces[{number}]", f"expected a trace object, got {type_name(trace)}")
             _take(item, {**trace, "sessionId": trace.get("sessionId") or raw.get("id")}, traces)
     elif "traceId" in raw:
+        trace_id = str(field_of(raw, "traceId", str, "traceId"))
+        trace = traces.setdefault(trace_id, _Trace(item, {}))
+        trace.observed(raw)
         if raw.get("type") == "GENERATION":
-            trace_id = str(field_of(raw, "traceId", str, "traceId"))
-            traces.setdefault(trace_id, _Trace(item, {})).generations.append((item, raw))
+            trace.generations.append((item, raw))
     else:
         trace_id = str(field_of(raw, "id", str, "id"))
         known = traces.setdefault(trace_id, _Trace(item, {}))
@@ -142,10 +193,16 @@ def _calls(trace_id: str, trace: _Trace) -> Iterator[tuple[Item, dict[str, Any],
 
 
 def _call(
-    item: Item, raw: dict[str, Any], session: Any, started_s: float | None, ended_s: float | None, metadata: dict
+    item: Item,
+    raw: dict[str, Any],
+    session: Any,
+    started_s: float | None,
+    ended_s: float | None,
+    metadata: dict,
+    system: Any = None,
 ) -> Call:
     try:
-        messages, output = generation_messages(raw.get("input"), raw.get("output"), "input", "output")
+        messages, output = generation_messages(raw.get("input"), raw.get("output"), "input", "output", system)
     except Unreadable as error:
         if "traceId" not in raw or not raw.get("id"):
             raise
@@ -155,18 +212,25 @@ def _call(
 
 
 def generation_messages(
-    given: Any, reply: Any, input_path: str, output_path: str
+    given: Any, reply: Any, input_path: str, output_path: str, system: Any = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A generation's input and output messages, from its `input` and `output` as Langfuse keeps
     them (in its API, its exports and the SDK's `langfuse.observation.input` / `output` span
-    attributes); `Unreadable` naming `input_path` or `output_path`."""
+    attributes); `Unreadable` naming `input_path` or `output_path`. `system` is the
+    `gen_ai.system_instructions` its observation or an ancestor carries, the system prompt when
+    the input holds none."""
     tools = ToolNames()
     given, reply = _decoded(given), _decoded(reply)
     messages = normalised(_present(given, input_path), input_path, tools)
     output = normalised(_present(reply, output_path), output_path, tools, "assistant")
-    system = instructions(reply)
-    if system is not None and not any(message["role"] == "system" for message in messages):
-        messages.insert(0, {"role": "system", "content": system})
+    if any(message["role"] == "system" for message in messages):
+        return messages, output
+    prompt = instructions(reply)
+    if prompt is not None:
+        messages.insert(0, {"role": "system", "content": prompt})
+    elif system is not None:
+        path = f"metadata.attributes.{SYSTEM_INSTRUCTIONS}"
+        messages[:0] = normalised({"role": "system", "parts": system}, path, tools)
     return messages, output
 
 

@@ -308,9 +308,9 @@ def test_koogs_tool_calls_written_as_text_then_as_tool_messages_are_the_calls_of
             "Hello my darling Bob! And, bye my dear Bob!",
             [
                 'call HelloTool({"name": "Bob"})',
-                "result tool: Hello my darling Bob!",
+                "result HelloTool: Hello my darling Bob!",
                 'call ByeTool({"name": "Bob"})',
-                "result tool: Bye my dear Bob!",
+                "result ByeTool: Bye my dear Bob!",
             ],
         )
     ]
