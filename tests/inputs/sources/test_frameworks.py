@@ -1,0 +1,69 @@
+"""The agent frameworks, each run by itself against the scripted judge over the conversation of
+`traces.chat` (fixtures/frameworks/NAME: its make.py, its sidecar naming the versions), read from
+the spans its own instrumentation wrote: one conversation of three turns in order, with the
+system prompt, the tool's call and result, and nothing else; and the same conversation recorded
+with the instrumentation's setting that leaves the messages out is a problem naming the file,
+so that no conversation of empty turns reaches the judge."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import chat_bodies, local_eval
+from tests.inputs.sources.sdk_logs import read_file
+from tests.inputs.sources.traces import EXCHANGES, SYSTEM
+
+FRAMEWORKS = Path(__file__).parent / "fixtures" / "frameworks"
+CALL = 'call get_balance({"account": "checking"})'
+REPR = "result get_balance: {'balance': 120}"  # the SDK gives the model Python's str() of the result
+#: each framework: the reader that takes its spans, its system prompt, its second turn's tool activity
+EXPECTED = {
+    "openai-agents": ("openinference", SYSTEM, [CALL, REPR]),
+    "agno": ("openinference", SYSTEM, [CALL, REPR]),
+    "llama-index": ("openinference", SYSTEM, [CALL, REPR]),
+    "autogen": ("openinference", SYSTEM, [CALL, REPR]),
+    "beeai": ("openinference", SYSTEM, [CALL, REPR]),
+    "agent-framework": ("otel", SYSTEM, [CALL, 'result get_balance: {"balance": 120}']),
+    "google-adk": (
+        "otel",
+        f'{SYSTEM}\n\nYou are an agent. Your internal name is "harbor".',  # ADK adds its own line
+        ['call get_balance({"account":"checking"})', 'result get_balance: {"balance":120}'],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_a_frameworks_own_spans_are_one_conversation_with_its_system_prompt_turns_and_tool_call(name):
+    records, notices = read_file(FRAMEWORKS / name / "spans.jsonl")
+    [record] = records
+    assert record.problems == [] and notices == []
+    reader, system, tools = EXPECTED[name]
+    case = record.case
+    assert (record.format, case.id, case.chatbot_role) == (reader, "harbor-chat-1", system)
+    assert [(turn.input, turn.actual_output) for turn in case.turns] == EXCHANGES
+    assert [turn.tool_activity for turn in case.turns] == [[], tools, []]
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_a_frameworks_spans_with_the_messages_left_out_are_a_problem_and_never_reach_the_judge(
+    name, judge, run_flowrate, tmp_path
+):
+    path = FRAMEWORKS / name / "hidden.jsonl"
+    records, _ = read_file(path)
+    assert [record.case for record in records] == [None] and records[0].problems
+    assert all(str(path) in problem for problem in records[0].problems)
+    assert "hid them" in records[0].problems[0] or "did not capture the messages" in records[0].problems[0]
+    result = run_flowrate(*local_eval(judge, path, "--no-cache"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{path.name}:" in result.stderr
+    assert chat_bodies(judge) == []
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_eval_shows_the_judge_each_frameworks_conversation_with_its_tool_call(name, judge, run_flowrate, tmp_path):
+    result = run_flowrate(*local_eval(judge, FRAMEWORKS / name / "spans.jsonl", "--no-cache"))
+    assert result.returncode == 0, result.stderr
+    [prompt] = [body["messages"][-1]["content"] for body in chat_bodies(judge)]
+    for text in ("Hi there", "Your checking balance is $120.", "Goodbye!", "get_balance"):
+        assert json.dumps(text)[1:-1] in prompt, (name, text)
