@@ -59,6 +59,7 @@ MESSAGE_KEYS = frozenset({"role", "type", "kwargs", "parts", "content", "toolCal
 BEDROCK_BLOCKS = frozenset(
     {"toolUse", "toolResult", "reasoningContent", "image", "document", "video", "audio", "guardContent", "cachePoint"}
 )
+FINAL_ANSWER = "final_answer"  # BeeAI's FinalAnswerTool, whose `response` is the reply
 SEMCONV_RESULT_KEYS = ("response", "result")  # the conventions' key; pydantic-ai writes `result`
 
 
@@ -194,7 +195,49 @@ def normalised(
     messages: list[dict[str, Any]] = []
     for number, message in enumerate(value):
         messages.extend(message_of(message, f"{path}[{number}]", tools, default_role))
-    return messages
+    return final_answers(messages)
+
+
+def final_answers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages`, each `final_answer` tool call whose arguments hold a `response` text made
+    the assistant's text and its result (BeeAI's "Message has been sent") left out: BeeAI's
+    agents keep the reply they gave the user as a call of their `FinalAnswerTool`, so that the
+    next call's history holds the call where the previous call's reply held the text."""
+    if not any(call["function"]["name"] == FINAL_ANSWER for m in messages for call in m.get("tool_calls") or []):
+        return messages
+    answered = 0  # final answers made text whose result is still to come
+    kept: list[dict[str, Any]] = []
+    for message in messages:
+        if answered and message.get("role") == "tool" and message.get("name") == FINAL_ANSWER:
+            answered -= 1
+            continue
+        calls, texts = [], [message["content"]] if message.get("content") else []
+        for call in message.get("tool_calls") or []:
+            response = _final_response(call)
+            if response is None:
+                calls.append(call)
+            else:
+                texts.append(response)
+                answered += 1
+        if len(calls) == len(message.get("tool_calls") or []):
+            kept.append(message)
+            continue
+        changed = {**message, "content": "\n".join(texts) if texts else None}
+        changed.pop("tool_calls", None)
+        kept.append({**changed, "tool_calls": calls} if calls else changed)
+    return kept
+
+
+def _final_response(call: dict[str, Any]) -> str | None:
+    """The `response` text of a BeeAI `final_answer` call, None for any other call."""
+    if call["function"]["name"] != FINAL_ANSWER:
+        return None
+    try:
+        arguments = orjson.loads(call["function"]["arguments"] or "null")
+    except orjson.JSONDecodeError:
+        return None
+    response = arguments.get("response") if isinstance(arguments, dict) else None
+    return response if isinstance(response, str) else None
 
 
 def message_list(

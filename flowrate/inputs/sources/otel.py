@@ -39,7 +39,8 @@ DETAILS = "gen_ai.client.inference.operation.details"
 LANGFUSE_TYPE = "langfuse.observation.type"
 _SEMCONV = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
 NOT_CAPTURED = (
-    "the instrumentation did not capture the messages (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it on)"
+    "the instrumentation did not capture the messages (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it"
+    " on; Microsoft Agent Framework's ENABLE_SENSITIVE_DATA)"
 )
 _FLAT = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(.+)")
 _FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.(name|arguments|id)")
