@@ -139,3 +139,17 @@ def test_a_microsoft_agent_framework_trace_keeps_its_agents_system_prompt_and_na
         'call get_weather({"location":"Tokyo, Japan"})',
         "result get_weather: The weather in Tokyo, Japan is stormy with a high of 23°C.",
     ]
+
+
+def test_the_result_of_a_tool_the_last_call_asked_for_is_read_from_its_tool_observation():
+    """The Vercel AI SDK example stopped once its tool had run: the tool's result is only on the
+    TOOL observation, named by the call's id (`ai.toolCall.id`)."""
+    records, _ = read_file(langfuse_export("vercel-aisdk"))
+    [record] = records
+    assert record.problems == []
+    [turn] = record.case.turns
+    assert (turn.input, turn.actual_output) == ("What is the weather like today in San Francisco?", "")
+    assert turn.tool_activity == [
+        'call getWeather({"location":"San Francisco"})',
+        'result getWeather: {"location":"San Francisco","temperature":64}',
+    ]
