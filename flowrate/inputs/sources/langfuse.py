@@ -23,7 +23,7 @@ from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import Unreadable, field_of, keyless_notice, records_of
-from flowrate.inputs.sources.messages import ToolNames, instructions, normalised
+from flowrate.inputs.sources.messages import ToolNames, arguments_text, instructions, normalised, tool_result
 
 # a trace's own fields beside `id` and `timestamp` (fern/apis/server/definition/commons.yml `Trace`
 # and `TraceWithDetails`), one of which tells a trace: the SDK's models dump without their null
@@ -32,6 +32,8 @@ TRACE_FIELDS = frozenset(
     {"sessionId", "observations", "userId", "release", "version", "public", "environment", "htmlPath", "latency"}
 )
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+# the id of the call a TOOL observation answers: the GenAI conventions' and the Vercel AI SDK's
+TOOL_CALL_IDS = ("gen_ai.tool.call.id", "ai.toolCall.id")
 
 
 @dataclass
@@ -42,6 +44,8 @@ class _Trace:
     #: each observation's parent, and the system prompts observations carry as attributes
     parents: dict[str, Any] = field(default_factory=dict)
     instructions: dict[str, Any] = field(default_factory=dict)
+    #: the output of each TOOL observation that names the call it answers, by the call's id
+    tool_outputs: dict[str, Any] = field(default_factory=dict)
 
     def observed(self, observation: dict[str, Any]) -> None:
         """Note `observation`'s parent and the system prompt it carries."""
@@ -52,6 +56,24 @@ class _Trace:
         given = system_instructions(observation.get("metadata"))
         if given is not None:
             self.instructions[key] = given
+        if observation.get("type") == "TOOL" and observation.get("output") not in (None, "null"):  # the UI's null
+            call_id = _attribute(observation.get("metadata"), TOOL_CALL_IDS)
+            if call_id is not None:
+                self.tool_outputs[str(call_id)] = observation["output"]
+
+    def answered(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`output`, each tool call in it followed by its result when a TOOL observation holds
+        it: for the trace's last calls, whose results no later call's input repeats (the Vercel
+        AI SDK's example stopped once its tool had run)."""
+        if not self.tool_outputs:
+            return output
+        answered = list(output)
+        for message in output:
+            for call in message.get("tool_calls") or []:
+                if call.get("id") is not None and str(call["id"]) in self.tool_outputs:
+                    result = arguments_text(_decoded(self.tool_outputs[str(call["id"])]))
+                    answered.append(tool_result(result, call["function"]["name"]))
+        return answered
 
     def system_of(self, observation_id: Any) -> Any:
         """The system prompt of the observation `observation_id`: its own `gen_ai.system_instructions`,
@@ -69,11 +91,16 @@ class _Trace:
 
 
 def system_instructions(metadata: Any) -> Any:
-    """The `gen_ai.system_instructions` an observation's metadata holds (Langfuse keeps an
-    OpenTelemetry span's attributes under `attributes`; the UI exports the metadata as JSON
+    """The `gen_ai.system_instructions` an observation's metadata holds, None when it holds none."""
+    return _attribute(metadata, (SYSTEM_INSTRUCTIONS,))
+
+
+def _attribute(metadata: Any, names: tuple[str, ...]) -> Any:
+    """The first of the span attributes `names` an observation's metadata holds (Langfuse keeps
+    an OpenTelemetry span's attributes under `attributes`; the UI exports the metadata as JSON
     text), None when it holds none."""
     if isinstance(metadata, str):
-        if SYSTEM_INSTRUCTIONS not in metadata:  # read only where it is: most observations carry none
+        if not any(name in metadata for name in names):  # read only where it is: most observations carry none
             return None
         try:
             metadata = orjson.loads(metadata)
@@ -83,8 +110,9 @@ def system_instructions(metadata: Any) -> Any:
         return None
     attributes = metadata.get("attributes")
     for holder in (attributes if isinstance(attributes, dict) else {}, metadata):
-        if holder.get(SYSTEM_INSTRUCTIONS):
-            return holder[SYSTEM_INSTRUCTIONS]
+        for name in names:
+            if holder.get(name):
+                return holder[name]
     return None
 
 
@@ -127,12 +155,18 @@ class LangfuseReader(Reader):
                 conversations.problem(item, str(error))
         calls: list[Call] = []
         for trace_id, trace in traces.items():
+            made = []
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
                 system = trace.system_of(raw.get("id")) if "traceId" in raw else None
                 try:
-                    calls.append(_call(item, raw, session, started_s, ended_s, metadata, system))
+                    made.append(_call(item, raw, session, started_s, ended_s, metadata, system))
                 except Unreadable as error:
                     conversations.problem(item, str(error))
+            latest_s = max((call.started_s for call in made if call.started_s is not None), default=None)
+            for call in made:  # the last calls: no call of the trace began after they ended
+                if latest_s is not None and call.ended_s is not None and call.ended_s >= latest_s:
+                    call.output = trace.answered(call.output)
+            calls.extend(made)
         calls.sort(key=lambda call: call.started_s if call.started_s is not None else float("inf"))
         for call in calls:
             conversations.add(call, fallback_key=call.metadata["trace_id"])
