@@ -123,8 +123,9 @@ class LangfuseReader(Reader):
     title = "Langfuse exports: traces and observations (JSON, JSONL, API list responses)"
     reads = (
         "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
-        " startTime, endTime, model, sessionId; traces: id,"
-        " sessionId, userId, tags, input, output, timestamp"
+        " startTime, endTime, model, sessionId, metadata.attributes.gen_ai.system_instructions (or a parent"
+        " observation's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
+        " traces: id, sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
 

@@ -47,10 +47,14 @@ class OpenInferenceReader(SpanReader):
     """OpenInference LLM spans, grouped by a session (`otlp.SESSION_KEYS`: `session.id` first)."""
 
     name = "openinference"
-    title = "OpenInference spans (Arize Phoenix; the Vercel AI SDK's through openinference-vercel), OTLP/JSON"
+    title = (
+        "OpenInference spans (Arize Phoenix; the OpenAI Agents SDK's, agno's, LlamaIndex's, AutoGen's and BeeAI's"
+        " through their openinference instrumentations; the Vercel AI SDK's through openinference-vercel), OTLP/JSON"
+    )
     reads = (
         "llm.input_messages.N.message.role/content/contents.M.message_content.text/tool_calls.K.tool_call.function.*,"
-        " llm.output_messages.N.message.*, openinference.span.kind | the Vercel AI SDK's attributes"
+        " llm.input_messages.N.function.M (AutoGen's tool results), llm.output_messages.N.message.*,"
+        " openinference.span.kind | the Vercel AI SDK's attributes"
         " (openinference-vercel); session.id (or metadata.sessionId, ai.telemetry.metadata.sessionId,"
         " traceloop.association.properties.session_id), user.id, ai.telemetry.metadata.userId, llm.model_name,"
         " tag.tags"

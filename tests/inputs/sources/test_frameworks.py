@@ -67,3 +67,22 @@ def test_eval_shows_the_judge_each_frameworks_conversation_with_its_tool_call(na
     [prompt] = [body["messages"][-1]["content"] for body in chat_bodies(judge)]
     for text in ("Hi there", "Your checking balance is $120.", "Goodbye!", "get_balance"):
         assert json.dumps(text)[1:-1] in prompt, (name, text)
+
+
+def test_formats_names_each_framework_in_its_readers_title_with_the_conversation_key_it_reads(run_flowrate):
+    result = run_flowrate("formats")
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    listed = dict(zip(lines[::2], lines[1::2], strict=True))
+    titles = {title.split(":")[0]: (title, reads) for title, reads in listed.items()}
+    named = {
+        "openinference": (["OpenAI Agents SDK", "agno", "LlamaIndex", "AutoGen", "BeeAI"], "session.id"),
+        "otel": (["Microsoft Agent Framework", "Google ADK"], "gen_ai.conversation.id"),
+    }
+    for reader, (frameworks, key) in named.items():
+        title, reads = titles[reader]
+        assert all(framework in title for framework in frameworks), title
+        assert key in reads, reads
+    assert "llm.input_messages.N.function.M" in titles["openinference"][1]
+    assert "gen_ai.system_instructions" in titles["langfuse"][1] and "ai.toolCall.id" in titles["langfuse"][1]
