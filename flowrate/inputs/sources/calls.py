@@ -9,7 +9,7 @@ goes elsewhere (a router's, a guardrail's, another agent's) begins another chain
 the conversation is the chain with the most user messages (`_conversational`) and the calls of
 the others are counted in a notice. A call given only the messages new since the last
 (Microsoft Agent Framework's: the user's next message or the tools' results) continues its
-chain (`_continuation`). A run of tool calls and results is compared as the calls and the
+chain (`_continuation`), its tool results named by the chain's calls (`_named`). A run of tool calls and results is compared as the calls and the
 results, in any order (`_tools_ahead`: Koog's calls, then each result after its call). A history that was edited or forked under the same system
 prompt is a problem naming both calls, never merged. Only the longest history of each chain is
 held, not its calls.

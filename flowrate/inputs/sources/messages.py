@@ -23,6 +23,10 @@ gives the messages `calls.Call` takes (OpenAI's chat shape: `role`, `content` te
 - Bedrock Converse messages (`content` blocks `text`, `toolUse`, `toolResult`; `reasoningContent`
   hidden) and a request's `system` blocks.
 
+A tool result is named by its call (`ToolNames`): by the call's id, else the first call not yet
+answered; one whose call is in no message given keeps the id for the chain of calls to name it
+by. A BeeAI `final_answer` call is the reply it carries (`final_answers`).
+
 A message or a field that cannot be read raises `chat.Unreadable`, naming the field by `path`."""
 
 from __future__ import annotations
