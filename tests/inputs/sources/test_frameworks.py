@@ -86,3 +86,19 @@ def test_formats_names_each_framework_in_its_readers_title_with_the_conversation
         assert key in reads, reads
     assert "llm.input_messages.N.function.M" in titles["openinference"][1]
     assert "gen_ai.system_instructions" in titles["langfuse"][1] and "ai.toolCall.id" in titles["langfuse"][1]
+
+
+def test_runs_of_one_conversation_in_traces_of_their_own_without_a_key_are_each_read_and_told():
+    """Microsoft Agent Framework names no conversation of a local session: without the app's own
+    span carrying `session.id`, each run is a trace, read as a conversation of its own (nothing is
+    merged on a guess), and the run says that each of the first two is the beginning of the next."""
+    path = FRAMEWORKS / "agent-framework" / "keyless.jsonl"
+    records, notices = read_file(path)
+    assert [len(record.case.turns) for record in records] == [1, 2, 3]
+    first, second, third = (record.case.id for record in records)
+    assert notices[-1] == (
+        f"{path}: 2 conversation(s) with no conversation key begin as a longer one of the file does (the first:"
+        f" {first!r}, the beginning of {third!r}): when they are the runs of one conversation, each is judged"
+        " as a conversation of its own; give its spans a conversation key (session.id on the app's span)"
+        " or pass --conversation-key"
+    )
