@@ -102,6 +102,7 @@ class Conversations:
         self._problems: list[Record] = []
         # by key: (the chain, the messages of the chain before it, the reply)
         self._failures: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
+        self._keyless: list[str] = []  # the conversations grouped by their fallback key, in order
         #: what the file's conversations were read past, told once `records` has yielded them all
         self.notices: list[str] = []
 
@@ -112,6 +113,8 @@ class Conversations:
         key = call.key or fallback_key
         history = [*call.messages, *([] if call.failed else call.output)]
         known = self._dialogues.get(key)
+        if known is None and call.key is None:
+            self._keyless.append(key)
         if known is None:
             # where the calls were, not their items: an item holds its whole decoded line (100
             # spans a line in bench/sources.py), which kept 249 MB against 117 MB for 100,000 spans
@@ -167,6 +170,38 @@ class Conversations:
             self._failed(key, call, len(known.chains), len(call.messages))
             known.chains.append(_Chain(history, call.item.where))
 
+    def _beginnings(self, shown: str) -> list[str]:
+        """The notice of the conversations with no key whose history is the beginning of a longer
+        one's of the file (the same system prompt): a framework that names no conversation
+        writes each run of one conversation as a trace of its own (Microsoft Agent Framework's
+        local sessions). Each is still read as it is: two users may well open alike."""
+        histories: dict[tuple, list[tuple[str, list[dict[str, Any]]]]] = {}
+        for key in self._keyless if len(self._keyless) > 1 else []:
+            dialogue = self._dialogues.get(key)
+            if dialogue is None or dialogue.problem is not None:
+                continue
+            history = _chain_of(dialogue).history
+            opening = tuple(_comparable(message, _meaning) for message in history[: _system_count(history) + 1])
+            histories.setdefault(opening, []).append((key, history))
+        beginnings: list[tuple[str, str]] = []
+        for alike in histories.values():
+            longest_key, longest = max(alike, key=lambda pair: len(pair[1]))
+            for key, history in alike:
+                if len(history) >= len(longest):
+                    continue
+                differs, system, _ = _divergence(history, longest)
+                if differs is None and not system:
+                    beginnings.append((key, longest_key))
+        if not beginnings:
+            return []
+        first, longer = beginnings[0]
+        return [
+            f"{shown}: {len(beginnings)} conversation(s) with no conversation key begin as a longer one of the file"
+            f" does (the first: {first!r}, the beginning of {longer!r}): when they are the runs of one conversation,"
+            " each is judged as a conversation of its own; a conversation key on their calls, or"
+            " --conversation-key, makes them one"
+        ]
+
     def _failed(self, key: str, call: Call, chain: int, at: int) -> None:
         """Note a failed `call`'s reply after the first `at` messages of the chain `chain` of `key`
         (kept beside the dialogues, not in each: one more field took 5 MB of 10,000 dialogues)."""
@@ -215,12 +250,18 @@ class Conversations:
                 f"{shown}: the system prompt changed between the calls of {len(changed)} conversation(s)"
                 f" (the first: {changed[0]!r}); each is read with the system prompt of its first call"
             )
+        self.notices.extend(self._beginnings(shown))
         if set_aside[0]:
             self.notices.append(
                 f"{shown}: {set_aside[0]} call(s) of {set_aside[1]} conversation(s) were left out: each had a"
                 " system prompt and a history of its own (a router's, a guardrail's or another agent's call);"
                 " a conversation is its chain of calls with the most user messages"
             )
+
+
+def _chain_of(dialogue: _Dialogue) -> _Chain:
+    """The chain a dialogue is read as."""
+    return dialogue.chains[0] if len(dialogue.chains) == 1 else _conversational(dialogue.chains)
 
 
 def _conversational(chains: list[_Chain]) -> _Chain:

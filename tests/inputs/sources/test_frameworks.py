@@ -99,6 +99,5 @@ def test_runs_of_one_conversation_in_traces_of_their_own_without_a_key_are_each_
     assert notices[-1] == (
         f"{path}: 2 conversation(s) with no conversation key begin as a longer one of the file does (the first:"
         f" {first!r}, the beginning of {third!r}): when they are the runs of one conversation, each is judged"
-        " as a conversation of its own; give its spans a conversation key (session.id on the app's span)"
-        " or pass --conversation-key"
+        " as a conversation of its own; a conversation key on their calls, or --conversation-key, makes them one"
     )
