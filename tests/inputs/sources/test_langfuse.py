@@ -153,3 +153,15 @@ def test_the_result_of_a_tool_the_last_call_asked_for_is_read_from_its_tool_obse
         'call getWeather({"location":"San Francisco"})',
         'result getWeather: {"location":"San Francisco","temperature":64}',
     ]
+
+
+def test_a_llamaindex_completion_in_langfuse_is_its_prompt_and_completion():
+    """LlamaIndex's `complete` through OpenInference: the generation's input is the call's
+    arguments (`{"args": [...]}`), its prompt the span attribute `llm.prompts`."""
+    records, _ = read_file(langfuse_export("llamaindex"))
+    [record] = records
+    assert record.problems == []
+    assert record.case.id == "session_abc"
+    [turn] = record.case.turns
+    assert turn.input == "What is Langfuse?"
+    assert turn.actual_output.startswith("Langfuse is a tool designed to help developers monitor and debug")
