@@ -33,6 +33,7 @@ TRACE_FIELDS = frozenset(
 )
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 # the id of the call a TOOL observation answers: the GenAI conventions' and the Vercel AI SDK's
+PROMPTS = "llm.prompts"  # OpenInference's prompts of a completion call
 TOOL_CALL_IDS = ("gen_ai.tool.call.id", "ai.toolCall.id")
 
 
@@ -124,7 +125,7 @@ class LangfuseReader(Reader):
     reads = (
         "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
         " startTime, endTime, model, sessionId, metadata.attributes.gen_ai.system_instructions (or a parent"
-        " observation's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
+        " observation's), metadata.attributes.llm.prompts (a completion's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
         " traces: id, sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
@@ -236,14 +237,34 @@ def _call(
     metadata: dict,
     system: Any = None,
 ) -> Call:
+    given, path = raw.get("input"), "input"
+    prompts = _prompts(raw) if "traceId" in raw else None
+    if prompts is not None:
+        given, path = prompts, f"metadata.attributes.{PROMPTS}"
     try:
-        messages, output = generation_messages(raw.get("input"), raw.get("output"), "input", "output", system)
+        messages, output = generation_messages(given, raw.get("output"), path, "output", system)
     except Unreadable as error:
         if "traceId" not in raw or not raw.get("id"):
             raise
         raise Unreadable(f"observation {raw['id']!r}: {error.field}", error.why) from None
     key = str(session) if isinstance(session, str | int) and str(session) else None
     return Call(key, messages, output, item, started_s, ended_s, metadata)
+
+
+def _prompts(observation: dict[str, Any]) -> list[Any] | None:
+    """The prompts of a completion call (not a chat) as OpenInference records them, the span
+    attribute `llm.prompts` (JSON text of a list) in the observation's metadata: LlamaIndex's
+    `complete`, whose `input` is the call's arguments (`{"args": [...]}`). None for an observation
+    without it (a chat's: OpenInference writes its messages, not prompts)."""
+    given = _attribute(observation.get("metadata"), (PROMPTS,))
+    if isinstance(given, str):
+        try:
+            given = orjson.loads(given)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(given, list) or not given or not all(isinstance(prompt, str) for prompt in given):
+        return None
+    return given
 
 
 def generation_messages(
