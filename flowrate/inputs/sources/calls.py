@@ -9,7 +9,7 @@ goes elsewhere (a router's, a guardrail's, another agent's) begins another chain
 the conversation is the chain with the most user messages (`_conversational`) and the calls of
 the others are counted in a notice. A call given only the messages new since the last
 (Microsoft Agent Framework's: the user's next message or the tools' results) continues its
-chain (`_continuation`). A run of tool calls and results is compared as the calls and the
+chain (`_continuation`), its tool results named by the chain's calls (`_named`). A run of tool calls and results is compared as the calls and the
 results, in any order (`_tools_ahead`: Koog's calls, then each result after its call). A history that was edited or forked under the same system
 prompt is a problem naming both calls, never merged. Only the longest history of each chain is
 held, not its calls.
@@ -102,6 +102,7 @@ class Conversations:
         self._problems: list[Record] = []
         # by key: (the chain, the messages of the chain before it, the reply)
         self._failures: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}
+        self._keyless: list[str] = []  # the conversations grouped by their fallback key, in order
         #: what the file's conversations were read past, told once `records` has yielded them all
         self.notices: list[str] = []
 
@@ -112,6 +113,8 @@ class Conversations:
         key = call.key or fallback_key
         history = [*call.messages, *([] if call.failed else call.output)]
         known = self._dialogues.get(key)
+        if known is None and call.key is None:
+            self._keyless.append(key)
         if known is None:
             # where the calls were, not their items: an item holds its whole decoded line (100
             # spans a line in bench/sources.py), which kept 249 MB against 117 MB for 100,000 spans
@@ -150,7 +153,7 @@ class Conversations:
                 return
             new = _continuation(chain.history, history)
             if new is not None:  # a call given only its new messages (Microsoft Agent Framework's)
-                chain.history.extend(new)
+                chain.history.extend(_named(new, chain.history))
                 chain.calls += 1
                 chain.longest = call.item.where
                 self._failed(key, call, number, len(chain.history))
@@ -166,6 +169,38 @@ class Conversations:
         else:  # a call of a system prompt of its own that is no chain's: a router's, a guardrail's, another agent's
             self._failed(key, call, len(known.chains), len(call.messages))
             known.chains.append(_Chain(history, call.item.where))
+
+    def _beginnings(self, shown: str) -> list[str]:
+        """The notice of the conversations with no key whose history is the beginning of a longer
+        one's of the file (the same system prompt): a framework that names no conversation
+        writes each run of one conversation as a trace of its own (Microsoft Agent Framework's
+        local sessions). Each is still read as it is: two users may well open alike."""
+        histories: dict[tuple, list[tuple[str, list[dict[str, Any]]]]] = {}
+        for key in self._keyless if len(self._keyless) > 1 else []:
+            dialogue = self._dialogues.get(key)
+            if dialogue is None or dialogue.problem is not None:
+                continue
+            history = _chain_of(dialogue).history
+            opening = tuple(_comparable(message, _meaning) for message in history[: _system_count(history) + 1])
+            histories.setdefault(opening, []).append((key, history))
+        beginnings: list[tuple[str, str]] = []
+        for alike in histories.values():
+            longest_key, longest = max(alike, key=lambda pair: len(pair[1]))
+            for key, history in alike:
+                if len(history) >= len(longest):
+                    continue
+                differs, system, _ = _divergence(history, longest)
+                if differs is None and not system:
+                    beginnings.append((key, longest_key))
+        if not beginnings:
+            return []
+        first, longer = beginnings[0]
+        return [
+            f"{shown}: {len(beginnings)} conversation(s) with no conversation key begin as a longer one of the file"
+            f" does (the first: {first!r}, the beginning of {longer!r}): when they are the runs of one conversation,"
+            " each is judged as a conversation of its own; a conversation key on their calls, or"
+            " --conversation-key, makes them one"
+        ]
 
     def _failed(self, key: str, call: Call, chain: int, at: int) -> None:
         """Note a failed `call`'s reply after the first `at` messages of the chain `chain` of `key`
@@ -215,12 +250,18 @@ class Conversations:
                 f"{shown}: the system prompt changed between the calls of {len(changed)} conversation(s)"
                 f" (the first: {changed[0]!r}); each is read with the system prompt of its first call"
             )
+        self.notices.extend(self._beginnings(shown))
         if set_aside[0]:
             self.notices.append(
                 f"{shown}: {set_aside[0]} call(s) of {set_aside[1]} conversation(s) were left out: each had a"
                 " system prompt and a history of its own (a router's, a guardrail's or another agent's call);"
                 " a conversation is its chain of calls with the most user messages"
             )
+
+
+def _chain_of(dialogue: _Dialogue) -> _Chain:
+    """The chain a dialogue is read as."""
+    return dialogue.chains[0] if len(dialogue.chains) == 1 else _conversational(dialogue.chains)
 
 
 def _conversational(chains: list[_Chain]) -> _Chain:
@@ -244,6 +285,22 @@ def _continuation(chain: list[dict[str, Any]], history: list[dict[str, Any]]) ->
     begins = next((message for message in chain if message.get("role") != "system"), None)
     if (begins is not None and _same(begins, new[0])) or any(_same(chain[-1], message) for message in new):
         return None
+    return new
+
+
+def _named(new: list[dict[str, Any]], chain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`new`, each tool result that its own call could not name (it kept its call's
+    `tool_call_id`: `messages.ToolNames.result`) named by the tool whose call in `chain` had that id."""
+    unnamed = [message for message in new if message.get("role") == "tool" and "tool_call_id" in message]
+    if unnamed:
+        names = {
+            str(call.get("id")): call["function"]["name"]
+            for message in chain
+            for call in message.get("tool_calls") or []
+            if call.get("id") is not None
+        }
+        for message in unnamed:
+            message["name"] = names.get(message["tool_call_id"], message["name"])
     return new
 
 

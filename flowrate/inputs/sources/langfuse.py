@@ -23,7 +23,7 @@ from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import Unreadable, field_of, keyless_notice, records_of
-from flowrate.inputs.sources.messages import ToolNames, instructions, normalised
+from flowrate.inputs.sources.messages import ToolNames, arguments_text, instructions, normalised, tool_result
 
 # a trace's own fields beside `id` and `timestamp` (fern/apis/server/definition/commons.yml `Trace`
 # and `TraceWithDetails`), one of which tells a trace: the SDK's models dump without their null
@@ -31,6 +31,10 @@ from flowrate.inputs.sources.messages import ToolNames, instructions, normalised
 TRACE_FIELDS = frozenset(
     {"sessionId", "observations", "userId", "release", "version", "public", "environment", "htmlPath", "latency"}
 )
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+# the id of the call a TOOL observation answers: the GenAI conventions' and the Vercel AI SDK's
+PROMPTS = "llm.prompts"  # OpenInference's prompts of a completion call
+TOOL_CALL_IDS = ("gen_ai.tool.call.id", "ai.toolCall.id")
 
 
 @dataclass
@@ -38,6 +42,79 @@ class _Trace:
     item: Item
     raw: dict[str, Any]
     generations: list[tuple[Item, dict[str, Any]]] = field(default_factory=list)
+    #: each observation's parent, and the system prompts observations carry as attributes
+    parents: dict[str, Any] = field(default_factory=dict)
+    instructions: dict[str, Any] = field(default_factory=dict)
+    #: the output of each TOOL observation that names the call it answers, by the call's id
+    tool_outputs: dict[str, Any] = field(default_factory=dict)
+
+    def observed(self, observation: dict[str, Any]) -> None:
+        """Note `observation`'s parent and the system prompt it carries."""
+        if observation.get("id") is None:
+            return
+        key = str(observation["id"])
+        self.parents[key] = observation.get("parentObservationId")
+        given = system_instructions(observation.get("metadata"))
+        if given is not None:
+            self.instructions[key] = given
+        if observation.get("type") == "TOOL" and observation.get("output") not in (None, "null"):  # the UI's null
+            call_id = _attribute(observation.get("metadata"), TOOL_CALL_IDS)
+            if call_id is not None:
+                self.tool_outputs[str(call_id)] = observation["output"]
+
+    def answered(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`output`, each tool call in it followed by its result when a TOOL observation holds
+        it: for the trace's last calls, whose results no later call's input repeats (the Vercel
+        AI SDK's example stopped once its tool had run)."""
+        if not self.tool_outputs:
+            return output
+        answered = list(output)
+        for message in output:
+            for call in message.get("tool_calls") or []:
+                if call.get("id") is not None and str(call["id"]) in self.tool_outputs:
+                    result = arguments_text(_decoded(self.tool_outputs[str(call["id"])]))
+                    answered.append(tool_result(result, call["function"]["name"]))
+        return answered
+
+    def system_of(self, observation_id: Any) -> Any:
+        """The system prompt of the observation `observation_id`: its own `gen_ai.system_instructions`,
+        else its nearest ancestor's (Microsoft Agent Framework sets it on its `invoke_agent` span,
+        not on the chat spans beneath it); None when no one carries it."""
+        seen: set[str] = set()
+        key = None if observation_id is None else str(observation_id)
+        while key is not None and key not in seen:
+            if key in self.instructions:
+                return self.instructions[key]
+            seen.add(key)
+            parent = self.parents.get(key)
+            key = None if parent is None else str(parent)
+        return None
+
+
+def system_instructions(metadata: Any) -> Any:
+    """The `gen_ai.system_instructions` an observation's metadata holds, None when it holds none."""
+    return _attribute(metadata, (SYSTEM_INSTRUCTIONS,))
+
+
+def _attribute(metadata: Any, names: tuple[str, ...]) -> Any:
+    """The first of the span attributes `names` an observation's metadata holds (Langfuse keeps
+    an OpenTelemetry span's attributes under `attributes`; the UI exports the metadata as JSON
+    text), None when it holds none."""
+    if isinstance(metadata, str):
+        if not any(name in metadata for name in names):  # read only where it is: most observations carry none
+            return None
+        try:
+            metadata = orjson.loads(metadata)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(metadata, dict):
+        return None
+    attributes = metadata.get("attributes")
+    for holder in (attributes if isinstance(attributes, dict) else {}, metadata):
+        for name in names:
+            if holder.get(name):
+                return holder[name]
+    return None
 
 
 class LangfuseReader(Reader):
@@ -47,8 +124,9 @@ class LangfuseReader(Reader):
     title = "Langfuse exports: traces and observations (JSON, JSONL, API list responses)"
     reads = (
         "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
-        " startTime, endTime, model, sessionId; traces: id,"
-        " sessionId, userId, tags, input, output, timestamp"
+        " startTime, endTime, model, sessionId, metadata.attributes.gen_ai.system_instructions (or a parent"
+        " observation's), metadata.attributes.llm.prompts (a completion's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
+        " traces: id, sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
 
@@ -79,11 +157,18 @@ class LangfuseReader(Reader):
                 conversations.problem(item, str(error))
         calls: list[Call] = []
         for trace_id, trace in traces.items():
+            made = []
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
+                system = trace.system_of(raw.get("id")) if "traceId" in raw else None
                 try:
-                    calls.append(_call(item, raw, session, started_s, ended_s, metadata))
+                    made.append(_call(item, raw, session, started_s, ended_s, metadata, system))
                 except Unreadable as error:
                     conversations.problem(item, str(error))
+            latest_s = max((call.started_s for call in made if call.started_s is not None), default=None)
+            for call in made:  # the last calls: no call of the trace began after they ended
+                if latest_s is not None and call.ended_s is not None and call.ended_s >= latest_s:
+                    call.output = trace.answered(call.output)
+            calls.extend(made)
         calls.sort(key=lambda call: call.started_s if call.started_s is not None else float("inf"))
         for call in calls:
             conversations.add(call, fallback_key=call.metadata["trace_id"])
@@ -108,9 +193,11 @@ def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
                 raise Unreadable(f"traces[{number}]", f"expected a trace object, got {type_name(trace)}")
             _take(item, {**trace, "sessionId": trace.get("sessionId") or raw.get("id")}, traces)
     elif "traceId" in raw:
+        trace_id = str(field_of(raw, "traceId", str, "traceId"))
+        trace = traces.setdefault(trace_id, _Trace(item, {}))
+        trace.observed(raw)
         if raw.get("type") == "GENERATION":
-            trace_id = str(field_of(raw, "traceId", str, "traceId"))
-            traces.setdefault(trace_id, _Trace(item, {})).generations.append((item, raw))
+            trace.generations.append((item, raw))
     else:
         trace_id = str(field_of(raw, "id", str, "id"))
         known = traces.setdefault(trace_id, _Trace(item, {}))
@@ -142,10 +229,20 @@ def _calls(trace_id: str, trace: _Trace) -> Iterator[tuple[Item, dict[str, Any],
 
 
 def _call(
-    item: Item, raw: dict[str, Any], session: Any, started_s: float | None, ended_s: float | None, metadata: dict
+    item: Item,
+    raw: dict[str, Any],
+    session: Any,
+    started_s: float | None,
+    ended_s: float | None,
+    metadata: dict,
+    system: Any = None,
 ) -> Call:
+    given, path = raw.get("input"), "input"
+    prompts = _prompts(raw) if "traceId" in raw else None
+    if prompts is not None:
+        given, path = prompts, f"metadata.attributes.{PROMPTS}"
     try:
-        messages, output = generation_messages(raw.get("input"), raw.get("output"), "input", "output")
+        messages, output = generation_messages(given, raw.get("output"), path, "output", system)
     except Unreadable as error:
         if "traceId" not in raw or not raw.get("id"):
             raise
@@ -154,19 +251,42 @@ def _call(
     return Call(key, messages, output, item, started_s, ended_s, metadata)
 
 
+def _prompts(observation: dict[str, Any]) -> list[Any] | None:
+    """The prompts of a completion call (not a chat) as OpenInference records them, the span
+    attribute `llm.prompts` (JSON text of a list) in the observation's metadata: LlamaIndex's
+    `complete`, whose `input` is the call's arguments (`{"args": [...]}`). None for an observation
+    without it (a chat's: OpenInference writes its messages, not prompts)."""
+    given = _attribute(observation.get("metadata"), (PROMPTS,))
+    if isinstance(given, str):
+        try:
+            given = orjson.loads(given)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(given, list) or not given or not all(isinstance(prompt, str) for prompt in given):
+        return None
+    return given
+
+
 def generation_messages(
-    given: Any, reply: Any, input_path: str, output_path: str
+    given: Any, reply: Any, input_path: str, output_path: str, system: Any = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A generation's input and output messages, from its `input` and `output` as Langfuse keeps
     them (in its API, its exports and the SDK's `langfuse.observation.input` / `output` span
-    attributes); `Unreadable` naming `input_path` or `output_path`."""
+    attributes); `Unreadable` naming `input_path` or `output_path`. `system` is the
+    `gen_ai.system_instructions` its observation or an ancestor carries, the system prompt when
+    the input holds none."""
     tools = ToolNames()
     given, reply = _decoded(given), _decoded(reply)
     messages = normalised(_present(given, input_path), input_path, tools)
     output = normalised(_present(reply, output_path), output_path, tools, "assistant")
-    system = instructions(reply)
-    if system is not None and not any(message["role"] == "system" for message in messages):
-        messages.insert(0, {"role": "system", "content": system})
+    if any(message["role"] == "system" for message in messages):
+        return messages, output
+    prompt = instructions(reply)
+    if prompt is not None:
+        messages.insert(0, {"role": "system", "content": prompt})
+    elif system is not None:
+        path = f"metadata.attributes.{SYSTEM_INSTRUCTIONS}"
+        messages[:0] = normalised({"role": "system", "parts": system}, path, tools)
     return messages, output
 
 

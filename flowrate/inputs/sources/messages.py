@@ -23,6 +23,10 @@ gives the messages `calls.Call` takes (OpenAI's chat shape: `role`, `content` te
 - Bedrock Converse messages (`content` blocks `text`, `toolUse`, `toolResult`; `reasoningContent`
   hidden) and a request's `system` blocks.
 
+A tool result is named by its call (`ToolNames`): by the call's id, else the first call not yet
+answered; one whose call is in no message given keeps the id for the chain of calls to name it
+by. A BeeAI `final_answer` call is the reply it carries (`final_answers`).
+
 A message or a field that cannot be read raises `chat.Unreadable`, naming the field by `path`."""
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ MESSAGE_KEYS = frozenset({"role", "type", "kwargs", "parts", "content", "toolCal
 BEDROCK_BLOCKS = frozenset(
     {"toolUse", "toolResult", "reasoningContent", "image", "document", "video", "audio", "guardContent", "cachePoint"}
 )
+FINAL_ANSWER = "final_answer"  # BeeAI's FinalAnswerTool, whose `response` is the reply
 SEMCONV_RESULT_KEYS = ("response", "result")  # the conventions' key; pydantic-ai writes `result`
 
 
@@ -119,21 +124,40 @@ class ToolNames:
     def __init__(self) -> None:
         self._names: dict[str, str] = {}
         self._called: set[str] = set()
+        self._unanswered: list[tuple[Any, str]] = []  # (id, name) of the calls no result has answered yet
 
     def called(self, message: dict[str, Any]) -> dict[str, Any]:
         """`message` (an assistant message), its tool calls' names noted."""
         for call in message.get("tool_calls") or []:
             name = call["function"]["name"]
             self._called.add(name)
+            self._unanswered.append((call.get("id"), name))
             if call.get("id") is not None:
                 self._names[str(call["id"])] = name
         return message
 
     def name(self, call_id: Any, given: Any = None) -> str:
-        """The name of the tool whose call had `call_id` (`given` when the log names it)."""
+        """The name of the tool whose call had `call_id` (`given` when the log names it); a
+        result that names neither is the answer to the first call not yet answered (JetBrains
+        Koog 0.3 writes each result, without the call's id, right after its call)."""
+        if call_id is not None:
+            self._unanswered = [pending for pending in self._unanswered if str(pending[0]) != str(call_id)]
+        elif not (isinstance(given, str) and given) and self._unanswered:
+            return self._unanswered.pop(0)[1]
         if isinstance(given, str) and given:
             return given
         return self._names.get(str(call_id), "tool")
+
+    def result(self, content: str, call_id: Any, given: Any = None) -> dict[str, Any]:
+        """The `tool` message of `content`, the result of the call `call_id` (of the tool `given`
+        when the log names it). A result whose call is not among these messages keeps the call's
+        id as `tool_call_id`, so that a chain of calls can name it by its own earlier call (a call
+        given only its new messages, as Microsoft Agent Framework's: `calls.Conversations`)."""
+        name = self.name(call_id, given)
+        message = tool_result(content, name)
+        if call_id is not None and not (isinstance(given, str) and given) and str(call_id) not in self._names:
+            message["tool_call_id"] = str(call_id)
+        return message
 
     def knows(self, name: str) -> bool:
         """True when a tool of this name was called."""
@@ -175,7 +199,49 @@ def normalised(
     messages: list[dict[str, Any]] = []
     for number, message in enumerate(value):
         messages.extend(message_of(message, f"{path}[{number}]", tools, default_role))
-    return messages
+    return final_answers(messages)
+
+
+def final_answers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages`, each `final_answer` tool call whose arguments hold a `response` text made
+    the assistant's text and its result (BeeAI's "Message has been sent") left out: BeeAI's
+    agents keep the reply they gave the user as a call of their `FinalAnswerTool`, so that the
+    next call's history holds the call where the previous call's reply held the text."""
+    if not any(call["function"]["name"] == FINAL_ANSWER for m in messages for call in m.get("tool_calls") or []):
+        return messages
+    answered = 0  # final answers made text whose result is still to come
+    kept: list[dict[str, Any]] = []
+    for message in messages:
+        if answered and message.get("role") == "tool" and message.get("name") == FINAL_ANSWER:
+            answered -= 1
+            continue
+        calls, texts = [], [message["content"]] if message.get("content") else []
+        for call in message.get("tool_calls") or []:
+            response = _final_response(call)
+            if response is None:
+                calls.append(call)
+            else:
+                texts.append(response)
+                answered += 1
+        if len(calls) == len(message.get("tool_calls") or []):
+            kept.append(message)
+            continue
+        changed = {**message, "content": "\n".join(texts) if texts else None}
+        changed.pop("tool_calls", None)
+        kept.append({**changed, "tool_calls": calls} if calls else changed)
+    return kept
+
+
+def _final_response(call: dict[str, Any]) -> str | None:
+    """The `response` text of a BeeAI `final_answer` call, None for any other call."""
+    if call["function"]["name"] != FINAL_ANSWER:
+        return None
+    try:
+        arguments = orjson.loads(call["function"]["arguments"] or "null")
+    except orjson.JSONDecodeError:
+        return None
+    response = arguments.get("response") if isinstance(arguments, dict) else None
+    return response if isinstance(response, str) else None
 
 
 def message_list(
@@ -283,7 +349,7 @@ def openai_message(message: Any, path: str, tools: ToolNames) -> dict[str, Any]:
     if role not in ROLES and tools.knows(role):  # LangChain.js: a tool message's role is its tool's name
         return tool_result(content, role)
     if role == "tool":
-        return tool_result(content, tools.name(message.get("tool_call_id"), message.get("name")))
+        return tools.result(content, message.get("tool_call_id"), message.get("name"))
     if role not in ROLES:
         raise Unreadable(f"{path}.role", f"unknown role {role!r}")
     calls = []
@@ -380,7 +446,7 @@ def anthropic_message(message: Any, path: str, tools: ToolNames) -> list[dict[st
         elif kind == "tool_result":
             text = text_of(block.get("content"), f"{where}.content")
             text = f"error: {text}" if block.get("is_error") else text
-            results.append(tool_result(text, tools.name(block.get("tool_use_id"))))
+            results.append(tools.result(text, block.get("tool_use_id")))
         elif not hidden(kind):
             texts.append(f"[{kind}]")
     return [*results, *assistant(texts, calls, role, tools)]
@@ -405,7 +471,7 @@ def responses_item(item: dict[str, Any], path: str, tools: ToolNames) -> list[di
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         text = text_of(output, f"{path}.output") if isinstance(output, list) else arguments_text(output)
-        return [tool_result(text, tools.name(item.get("call_id")))]
+        return [tools.result(text, item.get("call_id"))]
     if kind in ("reasoning", "item_reference"):
         return []
     if kind.endswith("_call"):  # a built-in tool (web_search_call, file_search_call, ...)
@@ -449,7 +515,7 @@ def parts_message(message: dict[str, Any], path: str, tools: ToolNames) -> list[
             read = gemini_part if kind is None else semconv_part
             read(part, f"{path}.parts[{number}]", tools, texts, calls, results)
     if role == "tool":  # a tool's result given as text
-        return [*results, *[tool_result(text, tools.name(message.get("id"), message.get("name"))) for text in texts]]
+        return [*results, *[tools.result(text, message.get("id"), message.get("name")) for text in texts]]
     if calls or results:
         return [*results, *assistant(texts, calls, role, tools)]
     return [{"role": role, "content": "\n".join(texts)}] if texts else []
@@ -464,9 +530,23 @@ def semconv_part(part: dict[str, Any], where: str, tools: ToolNames, texts: list
         calls.append(tool_call(str(part.get("name") or "tool"), part.get("arguments"), part.get("id")))
     elif kind == "tool_call_response":
         given = next((part[key] for key in SEMCONV_RESULT_KEYS if key in part), None)
-        results.append(tool_result(arguments_text(given), tools.name(part.get("id"), part.get("name"))))
+        results.append(tools.result(arguments_text(_function_result(given)), part.get("id"), part.get("name")))
     elif not hidden(kind):
         texts.append(f"[{kind}]")
+
+
+def _function_result(given: Any) -> Any:
+    """A tool's result as Microsoft Agent Framework 1.0.0b251216 wrote it in a `tool_call_response`
+    part: its whole `FunctionResultContent` as JSON text (`{"type": "function_result", "call_id",
+    "result"}`) whose `result` is the tool's; later versions write the result alone. Anything
+    else as it is."""
+    if not isinstance(given, str) or not given.startswith('{"type": "function_result"'):
+        return given
+    try:
+        content = orjson.loads(given)
+    except orjson.JSONDecodeError:
+        return given
+    return content["result"] if isinstance(content, dict) and "result" in content else given
 
 
 def gemini_part(part: dict[str, Any], where: str, tools: ToolNames, texts: list, calls: list, results: list) -> None:
@@ -482,8 +562,7 @@ def gemini_part(part: dict[str, Any], where: str, tools: ToolNames, texts: list,
         name = field_of(call, "name", str, f"{where}.function_call.name")
         calls.append(tool_call(name, call.get("args") or {}, call.get("id")))
     elif isinstance(response, dict):
-        name = tools.name(response.get("id"), response.get("name"))
-        results.append(tool_result(arguments_text(response.get("response")), name))
+        results.append(tools.result(arguments_text(response.get("response")), response.get("id"), response.get("name")))
     else:
         named = [key for key, value in part.items() if value is not None]
         texts.append(f"[{named[0]}]" if named else "[part]")
@@ -515,9 +594,7 @@ def vercel_message(message: dict[str, Any], path: str, tools: ToolNames) -> list
             output = part.get("output", part.get("result"))  # AI SDK 5: {type, value}; before: the result
             if isinstance(output, dict) and "value" in output and "type" in output:
                 output = output["value"]
-            results.append(
-                tool_result(arguments_text(output), tools.name(part.get("toolCallId"), part.get("toolName")))
-            )
+            results.append(tools.result(arguments_text(output), part.get("toolCallId"), part.get("toolName")))
         elif not hidden(kind):
             texts.append(f"[{kind}]")
     return [*results, *assistant(texts, calls, "assistant" if role == "tool" else role, tools)]
@@ -553,7 +630,7 @@ def bedrock_message(message: dict[str, Any], path: str, tools: ToolNames) -> lis
                 if isinstance(part, dict)
             )
             text = f"error: {text}" if result.get("status") == "error" else text
-            results.append(tool_result(text, tools.name(result.get("toolUseId"))))
+            results.append(tools.result(text, result.get("toolUseId")))
         elif not {"reasoningContent", "cachePoint"} & block.keys():
             texts.append(f"[{next(iter(block), 'block')}]")
     return [*results, *assistant(texts, calls, role, tools)]

@@ -39,7 +39,8 @@ DETAILS = "gen_ai.client.inference.operation.details"
 LANGFUSE_TYPE = "langfuse.observation.type"
 _SEMCONV = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
 NOT_CAPTURED = (
-    "the instrumentation did not capture the messages (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it on)"
+    "the instrumentation did not capture the messages (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it"
+    " on; Microsoft Agent Framework's ENABLE_SENSITIVE_DATA)"
 )
 _FLAT = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(.+)")
 _FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.(name|arguments|id)")
@@ -50,7 +51,10 @@ class OtelReader(SpanReader):
     `gen_ai.conversation.id`, else a session (`otlp.SESSION_KEYS`, then `langfuse.session.id`)."""
 
     name = "otel"
-    title = "OpenTelemetry GenAI spans, also the Vercel AI SDK's and the Langfuse SDK's, OTLP/JSON (whole export or one per line)"
+    title = (
+        "OpenTelemetry GenAI spans (also Microsoft Agent Framework's and Google ADK's own), the Vercel AI SDK's and"
+        " the Langfuse SDK's, OTLP/JSON (whole export or one per line)"
+    )
     reads = (
         "gen_ai.input.messages, gen_ai.output.messages, gen_ai.system_instructions | gen_ai.prompt.N.*,"
         " gen_ai.completion.N.* | gen_ai.*.message and gen_ai.choice log records | the Vercel AI SDK's"

@@ -336,5 +336,5 @@ class _SpanStream:
         if span.resource.get("service.name") is not None:
             metadata["service_name"] = span.resource["service.name"]
         messages, output = call
-        made = Call(group, messages, output, span.item, span.start_s, span.end_s, metadata)
+        made = Call(None if key is None else group, messages, output, span.item, span.start_s, span.end_s, metadata)
         self.conversations.add(made, fallback_key=span.trace_id)

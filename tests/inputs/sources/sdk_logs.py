@@ -229,3 +229,13 @@ def langsmith_runs(metadata=None):
     history.append(HumanMessage(FOLLOW_UP))
     RunnableLambda(turn).invoke(history, config=config)
     return runs
+
+
+def beginnings_notice(path, count, first, longer):
+    """The notice of `count` conversations with no key that begin as the longer `longer` does."""
+    return (
+        f"{path}: {count} conversation(s) with no conversation key begin as a longer one of the file does (the"
+        f" first: {first!r}, the beginning of {longer!r}): when they are the runs of one conversation, each is"
+        " judged as a conversation of its own; a conversation key on their calls, or --conversation-key, makes"
+        " them one"
+    )

@@ -3,7 +3,14 @@ prompt, tool_use and tool_result blocks keep their roles; thinking is never show
 
 import json
 
-from tests.inputs.sources.sdk_logs import ANSWER, anthropic_calls, assert_weather, read_file, write_jsonl
+from tests.inputs.sources.sdk_logs import (
+    ANSWER,
+    anthropic_calls,
+    assert_weather,
+    beginnings_notice,
+    read_file,
+    write_jsonl,
+)
 
 
 def test_the_calls_of_one_session_are_one_conversation_with_its_tool_use_and_no_thinking(tmp_path):
@@ -27,8 +34,9 @@ def test_calls_without_a_session_are_each_a_conversation_and_the_run_is_told_onc
     records, notices = read_file(path)
     assert [record.case.id for record in records] == ["msg_0", "msg_1", "msg_2"]
     assert notices == [
+        beginnings_notice(path, 2, "msg_0", "msg_2"),
         f"{path}: 3 call(s) with no conversation key (metadata conversation_id/session_id/thread_id);"
-        " each call is one conversation"
+        " each call is one conversation",
     ]
 
 

@@ -124,3 +124,44 @@ def test_the_calls_of_a_microsoft_agent_framework_trace_each_given_only_new_mess
     )
     assert turn.tool_activity[0] == 'call get_weather({"location":"Tokyo, Japan"})'
     assert len(turn.tool_activity) == 2 and "stormy with a high of 23" in turn.tool_activity[1]
+
+
+def test_a_microsoft_agent_framework_trace_keeps_its_agents_system_prompt_and_names_the_tool_of_each_result():
+    """The system prompt is on the agent's `invoke_agent` observation, not on its generations; the
+    tool's result comes alone in the second call (by its call's id), wrapped in the framework's
+    `function_result` content."""
+    records, _ = read_file(langfuse_export("microsoft-agent"))
+    [record] = records
+    assert record.problems == []
+    assert record.case.chatbot_role == "You are a helpful assistant."
+    [turn] = record.case.turns
+    assert turn.tool_activity == [
+        'call get_weather({"location":"Tokyo, Japan"})',
+        "result get_weather: The weather in Tokyo, Japan is stormy with a high of 23°C.",
+    ]
+
+
+def test_the_result_of_a_tool_the_last_call_asked_for_is_read_from_its_tool_observation():
+    """The Vercel AI SDK example stopped once its tool had run: the tool's result is only on the
+    TOOL observation, named by the call's id (`ai.toolCall.id`)."""
+    records, _ = read_file(langfuse_export("vercel-aisdk"))
+    [record] = records
+    assert record.problems == []
+    [turn] = record.case.turns
+    assert (turn.input, turn.actual_output) == ("What is the weather like today in San Francisco?", "")
+    assert turn.tool_activity == [
+        'call getWeather({"location":"San Francisco"})',
+        'result getWeather: {"location":"San Francisco","temperature":64}',
+    ]
+
+
+def test_a_llamaindex_completion_in_langfuse_is_its_prompt_and_completion():
+    """LlamaIndex's `complete` through OpenInference: the generation's input is the call's
+    arguments (`{"args": [...]}`), its prompt the span attribute `llm.prompts`."""
+    records, _ = read_file(langfuse_export("llamaindex"))
+    [record] = records
+    assert record.problems == []
+    assert record.case.id == "session_abc"
+    [turn] = record.case.turns
+    assert turn.input == "What is Langfuse?"
+    assert turn.actual_output.startswith("Langfuse is a tool designed to help developers monitor and debug")

@@ -16,6 +16,7 @@ from tests.inputs.sources.sdk_logs import (
     TOOL_RESULT,
     anthropic_calls,
     assert_weather,
+    beginnings_notice,
     langsmith_runs,
     read_file,
     write_jsonl,
@@ -83,8 +84,9 @@ def test_runs_without_a_thread_key_are_a_conversation_per_trace_and_the_run_is_t
     assert [record.case.id for record in records] == traces
     assert [len(record.case.turns) for record in records] == [1, 2]  # the second trace's call repeats the first turn
     assert notices == [
+        beginnings_notice(path, 1, traces[0], traces[1]),
         f"{path}: 3 llm run(s) with no conversation key (extra.metadata conversation_id/session_id/thread_id);"
-        " each trace is one conversation"
+        " each trace is one conversation",
     ]
 
 

@@ -81,7 +81,8 @@ def test_microsoft_extensions_ai_messages_keep_the_tool_response_and_hide_its_re
         "call final_result",
     ]
     assert tools[1].startswith('result get_custom_report: {"response_status":"Error","message":"ERROR: No data found')
-    assert system is None
+    # Microsoft.Extensions.AI writes the system prompt as the generation's gen_ai.system_instructions
+    assert system.startswith("You are an expert on statistical analysis for the adtech company Criteo.\nYour goal")
 
 
 def test_pydantic_ai_events_and_its_gen_ai_choice_body_are_the_system_prompt_question_and_reply():
@@ -307,9 +308,9 @@ def test_koogs_tool_calls_written_as_text_then_as_tool_messages_are_the_calls_of
             "Hello my darling Bob! And, bye my dear Bob!",
             [
                 'call HelloTool({"name": "Bob"})',
-                "result tool: Hello my darling Bob!",
+                "result HelloTool: Hello my darling Bob!",
                 'call ByeTool({"name": "Bob"})',
-                "result tool: Bye my dear Bob!",
+                "result ByeTool: Bye my dear Bob!",
             ],
         )
     ]

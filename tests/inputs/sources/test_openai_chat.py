@@ -8,6 +8,7 @@ from tests.inputs.sources.sdk_logs import (
     QUESTION,
     SYSTEM,
     assert_weather,
+    beginnings_notice,
     openai_chat_calls,
     read_file,
     write_jsonl,
@@ -48,8 +49,9 @@ def test_calls_without_a_conversation_key_are_each_a_conversation_and_the_run_is
     records, notices = read_file(path)
     assert [record.case.id for record in records] == ["chatcmpl-0", "chatcmpl-1", "chatcmpl-2"]
     assert notices == [
+        beginnings_notice(path, 2, "chatcmpl-0", "chatcmpl-2"),
         f"{path}: 3 call(s) with no conversation key (request.metadata conversation_id/session_id/thread_id);"
-        " each call is one conversation"
+        " each call is one conversation",
     ]
     assert records[1].case.turns[0].input == QUESTION and records[1].case.turns[0].actual_output == ANSWER
 

@@ -12,6 +12,7 @@ from flowrate.errors import ExitCode
 from flowrate.inputs.conversation import chat_date
 from flowrate.inputs.files import InputSet
 from tests.helpers import read_rows
+from tests.inputs.sources.sdk_logs import beginnings_notice
 from tests.inputs.sources.traces import EXCHANGES, SYSTEM, TOOL_RESULT, USER_TURNS, Recorder, chat
 
 CONVERSATION = "conv-harbor-1"
@@ -393,10 +394,13 @@ def test_a_readers_notice_is_kept_once_however_often_the_file_is_read(judge, ins
     path = write_lines(tmp_path / "traces.jsonl", collector_lines(instrumented))
     inputs = InputSet([str(path)])
 
-    assert len(list(inputs.records())) == len(list(inputs.records())) == 4
+    records = list(inputs.records())
+    assert len(records) == len(list(inputs.records())) == 4
 
+    ids = [record.case.id for record in records]
     assert inputs.notices == [
-        f"{path}: some spans name no conversation ({KEYS}); each of their traces is taken as one conversation"
+        f"{path}: some spans name no conversation ({KEYS}); each of their traces is taken as one conversation",
+        beginnings_notice(path, 3, ids[0], ids[3]),
     ]
 
 
