@@ -391,24 +391,35 @@ async def _rows_from_line(
     (batch, info), (results, failed) = finished, lines
     case, source = item
     judging = Judging(metric, case, source, metric.plan(case, lookup=False))  # planned again, as when it was sent
-    for request in judging.requests():
-        found = results.get(line_id(cid, request))
-        replies = result_replies(found) if found is not None else None
-        if replies is not None:
-            judging.take(request, batch_reply(metric, request, replies))
-            continue
-        error = failed.get(line_id(cid, request))
-        why = f"not answered (batch {info.status})" if error is None and found is None else None
-        why = why or f"failed in the batch: {line_error(error if error is not None else found)}"
-        if request.kind != "look":
-            return why
-        judging.take(request, CallFailed(BadReply(why)))  # a look missing: the verdict stands without it
+    why = take_lines(judging, cid, results, failed, f"not answered (batch {info.status})")
+    if why is not None:
+        return why
     if judging.outstanding:
         if run.settings.batch_settings.batch_no_fallback:
             return f"unparsable reply in the batch: {judging.still_needed()}"
         await OnlineCalls(metric.backend, metric.retry, metric.rng).judge(judging)
     for row in settled(metric, judging, batch.batch_id):
         write(row, order)
+    return None
+
+
+def take_lines(judging: Judging, cid: str, results: ResultFile, failed: ResultFile, unanswered: str) -> str | None:
+    """Hand `judging` the replies its first requests got in a batch: each line (custom ids from
+    `cid`) from `results`, its error from `failed` (`unanswered` said of a line in neither).
+    Returns None, or why the conversation cannot be judged from the batch (its judge request
+    failed); a failed look is a look missing, and the verdict stands without it."""
+    for request in judging.requests():
+        found = results.get(line_id(cid, request))
+        replies = result_replies(found) if found is not None else None
+        if replies is not None:
+            judging.take(request, batch_reply(judging.metric, request, replies))
+            continue
+        error = failed.get(line_id(cid, request))
+        why = unanswered if error is None and found is None else None
+        why = why or f"failed in the batch: {line_error(error if error is not None else found)}"
+        if request.kind != "look":
+            return why
+        judging.take(request, CallFailed(BadReply(why)))
     return None
 
 
@@ -505,16 +516,9 @@ async def _imported_rows(
     if plan is None or not isinstance(metric, RubricMetric):  # an offline metric
         return await metric.evaluate(case, source)
     judging = Judging(metric, case, source, plan)
-    for request in judging.requests():
-        found = results.get(line_id(cid, request))
-        replies = result_replies(found) if found is not None else None
-        if replies is not None:
-            judging.take(request, batch_reply(metric, request, replies))
-            continue
-        why = "no line for it in the results" if found is None else f"failed in the batch: {line_error(found)}"
-        if request.kind != "look":
-            return error_rows(metric, case, source, "BatchLineFailed", why)
-        judging.take(request, CallFailed(BadReply(why)))  # a look missing: the verdict stands without it
+    why = take_lines(judging, cid, results, results, "no line for it in the results")
+    if why is not None:
+        return error_rows(metric, case, source, "BatchLineFailed", why)
     if judging.outstanding:  # nothing is sent from an import
         return error_rows(metric, case, source, "BatchLineFailed", f"unparsable reply: {judging.still_needed()}")
     return settled(metric, judging, path)
