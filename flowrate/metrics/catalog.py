@@ -7,7 +7,6 @@ from pathlib import Path
 
 from flowrate.errors import ConfigError
 from flowrate.judge.cache import ResponseCache
-from flowrate.judge.retry import RetryPolicy
 from flowrate.rubric.model import PACKAGED, Scale, load_rubric
 from flowrate.settings.groups import GateOptions
 from flowrate.settings.options import JudgeSettings
@@ -55,7 +54,6 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
     from flowrate.metrics.rubric_metric import RubricMetric
 
     sources = metric_sources(settings)
-    retry = RetryPolicy.of(settings)
     metrics = []
     made_by: dict[str, str] = {}
     for shown, source in sources:
@@ -63,23 +61,7 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
         if source == OFFLINE:
             metric = RepetitionCheck(settings.threshold, settings.thresholds, settings.date_field)
         else:
-            metric = RubricMetric(
-                source,
-                model=settings.model,
-                threshold=settings.threshold,
-                api_base=settings.api_base,
-                language=settings.language,
-                retry=retry,
-                samples=settings.samples,
-                max_input_tokens=settings.max_input_tokens,
-                cache=cache,
-                thresholds=settings.thresholds,
-                weights=settings.weights,
-                date_field=settings.date_field,
-                cut_logs=settings.cut_logs,
-                transport=settings.transport,
-                choice=settings.score_choice,
-            )
+            metric = RubricMetric.of(source, settings, cache)
         for row_name in metric.row_names:
             if row_name in made_by:
                 raise ConfigError(f"metric name {row_name!r} is made by both {made_by[row_name]} and {shown}")

@@ -24,6 +24,7 @@ from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
 from flowrate.settings.groups import DEFAULT_LANGUAGE, DEFAULT_MODEL, DEFAULT_THRESHOLD, ScoreChoice, check_threshold
+from flowrate.settings.options import JudgeSettings
 
 
 class RubricMetric:
@@ -69,23 +70,49 @@ class RubricMetric:
         transport: str = "auto",
         choice: ScoreChoice | None = None,
     ):
-        check_threshold(threshold)
         choice = choice or ScoreChoice()
-        if samples < 1:
+        given: dict[str, Any] = dict(
+            model=model if isinstance(model, str) else DEFAULT_MODEL, threshold=threshold, api_base=api_base,
+            language=language, samples=samples, max_input_tokens=max_input_tokens, thresholds=thresholds or {},
+            weights=weights or {}, date_field=date_field, cut_logs=cut_logs, transport=transport,
+            score=choice.score, reply_order=choice.reply_order, uncertain_below=choice.uncertain_below,
+            logprobs=choice.logprobs,
+        )  # fmt: skip
+        judge = JudgeSettings.model_construct(**given)  # the arguments as the judge group: one way to build
+        self._build(rubric, model, judge, cache, retry or RetryPolicy())
+
+    @classmethod
+    def of(cls, rubric: Rubric | str | Path | None, judge: JudgeSettings, cache: ResponseCache | None) -> RubricMetric:
+        """The metric of `rubric` as a run's judge group `judge` (`settings.options.JudgeSettings`)
+        sets it: what `flowrate eval` builds, each option read from the group where it is
+        declared, with the run's response `cache`."""
+        metric = cls.__new__(cls)
+        metric._build(rubric, judge.model, judge, cache, RetryPolicy.of(judge))
+        return metric
+
+    def _build(
+        self, rubric: Rubric | str | Path | None, model: str | Any, judge: JudgeSettings, cache: ResponseCache | None,
+        retry: RetryPolicy,
+    ) -> None:  # fmt: skip
+        """The metric's parts, from its judge group `judge` (with `model`, a string or a client)."""
+        check_threshold(judge.threshold)
+        if judge.samples < 1:
             raise ValueError("samples must be at least 1")
+        choice = judge.score_choice
+        self.judge = judge  #: every judging option, read from its group by the part that uses it
         self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
         self.name, self.row_names = self.rubric.name, self.rubric.row_names
-        self.backend = make_backend(model, api_base, transport)
+        self.backend = make_backend(model, judge.api_base, judge.transport)
         self.backend.asks_logprobs = choice.asks_logprobs
         self.model: str = self.backend.model_name
-        self.threshold, self.samples, self.cache, self.retry = threshold, samples, cache, retry or RetryPolicy()
-        self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}
-        weighted = {c.name: float((weights or {}).get(c.name, 1.0)) for c in self.rubric.criteria}
-        self.temperature = SAMPLING_TEMPERATURE if samples > 1 else TEMPERATURE
-        self.budget = Budget(self.rubric, self.backend, language, max_input_tokens)
-        self.planner = Planner(self.rubric, self.budget, self.backend, cache, language, cut_logs, samples, self.temperature, choice.reply_order, choice.looks_first)  # fmt: skip
+        self.threshold, self.samples, self.cache, self.retry = judge.threshold, judge.samples, cache, retry
+        self.thresholds = {name: judge.thresholds.get(name, judge.threshold) for name in self.row_names}
+        weighted = {c.name: float(judge.weights.get(c.name, 1.0)) for c in self.rubric.criteria}
+        self.temperature = SAMPLING_TEMPERATURE if judge.samples > 1 else TEMPERATURE
+        self.budget = Budget(self.rubric, self.backend, judge.language, judge.max_input_tokens)
+        self.planner = Planner(self.rubric, self.budget, self.backend, cache, judge.language, judge.cut_logs, judge.samples, self.temperature, choice.reply_order, choice.looks_first)  # fmt: skip
         self.rng = random.Random()  # the retries' waits
-        self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, samples, date_field, choice)
+        self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, judge.samples, judge.date_field, choice)  # fmt: skip
         self.weights, self.judge_identity = weighted, self.row_maker.judge_identity
 
     @property
