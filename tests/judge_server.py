@@ -53,6 +53,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests import provider_stand_ins
+
 
 @dataclass
 class Rule:
@@ -101,6 +103,9 @@ PROFILES = {
         name="llama-server", props=True, context_error="llama-server", refuses_n=True, tokenize="llama-server"
     ),
     "ollama": Profile(name="ollama", ollama=True, context_error="none", logprobs="ignores"),
+    # api.openai.com itself: its reasoning models' refusals and its automatic prefix caching
+    # (tests/provider_stand_ins.py, where each rule names its page)
+    "openai-api": Profile(name="openai-api"),
 }
 
 
@@ -122,6 +127,8 @@ class JudgeServer:
         self.bodies: list[dict[str, Any]] = []
         self.arrivals: list[tuple[float, int]] = []  # (time, calls in flight including this one)
         self.statuses: list[int] = []  # the status of each chat request answered, in order
+        self.deployments: dict[str, str] = {}  # an Azure deployment's name -> the model it serves
+        self.prompt_cache: set[tuple[str, str]] = set()  # (provider, prefix digest) a provider has cached
         self.behave_as("openai")
         self._random = random.Random(self.fault_seed)
         self._lock = threading.Lock()
@@ -174,6 +181,8 @@ class JudgeServer:
             self.bodies.clear()
             self.arrivals.clear()
             self.statuses.clear()
+            self.deployments.clear()
+            self.prompt_cache.clear()
         self.behave_as("openai")
 
     @property
@@ -195,6 +204,7 @@ class JudgeServer:
             app.router.add_post("/tokenize", self._tokenize)
             app.router.add_post("/api/show", self._show)
             app.router.add_post("/api/chat", self._ollama_chat)
+            provider_stand_ins.mount(app, self)
             self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
@@ -245,7 +255,42 @@ class JudgeServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if self.profile.name == "openai-api":
+            return await self.serve_openai(request, body, str(body.get("model")))
         return await self._serve(request, body, _completion)
+
+    async def serve_openai(self, request: web.Request, body: dict[str, Any], model: str) -> web.StreamResponse:
+        """A chat completion as OpenAI's API (or an Azure deployment of `model`) answers it: a
+        reasoning model's refusals, and the usage with the cached prefix and the reasoning."""
+        refused = provider_stand_ins.openai_refusal(body, model)
+        if refused is not None:
+            self.record(body)
+            return refused
+
+        def reply(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:
+            answer = _completion(body, step, prompt, n_ctx)
+            if "usage" in answer:
+                provider_stand_ins.openai_usage(self, body, answer, model)
+            return answer
+
+        return await self._serve(request, body, reply)
+
+    def record(self, body: dict[str, Any]) -> None:
+        """Count a request the provider routes answer themselves, keeping its body."""
+        with self._lock:
+            self.requests += 1
+            if self.keep_bodies:
+                self.bodies.append(body)
+
+    def reply_text(self, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The scripted step an OpenAI-shaped `body` takes, and its first reply's text (for the
+        provider routes, which wrap it in their own shape)."""
+        prompt = "\n".join(_text(message.get("content")) for message in body.get("messages") or [])
+        step = looked_at(body, self._next_step(prompt))
+        if step.get("status", 200) != 200:
+            return step, ""
+        [(text, _)] = _contents({**body, "n": 1}, step, prompt, self.n_ctx)[:1]
+        return step, text
 
     async def _serve(self, request: web.Request, body: dict[str, Any], reply) -> web.StreamResponse:
         prompt = "\n".join(_text(message.get("content")) for message in body.get("messages") or [])

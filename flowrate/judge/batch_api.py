@@ -17,6 +17,7 @@ import re
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -118,12 +119,14 @@ def request_line(
     temperature: float = 0.0,
     max_tokens: int | None = None,
     top_logprobs: int = 0,
+    shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> bytes:
     """One line of an OpenAI batch input file: request `cid` of `model` with `messages`, asking
     for `n` replies in `response_format` at `temperature`, each bounded by `max_tokens` (None:
     unbounded), with `top_logprobs` alternatives at each token (0: no log-probabilities), as the
-    same request online would."""
+    same request online would: `shape` is the judge's `JudgeBackend.provider_body`."""
     body = chat_body(model, messages, n, response_format, temperature, max_tokens, top_logprobs)
+    body = shape(body) if shape is not None else body
     return orjson.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT, "body": body}) + b"\n"
 
 

@@ -35,7 +35,10 @@ class BatchLines:
         model: str = getattr(backend, "batch_model", backend.model_name)
         limit = planner.budget.reply_limit
         top = backend.top_logprobs()
-        return request_line(cid, model, plan.messages, n, planner.response_format, planner.temperature, limit, top)
+        shape = backend.provider_body
+        return request_line(
+            cid, model, plan.messages, n, planner.response_format, planner.temperature, limit, top, shape
+        )
 
     def rows(
         self, case: ConversationalEvalTestCase, source: Source | None, plan: JudgePlan, replies: BatchReplies,
@@ -47,9 +50,9 @@ class BatchLines:
         batch price (null when unknown). Raises `UnparsableReply` when a
         reply holds no judgement."""
         form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
-        price = getattr(self.planner.backend, "batch_price", lambda prompt, completion: None)
-        usage = replies.usage
-        cost = price(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        price = getattr(self.planner.backend, "batch_price", lambda usage: None)
+        tokens = Usage(**replies.usage)
+        cost = price(tokens)
         backend = self.planner.backend
         if backend.logprobs is not None:  # told once, at the run's end, as online
             backend.logprobs.heard(backend.top_logprobs(), replies.texts, replies.logprobs)
@@ -60,6 +63,6 @@ class BatchLines:
             row.batch = True
             row.batch_id = batch_id
             row.response_format = form
-        charge(rows, Usage(**usage), cost).attempts = 1
+        charge(rows, tokens, cost).attempts = 1
         self.planner.replies.remember(plan, replies.texts, form, replies.logprobs)
         return rows

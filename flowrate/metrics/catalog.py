@@ -85,6 +85,8 @@ def build_metrics(settings: JudgeSettings, cache: ResponseCache | None, gates: G
                 transport=settings.transport,
                 choice=settings.score_choice,
             )
+            if metric.backend is not None:  # the config's prices of models the price list lacks
+                metric.backend.prices = settings.prices
         for row_name in metric.row_names:
             if row_name in made_by:
                 raise ConfigError(f"metric name {row_name!r} is made by both {made_by[row_name]} and {shown}")

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.judge.backend import JudgeBackend
+from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
@@ -50,6 +50,7 @@ class CallEstimate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0  # None when the model has no known price
+    cached_tokens: int = 0  #: of `prompt_tokens`, the rubric's prefix the provider will read from its cache
 
 
 @dataclass(eq=False)
@@ -224,7 +225,9 @@ class Planner:
             prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
         completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
-        return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
+        cached = self.backend.cached_prefix_tokens(self.budget.prefix_tokens) * calls
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=min(cached, prompt))
+        return CallEstimate(calls, prompt, completion, self.backend.price(usage), usage.cached_tokens)
 
 
 def take_cached(plan: JudgePlan, found: dict[str, Replies]) -> None:

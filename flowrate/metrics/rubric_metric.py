@@ -27,7 +27,13 @@ from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEst
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
 from flowrate.rubric.model import Rubric, load_rubric
-from flowrate.settings.groups import DEFAULT_LANGUAGE, DEFAULT_MODEL, DEFAULT_THRESHOLD, ScoreChoice, check_threshold
+from flowrate.settings.groups import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_MODEL,
+    DEFAULT_THRESHOLD,
+    ScoreChoice,
+    check_threshold,
+)
 
 
 class RubricMetric:
@@ -50,7 +56,9 @@ class RubricMetric:
     message nobody answered is left out rather than judged as a user left hanging (a record's
     `log_cut` says so for itself). `choice` (a `ScoreChoice`) names the value rows are scored by,
     the reply's field order, the `uncertain` mark, and whether the judge's log-probabilities are
-    asked (rows' `level_probs`, `expected_score`). `verbose` is for eval_lib's signature only.
+    asked (rows' `level_probs`, `expected_score`), and how hard a judge that reasons thinks
+    (`reasoning_effort`); the rubric's name and version are OpenAI's `prompt_cache_key`. A price
+    of the config's (`prices`) is set on `backend.prices`. `verbose` is for eval_lib's signature only.
     """
 
     def __init__(
@@ -81,6 +89,8 @@ class RubricMetric:
         self.name, self.row_names = self.rubric.name, self.rubric.row_names
         self.backend = make_backend(model, api_base, transport)
         self.backend.asks_logprobs = choice.asks_logprobs
+        self.backend.reasoning_effort = choice.reasoning_effort
+        self.backend.prompt_cache_key = f"flowrate-{self.rubric.name}-{self.rubric.version}"[:64]
         self.model: str = self.backend.model_name
         self.threshold, self.samples, self.cache, self.retry = threshold, samples, cache, retry or RetryPolicy()
         self.thresholds = {name: (thresholds or {}).get(name, threshold) for name in self.row_names}

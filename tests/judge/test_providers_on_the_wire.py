@@ -1,0 +1,122 @@
+"""The judges people use today, judged through `flowrate eval` against a stand-in that answers as
+each provider's API is documented to answer (tests/provider_stand_ins.py names each rule's page):
+OpenAI's reasoning models, an Azure deployment whose name says nothing, Anthropic's Claude (its
+output limits, its prompt cache), Gemini and Bedrock's Claude. LiteLLM talks to the stand-in over
+HTTP, as it would to the provider."""
+
+import pytest
+
+from tests.helpers import distinct, read_rows, write_jsonl
+
+pytestmark = pytest.mark.xdist_group("judge_server")
+
+AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIASTANDIN0000",
+    "AWS_SECRET_ACCESS_KEY": "stand-in-secret",
+    "AWS_REGION_NAME": "us-east-1",
+}
+
+
+def judged(run_flowrate, cli_env, tmp_path, model, *extra, env=None, count=3):
+    """`flowrate eval` of `count` conversations with `model`, `env` added to the test's; its result and rows."""
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(count))
+    result = run_flowrate("eval", path, "--model", model, "-o", "out.jsonl", *extra, env={**cli_env, **(env or {})})
+    rows = read_rows(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
+    return result, rows
+
+
+def every_conversation_judged(result, rows, count=3):
+    assert result.returncode == 0, result.stderr
+    assert len(rows) == count and all(row["error"] is None for row in rows), [row["error"] for row in rows]
+    assert all(row["score"] == 1.0 for row in rows)
+
+
+@pytest.mark.parametrize("model", ["gpt-5-mini", "o4-mini"])
+def test_an_openai_reasoning_model_judges_every_conversation_with_the_parameters_it_takes(
+    judge, run_flowrate, cli_env, tmp_path, transport, model
+):
+    """platform.openai.com/docs/guides/reasoning: temperature only 1, max_completion_tokens, no logprobs."""
+    judge.behave_as("openai-api")
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, env={"OPENAI_BASE_URL": judge.base_url})
+    every_conversation_judged(result, rows)
+    assert judge.requests == 3  # nothing refused: the rules were known before the first call
+    for body in judge.bodies:
+        assert "temperature" not in body and "max_tokens" not in body and "logprobs" not in body
+        assert body["reasoning_effort"] == "low"  # the default, for judging
+        assert body["prompt_cache_key"].startswith("flowrate-conversational_flow_rate-sha256:")
+    # the stand-in charges "low" 192 reasoning tokens, billed as output
+    assert all(row["usage"]["reasoning_tokens"] == 192 for row in rows)
+    assert all(row["usage"]["completion_tokens"] > 192 for row in rows)
+
+
+def test_an_openai_reasoning_model_asked_for_log_probabilities_judges_without_them_and_says_so(
+    judge, run_flowrate, cli_env, tmp_path, transport
+):
+    judge.behave_as("openai-api")
+    env = {"OPENAI_BASE_URL": judge.base_url}
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "gpt-5-mini", "--logprobs", env=env)
+    every_conversation_judged(result, rows)
+    assert all("logprobs" not in body for body in judge.bodies)
+
+
+@pytest.mark.parametrize("effort", ["minimal", "medium"])
+def test_the_reasoning_effort_is_sent_as_chosen_and_an_o_series_model_gets_low_for_minimal(
+    judge, run_flowrate, cli_env, tmp_path, effort
+):
+    judge.behave_as("openai-api")
+    env = {"OPENAI_BASE_URL": judge.base_url, "FLOWRATE_REASONING_EFFORT": effort}
+    for model, sent in (("gpt-5-mini", effort), ("o4-mini", "low" if effort == "minimal" else effort)):
+        judge.bodies.clear()
+        result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--no-cache", env=env, count=1)
+        every_conversation_judged(result, rows, count=1)
+        assert [body["reasoning_effort"] for body in judge.bodies] == [sent]
+
+
+def test_an_azure_deployment_of_a_reasoning_model_is_learned_from_its_refusals_and_judges_every_conversation(
+    judge, run_flowrate, cli_env, tmp_path, transport
+):
+    """An Azure deployment's name says nothing of its model: its 400s name what it refuses
+    (OpenAI's `param`), each learned once, said once, and the call sent again."""
+    judge.deployments["my-judge"] = "o4-mini"
+    env = {
+        "AZURE_API_BASE": f"http://127.0.0.1:{judge.port}",
+        "AZURE_API_KEY": "azure-test-key",
+        "AZURE_API_VERSION": "2024-10-21",
+    }
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "azure/my-judge", "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    refused = [body for body in judge.bodies if "temperature" in body or "max_tokens" in body]
+    assert len(refused) == 2, judge.bodies  # temperature, then max_tokens: learned once each, for the run
+    assert len(judge.bodies) == 3 + 2
+    assert result.stderr.count("refused the parameter temperature") == 1, result.stderr
+    assert result.stderr.count("refused the parameter max_tokens, max_completion_tokens sent instead") == 1
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-opus-4-1", "anthropic/claude-sonnet-4-5"])
+def test_a_claude_judge_judges_every_conversation_within_its_output_limit(
+    judge, run_flowrate, cli_env, tmp_path, model
+):
+    """docs.anthropic.com/en/api/messages: max_tokens is required and at most the model's output
+    limit (claude-opus-4-1: 32,000, docs.anthropic.com/en/docs/about-claude/models/overview)."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test"}
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, model, "--api-base", f"http://127.0.0.1:{judge.port}", env=env
+    )
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    assert all(body["max_tokens"] <= 32_000 for body in judge.bodies)
+    # --reasoning-effort low: Claude's smallest thinking budget, so the schema's tool is offered, not forced
+    # (docs.anthropic.com/en/docs/build-with-claude/extended-thinking: no forced tool use with thinking)
+    assert all(body["thinking"] == {"type": "enabled", "budget_tokens": 1024} for body in judge.bodies)
+    assert all("tool_choice" not in body and "temperature" not in body for body in judge.bodies)
+
+
+def test_a_claude_judge_without_reasoning_is_forced_to_its_schema_tool_at_temperature_0(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "FLOWRATE_REASONING_EFFORT": "minimal"}
+    api_base = f"http://127.0.0.1:{judge.port}"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "anthropic/claude-opus-4-1", "--api-base", api_base, env=env)
+    every_conversation_judged(result, rows)
+    assert all(body["tool_choice"]["type"] == "tool" and "thinking" not in body for body in judge.bodies)
+    assert all(body["temperature"] == 0 for body in judge.bodies)
