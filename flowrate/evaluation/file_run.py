@@ -239,6 +239,7 @@ class RunJudges:
                 call = metric.estimate(plan, exact=True)
                 estimate.calls += call.calls
                 estimate.prompt_tokens += call.prompt_tokens
+                estimate.cached_tokens += call.cached_tokens
                 estimate.completion_tokens += call.completion_tokens
                 if call.cost_usd is None or estimate.cost_usd is None:
                     estimate.cost_usd = None  # one call with no known price: the total is unknown

@@ -44,6 +44,12 @@ OUTPUT_LIMITS = {"claude-opus-4-1": 32_000, "claude-opus-4-1-20250805": 32_000, 
 # whose reasoning counts against it): a judge's reply is under 1,000 tokens (the rubric's schema
 # bounds it), and a thinking budget of up to 4,096 tokens (LiteLLM's for "high") goes on top.
 REQUIRED_REPLY_LIMIT = 8_192
+# Claude does not think unless asked (Gemini 2.5 and OpenAI's reasoning models do, at "medium" or a
+# dynamic budget): an effort below the provider's default lowers it and never turns thinking on, so
+# Claude thinks at "medium" and "high" only (LiteLLM's budgets 2,048 and 4,096 tokens), and otherwise
+# answers at temperature 0 through its forced schema tool (docs.anthropic.com/en/docs/build-with-claude/
+# extended-thinking: thinking takes no forced tool use and no temperature but 1).
+CLAUDE_THINKS_AT = ("medium", "high")
 # OpenAI's o-series take low, medium and high; "minimal" is gpt-5's (platform.openai.com/docs/guides/reasoning)
 O_SERIES_EFFORTS = ("low", "medium", "high")
 # What a refusal names, in the words of each: OpenAI's "Unsupported parameter: 'max_tokens' ...
@@ -185,8 +191,8 @@ class ProviderRules:
             return None
         if "reasoning_effort" not in self.supported:
             return None
-        if self.claude and wanted == "minimal":
-            return None  # Claude's smallest thinking budget is 1,024 tokens: minimal is no thinking
+        if self.claude and wanted not in CLAUDE_THINKS_AT:
+            return None  # Claude thinks only when asked, and thinking forbids forcing the schema's tool
         return wanted
 
     def _without_refused(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class ServedModel(ABC):
         the model as the user named it or as LiteLLM does, else the facts'; None for a model
         without one, never a guess."""
         configured = (prices or {}).get(self.address.model) or (prices or {}).get(self.address.litellm_model)
-        paid = self.address.provider not in SELF_HOSTED_PROVIDERS and not self.address.api_base
+        paid = self.address.provider not in SELF_HOSTED_PROVIDERS
         return price_usd(self.info, usage, paid=paid, configured=configured)
 
     def batch_price(self, usage: Usage) -> float | None:

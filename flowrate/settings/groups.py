@@ -127,9 +127,10 @@ class ModelPrice(BaseModel):
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high"]
 # "low" for judging: a verdict on a rubric needs little reasoning, and on the stand-in (which
-# charges reasoning tokens by effort as docs/judges.md says) each step up doubles the tokens
-# billed as output; OpenAI's o-series take no "minimal" (sent as "low"), and Claude's smallest
-# thinking budget is 1,024 tokens. "none" sends no effort (the provider's default).
+# charges reasoning tokens by effort as docs/judges.md says) each step up costs four times the
+# reasoning tokens, billed as output; "minimal" is gpt-5's only (the o-series get "low"). An
+# effort below the provider's default never turns thinking on: Claude thinks at medium and high
+# only. "none" sends no effort (the provider's default).
 DEFAULT_REASONING_EFFORT: ReasoningEffort = "low"
 
 

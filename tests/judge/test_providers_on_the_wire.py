@@ -105,18 +105,52 @@ def test_a_claude_judge_judges_every_conversation_within_its_output_limit(
     every_conversation_judged(result, rows)
     assert len(judge.bodies) == 3
     assert all(body["max_tokens"] <= 32_000 for body in judge.bodies)
-    # --reasoning-effort low: Claude's smallest thinking budget, so the schema's tool is offered, not forced
-    # (docs.anthropic.com/en/docs/build-with-claude/extended-thinking: no forced tool use with thinking)
-    assert all(body["thinking"] == {"type": "enabled", "budget_tokens": 1024} for body in judge.bodies)
-    assert all("tool_choice" not in body and "temperature" not in body for body in judge.bodies)
+    # --reasoning-effort low (the default) does not turn Claude's thinking on: the schema goes as a
+    # forced tool (Opus 4.1) or as Anthropic's structured output (`output_format`: Sonnet 4.5, as
+    # LiteLLM sends it), at temperature 0
+    for body in judge.bodies:
+        forced = (body.get("tool_choice") or {}).get("type") == "tool"
+        assert forced or body["output_format"]["type"] == "json_schema", body.keys()
+        assert "thinking" not in body and body["temperature"] == 0
 
 
-def test_a_claude_judge_without_reasoning_is_forced_to_its_schema_tool_at_temperature_0(
+def test_a_claude_judge_asked_to_reason_thinks_within_its_reply_limit_at_temperature_1(
     judge, run_flowrate, cli_env, tmp_path
 ):
-    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "FLOWRATE_REASONING_EFFORT": "minimal"}
+    """docs.anthropic.com/en/docs/build-with-claude/extended-thinking: budget_tokens at least 1,024
+    and below max_tokens, no temperature but 1, no forced tool use."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "FLOWRATE_REASONING_EFFORT": "medium"}
     api_base = f"http://127.0.0.1:{judge.port}"
     result, rows = judged(run_flowrate, cli_env, tmp_path, "anthropic/claude-opus-4-1", "--api-base", api_base, env=env)
     every_conversation_judged(result, rows)
-    assert all(body["tool_choice"]["type"] == "tool" and "thinking" not in body for body in judge.bodies)
-    assert all(body["temperature"] == 0 for body in judge.bodies)
+    assert all(body["thinking"] == {"type": "enabled", "budget_tokens": 2048} for body in judge.bodies)
+    assert all("tool_choice" not in body and "temperature" not in body for body in judge.bodies)
+    assert all(row["usage"]["completion_tokens"] > 1024 for row in rows)  # the stand-in's thinking: half its budget
+
+
+def test_a_gemini_judge_judges_every_conversation_with_its_thinking_budget(judge, run_flowrate, cli_env, tmp_path):
+    """ai.google.dev/api/generate-content: the schema as responseJsonSchema, the thinking budget in
+    generationConfig.thinkingConfig, the thoughts in usageMetadata.thoughtsTokenCount."""
+    env = {"GEMINI_API_KEY": "gemini-test-key"}
+    api_base = f"http://127.0.0.1:{judge.port}/v1beta"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "gemini/gemini-2.5-flash", "--api-base", api_base, env=env)
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    config = judge.bodies[0]["generationConfig"]
+    assert "response_json_schema" in config or "responseJsonSchema" in config, config
+    assert all(row["usage"]["reasoning_tokens"] > 0 for row in rows), [row["usage"] for row in rows]
+
+
+def test_a_bedrock_claude_judge_judges_every_conversation_with_its_prefix_marked(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html, signed with SigV4;
+    the rubric's prefix marked by a cachePoint block (docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html)."""
+    env = {**AWS, "AWS_BEDROCK_RUNTIME_ENDPOINT": f"http://127.0.0.1:{judge.port}"}
+    model = "bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    marks = [block for message in judge.bodies[0]["messages"] for block in message["content"] if "cachePoint" in block]
+    assert len(marks) == 1
+    assert [row["usage"]["cached_tokens"] > 0 for row in rows] == [False, True, True]
