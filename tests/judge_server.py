@@ -106,6 +106,8 @@ PROFILES = {
     # api.openai.com itself: its reasoning models' refusals and its automatic prefix caching
     # (tests/provider_stand_ins.py, where each rule names its page)
     "openai-api": Profile(name="openai-api"),
+    # Groq's OpenAI-compatible API: no logprobs, n only 1 (provider_stand_ins.groq_refusal)
+    "groq": Profile(name="groq"),
 }
 
 
@@ -303,6 +305,8 @@ class JudgeServer:
                 self.bodies.append(body)
         try:
             refused = self._refusal(body) or self._refuses_n(body) or self._refuses_logprobs(body)
+            if refused is None and self.profile.name == "groq":
+                refused = provider_stand_ins.groq_refusal(body)
             if refused is not None:
                 return refused
             work = self._work(request, body, prompt, reply)
@@ -359,6 +363,8 @@ class JudgeServer:
         if not self.profile.honours_n:
             body = {**body, "n": 1}
         answer = reply(body, step, prompt, self.n_ctx)
+        if self.profile.name == "groq":  # console.groq.com/docs/api-reference#chat-create: the answer's extras
+            answer.update(service_tier="on_demand", x_groq={"id": "req_scripted"})
         if self.profile.logprobs == "yes":
             with_logprobs(answer, body, step)
         return web.json_response(answer)

@@ -126,6 +126,18 @@ def openai_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str, An
     usage["completion_tokens_details"] = {"reasoning_tokens": reasoning, "audio_tokens": 0}
 
 
+# -- the OpenAI-compatible hosts, where they differ ----------------------------------------------
+def groq_refusal(body: dict[str, Any]) -> web.Response | None:
+    """console.groq.com/docs/openai: `logprobs`, `top_logprobs` and `logit_bias` are not supported,
+    and `n` must be 1 ("Other values will result in a 400 response"); the words are the API's
+    (groq/groq-python issue 25: "`logprobs` is not supported with this model")."""
+    if body.get("logprobs") or "top_logprobs" in body:
+        return _openai_error("`logprobs` is not supported with this model", "logprobs", "invalid_request_error")
+    if int(body.get("n") or 1) > 1:
+        return _openai_error("'n' : number must be at most 1", "n", "invalid_request_error")
+    return None
+
+
 # -- Azure OpenAI ------------------------------------------------------------------------------
 async def _azure(request: web.Request, server: JudgeServer) -> web.StreamResponse:
     """learn.microsoft.com/azure/ai-services/openai/reference: POST

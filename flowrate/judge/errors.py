@@ -134,7 +134,10 @@ REFUSAL_WORDS = re.compile(
     r"|field required|unsupported parameter|only one completion choice",
     re.IGNORECASE,
 )
-CHOICES_WORDS = re.compile(r"only one completion choice|\bn\b\W{0,3}(must be 1|is not supported|unsupported)", re.I)
+# Groq: "'n' : number must be at most 1"
+CHOICES_WORDS = re.compile(
+    r"only one completion choice|\bn\b\W{0,4}(must be 1|is not supported|unsupported|number must be at most 1)", re.I
+)
 # llama-cpp-python: "logprobs is not supported for models created with logits_all=False"; OpenAI's
 # reasoning models: "logprobs is not supported with this model"
 LOGPROBS_WORDS = re.compile(

@@ -104,7 +104,7 @@ class LiteLLMBackend(ServedJudge):
         except Exception as error:
             raise judge_error_of(error) from error
         texts = [choice.message.content or "" for choice in response.choices]
-        usage = getattr(response, "usage", None)
+        usage: Any = getattr(response, "usage", None)
         tokens = usage_of(usage.model_dump() if hasattr(usage, "model_dump") else usage)
         # priced by flowrate from LiteLLM's model info, as the direct transport prices (LiteLLM's own
         # response_cost is 0 for a model its map lists at 0, and knows no config's price)

@@ -121,10 +121,11 @@ class ProviderRules:
         """The most tokens a reply may ask: learned from a refusal, else the known fix, else the map's."""
         if self.output_limit_learned is not None:
             return self.output_limit_learned
-        name = self.address.name.split("/")[-1].removeprefix("anthropic.").split(":")[0]
-        for known, limit in OUTPUT_LIMITS.items():
+        name = self.address.name.split("/")[-1].split(":")[0]  # Bedrock's: us.anthropic.claude-...-v1:0
+        name = name[name.find("claude") :] if "claude" in name else name
+        for known, fixed in OUTPUT_LIMITS.items():
             if name == known or name.startswith(known + "-2"):
-                return limit
+                return fixed
         facts = self.facts or {}
         limit = facts.get("max_output_tokens") or facts.get("max_tokens")
         return int(limit) if isinstance(limit, int) and limit > 0 else None
@@ -240,7 +241,7 @@ class ProviderRules:
 def refused_names(error: JudgeError) -> list[str]:
     """The parameters `error` names as refused: its `param` (OpenAI's error body), else those the
     message's words name."""
-    named = [error.param] if getattr(error, "param", None) else []
+    named = [error.param] if error.param else []
     for found in NAMED_WORDS.finditer(str(error)):
         listed = found.group(2)
         if listed:

@@ -154,3 +154,32 @@ def test_a_bedrock_claude_judge_judges_every_conversation_with_its_prefix_marked
     marks = [block for message in judge.bodies[0]["messages"] for block in message["content"] if "cachePoint" in block]
     assert len(marks) == 1
     assert [row["usage"]["cached_tokens"] > 0 for row in rows] == [False, True, True]
+
+
+def test_a_groq_judge_asked_for_samples_and_log_probabilities_judges_every_conversation_without_them(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """console.groq.com/docs/openai: no logprobs, n only 1: each refusal learned once."""
+    judge.behave_as("groq")
+    env = {"GROQ_API_KEY": "gsk-test"}
+    api_base = judge.base_url
+    model = "groq/llama-3.3-70b-versatile"
+    result, rows = judged(
+        run_flowrate,
+        cli_env,
+        tmp_path,
+        model,
+        "--api-base",
+        api_base,
+        "--logprobs",
+        "--samples",
+        "3",
+        "-j",
+        "1",
+        env=env,
+    )
+    every_conversation_judged(result, rows)
+    answered = [body for body in judge.bodies if "logprobs" not in body and int(body.get("n") or 1) == 1]
+    assert len(answered) == 3 * 3  # three samples a conversation, one at a time
+    assert len(judge.bodies) - len(answered) <= 2  # logprobs and n each refused once for the run
+    assert "refused token log-probabilities" in result.stderr
