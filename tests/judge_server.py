@@ -37,6 +37,11 @@ HTTP 500, ignoring ``n``, a context window with each server's own "too long" err
 endpoints that tell the window (vLLM's ``/v1/models``, llama.cpp's ``/props``, Ollama's
 ``/api/show``), Ollama's own ``/api/chat``, a cold first call, and one slot that keeps working
 on a request its client gave up on. Token counts are characters / 4, as in ``usage``.
+
+The hosted providers' own protocols (OpenAI's API itself with ``behave_as("openai-api")``, Azure
+deployments in ``deployments``, Anthropic Messages, Gemini, Bedrock Converse, Groq's refusals with
+``behave_as("groq")``) are answered from the same script by ``tests/provider_stand_ins.py``,
+mounted on the same server.
 """
 
 from __future__ import annotations

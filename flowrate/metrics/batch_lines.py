@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import Usage
 from flowrate.metrics.planning import JudgePlan, Planner
 from flowrate.metrics.replies import parsed_judgements
 from flowrate.metrics.rows import RowMaker, charge
@@ -51,7 +50,7 @@ class BatchLines:
         reply holds no judgement."""
         form = "json_schema" if self.planner.response_format else None  # a batch line carries OpenAI's form
         price = getattr(self.planner.backend, "batch_price", lambda usage: None)
-        tokens = Usage(**replies.usage)
+        tokens = replies.usage
         cost = price(tokens)
         backend = self.planner.backend
         if backend.logprobs is not None:  # told once, at the run's end, as online
