@@ -113,6 +113,8 @@ PROFILES = {
     "openai-api": Profile(name="openai-api"),
     # Groq's OpenAI-compatible API: no logprobs, n only 1 (provider_stand_ins.groq_refusal)
     "groq": Profile(name="groq"),
+    # DeepSeek's API: its own cache fields in `usage` (provider_stand_ins.deepseek_usage)
+    "deepseek": Profile(name="deepseek"),
 }
 
 
@@ -370,6 +372,8 @@ class JudgeServer:
         answer = reply(body, step, prompt, self.n_ctx)
         if self.profile.name == "groq":  # console.groq.com/docs/api-reference#chat-create: the answer's extras
             answer.update(service_tier="on_demand", x_groq={"id": "req_scripted"})
+        if self.profile.name == "deepseek" and "usage" in answer:
+            provider_stand_ins.deepseek_usage(self, body, answer)
         if self.profile.logprobs == "yes":
             with_logprobs(answer, body, step)
         return web.json_response(answer)

@@ -138,6 +138,19 @@ def groq_refusal(body: dict[str, Any]) -> web.Response | None:
     return None
 
 
+def deepseek_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str, Any]) -> None:
+    """api-docs.deepseek.com/guides/kv_cache: caching is on for every request; a prefix sent before
+    is read from the cache, reported in `usage.prompt_cache_hit_tokens` and the rest in
+    `prompt_cache_miss_tokens` (DeepSeek's own fields, not OpenAI's `prompt_tokens_details`)."""
+    messages = body.get("messages") or []
+    prefix = json.dumps(messages[:-1], sort_keys=True)
+    prefix_tokens = sum(tokens(_text(m.get("content"))) for m in messages[:-1])
+    hit = prefix_tokens if messages[:-1] and _seen(server, "deepseek", prefix) else 0
+    usage = answer["usage"]
+    usage["prompt_cache_hit_tokens"] = hit
+    usage["prompt_cache_miss_tokens"] = usage["prompt_tokens"] - hit
+
+
 # -- Azure OpenAI ------------------------------------------------------------------------------
 async def _azure(request: web.Request, server: JudgeServer) -> web.StreamResponse:
     """learn.microsoft.com/azure/ai-services/openai/reference: POST

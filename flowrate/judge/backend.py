@@ -148,7 +148,8 @@ class Completion:
 def usage_of(usage: Any) -> Usage:
     """The tokens of an OpenAI `usage` object, as OpenAI, Azure and LiteLLM (its `model_dump`)
     write it: the cached input in `prompt_tokens_details.cached_tokens` (OpenAI's automatic
-    caching) or `cache_read_input_tokens` (LiteLLM's for Anthropic and Bedrock), the input written
+    caching), `cache_read_input_tokens` (LiteLLM's for Anthropic and Bedrock) or
+    `prompt_cache_hit_tokens` (DeepSeek's), the input written
     to the cache in `cache_creation_input_tokens`, the reasoning in
     `completion_tokens_details.reasoning_tokens`."""
     usage = usage if isinstance(usage, dict) else {}
@@ -157,7 +158,10 @@ def usage_of(usage: Any) -> Usage:
     return Usage(
         prompt_tokens=usage.get("prompt_tokens") or 0,
         completion_tokens=usage.get("completion_tokens") or 0,
-        cached_tokens=prompt_details.get("cached_tokens") or usage.get("cache_read_input_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens")
+        or usage.get("cache_read_input_tokens")
+        or usage.get("prompt_cache_hit_tokens")  # DeepSeek's
+        or 0,
         cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
         reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
     )

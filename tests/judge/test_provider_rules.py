@@ -34,3 +34,21 @@ def test_a_refusal_s_words_name_the_parameter_it_refused(message, named):
 def test_openai_s_param_field_names_the_refused_parameter_whatever_the_words():
     body = b'{"error": {"message": "Unsupported value.", "type": "invalid_request_error", "param": "temperature"}}'
     assert refused_names(error_for(400, body)) == ["temperature"]
+
+
+def test_an_output_limit_a_refusal_names_is_learned_and_every_later_reply_limit_kept_under_it():
+    """Anthropic's words for a reply limit past the model's ("max_tokens: 8192 > 4096, which is the
+    maximum allowed number of output tokens for ..."), for a model whose limit the map overstates."""
+    from flowrate.judge.transports import make_backend
+
+    backend = make_backend("anthropic/claude-newer-than-the-map", "http://127.0.0.1:9")
+    body = backend.provider_body({"model": "claude-newer-than-the-map", "messages": [], "temperature": 0.0})
+    assert body["max_tokens"] == 8192  # Anthropic requires one: sent even where the run gives none
+    refusal = error_of(
+        400,
+        "max_tokens: 8192 > 4096, which is the maximum allowed number of output tokens for claude-newer-than-the-map",
+    )
+    assert backend.rules.learn(refusal, body)
+    assert backend.provider_body(body)["max_tokens"] == 4096
+    assert backend.notes() == ["the judge allows replies of 4096 tokens at most: max_tokens is sent at that"]
+    assert not backend.rules.learn(refusal, body)  # learned once: the same refusal again changes nothing

@@ -183,3 +183,19 @@ def test_a_groq_judge_asked_for_samples_and_log_probabilities_judges_every_conve
     assert len(answered) == 3 * 3  # three samples a conversation, one at a time
     assert len(judge.bodies) - len(answered) <= 2  # logprobs and n each refused once for the run
     assert "refused token log-probabilities" in result.stderr
+
+
+@pytest.mark.parametrize("model", ["deepseek/deepseek-chat", "deepseek-chat"])
+def test_a_deepseek_judge_s_rows_report_the_input_its_server_cached_in_its_own_fields(
+    judge, run_flowrate, cli_env, tmp_path, model
+):
+    """api-docs.deepseek.com/guides/kv_cache: `prompt_cache_hit_tokens`, not OpenAI's `cached_tokens`;
+    through LiteLLM's deepseek provider, and as an OpenAI-compatible server at --api-base (the direct transport)."""
+    judge.behave_as("deepseek")
+    env = {"DEEPSEEK_API_KEY": "sk-deepseek-test"}
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    cached = [row["usage"]["cached_tokens"] for row in rows]
+    assert cached[0] == 0 and all(tokens > 1024 for tokens in cached[1:]), cached
+    if model.startswith("deepseek/"):  # priced by LiteLLM's map (an OpenAI-compatible name has no price)
+        assert rows[1]["cost_usd"] < rows[0]["cost_usd"]
