@@ -241,10 +241,11 @@ class RunJudges:
                 estimate.prompt_tokens += call.prompt_tokens
                 estimate.cached_tokens += call.cached_tokens
                 estimate.completion_tokens += call.completion_tokens
-                if call.cost_usd is None or estimate.cost_usd is None:
+                if call.cached_cost_usd is None or estimate.cost_usd is None:
                     estimate.cost_usd = None  # one call with no known price: the total is unknown
                 else:
-                    estimate.cost_usd += call.cost_usd
+                    estimate.cost_usd += call.cached_cost_usd
+                    estimate.uncached_cost_usd += call.cost_usd or 0.0
         return estimate
 
 

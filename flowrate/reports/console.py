@@ -306,7 +306,7 @@ def print_dry_run(console: Console, estimate: DryRunEstimate, model: str) -> Non
     if estimate.cached_tokens and estimate.cost_usd is not None:
         cost += (
             f" ({estimate.cached_tokens} of the prompt tokens, the rubric's prefix, priced as read from the"
-            " provider's prompt cache)"
+            f" provider's prompt cache; ${estimate.uncached_cost_usd:.4f} if nothing is cached, as --max-cost reserves)"
         )
     console.print(
         f"dry run for {model}: {estimate.conversations} conversation(s), {estimate.cached} cached, "

@@ -412,5 +412,6 @@ class DryRunEstimate(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  #: of `prompt_tokens`, the rubric's prefix the provider will serve from its cache
-    cost_usd: float | None = None
+    cost_usd: float | None = None  #: with `cached_tokens` at the cached price
+    uncached_cost_usd: float = 0.0  #: the same with nothing cached
     notices: list[str] = []  #: what the run would tell before judging (the scan's, the options')

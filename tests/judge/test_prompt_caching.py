@@ -7,6 +7,7 @@ skipped where they are not)."""
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -156,4 +157,7 @@ def test_a_dry_run_prices_the_rubric_prefix_as_cached_and_says_so(run_flowrate, 
     path = write_jsonl(tmp_path / "c.jsonl", distinct(3))
     result = run_flowrate("eval", path, "--model", "gpt-4o", "--dry-run", env=cli_env)
     assert result.returncode == 0, result.stderr
-    assert "priced as read from the provider's prompt cache" in result.stderr + result.stdout
+    said = result.stderr + result.stdout
+    assert "priced as read from the provider's prompt cache" in said
+    cached, uncached = (float(cost) for cost in re.findall(r"\$(\d+\.\d+)", said)[:2])
+    assert 0 < cached < uncached  # gpt-4o's cached input is half price
