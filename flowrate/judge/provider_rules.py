@@ -111,6 +111,13 @@ class ProviderRules:
         return self.address.provider in CLAUDE_PROVIDERS and "claude" in self.address.name.lower()
 
     @property
+    def refuses_logprobs(self) -> str | None:
+        """Why the model takes no log-probabilities, where its rules say so; None where it may."""
+        if self.openai_reasoning:
+            return "OpenAI's reasoning models take no logprobs (platform.openai.com/docs/guides/reasoning)"
+        return None
+
+    @property
     def requires_reply_limit(self) -> bool:
         """The provider refuses a request without `max_tokens` (Anthropic's Messages API), or
         fills in its own that the model may refuse (LiteLLM sends Claude's largest)."""

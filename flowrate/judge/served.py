@@ -115,7 +115,10 @@ class ServedJudge(JudgeBackend):
     # -- log-probabilities (`LogprobsLearned`) ---------------------------------------------------
     def top_logprobs(self) -> int:
         """`TOP_LOGPROBS` where the run asks for log-probabilities, the model may give them and its
-        server has not refused them."""
+        server has not refused them. A model the provider rules know to refuse them (OpenAI's
+        reasoning models) counts as having refused them, so the run's end says so as for any."""
+        if self.asks_logprobs and self.logprobs.refused is None and self.rules.refuses_logprobs:
+            self.logprobs.refused = self.rules.refuses_logprobs
         wanted = self.asks_logprobs and self.model.takes_logprobs and self.logprobs.refused is None
         return TOP_LOGPROBS if wanted else 0
 

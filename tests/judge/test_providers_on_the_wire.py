@@ -57,6 +57,8 @@ def test_an_openai_reasoning_model_asked_for_log_probabilities_judges_without_th
     result, rows = judged(run_flowrate, cli_env, tmp_path, "gpt-5-mini", "--logprobs", env=env)
     every_conversation_judged(result, rows)
     assert all("logprobs" not in body for body in judge.bodies)
+    assert result.stderr.count("the judge refused token log-probabilities") == 1, result.stderr
+    assert all(row["level_probs"] is None for row in rows)
 
 
 @pytest.mark.parametrize("effort", ["minimal", "medium"])
