@@ -37,6 +37,11 @@ HTTP 500, ignoring ``n``, a context window with each server's own "too long" err
 endpoints that tell the window (vLLM's ``/v1/models``, llama.cpp's ``/props``, Ollama's
 ``/api/show``), Ollama's own ``/api/chat``, a cold first call, and one slot that keeps working
 on a request its client gave up on. Token counts are characters / 4, as in ``usage``.
+
+The hosted providers' own protocols (OpenAI's API itself with ``behave_as("openai-api")``, Azure
+deployments in ``deployments``, Anthropic Messages, Gemini, Bedrock Converse, Groq's refusals with
+``behave_as("groq")``) are answered from the same script by ``tests/provider_stand_ins.py``,
+mounted on the same server.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
+
+from tests import provider_stand_ins
 
 
 @dataclass
@@ -101,6 +108,13 @@ PROFILES = {
         name="llama-server", props=True, context_error="llama-server", refuses_n=True, tokenize="llama-server"
     ),
     "ollama": Profile(name="ollama", ollama=True, context_error="none", logprobs="ignores"),
+    # api.openai.com itself: its reasoning models' refusals and its automatic prefix caching
+    # (tests/provider_stand_ins.py, where each rule names its page)
+    "openai-api": Profile(name="openai-api"),
+    # Groq's OpenAI-compatible API: no logprobs, n only 1 (provider_stand_ins.groq_refusal)
+    "groq": Profile(name="groq"),
+    # DeepSeek's API: its own cache fields in `usage` (provider_stand_ins.deepseek_usage)
+    "deepseek": Profile(name="deepseek"),
 }
 
 
@@ -122,6 +136,8 @@ class JudgeServer:
         self.bodies: list[dict[str, Any]] = []
         self.arrivals: list[tuple[float, int]] = []  # (time, calls in flight including this one)
         self.statuses: list[int] = []  # the status of each chat request answered, in order
+        self.deployments: dict[str, str] = {}  # an Azure deployment's name -> the model it serves
+        self.prompt_cache: set[tuple[str, str]] = set()  # (provider, prefix digest) a provider has cached
         self.behave_as("openai")
         self._random = random.Random(self.fault_seed)
         self._lock = threading.Lock()
@@ -174,6 +190,8 @@ class JudgeServer:
             self.bodies.clear()
             self.arrivals.clear()
             self.statuses.clear()
+            self.deployments.clear()
+            self.prompt_cache.clear()
         self.behave_as("openai")
 
     @property
@@ -195,6 +213,7 @@ class JudgeServer:
             app.router.add_post("/tokenize", self._tokenize)
             app.router.add_post("/api/show", self._show)
             app.router.add_post("/api/chat", self._ollama_chat)
+            provider_stand_ins.mount(app, self)
             self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
@@ -245,7 +264,42 @@ class JudgeServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if self.profile.name == "openai-api":
+            return await self.serve_openai(request, body, str(body.get("model")))
         return await self._serve(request, body, _completion)
+
+    async def serve_openai(self, request: web.Request, body: dict[str, Any], model: str) -> web.StreamResponse:
+        """A chat completion as OpenAI's API (or an Azure deployment of `model`) answers it: a
+        reasoning model's refusals, and the usage with the cached prefix and the reasoning."""
+        refused = provider_stand_ins.openai_refusal(body, model)
+        if refused is not None:
+            self.record(body)
+            return refused
+
+        def reply(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:
+            answer = _completion(body, step, prompt, n_ctx)
+            if "usage" in answer:
+                provider_stand_ins.openai_usage(self, body, answer, model)
+            return answer
+
+        return await self._serve(request, body, reply)
+
+    def record(self, body: dict[str, Any]) -> None:
+        """Count a request the provider routes answer themselves, keeping its body."""
+        with self._lock:
+            self.requests += 1
+            if self.keep_bodies:
+                self.bodies.append(body)
+
+    def reply_text(self, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The scripted step an OpenAI-shaped `body` takes, and its first reply's text (for the
+        provider routes, which wrap it in their own shape)."""
+        prompt = "\n".join(_text(message.get("content")) for message in body.get("messages") or [])
+        step = looked_at(body, self._next_step(prompt))
+        if step.get("status", 200) != 200:
+            return step, ""
+        [(text, _)] = _contents({**body, "n": 1}, step, prompt, self.n_ctx)[:1]
+        return step, text
 
     async def _serve(self, request: web.Request, body: dict[str, Any], reply) -> web.StreamResponse:
         prompt = "\n".join(_text(message.get("content")) for message in body.get("messages") or [])
@@ -258,6 +312,8 @@ class JudgeServer:
                 self.bodies.append(body)
         try:
             refused = self._refusal(body) or self._refuses_n(body) or self._refuses_logprobs(body)
+            if refused is None and self.profile.name == "groq":
+                refused = provider_stand_ins.groq_refusal(body)
             if refused is not None:
                 return refused
             work = self._work(request, body, prompt, reply)
@@ -314,6 +370,10 @@ class JudgeServer:
         if not self.profile.honours_n:
             body = {**body, "n": 1}
         answer = reply(body, step, prompt, self.n_ctx)
+        if self.profile.name == "groq":  # console.groq.com/docs/api-reference#chat-create: the answer's extras
+            answer.update(service_tier="on_demand", x_groq={"id": "req_scripted"})
+        if self.profile.name == "deepseek" and "usage" in answer:
+            provider_stand_ins.deepseek_usage(self, body, answer)
         if self.profile.logprobs == "yes":
             with_logprobs(answer, body, step)
         return web.json_response(answer)

@@ -23,6 +23,7 @@ from flowrate.inputs.selection import (
     raise_for_problems,
     scan,
 )
+from flowrate.judge.backend import Usage
 from flowrate.judge.cache import ResponseCache
 from flowrate.metrics.catalog import build_metrics
 from flowrate.metrics.protocol import Metric
@@ -210,7 +211,8 @@ class RunJudges:
             if metric.backend is not None:
                 metric.backend.check_access()
             metric.warm_up()
-        if self.settings.max_cost is not None and any(judge.price(1000, 100) is None for judge in judges):
+        sample = Usage(prompt_tokens=1000, completion_tokens=100)
+        if self.settings.max_cost is not None and any(judge.price(sample) is None for judge in judges):
             raise ConfigError(f"no price is known for model {self.settings.model!r}, so --max-cost cannot be enforced")
 
     def estimate(self, cases: Iterable[ConversationalEvalTestCase]) -> DryRunEstimate:
@@ -227,11 +229,13 @@ class RunJudges:
                 call = metric.estimate(plan, exact=True)
                 estimate.calls += call.calls
                 estimate.prompt_tokens += call.prompt_tokens
+                estimate.cached_tokens += call.cached_tokens
                 estimate.completion_tokens += call.completion_tokens
-                if call.cost_usd is None or estimate.cost_usd is None:
+                if call.cached_cost_usd is None or estimate.cost_usd is None:
                     estimate.cost_usd = None  # one call with no known price: the total is unknown
                 else:
-                    estimate.cost_usd += call.cost_usd
+                    estimate.cost_usd += call.cached_cost_usd
+                    estimate.uncached_cost_usd += call.cost_usd or 0.0
         return estimate
 
 
@@ -326,9 +330,12 @@ def begin(run: FileRun, listener: RunListener) -> tuple[dict[tuple[str, str], Ev
 
 def tell_logprobs(run: FileRun, listener: RunListener) -> None:
     """Tell `listener`, once each, why `run`'s replies came without usable log-probabilities, if
-    they did (`LogprobsLearned.notes` of each served judge; metrics may share one)."""
+    they did (`LogprobsLearned.notes` of each served judge; metrics may share one), and what each
+    judge learned of its provider (`JudgeBackend.notes`: a parameter it refused)."""
     learned = {id(m.backend.logprobs): m.backend.logprobs for m in run.metrics if m.backend and m.backend.logprobs}
-    for note in dict.fromkeys(note for logprobs in learned.values() for note in logprobs.notes()):
+    notes = [note for logprobs in learned.values() for note in logprobs.notes()]
+    notes += [note for m in run.metrics if m.backend for note in m.backend.notes()]
+    for note in dict.fromkeys(notes):
         listener.notice(note)
 
 

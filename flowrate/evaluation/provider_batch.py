@@ -28,7 +28,6 @@ from flowrate.errors import ConfigError
 from flowrate.evaluation.engine import Scheduler, error_rows, tell_row
 from flowrate.evaluation.file_run import FileRun, tell_logprobs
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import Usage
 from flowrate.judge.batch_api import (
     TERMINAL,
     BatchRecord,
@@ -445,12 +444,11 @@ def batch_reply(metric: Any, request: JudgeRequest, replies: BatchReplies) -> Re
     backend = metric.backend
     if backend.logprobs is not None and request.kind != "look":
         backend.logprobs.heard(backend.top_logprobs(), replies.texts, replies.logprobs)
-    usage = Usage(**replies.usage)
-    price = getattr(backend, "batch_price", lambda prompt, completion: None)
+    price = getattr(backend, "batch_price", lambda usage: None)
     return Reply(
         replies.texts,
-        usage=usage,
-        cost_usd=price(usage.prompt_tokens, usage.completion_tokens),
+        usage=replies.usage,
+        cost_usd=price(replies.usage),
         response_format="json_schema" if request.schema else None,
         logprobs=replies.logprobs,
     )

@@ -40,10 +40,18 @@ class PerLoop(Generic[T]):
 
 class Usage(BaseModel):
     """Tokens one or more calls spent. Sums go through `+` field by field, so a count added
-    here (cached input, reasoning) is carried by every total without another edit."""
+    here (cached input, reasoning) is carried by every total without another edit.
+
+    As OpenAI counts them: `prompt_tokens` is all the input, of which `cached_tokens` were read
+    from the provider's prompt cache and `cache_write_tokens` written to it (Anthropic's
+    `cache_creation_input_tokens`); `completion_tokens` all the output, of which
+    `reasoning_tokens` were the model's hidden reasoning (billed as output)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
@@ -137,6 +145,28 @@ class Completion:
         return index < len(self.finish_reasons) and self.finish_reasons[index] == "length"
 
 
+def usage_of(usage: Any) -> Usage:
+    """The tokens of an OpenAI `usage` object, as OpenAI, Azure and LiteLLM (its `model_dump`)
+    write it: the cached input in `prompt_tokens_details.cached_tokens` (OpenAI's automatic
+    caching), `cache_read_input_tokens` (LiteLLM's for Anthropic and Bedrock) or
+    `prompt_cache_hit_tokens` (DeepSeek's), the input written
+    to the cache in `cache_creation_input_tokens`, the reasoning in
+    `completion_tokens_details.reasoning_tokens`."""
+    usage = usage if isinstance(usage, dict) else {}
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens")
+        or usage.get("cache_read_input_tokens")
+        or usage.get("prompt_cache_hit_tokens")  # DeepSeek's
+        or 0,
+        cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+    )
+
+
 def tokens_of(logprobs: Any) -> list[dict[str, Any]] | None:
     """A choice's tokens with their log-probabilities (`logprobs.content`), alternatives kept as
     token and logprob only; None when the choice has none."""
@@ -163,6 +193,9 @@ class JudgeBackend(ABC):
 
     model_name: str  #: the model as the user named it: rows and messages show it
     asks_logprobs: bool = False  #: the run asks for token log-probabilities (`--logprobs`)
+    reasoning_effort: str | None = None  #: `--reasoning-effort`, for a judge that reasons (None: the provider's)
+    prompt_cache_key: str | None = None  #: the rubric's name and version, for OpenAI's `prompt_cache_key`
+    prices: dict[str, Any] | None = None  #: the config's `prices`: per model, USD per million tokens
     logprobs: LogprobsLearned | None = None  #: what a served judge's server gave of them this run (None: not served)
 
     @abstractmethod
@@ -234,9 +267,22 @@ class JudgeBackend(ABC):
         """Tokens in `text` by the model's count: by default, about three bytes a token, rounded up."""
         return len(text.encode()) // 3 + 1
 
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD for `prompt_tokens` and `completion_tokens`; None when unknown, never a guess."""
+    def price(self, usage: Usage) -> float | None:
+        """USD for the tokens of `usage` (cached input at its price); None when unknown, never a guess."""
         return None
+
+    def provider_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An OpenAI chat-completions `body` as the judge's provider takes it: by default, as it is."""
+        return body
+
+    def cached_prefix_tokens(self, prefix_tokens: int) -> int:
+        """Of a prompt whose shared prefix (the rubric) is `prefix_tokens` long, the tokens the
+        provider will read from its prompt cache once a call has written them: by default none."""
+        return 0
+
+    def notes(self) -> list[str]:
+        """What the judge learned of its provider this run (a parameter refused), each once, for the run's end."""
+        return []
 
     def cache_identity(self) -> str:
         """The judge in the cache key: the same name served elsewhere is another judge."""

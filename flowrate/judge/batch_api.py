@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 
 from flowrate.errors import ConfigError, ExitCode, FlowrateError, InputError
-from flowrate.judge.backend import tokens_of
+from flowrate.judge.backend import Usage, tokens_of, usage_of
 from flowrate.judge.direct import json_loads, openai_endpoint
 from flowrate.judge.errors import BadReply, JudgeError, TimedOut, Unreachable, error_for
 from flowrate.judge.litellm_backend import judge_error_of
@@ -673,11 +673,12 @@ def line_error(line: dict[str, Any] | None) -> str:
 
 @dataclass
 class BatchReplies:
-    """The replies in a successful result line: their texts, the line's usage, and each reply's
-    tokens with their log-probabilities (`logprobs`, None for one without)."""
+    """The replies in a successful result line: their texts, the line's usage (the cached input and
+    the reasoning among it, as online), and each reply's tokens with their log-probabilities
+    (`logprobs`, None for one without)."""
 
     texts: list[str]
-    usage: dict[str, int]
+    usage: Usage
     logprobs: list[list[dict[str, Any]] | None]
 
 
@@ -690,9 +691,8 @@ def result_replies(line: dict[str, Any]) -> BatchReplies | None:
     choices = body.get("choices") or []
     if not choices:
         return None
-    usage = body.get("usage") or {}
     return BatchReplies(
         texts=[(choice.get("message") or {}).get("content") or "" for choice in choices],
-        usage={"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)},
+        usage=usage_of(body.get("usage")),
         logprobs=[tokens_of(choice.get("logprobs")) for choice in choices],
     )

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 
 from flowrate.judge.address import JudgeAddress
-from flowrate.judge.backend import Completion, Usage, tokens_of
+from flowrate.judge.backend import Completion, tokens_of, usage_of
 from flowrate.judge.errors import ERROR_BODY_LIMIT, BadReply, TimedOut, Unreachable, error_for
-from flowrate.judge.model_map import count_tokens, model_facts, price_usd
+from flowrate.judge.model_map import count_tokens, model_facts
 from flowrate.judge.served import ChatRequest, ServedJudge
 from flowrate.judge.served_model import ServedModel
 
@@ -115,8 +115,9 @@ class MappedModel(ServedModel):
     def estimated_tokens(self, text: str) -> int:
         return count_tokens(text)
 
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return price_usd(self.info, prompt_tokens, completion_tokens)
+    @property
+    def supported_params(self) -> frozenset[str] | None:
+        return None
 
 
 class DirectBackend(ServedJudge):
@@ -157,16 +158,18 @@ class DirectBackend(ServedJudge):
             raise TimedOut(f"Request timed out after {timeout:g} seconds.") from None
         except aiohttp.ClientConnectionError as error:  # the words the rows have always used, the cause kept
             raise Unreachable("Connection error.") from error
-        return _completion(payload, request.form, self.model.info)
+        completion = _completion(payload, request.form)
+        completion.cost_usd = self.price(completion.usage)
+        return completion
 
 
-def _completion(payload: bytes, form: str | None, facts: dict[str, Any] | None) -> Completion:
-    """A chat-completions answer as a `Completion`, priced by the model map."""
+def _completion(payload: bytes, form: str | None) -> Completion:
+    """A chat-completions answer as a `Completion`, not yet priced."""
     try:
         answer = json_loads(payload)
     except orjson.JSONDecodeError:
         answer = None
-    return completion_of(answer, form, facts, payload)
+    return completion_of(answer, form, payload)
 
 
 def json_loads(payload: bytes) -> Any:
@@ -183,19 +186,17 @@ def json_loads(payload: bytes) -> Any:
             raise refused from None
 
 
-def completion_of(answer: Any, form: str | None, facts: dict[str, Any] | None, payload: Any = None) -> Completion:
-    """A decoded chat-completions answer as a `Completion`, priced by the model map (`model_facts`);
-    raises `BadReply` for anything else (`payload`: what to quote, default the answer)."""
+def completion_of(answer: Any, form: str | None, payload: Any = None) -> Completion:
+    """A decoded chat-completions answer as a `Completion` (its cost left for the caller to set:
+    `JudgeBackend.price` of its usage); raises `BadReply` for anything else (`payload`: what to
+    quote, default the answer)."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not isinstance(choices, list):
         quoted = payload[:200] if payload is not None else str(answer)[:200]
         raise BadReply(f"the judge's answer is not a chat completion: {quoted!r}")
-    usage = answer.get("usage") or {}
-    tokens = Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0)
     return Completion(
         texts=[((choice.get("message") or {}).get("content") or "") for choice in choices],
-        usage=tokens,
-        cost_usd=price_usd(facts, tokens.prompt_tokens, tokens.completion_tokens),
+        usage=usage_of(answer.get("usage")),
         finish_reasons=[choice.get("finish_reason") for choice in choices],
         response_format=form,
         logprobs=[tokens_of(choice.get("logprobs")) for choice in choices],

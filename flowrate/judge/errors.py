@@ -24,11 +24,15 @@ class JudgeError(Exception):
     kind = "APIError"
     retryable = False  #: sent again, the call may succeed
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None):
-        """`message` is what the judge said, without any wrapper's class names."""
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after_s: float | None = None, param: str | None = None
+    ):
+        """`message` is what the judge said, without any wrapper's class names; `param` the
+        request parameter its answer named as refused (OpenAI's `error.param`), if any."""
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+        self.param = param
         self.requests = 1
 
 
@@ -130,7 +134,10 @@ REFUSAL_WORDS = re.compile(
     r"|field required|unsupported parameter|only one completion choice",
     re.IGNORECASE,
 )
-CHOICES_WORDS = re.compile(r"only one completion choice|\bn\b\W{0,3}(must be 1|is not supported|unsupported)", re.I)
+# Groq: "'n' : number must be at most 1"
+CHOICES_WORDS = re.compile(
+    r"only one completion choice|\bn\b\W{0,4}(must be 1|is not supported|unsupported|number must be at most 1)", re.I
+)
 # llama-cpp-python: "logprobs is not supported for models created with logits_all=False"; OpenAI's
 # reasoning models: "logprobs is not supported with this model"
 LOGPROBS_WORDS = re.compile(
@@ -173,7 +180,10 @@ def error_for(status: int, body: bytes, headers: Any = None) -> JudgeError:
     code = {str(error.get(key)) for key in ("code", "type")} if isinstance(error, dict) else set()
     window = error.get("n_ctx") if isinstance(error, dict) and isinstance(error.get("n_ctx"), int) else None
     message = server_message(body) or f"HTTP {status}"
-    return error_of(status, message, retry_after_s=retry_after_seconds(headers), codes=code, window_tokens=window)
+    param = error.get("param") if isinstance(error, dict) and isinstance(error.get("param"), str) else None
+    return error_of(
+        status, message, retry_after_s=retry_after_seconds(headers), codes=code, window_tokens=window, param=param
+    )
 
 
 def error_of(
@@ -183,11 +193,12 @@ def error_of(
     retry_after_s: float | None = None,
     codes: set[str] | None = None,
     window_tokens: int | None = None,
+    param: str | None = None,
 ) -> JudgeError:
     """The error for a `status` whose answer said `message` (`codes`: its error's `code` and
     `type`, `window_tokens`: the context window it named as a number), classed by status and by
-    what the server says it refused."""
-    details: dict[str, Any] = {"status": status, "retry_after_s": retry_after_s}
+    what the server says it refused, `param`: the parameter it named as refused)."""
+    details: dict[str, Any] = {"status": status, "retry_after_s": retry_after_s, "param": param}
     if status >= 400 and (CONTEXT_WORDS.search(message) or CONTEXT_CODES & (codes or set())):
         return ContextWindowExceeded(message, window_tokens=window_tokens or window_named(message), **details)
     if status >= 400 and FORM_NAMED.search(message) and FORM_WORDS.search(message):

@@ -8,12 +8,7 @@ from typing import Any
 
 from flowrate.judge.access import check_keys, check_litellm_keys, check_litellm_serves
 from flowrate.judge.address import JudgeAddress
-from flowrate.judge.backend import (
-    NO_KEY_PLACEHOLDER,
-    Completion,
-    Usage,
-    tokens_of,
-)
+from flowrate.judge.backend import NO_KEY_PLACEHOLDER, Completion, tokens_of, usage_of
 from flowrate.judge.errors import (
     ContextWindowExceeded,
     TimedOut,
@@ -45,6 +40,10 @@ class LiteLLMModel(ServedModel):
     def takes_n(self) -> bool:
         return "n" in self._supported_params
 
+    @property
+    def supported_params(self) -> frozenset[str] | None:
+        return frozenset(self._supported_params) or None
+
     @cached_property
     def info(self) -> dict[str, Any] | None:
         try:
@@ -73,16 +72,6 @@ class LiteLLMModel(ServedModel):
     def estimated_tokens(self, text: str) -> int:
         """LiteLLM's count: the model's tokenizer where LiteLLM has it, else its default."""
         return _litellm().token_counter(model=self.address.litellm_model, text=text)
-
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD by LiteLLM's price list; None for a model it has no price for."""
-        try:
-            prompt_cost, completion_cost = _litellm().cost_per_token(
-                model=self.address.litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-            )
-        except Exception:
-            return None
-        return float(prompt_cost + completion_cost)
 
 
 class LiteLLMBackend(ServedJudge):
@@ -115,17 +104,14 @@ class LiteLLMBackend(ServedJudge):
         except Exception as error:
             raise judge_error_of(error) from error
         texts = [choice.message.content or "" for choice in response.choices]
-        usage = getattr(response, "usage", None)
-        tokens = Usage(
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        )
-        # LiteLLM prices every response it returns; None when it has no price: unknown, never 0.
-        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        usage: Any = getattr(response, "usage", None)
+        tokens = usage_of(usage.model_dump() if hasattr(usage, "model_dump") else usage)
+        # priced by flowrate from LiteLLM's model info, as the direct transport prices (LiteLLM's own
+        # response_cost is 0 for a model its map lists at 0, and knows no config's price)
         return Completion(
             texts=texts,
             usage=tokens,
-            cost_usd=None if cost is None else float(cost),
+            cost_usd=self.price(tokens),
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
             response_format=request.form,
             logprobs=[tokens_of(_plain(getattr(choice, "logprobs", None))) for choice in response.choices],

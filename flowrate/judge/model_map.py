@@ -13,6 +13,9 @@ from typing import Any
 
 import orjson
 
+from flowrate.judge.backend import Usage
+from flowrate.settings.groups import ModelPrice
+
 MAP_FILE = "model_prices_and_context_window_backup.json"
 TOKENIZERS = "litellm_core_utils/tokenizers"  # LiteLLM's bundled tiktoken files: no download
 DEFAULT_ENCODING = "cl100k_base"  # the encoding LiteLLM's token_counter uses for OpenAI-protocol models
@@ -46,14 +49,33 @@ def model_facts(litellm_model: str) -> dict[str, Any] | None:
     return found
 
 
-def price_usd(facts: dict[str, Any] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD by the map's per-token prices; None without a price, never 0."""
-    if not facts:
+def price_usd(
+    facts: dict[str, Any] | None, usage: Usage, paid: bool = True, configured: ModelPrice | None = None
+) -> float | None:
+    """USD for `usage` at the `configured` price (the config's, per million tokens), else by the
+    map's per-token prices: input read from the prompt cache at `cache_read_input_token_cost`,
+    written to it at `cache_creation_input_token_cost` (each the input's price where the map has
+    none), the rest of the input at `input_cost_per_token`, all the output (reasoning included) at
+    `output_cost_per_token`. None without a price, never 0: a model of a `paid` provider priced 0
+    for input and output (the map lists some so: claude-opus-4-1) is one whose price is unknown."""
+    if configured is not None:
+        per_token = 1e-6
+        rates = (configured.input, configured.cached_input, configured.cache_write, configured.output)
+        prompt, cached, write, completion = (None if rate is None else rate * per_token for rate in rates)
+    elif facts:
+        prompt, completion = facts.get("input_cost_per_token"), facts.get("output_cost_per_token")
+        cached, write = facts.get("cache_read_input_token_cost"), facts.get("cache_creation_input_token_cost")
+    else:
         return None
-    prompt, completion = facts.get("input_cost_per_token"), facts.get("output_cost_per_token")
-    if prompt is None or completion is None:
+    if prompt is None or completion is None or (paid and not prompt and not completion):
         return None
-    return float(prompt * prompt_tokens + completion * completion_tokens)
+    cached = prompt if cached is None else cached
+    write = prompt if write is None else write
+    uncached = max(usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens, 0)
+    return float(
+        prompt * uncached + cached * usage.cached_tokens + write * usage.cache_write_tokens
+        + completion * usage.completion_tokens
+    )  # fmt: skip
 
 
 @cache

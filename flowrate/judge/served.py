@@ -8,16 +8,19 @@ from the server once per run (`SchemaForms`), a self-hosted server's window, slo
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
 from flowrate.judge.access import check_keys
-from flowrate.judge.backend import TOP_LOGPROBS, Completion, JudgeBackend, chat_body
+from flowrate.judge.backend import TOP_LOGPROBS, Completion, JudgeBackend, Usage, chat_body
+from flowrate.judge.errors import ChoicesRefused, ContextWindowExceeded, FormRefused, LogprobsRefused, RequestRefused
 from flowrate.judge.logprobs import LogprobsLearned
+from flowrate.judge.provider_rules import ProviderRules
 from flowrate.judge.schema_forms import SchemaForms
 from flowrate.judge.self_hosting import SelfHosting
 from flowrate.judge.served_model import ServedModel
+
+MAX_LEARNED = 4  # parameters one call may learn refused (temperature, max_tokens, reasoning_effort, one more)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class ServedJudge(JudgeBackend):
         self.forms = SchemaForms(model)
         self.hosting = SelfHosting(model)
         self.logprobs = LogprobsLearned()
+        self.rules = ProviderRules(model)
         self._n_ignored = False  #: the server answered a request for n choices with fewer
 
     @abstractmethod
@@ -65,7 +69,18 @@ class ServedJudge(JudgeBackend):
         log-probabilities where they are asked and not refused."""
         form, sent_format = self.forms.request_format(response_format, max_tokens)
         body = chat_body(self.address.name, messages, n, sent_format, temperature, max_tokens, self.top_logprobs())
-        return ChatRequest(body, form)
+        return ChatRequest(self.provider_body(body), form)
+
+    def provider_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An OpenAI chat-completions `body` as this judge's provider takes it (`ProviderRules.apply`):
+        what every request of this judge sends, online, in a provider batch's line and in an engine's."""
+        return self.rules.apply(body, self.reasoning_effort, self.prompt_cache_key)
+
+    def notes(self) -> list[str]:
+        return self.rules.notes()
+
+    def cached_prefix_tokens(self, prefix_tokens: int) -> int:
+        return self.rules.cached_prefix_tokens(prefix_tokens)
 
     # -- the model's facts, as `JudgeBackend` asks them ------------------------------------------
     def check_keys(self) -> None:
@@ -82,11 +97,11 @@ class ServedJudge(JudgeBackend):
         """Whether to send max_tokens: not to a reasoning model, whose hidden reasoning counts against it."""
         return not self.model.reasons
 
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return self.model.price(prompt_tokens, completion_tokens)
+    def price(self, usage: Usage) -> float | None:
+        return self.model.price(usage, self.prices)
 
-    def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        return self.model.batch_price(prompt_tokens, completion_tokens)
+    def batch_price(self, usage: Usage) -> float | None:
+        return self.model.batch_price(usage)
 
     @property
     def batch_model(self) -> str:
@@ -100,7 +115,10 @@ class ServedJudge(JudgeBackend):
     # -- log-probabilities (`LogprobsLearned`) ---------------------------------------------------
     def top_logprobs(self) -> int:
         """`TOP_LOGPROBS` where the run asks for log-probabilities, the model may give them and its
-        server has not refused them."""
+        server has not refused them. A model the provider rules know to refuse them (OpenAI's
+        reasoning models) counts as having refused them, so the run's end says so as for any."""
+        if self.asks_logprobs and self.logprobs.refused is None and self.rules.refuses_logprobs:
+            self.logprobs.refused = self.rules.refuses_logprobs
         wanted = self.asks_logprobs and self.model.takes_logprobs and self.logprobs.refused is None
         return TOP_LOGPROBS if wanted else 0
 
@@ -158,7 +176,21 @@ class ServedJudge(JudgeBackend):
         finds which (the others wait for its answer instead of all probing). A server that refuses
         log-probabilities is asked again without them, and from then on."""
 
-        def send() -> Awaitable[Completion]:
-            return self._send(self.chat_request(messages, n, response_format, temperature, max_tokens), timeout)
+        async def send() -> Completion:
+            """The request sent; a parameter the server refused by name is learned (`ProviderRules.learn`)
+            and the request sent again without it, as many times as it names another."""
+            for sent in range(1, MAX_LEARNED + 2):
+                request = self.chat_request(messages, n, response_format, temperature, max_tokens)
+                try:
+                    completion = await self._send(request, timeout)
+                except RequestRefused as error:
+                    handled = LogprobsRefused | FormRefused | ChoicesRefused | ContextWindowExceeded  # each elsewhere
+                    learned = not isinstance(error, handled) and sent <= MAX_LEARNED
+                    if not learned or not self.rules.learn(error, request.body):
+                        raise
+                    continue
+                completion.requests += sent - 1
+                return completion
+            raise AssertionError("unreachable: the last attempt returns or raises")
 
         return await self.logprobs.complete(self.top_logprobs(), lambda: self.forms.send_in_form(send, response_format))

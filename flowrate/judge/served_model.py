@@ -11,8 +11,9 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from flowrate.judge.address import JudgeAddress
-from flowrate.judge.backend import KEY_VARIABLES
-from flowrate.judge.model_map import model_facts
+from flowrate.judge.backend import KEY_VARIABLES, SELF_HOSTED_PROVIDERS, Usage
+from flowrate.judge.model_map import model_facts, price_usd
+from flowrate.settings.groups import ModelPrice
 
 
 class ServedModel(ABC):
@@ -54,14 +55,24 @@ class ServedModel(ABC):
     def estimated_tokens(self, text: str) -> int:
         """Tokens in `text` by the transport's own count (no server asked)."""
 
+    @property
     @abstractmethod
-    def price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD at the model's price; None for a model without one, never a guess."""
+    def supported_params(self) -> frozenset[str] | None:
+        """The OpenAI parameters the transport passes to the model's provider (None: it speaks
+        OpenAI's protocol itself, and sends any)."""
 
-    def batch_price(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+    def price(self, usage: Usage, prices: dict[str, ModelPrice] | None = None) -> float | None:
+        """USD for `usage` at the model's price (`model_map.price_usd`): the config's `prices` for
+        the model as the user named it or as LiteLLM does, else the facts'; None for a model
+        without one, never a guess."""
+        configured = (prices or {}).get(self.address.model) or (prices or {}).get(self.address.litellm_model)
+        paid = self.address.provider not in SELF_HOSTED_PROVIDERS
+        return price_usd(self.info, usage, paid=paid, configured=configured)
+
+    def batch_price(self, usage: Usage) -> float | None:
         """USD at the model's batch price where LiteLLM's map knows one; None otherwise, never a guess."""
         facts = model_facts(self.address.litellm_model) or {}
         prompt, completion = facts.get("input_cost_per_token_batches"), facts.get("output_cost_per_token_batches")
         if prompt is None or completion is None:
             return None
-        return float(prompt * prompt_tokens + completion * completion_tokens)
+        return float(prompt * usage.prompt_tokens + completion * usage.completion_tokens)

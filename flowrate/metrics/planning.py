@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase
-from flowrate.judge.backend import JudgeBackend
+from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
@@ -49,7 +49,11 @@ class CallEstimate:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float | None = 0.0  # None when the model has no known price
+    cost_usd: float | None = 0.0  # None when the model has no known price; nothing cached: an upper bound
+    cached_tokens: int = 0  #: of `prompt_tokens`, the rubric's prefix the provider will read from its cache
+    #: the cost with `cached_tokens` at the cached price (`--dry-run`); `--max-cost` reserves `cost_usd`, the
+    #: bound, and settles at what the call cost, so a budget is never passed when a provider misses its cache
+    cached_cost_usd: float | None = 0.0
 
 
 @dataclass(eq=False)
@@ -238,7 +242,11 @@ class Planner:
             prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
         completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
-        return CallEstimate(calls, prompt, completion, self.backend.price(prompt, completion))
+        cached = min(self.backend.cached_prefix_tokens(self.budget.prefix_tokens) * calls, prompt)
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
+        cost = self.backend.price(usage)
+        cached_cost = self.backend.price(usage.model_copy(update={"cached_tokens": cached})) if cached else cost
+        return CallEstimate(calls, prompt, completion, cost, cached, cached_cost)
 
 
 def take_cached(plan: JudgePlan, found: dict[str, Replies]) -> None:

@@ -47,7 +47,9 @@ class RubricMetric:
     message nobody answered is left out rather than judged as a user left hanging (a record's
     `log_cut` says so for itself). `choice` (a `ScoreChoice`) names the value rows are scored by,
     the reply's field order, the `uncertain` mark, and whether the judge's log-probabilities are
-    asked (rows' `level_probs`, `expected_score`). `verbose` is for eval_lib's signature only.
+    asked (rows' `level_probs`, `expected_score`), and how hard a judge that reasons thinks
+    (`reasoning_effort`); the rubric's name and version are OpenAI's `prompt_cache_key`. A price
+    of the config's (`prices`, in the judge group) is set on `backend.prices`. `verbose` is for eval_lib's signature only.
     """
 
     def __init__(
@@ -76,7 +78,7 @@ class RubricMetric:
             language=language, samples=samples, max_input_tokens=max_input_tokens, thresholds=thresholds or {},
             weights=weights or {}, date_field=date_field, cut_logs=cut_logs, transport=transport,
             score=choice.score, reply_order=choice.reply_order, uncertain_below=choice.uncertain_below,
-            logprobs=choice.logprobs,
+            logprobs=choice.logprobs, reasoning_effort=choice.reasoning_effort,
         )  # fmt: skip
         judge = JudgeSettings.model_construct(**given)  # the arguments as the judge group: one way to build
         self._build(rubric, model, judge, cache, retry or RetryPolicy())
@@ -104,6 +106,9 @@ class RubricMetric:
         self.name, self.row_names = self.rubric.name, self.rubric.row_names
         self.backend = make_backend(model, judge.api_base, judge.transport)
         self.backend.asks_logprobs = choice.asks_logprobs
+        self.backend.reasoning_effort = choice.reasoning_effort
+        self.backend.prompt_cache_key = f"flowrate-{self.rubric.name}-{self.rubric.version}"[:64]
+        self.backend.prices = judge.prices  # the config's prices of models the price list lacks
         self.model: str = self.backend.model_name
         self.threshold, self.samples, self.cache, self.retry = judge.threshold, judge.samples, cache, retry
         self.thresholds = {name: judge.thresholds.get(name, judge.threshold) for name in self.row_names}

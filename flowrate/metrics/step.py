@@ -250,7 +250,7 @@ def request_body(
     if schema is not None and hasattr(backend, "request_format"):
         form, sent = backend.request_format(schema, limit)
     model: str = getattr(backend, "batch_model", metric.model)
-    return form, chat_body(model, messages, n, sent, temperature, limit, backend.top_logprobs())
+    return form, backend.provider_body(chat_body(model, messages, n, sent, temperature, limit, backend.top_logprobs()))
 
 
 def build_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
@@ -314,13 +314,13 @@ def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) 
     chat completion: an error body, say)."""
     from flowrate.judge.direct import completion_of
 
-    completion = completion_of(answer, request.response_format, None)
+    completion = completion_of(answer, request.response_format)
     usage = completion.usage
     return Reply(
         texts=completion.texts,
         cut=[completion.cut(index) for index in range(len(completion.texts))],
         usage=usage,
-        cost_usd=metric.backend.price(usage.prompt_tokens, usage.completion_tokens),
+        cost_usd=metric.backend.price(usage),
         response_format=request.response_format,
         logprobs=completion.logprobs,
     )

@@ -196,6 +196,8 @@ def print_summary(console: Console, summary: RunSummary, output: str | None) -> 
             markup=False,
             highlight=False,
         )
+    if summary.token_details:
+        console.print(f"of the tokens: {summary.token_details}", markup=False, highlight=False)
     several = len(summary.metrics) > 1
 
     def note(item) -> str:
@@ -301,6 +303,11 @@ def print_dry_run(console: Console, estimate: DryRunEstimate, model: str) -> Non
     for notice in estimate.notices:
         console.print(shown(f"flowrate: {notice}"), markup=False, highlight=False)
     cost = "unknown (no price for this model)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+    if estimate.cached_tokens and estimate.cost_usd is not None:
+        cost += (
+            f" ({estimate.cached_tokens} of the prompt tokens, the rubric's prefix, priced as read from the"
+            f" provider's prompt cache; ${estimate.uncached_cost_usd:.4f} if nothing is cached, as --max-cost reserves)"
+        )
     console.print(
         f"dry run for {model}: {estimate.conversations} conversation(s), {estimate.cached} cached, "
         f"{estimate.calls} call(s), {estimate.prompt_tokens} prompt tokens, "

@@ -149,6 +149,8 @@ class Spend(BaseModel):
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  #: of `prompt_tokens`, those the provider read from its prompt cache
+    reasoning_tokens: int = 0  #: of `completion_tokens`, the judge's hidden reasoning
     cost_usd: float = 0.0
     rows_without_cost: int = 0  #: judged rows (not error rows) whose model has no known price
     #: of the totals above, what rows resumed from the output file had spent in earlier runs
@@ -164,12 +166,26 @@ class Spend(BaseModel):
             self.resumed_cost_usd += row.cost_usd or 0.0
         self.prompt_tokens += row.usage.prompt_tokens
         self.completion_tokens += row.usage.completion_tokens
+        self.cached_tokens += row.usage.cached_tokens
+        self.reasoning_tokens += row.usage.reasoning_tokens
         if row.cost_usd is not None:
             self.cost_usd += row.cost_usd
         elif row.error is None or row.usage.prompt_tokens or row.usage.completion_tokens:
             self.rows_without_cost += (
                 1  # an error row that reached no judge has no price; one whose calls were answered does
             )
+
+    @property
+    def token_details(self) -> str:
+        """How much of the file's input the provider's cache served, and the reasoning in its
+        output, as the run's summary says them ("" when neither)."""
+        details = []
+        if self.cached_tokens:
+            share = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+            details.append(f"{self.cached_tokens} prompt tokens ({share:.0%}) read from the provider's prompt cache")
+        if self.reasoning_tokens:
+            details.append(f"{self.reasoning_tokens} completion tokens of reasoning")
+        return "; ".join(details)
 
     @property
     def run_prompt_tokens(self) -> int:
@@ -395,5 +411,7 @@ class DryRunEstimate(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float | None = None
+    cached_tokens: int = 0  #: of `prompt_tokens`, the rubric's prefix the provider will serve from its cache
+    cost_usd: float | None = None  #: with `cached_tokens` at the cached price
+    uncached_cost_usd: float = 0.0  #: the same with nothing cached
     notices: list[str] = []  #: what the run would tell before judging (the scan's, the options')

@@ -112,6 +112,28 @@ class Group(BaseModel):
         return cast(G, cls.model_construct(**{name: getattr(settings, name) for name in cls.model_fields}))
 
 
+class ModelPrice(BaseModel):
+    """A model's price from the config, in USD per million tokens: `input`, `output`, and the
+    input read from the provider's prompt cache (`cached_input`) and written to it
+    (`cache_write`), each the input's price when not given."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high"]
+# "low" for judging: a verdict on a rubric needs little reasoning, and on the stand-in (which
+# charges reasoning tokens by effort as docs/judges.md says) each step up costs four times the
+# reasoning tokens, billed as output; "minimal" is gpt-5's only (the o-series get "low"). An
+# effort below the provider's default never turns thinking on: Claude thinks at medium and high
+# only. "none" sends no effort (the provider's default).
+DEFAULT_REASONING_EFFORT: ReasoningEffort = "low"
+
+
 class JudgeOptions(Group):
     """Which judge: the model and the server it is called at."""
 
@@ -128,6 +150,17 @@ class JudgeOptions(Group):
         description="How a judge speaking OpenAI's protocol (OpenAI, Azure, any --api-base) is called: auto and"
         " direct over flowrate's own HTTP client, litellm through LiteLLM; other providers always go through"
         " LiteLLM. [default: auto]",
+    )
+    reasoning_effort: Annotated[ReasoningEffort, flag()] = Field(
+        DEFAULT_REASONING_EFFORT,
+        description="How hard a judge that reasons thinks before its verdict: OpenAI's reasoning models"
+        " (reasoning_effort), Gemini's and Claude's thinking budgets; none sends none (the provider's default)."
+        " [default: low]",
+    )
+    prices: dict[str, ModelPrice] = Field(
+        {},
+        description="Per model as --model names it, its price in USD per million tokens where LiteLLM's map has"
+        " none (an Azure deployment, a fine-tune): input, cached_input, cache_write and output.",
     )
 
 
@@ -221,12 +254,14 @@ Score = Literal["verdict", "expected", "combined"]  # what `--score` may name
 @dataclass(frozen=True)
 class ScoreChoice:
     """What a row is scored by, and what the judge is asked for it: `score` (`--score`), the
-    reply's field order `reply_order`, the mark `uncertain_below`, and `logprobs` asked for."""
+    reply's field order `reply_order`, the mark `uncertain_below`, `logprobs` asked for, and how
+    hard a judge that reasons thinks before its verdict (`reasoning_effort`)."""
 
     score: str = "verdict"
     reply_order: str = "reason-first"
     uncertain_below: float | None = None
     logprobs: bool = False
+    reasoning_effort: str = DEFAULT_REASONING_EFFORT
 
     @property
     def asks_logprobs(self) -> bool:

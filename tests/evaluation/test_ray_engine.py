@@ -349,7 +349,14 @@ def test_the_vllm_processor_sends_flowrates_request_and_reads_vllms_output_into_
     assert (
         made.verdict == "mostly"
         and made.score == 0.9
-        and made.usage.model_dump() == {"prompt_tokens": 900, "completion_tokens": 20}
+        and made.usage.model_dump()
+        == {
+            "prompt_tokens": 900,
+            "completion_tokens": 20,
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
+            "reasoning_tokens": 0,
+        }
     )
 
 

@@ -30,3 +30,13 @@ def test_a_combined_score_puts_the_verdict_first_look_beside_the_request_in_the_
     judge, look = (line["body"] for line in lines)
     assert judge["messages"] == look["messages"] and look["max_tokens"] < judge["max_tokens"]
     assert "reason" not in orjson.dumps(look["response_format"]).decode()
+
+
+def test_a_batch_line_for_a_reasoning_model_is_shaped_by_the_provider_rules_as_online():
+    """platform.openai.com/docs/guides/reasoning: no temperature, no max_tokens, the reasoning effort."""
+    metric = RubricMetric(None, model="o4-mini")
+    [line] = request_lines("flow-x", Judging(metric, conversation("Where is my order?", "It ships today.")))
+    body = orjson.loads(line)["body"]
+    assert "temperature" not in body and "max_tokens" not in body
+    assert body["reasoning_effort"] == "low"
+    assert body["prompt_cache_key"] == f"flowrate-conversational_flow_rate-{metric.rubric.version}"

@@ -86,7 +86,7 @@ def plan_naming(modes: list[FailureMode], backend: JudgeBackend, language: str =
     messages = naming_messages(modes, language)
     prompt = sum(backend.count_tokens(message["content"]) for message in messages)
     reply = REPLY_TOKENS_PER_MODE * max(min(len(modes), NAMED_AT_MOST), 1)
-    return NamingCall(messages, prompt, reply, backend.price(prompt, reply))
+    return NamingCall(messages, prompt, reply, backend.price(Usage(prompt_tokens=prompt, completion_tokens=reply)))
 
 
 def read_naming(text: str, count: int) -> list[tuple[list[int], str]]:

@@ -1,0 +1,203 @@
+"""The judges people use today, judged through `flowrate eval` against a stand-in that answers as
+each provider's API is documented to answer (tests/provider_stand_ins.py names each rule's page):
+OpenAI's reasoning models, an Azure deployment whose name says nothing, Anthropic's Claude (its
+output limits, its prompt cache), Gemini and Bedrock's Claude. LiteLLM talks to the stand-in over
+HTTP, as it would to the provider."""
+
+import pytest
+
+from tests.helpers import distinct, read_rows, write_jsonl
+
+pytestmark = pytest.mark.xdist_group("judge_server")
+
+AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIASTANDIN0000",
+    "AWS_SECRET_ACCESS_KEY": "stand-in-secret",
+    "AWS_REGION_NAME": "us-east-1",
+}
+
+
+def judged(run_flowrate, cli_env, tmp_path, model, *extra, env=None, count=3):
+    """`flowrate eval` of `count` conversations with `model`, `env` added to the test's; its result and rows."""
+    path = write_jsonl(tmp_path / "c.jsonl", distinct(count))
+    result = run_flowrate("eval", path, "--model", model, "-o", "out.jsonl", *extra, env={**cli_env, **(env or {})})
+    rows = read_rows(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
+    return result, rows
+
+
+def every_conversation_judged(result, rows, count=3):
+    assert result.returncode == 0, result.stderr
+    assert len(rows) == count and all(row["error"] is None for row in rows), [row["error"] for row in rows]
+    assert all(row["score"] == 1.0 for row in rows)
+
+
+@pytest.mark.parametrize("model", ["gpt-5-mini", "o4-mini"])
+def test_an_openai_reasoning_model_judges_every_conversation_with_the_parameters_it_takes(
+    judge, run_flowrate, cli_env, tmp_path, transport, model
+):
+    """platform.openai.com/docs/guides/reasoning: temperature only 1, max_completion_tokens, no logprobs."""
+    judge.behave_as("openai-api")
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, env={"OPENAI_BASE_URL": judge.base_url})
+    every_conversation_judged(result, rows)
+    assert judge.requests == 3  # nothing refused: the rules were known before the first call
+    for body in judge.bodies:
+        assert "temperature" not in body and "max_tokens" not in body and "logprobs" not in body
+        assert body["reasoning_effort"] == "low"  # the default, for judging
+        assert body["prompt_cache_key"].startswith("flowrate-conversational_flow_rate-sha256:")
+    # the stand-in charges "low" 192 reasoning tokens, billed as output
+    assert all(row["usage"]["reasoning_tokens"] == 192 for row in rows)
+    assert all(row["usage"]["completion_tokens"] > 192 for row in rows)
+
+
+def test_an_openai_reasoning_model_asked_for_log_probabilities_judges_without_them_and_says_so(
+    judge, run_flowrate, cli_env, tmp_path, transport
+):
+    judge.behave_as("openai-api")
+    env = {"OPENAI_BASE_URL": judge.base_url}
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "gpt-5-mini", "--logprobs", env=env)
+    every_conversation_judged(result, rows)
+    assert all("logprobs" not in body for body in judge.bodies)
+    assert result.stderr.count("the judge refused token log-probabilities") == 1, result.stderr
+    assert all(row["level_probs"] is None for row in rows)
+
+
+@pytest.mark.parametrize("effort", ["minimal", "medium"])
+def test_the_reasoning_effort_is_sent_as_chosen_and_an_o_series_model_gets_low_for_minimal(
+    judge, run_flowrate, cli_env, tmp_path, effort
+):
+    judge.behave_as("openai-api")
+    env = {"OPENAI_BASE_URL": judge.base_url, "FLOWRATE_REASONING_EFFORT": effort}
+    for model, sent in (("gpt-5-mini", effort), ("o4-mini", "low" if effort == "minimal" else effort)):
+        judge.bodies.clear()
+        result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--no-cache", env=env, count=1)
+        every_conversation_judged(result, rows, count=1)
+        assert [body["reasoning_effort"] for body in judge.bodies] == [sent]
+
+
+def test_an_azure_deployment_of_a_reasoning_model_is_learned_from_its_refusals_and_judges_every_conversation(
+    judge, run_flowrate, cli_env, tmp_path, transport
+):
+    """An Azure deployment's name says nothing of its model: its 400s name what it refuses
+    (OpenAI's `param`), each learned once, said once, and the call sent again."""
+    judge.deployments["my-judge"] = "o4-mini"
+    env = {
+        "AZURE_API_BASE": f"http://127.0.0.1:{judge.port}",
+        "AZURE_API_KEY": "azure-test-key",
+        "AZURE_API_VERSION": "2024-10-21",
+    }
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "azure/my-judge", "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    refused = [body for body in judge.bodies if "temperature" in body or "max_tokens" in body]
+    assert len(refused) == 2, judge.bodies  # temperature, then max_tokens: learned once each, for the run
+    assert len(judge.bodies) == 3 + 2
+    assert result.stderr.count("refused the parameter temperature") == 1, result.stderr
+    assert result.stderr.count("refused the parameter max_tokens, max_completion_tokens sent instead") == 1
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-opus-4-1", "anthropic/claude-sonnet-4-5"])
+def test_a_claude_judge_judges_every_conversation_within_its_output_limit(
+    judge, run_flowrate, cli_env, tmp_path, model
+):
+    """docs.anthropic.com/en/api/messages: max_tokens is required and at most the model's output
+    limit (claude-opus-4-1: 32,000, docs.anthropic.com/en/docs/about-claude/models/overview)."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test"}
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, model, "--api-base", f"http://127.0.0.1:{judge.port}", env=env
+    )
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    assert all(body["max_tokens"] <= 32_000 for body in judge.bodies)
+    # --reasoning-effort low (the default) does not turn Claude's thinking on: the schema goes as a
+    # forced tool (Opus 4.1) or as Anthropic's structured output (`output_format`: Sonnet 4.5, as
+    # LiteLLM sends it), at temperature 0
+    for body in judge.bodies:
+        forced = (body.get("tool_choice") or {}).get("type") == "tool"
+        assert forced or body["output_format"]["type"] == "json_schema", body.keys()
+        assert "thinking" not in body and body["temperature"] == 0
+
+
+def test_a_claude_judge_asked_to_reason_thinks_within_its_reply_limit_at_temperature_1(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """docs.anthropic.com/en/docs/build-with-claude/extended-thinking: budget_tokens at least 1,024
+    and below max_tokens, no temperature but 1, no forced tool use."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test", "FLOWRATE_REASONING_EFFORT": "medium"}
+    api_base = f"http://127.0.0.1:{judge.port}"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "anthropic/claude-opus-4-1", "--api-base", api_base, env=env)
+    every_conversation_judged(result, rows)
+    assert all(body["thinking"] == {"type": "enabled", "budget_tokens": 2048} for body in judge.bodies)
+    assert all("tool_choice" not in body and "temperature" not in body for body in judge.bodies)
+    assert all(row["usage"]["completion_tokens"] > 1024 for row in rows)  # the stand-in's thinking: half its budget
+
+
+def test_a_gemini_judge_judges_every_conversation_with_its_thinking_budget(judge, run_flowrate, cli_env, tmp_path):
+    """ai.google.dev/api/generate-content: the schema as responseJsonSchema, the thinking budget in
+    generationConfig.thinkingConfig, the thoughts in usageMetadata.thoughtsTokenCount."""
+    env = {"GEMINI_API_KEY": "gemini-test-key"}
+    api_base = f"http://127.0.0.1:{judge.port}/v1beta"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "gemini/gemini-2.5-flash", "--api-base", api_base, env=env)
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    config = judge.bodies[0]["generationConfig"]
+    assert "response_json_schema" in config or "responseJsonSchema" in config, config
+    assert all(row["usage"]["reasoning_tokens"] > 0 for row in rows), [row["usage"] for row in rows]
+
+
+def test_a_bedrock_claude_judge_judges_every_conversation_with_its_prefix_marked(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html, signed with SigV4;
+    the rubric's prefix marked by a cachePoint block (docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html)."""
+    env = {**AWS, "AWS_BEDROCK_RUNTIME_ENDPOINT": f"http://127.0.0.1:{judge.port}"}
+    model = "bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    marks = [block for message in judge.bodies[0]["messages"] for block in message["content"] if "cachePoint" in block]
+    assert len(marks) == 1
+    assert [row["usage"]["cached_tokens"] > 0 for row in rows] == [False, True, True]
+
+
+def test_a_groq_judge_asked_for_samples_and_log_probabilities_judges_every_conversation_without_them(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """console.groq.com/docs/openai: no logprobs, n only 1: each refusal learned once."""
+    judge.behave_as("groq")
+    env = {"GROQ_API_KEY": "gsk-test"}
+    api_base = judge.base_url
+    model = "groq/llama-3.3-70b-versatile"
+    result, rows = judged(
+        run_flowrate,
+        cli_env,
+        tmp_path,
+        model,
+        "--api-base",
+        api_base,
+        "--logprobs",
+        "--samples",
+        "3",
+        "-j",
+        "1",
+        env=env,
+    )
+    every_conversation_judged(result, rows)
+    answered = [body for body in judge.bodies if "logprobs" not in body and int(body.get("n") or 1) == 1]
+    assert len(answered) == 3 * 3  # three samples a conversation, one at a time
+    assert len(judge.bodies) - len(answered) <= 2  # logprobs and n each refused once for the run
+    assert "refused token log-probabilities" in result.stderr
+
+
+@pytest.mark.parametrize("model", ["deepseek/deepseek-chat", "deepseek-chat"])
+def test_a_deepseek_judge_s_rows_report_the_input_its_server_cached_in_its_own_fields(
+    judge, run_flowrate, cli_env, tmp_path, model
+):
+    """api-docs.deepseek.com/guides/kv_cache: `prompt_cache_hit_tokens`, not OpenAI's `cached_tokens`;
+    through LiteLLM's deepseek provider, and as an OpenAI-compatible server at --api-base (the direct transport)."""
+    judge.behave_as("deepseek")
+    env = {"DEEPSEEK_API_KEY": "sk-deepseek-test"}
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    cached = [row["usage"]["cached_tokens"] for row in rows]
+    assert cached[0] == 0 and all(tokens > 1024 for tokens in cached[1:]), cached
+    if model.startswith("deepseek/"):  # priced by LiteLLM's map (an OpenAI-compatible name has no price)
+        assert rows[1]["cost_usd"] < rows[0]["cost_usd"]
