@@ -1,0 +1,142 @@
+"""Real Langfuse exports of agno, AutoGen, BeeAI, the Claude Agent SDK and CrewAI apps
+(langfuse/langfuse's framework traces, not committed: `langfuse_exports`), each read as the
+conversation it holds: every turn in order with its texts, tool calls and results, and its
+system prompt; what cannot be read is named, never judged."""
+
+import ast
+import json
+
+from tests.inputs.sources.langfuse_exports import langfuse_export
+from tests.inputs.sources.sdk_logs import read_file
+
+
+def observations(path):
+    """The export's observations by id, their input and output decoded from the UI's JSON text."""
+    found = {}
+    for entry in json.loads(path.read_text())["observations"]:
+        decoded = dict(entry)
+        for side in ("input", "output"):
+            if isinstance(entry[side], str):
+                try:
+                    decoded[side] = json.loads(entry[side])
+                except json.JSONDecodeError:
+                    decoded[side] = entry[side]
+        found[entry["id"]] = decoded
+    return found
+
+
+def the_conversation(path):
+    """The one record read from `path`, which must have no problem, and the read's notices."""
+    records, notices = read_file(path)
+    [record] = records
+    assert record.problems == [], record.problems
+    return record.case, notices
+
+
+def test_a_crewai_task_in_langfuse_is_its_agents_system_prompt_task_and_answer():
+    path = langfuse_export("crewai")
+    completion = observations(path)["231c43964b7e7e63"]
+    system, task = completion["input"]["messages"]
+    case, notices = the_conversation(path)
+    assert case.id == "a287bb31e317433610d8827617471140"
+    assert case.chatbot_role == system["content"]
+    assert system["content"].startswith("You are Software developer. An expert coder")
+    assert [(turn.input, turn.actual_output, turn.tool_activity) for turn in case.turns] == [
+        (task["content"], completion["output"], [])
+    ]
+    assert task["content"].startswith("\nCurrent Task: Define the HTML for making a simple website")
+    assert completion["output"].startswith("I now can give a great answer  \nFinal Answer: \n```html\n<!DOCTYPE html>")
+    assert notices == [f"{path}: 1 generation(s) with no conversation key (sessionId); each trace is one conversation"]
+
+
+def test_an_autogen_input_written_as_role_prefixed_text_is_its_system_prompt_and_user_turn():
+    """AutoGen's chat call in Langfuse: the input is one text, "system: ...\\nuser: ..."."""
+    case, notices = the_conversation(langfuse_export("autogen"))
+    assert case.id == "session_abc"
+    assert case.chatbot_role == (
+        "You are a helpful AI assistant. Solve tasks using your tools. Reply with TERMINATE when the task has been"
+        " completed."
+    )
+    assert [(turn.input, turn.actual_output, turn.tool_activity) for turn in case.turns] == [
+        ("Say 'Hello World!'", "Hello World!", [])
+    ]
+    assert notices == []
+
+
+def test_agnos_messages_written_as_python_reprs_are_its_turns_and_the_transcript_text_copies_are_set_aside():
+    """agno's OpenInference generations hold each message as its pydantic repr (`role='user'
+    content='...' ...`); the OpenAI client's generation beneath each holds the same call as
+    "role: text" transcript text, which is set aside and counted."""
+    path = langfuse_export("agno")
+    found = observations(path)
+    search = found["6581e147aec6793a"]  # the tool's own span: its input and output
+    answer = found["b38a82eaa62b551e"]["output"]["choices"][0]["message"]["content"]
+    case, notices = the_conversation(path)
+    assert case.id == "35cc6c90-b657-4819-b66c-c931c03ad569"
+    assert (
+        case.chatbot_role
+        == "<additional_information>\n- Use markdown to format your answers.\n</additional_information>"
+    )
+    assert [(turn.input, turn.actual_output, turn.tool_activity) for turn in case.turns] == [
+        (
+            "What is currently trending on Twitter?",
+            answer,
+            [
+                'call duckduckgo_search({"query":"currently trending on Twitter"})',
+                f"result duckduckgo_search: {search['output']}",
+            ],
+        )
+    ]
+    assert search["input"] == {"query": "currently trending on Twitter"}
+    assert answer.startswith("To find out what's currently trending on Twitter, you can visit the following resources")
+    assert notices == [
+        f"{path}: 2 call(s) of 1 conversation(s) given as 'role: text' transcript text were set aside: the same"
+        " conversation's calls are given as messages (agno's beside the OpenAI client's)"
+    ]
+
+
+def test_a_beeai_agents_calls_with_null_outputs_and_a_streamed_reply_are_one_conversation():
+    """BeeAI 0.1.33 through OpenInference: each chat is a `start` generation of its input (output
+    null), a `success` one whose output is null and whose streamed tokens are the span attributes
+    `llm.output_messages.N` (OpenTelemetry kept the last 128 attributes: the stream's first tokens
+    are gone) and a `finish` one of nothing. The reply is the trace's output, which ends as the
+    stream does."""
+    path = langfuse_export("beeai")
+    found = observations(path)
+    last = found["4c5c5a7936ca24bc"]["input"]  # the third call: system, user, the agent's two steps
+    final = json.loads(json.loads(path.read_text())["trace"]["output"])
+    records, notices = read_file(path)
+    [record] = records
+    assert record.problems == []
+    case = record.case
+    assert case.id == "096fc09a30ab90d2431778f9ee2b3936"
+    assert case.chatbot_role == last[0]["content"] and case.chatbot_role.startswith("# Available functions\n")
+    [turn] = case.turns
+    assert turn.input == last[1]["content"][0]["text"]
+    assert turn.input.startswith("Message: I'm planning a trip to Barcelona, Spain.")
+    steps = [message["content"][0]["text"] for message in last[2:]]
+    assert steps[0].startswith("Thought: I will first research key attractions and landmarks in Barcelona")
+    assert steps[1].startswith("Thought: I found information about Barcelona")
+    reply = turn.actual_output
+    assert reply.startswith(steps[0] + "\n" + steps[1] + "\n" + "Barcelona is a vibrant city known for")
+    assert reply.endswith("the humidity is at 48%. It's a great time to explore the city!")
+    assert reply.endswith(ast.literal_eval(final)["text"])  # the agent's answer, a Python dict's repr
+    assert turn.tool_activity == []
+    assert notices == [
+        f"{path}: 1 generation(s) held neither input nor output (BeeAI's chat `finish` events) and were passed over",
+        f"{path}: 5 generation(s) with no conversation key (sessionId); each trace is one conversation",
+    ]
+
+
+def test_a_claude_agent_sdk_trace_whose_inputs_hold_the_word_role_is_named_and_never_judged():
+    """LangSmith's Claude Agent SDK tracing logged each later turn's input as `{"content":
+    "role"}`: a field's name where a message should be. No conversation of it is judged."""
+    path = langfuse_export("claude-agent")
+    records, _ = read_file(path)
+    assert [record.case for record in records] == [None] * len(records)
+    problems = [problem for record in records for problem in record.problems]
+    assert problems == [
+        f"{path}#0: observation {observation!r}: input: holds no message, only the word 'role' where its text"
+        ' should be ({"content": "role"}, as LangSmith\'s Claude Agent SDK tracing writes a turn\'s input)'
+        for observation in ("2cc13e77781787fd", "f8e8f040dc94e67e", "371496f71d82baed")
+    ]
