@@ -23,7 +23,14 @@ from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import Unreadable, field_of, keyless_notice, records_of
-from flowrate.inputs.sources.messages import ToolNames, arguments_text, instructions, normalised, tool_result
+from flowrate.inputs.sources.messages import (
+    ToolNames,
+    arguments_text,
+    instructions,
+    normalised,
+    tool_result,
+    transcript,
+)
 
 # a trace's own fields beside `id` and `timestamp` (fern/apis/server/definition/commons.yml `Trace`
 # and `TraceWithDetails`), one of which tells a trace: the SDK's models dump without their null
@@ -156,6 +163,7 @@ class LangfuseReader(Reader):
             except Unreadable as error:
                 conversations.problem(item, str(error))
         calls: list[Call] = []
+        texts: set[int] = set()  # the calls whose input was a "role: text" transcript, by id()
         for trace_id, trace in traces.items():
             made = []
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
@@ -164,19 +172,50 @@ class LangfuseReader(Reader):
                     made.append(_call(item, raw, session, started_s, ended_s, metadata, system))
                 except Unreadable as error:
                     conversations.problem(item, str(error))
+                    continue
+                if _written_as_text(raw.get("input")):
+                    texts.add(id(made[-1]))
             latest_s = max((call.started_s for call in made if call.started_s is not None), default=None)
             for call in made:  # the last calls: no call of the trace began after they ended
                 if latest_s is not None and call.ended_s is not None and call.ended_s >= latest_s:
                     call.output = trace.answered(call.output)
             calls.extend(made)
         calls.sort(key=lambda call: call.started_s if call.started_s is not None else float("inf"))
+        aside = _copies(calls, texts)
         for call in calls:
-            conversations.add(call, fallback_key=call.metadata["trace_id"])
+            if id(call) not in aside:
+                conversations.add(call, fallback_key=call.metadata["trace_id"])
         yield from conversations.records()
         self.notices.extend(conversations.notices)
+        if aside:
+            shown = calls[0].item.source.path
+            self.notices.append(
+                f"{shown}: {len(aside)} call(s) of {len(set(aside.values()))} conversation(s) given as 'role: text'"
+                " transcript text were set aside: the same conversation's calls are given as messages (agno's,"
+                " with a copy of each call beneath it)"
+            )
         if calls:
             shown = calls[0].item.source.path
             self.notices.extend(keyless_notice(conversations, shown, "sessionId", "generation", "trace"))
+
+
+def _written_as_text(given: Any) -> bool:
+    """True for a generation's input that is its messages written as "role: text" transcript text."""
+    given = _decoded(given)
+    return isinstance(given, str) and transcript(given) is not None
+
+
+def _copies(calls: list[Call], texts: set[int]) -> dict[int, str]:
+    """The calls of `texts` (given as transcript text) whose conversation has calls given as
+    messages, by id(), with their conversation: the same calls again, as agno's traces hold
+    them (each OpenInference generation of agno's messages has beneath it a generation of the
+    Langfuse SDK's holding that call as text, a tool call written `assistant: None`), set aside."""
+    if not texts:
+        return {}
+    given = {call.key or call.metadata["trace_id"] for call in calls if id(call) not in texts}
+    return {
+        id(call): key for call in calls if id(call) in texts and (key := call.key or call.metadata["trace_id"]) in given
+    }
 
 
 def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
@@ -277,7 +316,8 @@ def generation_messages(
     the input holds none."""
     tools = ToolNames()
     given, reply = _decoded(given), _decoded(reply)
-    messages = normalised(_present(given, input_path), input_path, tools)
+    written = transcript(given) if isinstance(given, str) else None
+    messages = written if written is not None else normalised(_present(given, input_path), input_path, tools)
     output = normalised(_present(reply, output_path), output_path, tools, "assistant")
     if any(message["role"] == "system" for message in messages):
         return messages, output

@@ -31,6 +31,7 @@ A message or a field that cannot be read raises `chat.Unreadable`, naming the fi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -65,6 +66,8 @@ BEDROCK_BLOCKS = frozenset(
 )
 FINAL_ANSWER = "final_answer"  # BeeAI's FinalAnswerTool, whose `response` is the reply
 SEMCONV_RESULT_KEYS = ("response", "result")  # the conventions' key; pydantic-ai writes `result`
+# a line of a "role: text" transcript that begins a message (AutoGen's chat input in Langfuse)
+TRANSCRIPT_LINE = re.compile(r"^(system|developer|user|assistant|tool):(?: |$)", re.MULTILINE)
 
 
 def hidden(kind: Any) -> bool:
@@ -97,6 +100,19 @@ def text_of(content: Any, path: str) -> str:
         else:
             raise Unreadable(f"{path}[{number}]", "expected a part with a `type`")
     return "\n".join(texts)
+
+
+def transcript(text: str) -> list[dict[str, Any]] | None:
+    """The messages of `text` when it is a call's messages written as a "role: text" transcript
+    (AutoGen's chat input in Langfuse: `system: You are ...\nuser: Say 'Hello World!'`): a message
+    begins at each line that starts with a known role and a colon and runs to the next such
+    line, its own lines kept. None unless the text begins with such a line and holds two or
+    more: any other text is one message, as it was written."""
+    starts = list(TRANSCRIPT_LINE.finditer(text))
+    if len(starts) < 2 or starts[0].start() != 0:
+        return None
+    ends = [following.start() - 1 for following in starts[1:]] + [len(text)]  # the newline before the next
+    return [{"role": start.group(1), "content": text[start.end() : end]} for start, end in zip(starts, ends)]
 
 
 def arguments_text(arguments: Any) -> str:

@@ -91,7 +91,7 @@ def test_agnos_messages_written_as_python_reprs_are_its_turns_and_the_transcript
     assert answer.startswith("To find out what's currently trending on Twitter, you can visit the following resources")
     assert notices == [
         f"{path}: 2 call(s) of 1 conversation(s) given as 'role: text' transcript text were set aside: the same"
-        " conversation's calls are given as messages (agno's beside the OpenAI client's)"
+        " conversation's calls are given as messages (agno's, with a copy of each call beneath it)"
     ]
 
 
@@ -140,3 +140,25 @@ def test_a_claude_agent_sdk_trace_whose_inputs_hold_the_word_role_is_named_and_n
         ' should be ({"content": "role"}, as LangSmith\'s Claude Agent SDK tracing writes a turn\'s input)'
         for observation in ("2cc13e77781787fd", "f8e8f040dc94e67e", "371496f71d82baed")
     ]
+
+
+def test_an_input_text_is_split_into_messages_only_where_each_begins_with_a_known_role():
+    from flowrate.inputs.sources.langfuse import generation_messages
+
+    def roles(text):
+        messages, _ = generation_messages(text, "reply", "input", "output")
+        return [(message["role"], message["content"]) for message in messages]
+
+    assert roles("system: Be brief.\nuser: Hi\nthere\nassistant:\nHello\nuser: Bye") == [
+        ("system", "Be brief."),
+        ("user", "Hi\nthere"),
+        ("assistant", "\nHello"),
+        ("user", "Bye"),
+    ]
+    for kept in (
+        "user: just one",
+        "Note: user: hi\nassistant: hello",
+        "Hi\nuser: hi\nassistant: hello",
+        "User: a\nBot: b",
+    ):
+        assert roles(kept) == [("user", kept)]
