@@ -6,6 +6,7 @@ system prompt; what cannot be read is named, never judged."""
 import ast
 import json
 
+from flowrate.inputs.formats import TOOL_TEXT_LIMIT
 from tests.inputs.sources.langfuse_exports import langfuse_export
 from tests.inputs.sources.sdk_logs import read_file
 
@@ -23,6 +24,11 @@ def observations(path):
                     decoded[side] = entry[side]
         found[entry["id"]] = decoded
     return found
+
+
+def clipped(text):
+    """`text` as a turn's tool activity shows it: cut at `TOOL_TEXT_LIMIT` characters."""
+    return text if len(text) <= TOOL_TEXT_LIMIT else text[: TOOL_TEXT_LIMIT - 1] + "…"
 
 
 def the_conversation(path):
@@ -69,7 +75,10 @@ def test_agnos_messages_written_as_python_reprs_are_its_turns_and_the_transcript
     "role: text" transcript text, which is set aside and counted."""
     path = langfuse_export("agno")
     found = observations(path)
-    search = found["6581e147aec6793a"]  # the tool's own span: its input and output
+    search = found["6581e147aec6793a"]  # the tool's own span: its input, and its output as the tool wrote it
+    [result] = [
+        entry["output"] for entry in json.loads(path.read_text())["observations"] if entry["id"] == search["id"]
+    ]
     answer = found["b38a82eaa62b551e"]["output"]["choices"][0]["message"]["content"]
     case, notices = the_conversation(path)
     assert case.id == "35cc6c90-b657-4819-b66c-c931c03ad569"
@@ -83,7 +92,7 @@ def test_agnos_messages_written_as_python_reprs_are_its_turns_and_the_transcript
             answer,
             [
                 'call duckduckgo_search({"query":"currently trending on Twitter"})',
-                f"result duckduckgo_search: {search['output']}",
+                clipped(f"result duckduckgo_search: {result}"),
             ],
         )
     ]
@@ -162,3 +171,18 @@ def test_an_input_text_is_split_into_messages_only_where_each_begins_with_a_know
         "User: a\nBot: b",
     ):
         assert roles(kept) == [("user", kept)]
+
+
+def test_a_message_written_as_a_python_object_is_read_from_its_literals_and_nothing_of_it_is_run(tmp_path):
+    from flowrate.inputs.sources.messages import python_message
+
+    marker = tmp_path / "ran"
+    assert python_message("Message(role='assistant', content='Hi, (there)=', tool_calls=None)") == {
+        "role": "assistant",
+        "content": "Hi, (there)=",
+        "tool_calls": None,
+    }
+    given = f"role='user' content=open({str(marker)!r}, 'w').write('x') name=None timer=<Timer object at 0x1>"
+    assert python_message(given) == {"role": "user", "name": None}
+    assert not marker.exists()
+    assert python_message("role='user' content='unterminated") is None
