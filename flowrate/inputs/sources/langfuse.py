@@ -164,6 +164,7 @@ class LangfuseReader(Reader):
                 conversations.problem(item, str(error))
         calls: list[Call] = []
         texts: set[int] = set()  # the calls whose input was a "role: text" transcript, by id()
+        broken: set[str] = set()  # the conversations a call of which cannot be read: named, never judged in part
         for trace_id, trace in traces.items():
             made = []
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
@@ -172,6 +173,7 @@ class LangfuseReader(Reader):
                     made.append(_call(item, raw, session, started_s, ended_s, metadata, system))
                 except Unreadable as error:
                     conversations.problem(item, str(error))
+                    broken.add(str(session) if isinstance(session, str | int) and str(session) else trace_id)
                     continue
                 if _written_as_text(raw.get("input")):
                     texts.add(id(made[-1]))
@@ -183,7 +185,7 @@ class LangfuseReader(Reader):
         calls.sort(key=lambda call: call.started_s if call.started_s is not None else float("inf"))
         aside = _copies(calls, texts)
         for call in calls:
-            if id(call) not in aside:
+            if id(call) not in aside and (call.key or call.metadata["trace_id"]) not in broken:
                 conversations.add(call, fallback_key=call.metadata["trace_id"])
         yield from conversations.records()
         self.notices.extend(conversations.notices)
@@ -316,6 +318,12 @@ def generation_messages(
     the input holds none."""
     tools = ToolNames()
     given, reply = _decoded(given), _decoded(reply)
+    if isinstance(given, dict) and given == {"content": "role"}:
+        raise Unreadable(
+            input_path,
+            'holds no message, only the word \'role\' where its text should be ({"content": "role"}, as'
+            " LangSmith's Claude Agent SDK tracing writes a turn's input)",
+        )
     written = transcript(given) if isinstance(given, str) else None
     messages = written if written is not None else normalised(_present(given, input_path), input_path, tools)
     output = normalised(_present(reply, output_path), output_path, tools, "assistant")

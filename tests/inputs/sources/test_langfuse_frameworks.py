@@ -147,8 +147,9 @@ def test_a_claude_agent_sdk_trace_whose_inputs_hold_the_word_role_is_named_and_n
     assert problems == [
         f"{path}#0: observation {observation!r}: input: holds no message, only the word 'role' where its text"
         ' should be ({"content": "role"}, as LangSmith\'s Claude Agent SDK tracing writes a turn\'s input)'
-        for observation in ("2cc13e77781787fd", "f8e8f040dc94e67e", "371496f71d82baed")
+        for observation in ("371496f71d82baed", "f8e8f040dc94e67e", "2cc13e77781787fd")  # as the file lists them
     ]
+    assert len(records) == 3  # no conversation of the trace's first call, which alone reads right
 
 
 def test_an_input_text_is_split_into_messages_only_where_each_begins_with_a_known_role():
