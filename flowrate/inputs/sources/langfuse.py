@@ -12,6 +12,8 @@ read (a trace may come after its observations), then taken in the order the call
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,8 @@ SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 # the id of the call a TOOL observation answers: the GenAI conventions' and the Vercel AI SDK's
 PROMPTS = "llm.prompts"  # OpenInference's prompts of a completion call
 TOOL_CALL_IDS = ("gen_ai.tool.call.id", "ai.toolCall.id")
+# OpenInference's output messages as span attributes; BeeAI writes each streamed token as one
+STREAMED = re.compile(r"^llm\.output_messages\.(\d+)\.message\.content$")
 
 
 @dataclass
@@ -165,8 +169,15 @@ class LangfuseReader(Reader):
         calls: list[Call] = []
         texts: set[int] = set()  # the calls whose input was a "role: text" transcript, by id()
         broken: set[str] = set()  # the conversations a call of which cannot be read: named, never judged in part
+        empty = 0  # generations of neither input nor output, passed over
         for trace_id, trace in traces.items():
             made = []
+            try:
+                empty += _events_joined(trace)
+            except Unreadable as error:  # the trace's conversation is named by its broken reply alone
+                conversations.problem(trace.item, str(error))
+                broken.add(str(trace.raw.get("sessionId") or trace_id))
+                trace.generations.clear()
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
                 system = trace.system_of(raw.get("id")) if "traceId" in raw else None
                 try:
@@ -189,6 +200,12 @@ class LangfuseReader(Reader):
                 conversations.add(call, fallback_key=call.metadata["trace_id"])
         yield from conversations.records()
         self.notices.extend(conversations.notices)
+        if empty:
+            shown = next(iter(traces.values())).item.source.path
+            self.notices.append(
+                f"{shown}: {empty} generation(s) held neither input nor output (BeeAI's chat `finish` events) and"
+                " were passed over"
+            )
         if aside:
             shown = calls[0].item.source.path
             self.notices.append(
@@ -199,6 +216,103 @@ class LangfuseReader(Reader):
         if calls:
             shown = calls[0].item.source.path
             self.notices.extend(keyless_notice(conversations, shown, "sessionId", "generation", "trace"))
+
+
+def _events_joined(trace: _Trace) -> int:
+    """Take the generations of `trace` that are events of a call rather than calls (BeeAI 0.1's
+    through OpenInference: a chat is a `start` generation of its input, output null; a `success`
+    one of neither, its reply streamed into the span attributes `llm.output_messages.N`, a token
+    each; a `finish` one of nothing): each stream becomes the output of the latest call before it
+    that had none, a call of no output that a later call follows is given an empty one (the later
+    input holds its reply), and a generation of nothing is passed over. How many were passed over."""
+    ordered = sorted(
+        range(len(trace.generations)), key=lambda n: seconds_of(trace.generations[n][1].get("startTime")) or 0.0
+    )
+    kept: list[int] = []
+    passed = 0
+    for number in ordered:
+        item, observation = trace.generations[number]
+        if not _null(observation.get("input")) or not _null(observation.get("output")):
+            kept.append(number)
+            continue
+        streamed = _streamed(observation)
+        if streamed is None:
+            passed += 1
+            continue
+        waiting = [n for n in kept if _null(trace.generations[n][1].get("output"))]
+        if not waiting:
+            passed += 1
+            continue
+        call_item, call = trace.generations[waiting[-1]]
+        reply = _whole(streamed, trace.raw.get("output"), observation)
+        trace.generations[waiting[-1]] = (call_item, {**call, "output": reply})
+    for later, number in enumerate(kept):
+        item, observation = trace.generations[number]
+        if _null(observation.get("output")) and not _null(observation.get("input")) and later + 1 < len(kept):
+            trace.generations[number] = (item, {**observation, "output": []})
+    trace.generations[:] = [trace.generations[number] for number in sorted(kept)]  # as the file lists them
+    return passed
+
+
+def _null(value: Any) -> bool:
+    return value is None or value == "null"  # the UI exports a null input as JSON text
+
+
+def _streamed(observation: dict[str, Any]) -> tuple[int, str] | None:
+    """The output messages OpenInference wrote as span attributes in `observation`'s metadata,
+    joined (BeeAI streams a reply a token an attribute), with the index of the first kept; None
+    when it holds none."""
+    metadata = observation.get("metadata")
+    if isinstance(metadata, str):
+        if "llm.output_messages." not in metadata:
+            return None
+        try:
+            metadata = orjson.loads(metadata)
+        except orjson.JSONDecodeError:
+            return None
+    attributes = metadata.get("attributes") if isinstance(metadata, dict) else None
+    if not isinstance(attributes, dict):
+        return None
+    tokens = {}
+    for key, value in attributes.items():
+        found = STREAMED.match(key)
+        if found is not None and isinstance(value, str):
+            tokens[int(found.group(1))] = value
+    if not tokens:
+        return None
+    return min(tokens), "".join(tokens[index] for index in sorted(tokens))
+
+
+def _whole(streamed: tuple[int, str], final: Any, observation: dict[str, Any]) -> str:
+    """The reply a stream gives: its tokens joined when they are all there; else (OpenTelemetry
+    keeps a span's last 128 attributes, and dropped the first 233 tokens of BeeAI's 295) the
+    trace's output, the agent's answer, when it ends as the stream does; else `Unreadable`."""
+    first, text = streamed
+    if first == 0:
+        return text
+    answer = _answer_text(final)
+    if answer is not None and text and answer.endswith(text):
+        return answer
+    raise Unreadable(
+        f"observation {observation.get('id')!r}: metadata.attributes.llm.output_messages",
+        f"the streamed reply lost its first {first} token(s) (OpenTelemetry keeps a span's last 128 attributes),"
+        " and the trace's output does not end as it does",
+    )
+
+
+def _answer_text(value: Any) -> str | None:
+    """The text of a trace's output: text, an object's `text` or `content` text, or such an
+    object written as a Python dict (BeeAI's `{'role': 'assistant', 'text': "..."}`, read as a
+    literal, nothing run)."""
+    value = _decoded(value)
+    if isinstance(value, str) and value.startswith("{'"):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    if isinstance(value, dict):
+        value = value.get("text", value.get("content"))
+    return value if isinstance(value, str) else None
 
 
 def _written_as_text(given: Any) -> bool:

@@ -133,7 +133,7 @@ def test_a_beeai_agents_calls_with_null_outputs_and_a_streamed_reply_are_one_con
     assert turn.tool_activity == []
     assert notices == [
         f"{path}: 1 generation(s) held neither input nor output (BeeAI's chat `finish` events) and were passed over",
-        f"{path}: 5 generation(s) with no conversation key (sessionId); each trace is one conversation",
+        f"{path}: 3 generation(s) with no conversation key (sessionId); each trace is one conversation",
     ]
 
 
@@ -187,3 +187,19 @@ def test_a_message_written_as_a_python_object_is_read_from_its_literals_and_noth
     assert python_message(given) == {"role": "user", "name": None}
     assert not marker.exists()
     assert python_message("role='user' content='unterminated") is None
+
+
+def test_a_streamed_reply_that_lost_its_first_tokens_is_named_when_the_traces_output_does_not_end_as_it_does(
+    tmp_path,
+):
+    export = json.loads(langfuse_export("beeai").read_text())
+    export["trace"]["output"] = json.dumps("{'role': 'assistant', 'text': 'Another answer.'}")
+    path = tmp_path / "beeai.trace.json"
+    path.write_text(json.dumps(export))
+    records, _ = read_file(path)
+    assert [record.case for record in records] == [None]
+    assert records[0].problems == [
+        f"{path}#0: observation 'f50f7bbf13112df9': metadata.attributes.llm.output_messages: the streamed reply lost"
+        " its first 233 token(s) (OpenTelemetry keeps a span's last 128 attributes), and the trace's output does not"
+        " end as it does"
+    ]
