@@ -136,7 +136,8 @@ class LangfuseReader(Reader):
     reads = (
         "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
         " startTime, endTime, model, sessionId, metadata.attributes.gen_ai.system_instructions (or a parent"
-        " observation's), metadata.attributes.llm.prompts (a completion's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
+        " observation's), metadata.attributes.llm.prompts (a completion's), metadata.attributes.llm.output_messages.N"
+        " (a reply streamed a token each, BeeAI's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
         " traces: id, sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
