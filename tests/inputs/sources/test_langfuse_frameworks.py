@@ -137,19 +137,52 @@ def test_a_beeai_agents_calls_with_null_outputs_and_a_streamed_reply_are_one_con
     ]
 
 
-def test_a_claude_agent_sdk_trace_whose_inputs_hold_the_word_role_is_named_and_never_judged():
-    """LangSmith's Claude Agent SDK tracing logged each later turn's input as `{"content":
-    "role"}`: a field's name where a message should be. No conversation of it is judged."""
+def test_a_claude_agent_sdk_trace_whose_later_inputs_hold_the_word_role_is_read_from_its_calls_and_tools():
+    """LangSmith's Claude Agent SDK tracing logs each turn after the first with the input
+    `{"content": "role"}` (the word, no message): such a turn's input is the history so far, the
+    trace's earlier turns and the results of the TOOL observations since; the system prompt is on
+    the `claude.conversation` span's input (`{"prompt", "system"}`)."""
     path = langfuse_export("claude-agent")
+    found = observations(path)
+    conversation = found["805dc5dff9e33e32"]["input"]
+    case, notices = the_conversation(path)
+    assert case.id == "097f1d8982fa909b8cffb14a166ec272"  # no session: the trace
+    assert (
+        case.chatbot_role
+        == conversation["system"]
+        == ("You are a friendly travel assistant who helps with weather information.")
+    )
+    replies = [found[key]["output"]["content"][0]["text"] for key in ("e9aac170e5d48125", "371496f71d82baed")]
+    assert [(turn.input, turn.actual_output, turn.tool_activity) for turn in case.turns] == [
+        (
+            conversation["prompt"],
+            "\n".join(replies),
+            [
+                'call mcp__weather__get_weather({"city":"Berlin"})',
+                'call mcp__weather__get_weather({"city":"New York"})',
+                "result mcp__weather__get_weather: Weather in Berlin: Cloudy, 59°F",
+                "result mcp__weather__get_weather: Weather in New York: Sunny, 75°F",
+            ],
+        )
+    ]
+    assert replies[0] == "I'll check the weather in both Berlin and New York for you."
+    assert replies[1].startswith("Great! Here's the current weather for both cities:")
+    assert notices == [f"{path}: 4 generation(s) with no conversation key (sessionId); each trace is one conversation"]
+
+
+def test_a_first_turn_whose_input_holds_only_the_word_role_is_named_and_its_conversation_never_judged(tmp_path):
+    export = json.loads(langfuse_export("claude-agent").read_text())
+    [first] = [entry for entry in export["observations"] if entry["id"] == "e9aac170e5d48125"]
+    first["input"] = json.dumps({"content": "role"})
+    path = tmp_path / "claude-agent.trace.json"
+    path.write_text(json.dumps(export))
     records, _ = read_file(path)
     assert [record.case for record in records] == [None] * len(records)
-    problems = [problem for record in records for problem in record.problems]
-    assert problems == [
-        f"{path}#0: observation {observation!r}: input: holds no message, only the word 'role' where its text"
-        ' should be ({"content": "role"}, as LangSmith\'s Claude Agent SDK tracing writes a turn\'s input)'
-        for observation in ("371496f71d82baed", "f8e8f040dc94e67e", "2cc13e77781787fd")  # as the file lists them
-    ]
-    assert len(records) == 3  # no conversation of the trace's first call, which alone reads right
+    assert (
+        f"{path}#0: observation 'e9aac170e5d48125': input: holds no message, only the word 'role' where its text"
+        ' should be ({"content": "role"}, as LangSmith\'s Claude Agent SDK tracing writes a turn\'s input), and no'
+        " earlier turn to continue"
+    ) in [problem for record in records for problem in record.problems]
 
 
 def test_an_input_text_is_split_into_messages_only_where_each_begins_with_a_known_role():
