@@ -44,6 +44,8 @@ SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 # the id of the call a TOOL observation answers: the GenAI conventions' and the Vercel AI SDK's
 PROMPTS = "llm.prompts"  # OpenInference's prompts of a completion call
 TOOL_CALL_IDS = ("gen_ai.tool.call.id", "ai.toolCall.id")
+# the input LangSmith's Claude Agent SDK tracing gives each turn after the first: the word, no message
+ROLE_ONLY = {"content": "role"}
 # OpenInference's output messages as span attributes; BeeAI writes each streamed token as one
 STREAMED = re.compile(r"^llm\.output_messages\.(\d+)\.message\.content$")
 
@@ -58,6 +60,8 @@ class _Trace:
     instructions: dict[str, Any] = field(default_factory=dict)
     #: the output of each TOOL observation that names the call it answers, by the call's id
     tool_outputs: dict[str, Any] = field(default_factory=dict)
+    #: every TOOL observation: (when it started, its name, its output), for turns logged without their input
+    tools: list[tuple[float, str, Any]] = field(default_factory=list)
 
     def observed(self, observation: dict[str, Any]) -> None:
         """Note `observation`'s parent and the system prompt it carries."""
@@ -68,10 +72,14 @@ class _Trace:
         given = system_instructions(observation.get("metadata"))
         if given is not None:
             self.instructions[key] = given
+        elif _prompted(observation.get("input")):  # the Claude Agent SDK's conversation, as LangSmith logs it
+            self.instructions[key] = [{"type": "text", "content": _decoded(observation["input"])["system"]}]
         if observation.get("type") == "TOOL" and observation.get("output") not in (None, "null"):  # the UI's null
             call_id = _attribute(observation.get("metadata"), TOOL_CALL_IDS)
             if call_id is not None:
                 self.tool_outputs[str(call_id)] = observation["output"]
+            started_s = seconds_of(observation.get("startTime"))
+            self.tools.append((started_s or 0.0, str(observation.get("name") or "tool"), observation["output"]))
 
     def answered(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`output`, each tool call in it followed by its result when a TOOL observation holds
@@ -173,6 +181,7 @@ class LangfuseReader(Reader):
         empty = 0  # generations of neither input nor output, passed over
         for trace_id, trace in traces.items():
             made = []
+            _histories_given(trace)
             try:
                 empty += _events_joined(trace)
             except Unreadable as error:  # the trace's conversation is named by its broken reply alone
@@ -253,6 +262,60 @@ def _events_joined(trace: _Trace) -> int:
             trace.generations[number] = (item, {**observation, "output": []})
     trace.generations[:] = [trace.generations[number] for number in sorted(kept)]  # as the file lists them
     return passed
+
+
+def _prompted(given: Any) -> bool:
+    """True for an observation's input that is a prompt with its system prompt, `{"prompt", "system"}`
+    (LangSmith's `claude.conversation` span of a Claude Agent SDK query)."""
+    if not isinstance(given, str) or '"system"' not in given or '"prompt"' not in given:
+        return False  # read only where it may be: most observations' inputs are messages
+    given = _decoded(given)
+    return isinstance(given, dict) and isinstance(given.get("system"), str) and "prompt" in given
+
+
+def _histories_given(trace: _Trace) -> None:
+    """Give each generation of `trace` whose input is the word `role` alone (`ROLE_ONLY`: LangSmith's
+    Claude Agent SDK tracing logs every turn after the first so) the history it continued: the
+    trace's turn before it, its input and output, then the results of the TOOL observations that
+    began since (the Claude Agent SDK runs the tools between turns; each result is named by its
+    tool and answers the first call not yet answered). A first turn of that input is left as it
+    is: nothing says what it continued, and it is named."""
+    if not any(_role_only(observation.get("input")) for _, observation in trace.generations):
+        return
+    ordered = sorted(
+        range(len(trace.generations)), key=lambda n: seconds_of(trace.generations[n][1].get("startTime")) or 0.0
+    )
+    history: list[Any] | None = None
+    since_s = float("-inf")
+    for number in ordered:
+        item, observation = trace.generations[number]
+        given = _decoded(observation.get("input"))
+        started_s = seconds_of(observation.get("startTime")) or 0.0
+        if given == ROLE_ONLY:
+            if history is None:
+                continue
+            results = [
+                {"role": "tool", "name": name, "content": _tool_content(_decoded(output))}
+                for at_s, name, output in sorted(trace.tools, key=lambda tool: tool[0])
+                if since_s <= at_s < started_s
+            ]
+            given = [*history, *results]
+            trace.generations[number] = (item, {**observation, "input": given})
+        output = _decoded(observation.get("output"))
+        history = [*(given if isinstance(given, list) else [given]), *([] if _null(output) else [output])]
+        since_s = started_s
+
+
+def _role_only(given: Any) -> bool:
+    """True for an input that is `ROLE_ONLY`, decoded only when short (every generation is asked)."""
+    return (len(given) < 40 and _decoded(given) == ROLE_ONLY) if isinstance(given, str) else given == ROLE_ONLY
+
+
+def _tool_content(output: Any) -> Any:
+    """A TOOL observation's output as a tool message's content: an MCP result's `content` parts, or the output."""
+    if isinstance(output, dict) and isinstance(output.get("content"), list):
+        return output["content"]
+    return arguments_text(output)
 
 
 def _null(value: Any) -> bool:
@@ -433,11 +496,11 @@ def generation_messages(
     the input holds none."""
     tools = ToolNames()
     given, reply = _decoded(given), _decoded(reply)
-    if isinstance(given, dict) and given == {"content": "role"}:
+    if given == ROLE_ONLY:  # a first turn's (`_histories_given` gave each later one its history)
         raise Unreadable(
             input_path,
             'holds no message, only the word \'role\' where its text should be ({"content": "role"}, as'
-            " LangSmith's Claude Agent SDK tracing writes a turn's input)",
+            " LangSmith's Claude Agent SDK tracing writes a turn's input), and no earlier turn to continue",
         )
     written = transcript(given) if isinstance(given, str) else None
     messages = written if written is not None else normalised(_present(given, input_path), input_path, tools)
