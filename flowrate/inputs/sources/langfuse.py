@@ -8,7 +8,14 @@ The calls are the GENERATION observations: `input` and `output`, messages of any
 input or output given as JSON text (as the UI exports it) is decoded. A trace with no generation in the file is a call of its own `input`
 and `output` when they hold messages. Calls are grouped by `sessionId` (the observation's, else
 its trace's); without one, each trace is one conversation. Everything is held until the file is
-read (a trace may come after its observations), then taken in the order the calls started."""
+read (a trace may come after its observations), then taken in the order the calls started.
+
+What some frameworks write is read first (docs/input.md, Langfuse): an input of "role: text"
+lines is its messages (AutoGen's), and such a copy of calls also given as messages is set aside
+(agno's, `_copies`); BeeAI's chat events are joined into calls (`_events_joined`); a turn whose
+input is the word `role` is given the history it continued (the Claude Agent SDK's through
+LangSmith, `_histories_given`). A conversation one of whose calls cannot be read is named, not
+judged in part."""
 
 from __future__ import annotations
 
@@ -145,7 +152,8 @@ class LangfuseReader(Reader):
         "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
         " startTime, endTime, model, sessionId, metadata.attributes.gen_ai.system_instructions (or a parent"
         " observation's), metadata.attributes.llm.prompts (a completion's), metadata.attributes.llm.output_messages.N"
-        " (a reply streamed a token each, BeeAI's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
+        " (a reply streamed a token each, BeeAI's), a parent's input {prompt, system} (its system prompt);"
+        " TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
         " traces: id, sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
@@ -381,6 +389,8 @@ def _answer_text(value: Any) -> str | None:
 
 def _written_as_text(given: Any) -> bool:
     """True for a generation's input that is its messages written as "role: text" transcript text."""
+    if not isinstance(given, str) or given.lstrip().startswith(("{", "[")):
+        return False  # messages, not decoded again
     given = _decoded(given)
     return isinstance(given, str) and transcript(given) is not None
 

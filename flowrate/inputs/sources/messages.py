@@ -20,6 +20,8 @@ gives the messages `calls.Call` takes (OpenAI's chat shape: `role`, `content` te
   LangChain.js's tool message whose role is the tool's name);
 - Vercel AI SDK messages (`content` parts `text`, `tool-call` {toolCallId, toolName, input},
   `tool-result`; `reasoning` hidden), its tool calls listed alone, and a `{"prompt"}` request.
+- a message written by Python (pydantic's `str()` or a `Message(...)` repr, agno's), read from
+  its literal fields (`python_message`);
 - Bedrock Converse messages (`content` blocks `text`, `toolUse`, `toolResult`; `reasoningContent`
   hidden) and a request's `system` blocks.
 
