@@ -8,10 +8,19 @@ The calls are the GENERATION observations: `input` and `output`, messages of any
 input or output given as JSON text (as the UI exports it) is decoded. A trace with no generation in the file is a call of its own `input`
 and `output` when they hold messages. Calls are grouped by `sessionId` (the observation's, else
 its trace's); without one, each trace is one conversation. Everything is held until the file is
-read (a trace may come after its observations), then taken in the order the calls started."""
+read (a trace may come after its observations), then taken in the order the calls started.
+
+What some frameworks write is read first (docs/input.md, Langfuse): an input of "role: text"
+lines is its messages (AutoGen's), and such a copy of calls also given as messages is set aside
+(agno's, `_copies`); BeeAI's chat events are joined into calls (`_events_joined`); a turn whose
+input is the word `role` is given the history it continued (the Claude Agent SDK's through
+LangSmith, `_histories_given`). A conversation one of whose calls cannot be read is named, not
+judged in part."""
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +32,14 @@ from flowrate.inputs.formats import _type_name as type_name
 from flowrate.inputs.sources.base import Item, Reader
 from flowrate.inputs.sources.calls import Call, Conversations, seconds_of
 from flowrate.inputs.sources.chat import Unreadable, field_of, keyless_notice, records_of
-from flowrate.inputs.sources.messages import ToolNames, arguments_text, instructions, normalised, tool_result
+from flowrate.inputs.sources.messages import (
+    ToolNames,
+    arguments_text,
+    instructions,
+    normalised,
+    tool_result,
+    transcript,
+)
 
 # a trace's own fields beside `id` and `timestamp` (fern/apis/server/definition/commons.yml `Trace`
 # and `TraceWithDetails`), one of which tells a trace: the SDK's models dump without their null
@@ -35,6 +51,10 @@ SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 # the id of the call a TOOL observation answers: the GenAI conventions' and the Vercel AI SDK's
 PROMPTS = "llm.prompts"  # OpenInference's prompts of a completion call
 TOOL_CALL_IDS = ("gen_ai.tool.call.id", "ai.toolCall.id")
+# the input LangSmith's Claude Agent SDK tracing gives each turn after the first: the word, no message
+ROLE_ONLY = {"content": "role"}
+# OpenInference's output messages as span attributes; BeeAI writes each streamed token as one
+STREAMED = re.compile(r"^llm\.output_messages\.(\d+)\.message\.content$")
 
 
 @dataclass
@@ -47,6 +67,8 @@ class _Trace:
     instructions: dict[str, Any] = field(default_factory=dict)
     #: the output of each TOOL observation that names the call it answers, by the call's id
     tool_outputs: dict[str, Any] = field(default_factory=dict)
+    #: every TOOL observation: (when it started, its name, its output), for turns logged without their input
+    tools: list[tuple[float, str, Any]] = field(default_factory=list)
 
     def observed(self, observation: dict[str, Any]) -> None:
         """Note `observation`'s parent and the system prompt it carries."""
@@ -57,10 +79,14 @@ class _Trace:
         given = system_instructions(observation.get("metadata"))
         if given is not None:
             self.instructions[key] = given
+        elif _prompted(observation.get("input")):  # the Claude Agent SDK's conversation, as LangSmith logs it
+            self.instructions[key] = [{"type": "text", "content": _decoded(observation["input"])["system"]}]
         if observation.get("type") == "TOOL" and observation.get("output") not in (None, "null"):  # the UI's null
             call_id = _attribute(observation.get("metadata"), TOOL_CALL_IDS)
             if call_id is not None:
                 self.tool_outputs[str(call_id)] = observation["output"]
+            started_s = seconds_of(observation.get("startTime"))
+            self.tools.append((started_s or 0.0, str(observation.get("name") or "tool"), observation["output"]))
 
     def answered(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`output`, each tool call in it followed by its result when a TOOL observation holds
@@ -125,7 +151,9 @@ class LangfuseReader(Reader):
     reads = (
         "GENERATION observations: traceId, input, output (messages of any shape in docs/input.md, Message shapes),"
         " startTime, endTime, model, sessionId, metadata.attributes.gen_ai.system_instructions (or a parent"
-        " observation's), metadata.attributes.llm.prompts (a completion's); TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
+        " observation's), metadata.attributes.llm.prompts (a completion's), metadata.attributes.llm.output_messages.N"
+        " (a reply streamed a token each, BeeAI's), a parent's input {prompt, system} (its system prompt);"
+        " TOOL observations: output, metadata.attributes.gen_ai.tool.call.id or ai.toolCall.id;"
         " traces: id, sessionId, userId, tags, input, output, timestamp"
     )
     marks = frozenset({"traceId", "sessionId", "startTime", "observations", "trace"})
@@ -156,27 +184,228 @@ class LangfuseReader(Reader):
             except Unreadable as error:
                 conversations.problem(item, str(error))
         calls: list[Call] = []
+        texts: set[int] = set()  # the calls whose input was a "role: text" transcript, by id()
+        broken: set[str] = set()  # the conversations a call of which cannot be read: named, never judged in part
+        empty = 0  # generations of neither input nor output, passed over
         for trace_id, trace in traces.items():
             made = []
+            _histories_given(trace)
+            try:
+                empty += _events_joined(trace)
+            except Unreadable as error:  # the trace's conversation is named by its broken reply alone
+                conversations.problem(trace.item, str(error))
+                broken.add(str(trace.raw.get("sessionId") or trace_id))
+                trace.generations.clear()
             for item, raw, session, started_s, ended_s, metadata in _calls(trace_id, trace):
                 system = trace.system_of(raw.get("id")) if "traceId" in raw else None
                 try:
                     made.append(_call(item, raw, session, started_s, ended_s, metadata, system))
                 except Unreadable as error:
                     conversations.problem(item, str(error))
+                    broken.add(str(session) if isinstance(session, str | int) and str(session) else trace_id)
+                    continue
+                if _written_as_text(raw.get("input")):
+                    texts.add(id(made[-1]))
             latest_s = max((call.started_s for call in made if call.started_s is not None), default=None)
             for call in made:  # the last calls: no call of the trace began after they ended
                 if latest_s is not None and call.ended_s is not None and call.ended_s >= latest_s:
                     call.output = trace.answered(call.output)
             calls.extend(made)
         calls.sort(key=lambda call: call.started_s if call.started_s is not None else float("inf"))
+        aside = _copies(calls, texts)
         for call in calls:
-            conversations.add(call, fallback_key=call.metadata["trace_id"])
+            if id(call) not in aside and (call.key or call.metadata["trace_id"]) not in broken:
+                conversations.add(call, fallback_key=call.metadata["trace_id"])
         yield from conversations.records()
         self.notices.extend(conversations.notices)
+        if empty:
+            shown = next(iter(traces.values())).item.source.path
+            self.notices.append(
+                f"{shown}: {empty} generation(s) held neither input nor output (BeeAI's chat `finish` events) and"
+                " were passed over"
+            )
+        if aside:
+            shown = calls[0].item.source.path
+            self.notices.append(
+                f"{shown}: {len(aside)} call(s) of {len(set(aside.values()))} conversation(s) given as 'role: text'"
+                " transcript text were set aside: the same conversation's calls are given as messages (agno's,"
+                " with a copy of each call beneath it)"
+            )
         if calls:
             shown = calls[0].item.source.path
             self.notices.extend(keyless_notice(conversations, shown, "sessionId", "generation", "trace"))
+
+
+def _events_joined(trace: _Trace) -> int:
+    """Take the generations of `trace` that are events of a call rather than calls (BeeAI 0.1's
+    through OpenInference: a chat is a `start` generation of its input, output null; a `success`
+    one of neither, its reply streamed into the span attributes `llm.output_messages.N`, a token
+    each; a `finish` one of nothing): each stream becomes the output of the latest call before it
+    that had none, a call of no output that a later call follows is given an empty one (the later
+    input holds its reply), and a generation of nothing is passed over. How many were passed over."""
+    ordered = sorted(
+        range(len(trace.generations)), key=lambda n: seconds_of(trace.generations[n][1].get("startTime")) or 0.0
+    )
+    kept: list[int] = []
+    passed = 0
+    for number in ordered:
+        item, observation = trace.generations[number]
+        if not _null(observation.get("input")) or not _null(observation.get("output")):
+            kept.append(number)
+            continue
+        streamed = _streamed(observation)
+        if streamed is None:
+            passed += 1
+            continue
+        waiting = [n for n in kept if _null(trace.generations[n][1].get("output"))]
+        if not waiting:
+            passed += 1
+            continue
+        call_item, call = trace.generations[waiting[-1]]
+        reply = _whole(streamed, trace.raw.get("output"), observation)
+        trace.generations[waiting[-1]] = (call_item, {**call, "output": reply})
+    for later, number in enumerate(kept):
+        item, observation = trace.generations[number]
+        if _null(observation.get("output")) and not _null(observation.get("input")) and later + 1 < len(kept):
+            trace.generations[number] = (item, {**observation, "output": []})
+    trace.generations[:] = [trace.generations[number] for number in sorted(kept)]  # as the file lists them
+    return passed
+
+
+def _prompted(given: Any) -> bool:
+    """True for an observation's input that is a prompt with its system prompt, `{"prompt", "system"}`
+    (LangSmith's `claude.conversation` span of a Claude Agent SDK query)."""
+    if not isinstance(given, str) or '"system"' not in given or '"prompt"' not in given:
+        return False  # read only where it may be: most observations' inputs are messages
+    given = _decoded(given)
+    return isinstance(given, dict) and isinstance(given.get("system"), str) and "prompt" in given
+
+
+def _histories_given(trace: _Trace) -> None:
+    """Give each generation of `trace` whose input is the word `role` alone (`ROLE_ONLY`: LangSmith's
+    Claude Agent SDK tracing logs every turn after the first so) the history it continued: the
+    trace's turn before it, its input and output, then the results of the TOOL observations that
+    began since (the Claude Agent SDK runs the tools between turns; each result is named by its
+    tool and answers the first call not yet answered). A first turn of that input is left as it
+    is: nothing says what it continued, and it is named."""
+    if not any(_role_only(observation.get("input")) for _, observation in trace.generations):
+        return
+    ordered = sorted(
+        range(len(trace.generations)), key=lambda n: seconds_of(trace.generations[n][1].get("startTime")) or 0.0
+    )
+    history: list[Any] | None = None
+    since_s = float("-inf")
+    for number in ordered:
+        item, observation = trace.generations[number]
+        given = _decoded(observation.get("input"))
+        started_s = seconds_of(observation.get("startTime")) or 0.0
+        if given == ROLE_ONLY:
+            if history is None:
+                continue
+            results = [
+                {"role": "tool", "name": name, "content": _tool_content(_decoded(output))}
+                for at_s, name, output in sorted(trace.tools, key=lambda tool: tool[0])
+                if since_s <= at_s < started_s
+            ]
+            given = [*history, *results]
+            trace.generations[number] = (item, {**observation, "input": given})
+        output = _decoded(observation.get("output"))
+        history = [*(given if isinstance(given, list) else [given]), *([] if _null(output) else [output])]
+        since_s = started_s
+
+
+def _role_only(given: Any) -> bool:
+    """True for an input that is `ROLE_ONLY`, decoded only when short (every generation is asked)."""
+    return (len(given) < 40 and _decoded(given) == ROLE_ONLY) if isinstance(given, str) else given == ROLE_ONLY
+
+
+def _tool_content(output: Any) -> Any:
+    """A TOOL observation's output as a tool message's content: an MCP result's `content` parts, or the output."""
+    if isinstance(output, dict) and isinstance(output.get("content"), list):
+        return output["content"]
+    return arguments_text(output)
+
+
+def _null(value: Any) -> bool:
+    return value is None or value == "null"  # the UI exports a null input as JSON text
+
+
+def _streamed(observation: dict[str, Any]) -> tuple[int, str] | None:
+    """The output messages OpenInference wrote as span attributes in `observation`'s metadata,
+    joined (BeeAI streams a reply a token an attribute), with the index of the first kept; None
+    when it holds none."""
+    metadata = observation.get("metadata")
+    if isinstance(metadata, str):
+        if "llm.output_messages." not in metadata:
+            return None
+        try:
+            metadata = orjson.loads(metadata)
+        except orjson.JSONDecodeError:
+            return None
+    attributes = metadata.get("attributes") if isinstance(metadata, dict) else None
+    if not isinstance(attributes, dict):
+        return None
+    tokens = {}
+    for key, value in attributes.items():
+        found = STREAMED.match(key)
+        if found is not None and isinstance(value, str):
+            tokens[int(found.group(1))] = value
+    if not tokens:
+        return None
+    return min(tokens), "".join(tokens[index] for index in sorted(tokens))
+
+
+def _whole(streamed: tuple[int, str], final: Any, observation: dict[str, Any]) -> str:
+    """The reply a stream gives: its tokens joined when they are all there; else (OpenTelemetry
+    keeps a span's last 128 attributes, and dropped the first 233 tokens of BeeAI's 295) the
+    trace's output, the agent's answer, when it ends as the stream does; else `Unreadable`."""
+    first, text = streamed
+    if first == 0:
+        return text
+    answer = _answer_text(final)
+    if answer is not None and text and answer.endswith(text):
+        return answer
+    raise Unreadable(
+        f"observation {observation.get('id')!r}: metadata.attributes.llm.output_messages",
+        f"the streamed reply lost its first {first} token(s) (OpenTelemetry keeps a span's last 128 attributes),"
+        " and the trace's output does not end as it does",
+    )
+
+
+def _answer_text(value: Any) -> str | None:
+    """The text of a trace's output: text, an object's `text` or `content` text, or such an
+    object written as a Python dict (BeeAI's `{'role': 'assistant', 'text': "..."}`, read as a
+    literal, nothing run)."""
+    value = _decoded(value)
+    if isinstance(value, str) and value.startswith("{'"):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    if isinstance(value, dict):
+        value = value.get("text", value.get("content"))
+    return value if isinstance(value, str) else None
+
+
+def _written_as_text(given: Any) -> bool:
+    """True for a generation's input that is its messages written as "role: text" transcript text."""
+    if not isinstance(given, str) or given.lstrip().startswith(("{", "[")):
+        return False  # messages, not decoded again
+    given = _decoded(given)
+    return isinstance(given, str) and transcript(given) is not None
+
+
+def _copies(calls: list[Call], texts: set[int]) -> dict[int, str]:
+    """The calls of `texts` (given as transcript text) whose conversation has calls given as
+    messages, by id(), with their conversation: the same calls again, as agno's traces hold
+    them (each OpenInference generation of agno's messages has beneath it a generation of the
+    Langfuse SDK's holding that call as text, a tool call written `assistant: None`), set aside."""
+    if not texts:
+        return {}
+    given = {call.key or call.metadata["trace_id"] for call in calls if id(call) not in texts}
+    return {
+        id(call): key for call in calls if id(call) in texts and (key := call.key or call.metadata["trace_id"]) in given
+    }
 
 
 def _take(item: Item, raw: Any, traces: dict[str, _Trace]) -> None:
@@ -277,7 +506,14 @@ def generation_messages(
     the input holds none."""
     tools = ToolNames()
     given, reply = _decoded(given), _decoded(reply)
-    messages = normalised(_present(given, input_path), input_path, tools)
+    if given == ROLE_ONLY:  # a first turn's (`_histories_given` gave each later one its history)
+        raise Unreadable(
+            input_path,
+            'holds no message, only the word \'role\' where its text should be ({"content": "role"}, as'
+            " LangSmith's Claude Agent SDK tracing writes a turn's input), and no earlier turn to continue",
+        )
+    written = transcript(given) if isinstance(given, str) else None
+    messages = written if written is not None else normalised(_present(given, input_path), input_path, tools)
     output = normalised(_present(reply, output_path), output_path, tools, "assistant")
     if any(message["role"] == "system" for message in messages):
         return messages, output

@@ -20,6 +20,8 @@ gives the messages `calls.Call` takes (OpenAI's chat shape: `role`, `content` te
   LangChain.js's tool message whose role is the tool's name);
 - Vercel AI SDK messages (`content` parts `text`, `tool-call` {toolCallId, toolName, input},
   `tool-result`; `reasoning` hidden), its tool calls listed alone, and a `{"prompt"}` request.
+- a message written by Python (pydantic's `str()` or a `Message(...)` repr, agno's), read from
+  its literal fields (`python_message`);
 - Bedrock Converse messages (`content` blocks `text`, `toolUse`, `toolResult`; `reasoningContent`
   hidden) and a request's `system` blocks.
 
@@ -31,6 +33,10 @@ A message or a field that cannot be read raises `chat.Unreadable`, naming the fi
 
 from __future__ import annotations
 
+import ast
+import io
+import re
+import tokenize
 from typing import Any
 
 import orjson
@@ -65,6 +71,12 @@ BEDROCK_BLOCKS = frozenset(
 )
 FINAL_ANSWER = "final_answer"  # BeeAI's FinalAnswerTool, whose `response` is the reply
 SEMCONV_RESULT_KEYS = ("response", "result")  # the conventions' key; pydantic-ai writes `result`
+# a line of a "role: text" transcript that begins a message (AutoGen's chat input in Langfuse)
+TRANSCRIPT_LINE = re.compile(r"^(system|developer|user|assistant|tool):(?: |$)", re.MULTILINE)
+# a message written as a Python object: pydantic's str() (agno's messages in its OpenInference
+# spans: `role='user' content='...' ...`) or its repr (`Message(role='user', content='...')`)
+REPR_STARTS = ("role='", 'role="', "Message(role=")
+REPR_FIELDS = ("role", "content", "name", "tool_name", "tool_call_id", "tool_calls")
 
 
 def hidden(kind: Any) -> bool:
@@ -97,6 +109,70 @@ def text_of(content: Any, path: str) -> str:
         else:
             raise Unreadable(f"{path}[{number}]", "expected a part with a `type`")
     return "\n".join(texts)
+
+
+def transcript(text: str) -> list[dict[str, Any]] | None:
+    """The messages of `text` when it is a call's messages written as a "role: text" transcript
+    (AutoGen's chat input in Langfuse: `system: You are ...\nuser: Say 'Hello World!'`): a message
+    begins at each line that starts with a known role and a colon and runs to the next such
+    line, its own lines kept. None unless the text begins with such a line and holds two or
+    more: any other text is one message, as it was written."""
+    starts = list(TRANSCRIPT_LINE.finditer(text))
+    if len(starts) < 2 or starts[0].start() != 0:
+        return None
+    ends = [following.start() - 1 for following in starts[1:]] + [len(text)]  # the newline before the next
+    return [{"role": start.group(1), "content": text[start.end() : end]} for start, end in zip(starts, ends)]
+
+
+def python_message(text: str) -> dict[str, Any] | None:
+    """The message `text` holds when it is a message object written by Python (`REPR_STARTS`):
+    its role, content, name (agno's `tool_name`), tool call id and tool calls. Each field's value
+    is read only when it is a Python literal (`ast.literal_eval` of its own text, so nothing is
+    run); the others (`metrics=MessageMetrics(...)`, `timer=<... object at 0x...>`) are passed
+    over. None when `text` is no such message."""
+    body = text[len("Message(") : -1] if text.startswith("Message(") and text.endswith(")") else text
+    try:
+        tokens = [token for token in tokenize.generate_tokens(io.StringIO(body).readline) if token.string.strip()]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    if any(token.type == tokenize.ERRORTOKEN for token in tokens):  # an unclosed quote: no object's text
+        return None
+    lines = [0]
+    for line in body.splitlines(keepends=True):
+        lines.append(lines[-1] + len(line))
+
+    def at(position: tuple[int, int]) -> int:
+        return lines[position[0] - 1] + position[1]
+
+    fields: dict[str, tuple[int, int]] = {}  # each field's value, as its place in `body`
+    depth, name, begins = 0, None, 0
+    for number, token in enumerate(tokens):
+        following = tokens[number + 1] if number + 1 < len(tokens) else None
+        starts_field = depth == 0 and token.type == tokenize.NAME and following is not None
+        if starts_field and following is not None and following.string == "=":
+            if name is not None:
+                fields[name] = (begins, at(token.start))
+            name, begins = token.string, at(following.end)
+        elif token.string in "([{" and token.type == tokenize.OP:
+            depth += 1
+        elif token.string in ")]}" and token.type == tokenize.OP:
+            depth -= 1
+    if name is not None:
+        fields[name] = (begins, len(body))
+    message: dict[str, Any] = {}
+    for key in REPR_FIELDS:
+        if key in fields:
+            source = body[slice(*fields[key])].strip().removesuffix(",")
+            try:
+                message[key] = ast.literal_eval(source)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue  # not a literal: an object's repr
+    if not isinstance(message.get("role"), str):
+        return None
+    if message.get("name") is None and message.get("tool_name") is not None:
+        message["name"] = message["tool_name"]
+    message.pop("tool_name", None)
+    return message
 
 
 def arguments_text(arguments: Any) -> str:
@@ -303,7 +379,10 @@ def message_of(message: Any, path: str, tools: ToolNames, default_role: str = "u
     """One message, in whichever shape it is, as `calls.Call` messages (a message holding tool
     results gives a `tool` message each)."""
     if isinstance(message, str):
-        return [{"role": default_role, "content": message}]
+        written = python_message(message) if message.startswith(REPR_STARTS) else None
+        if written is None:
+            return [{"role": default_role, "content": message}]
+        message = written
     if not isinstance(message, dict):
         raise Unreadable(path, f"expected a message object, got {type_name(message)}")
     content = message.get("content")
