@@ -4,9 +4,11 @@ reply limit clamped to the model's output limit, the reasoning effort, the promp
 from LiteLLM's model facts where they exist; and a parameter a server refuses by name in a 400,
 learned once per run, dropped or replaced, said once (`notes`) and the call sent again.
 
-Every request leaves through a body built by `backend.chat_body` and then `ProviderRules.apply`:
-the direct transport and LiteLLM's (`served.ServedJudge.chat_request`), the public step's and a
-provider batch's lines (`apply_rules`). The rules, each with the page it comes from:
+Every request leaves through a body built by `backend.chat_body` and then `ProviderRules.apply`
+(a served judge's `JudgeBackend.provider_body`): the direct transport's and LiteLLM's
+(`served.ServedJudge.chat_request`), the public step's (`metrics.step.request_body`, which the Ray
+engine sends) and a provider batch's lines (`batch_api.request_line`). The rules, each with the
+page it comes from:
 
 - OpenAI's reasoning models (o1, o3, o4, gpt-5; and an Azure deployment of one, learned from its
   400s): temperature only at its default 1, `max_completion_tokens` instead of `max_tokens`, no
