@@ -229,6 +229,11 @@ async def _anthropic(request: web.Request, server: JudgeServer) -> web.StreamRes
         return _anthropic_error("anthropic-version: header is required")
     body = await request.json()
     refused = anthropic_refusal(body)
+    betas = request.headers.get("anthropic-beta", "")
+    if refused is None and "output_format" in body and "structured-outputs-2025-11-13" not in betas:
+        # platform.claude.com/docs/en/build-with-claude/structured-outputs: `output_format` is the
+        # beta's (its header required); the GA form is `output_config.format`
+        refused = _anthropic_error("output_format: Extra inputs are not permitted")
     blocks = _anthropic_blocks(body)
     openai_like = _openai_like([text for text, _ in blocks], body.get("max_tokens"), body)
     server.record(body)

@@ -4,9 +4,11 @@ reply limit clamped to the model's output limit, the reasoning effort, the promp
 from LiteLLM's model facts where they exist; and a parameter a server refuses by name in a 400,
 learned once per run, dropped or replaced, said once (`notes`) and the call sent again.
 
-Every request leaves through a body built by `backend.chat_body` and then `ProviderRules.apply`:
-the direct transport and LiteLLM's (`served.ServedJudge.chat_request`), the public step's and a
-provider batch's lines (`apply_rules`). The rules, each with the page it comes from:
+Every request leaves through a body built by `backend.chat_body` and then `ProviderRules.apply`
+(a served judge's `JudgeBackend.provider_body`): the direct transport's and LiteLLM's
+(`served.ServedJudge.chat_request`), the public step's (`metrics.step.request_body`, which the Ray
+engine sends) and a provider batch's lines (`batch_api.request_line`). The rules, each with the
+page it comes from:
 
 - OpenAI's reasoning models (o1, o3, o4, gpt-5; and an Azure deployment of one, learned from its
   400s): temperature only at its default 1, `max_completion_tokens` instead of `max_tokens`, no
@@ -217,21 +219,26 @@ class ProviderRules:
         """Learn what `error`, the answer to `body`, refused by name: a parameter (OpenAI's
         `param`, or the words of the message, LiteLLM's UnsupportedParamsError's among them),
         dropped or replaced from now on, or an output limit (Anthropic's words). True when the
-        request changes, so the call is worth sending again."""
+        request changes, so the call is worth sending again: also when another call, sent at
+        the same time, learned it first."""
         message = str(error)
         limit = OUTPUT_LIMIT_WORDS.search(message)
-        if limit and (self.output_limit is None or int(limit.group(2)) < self.output_limit):
-            self.output_limit_learned = int(limit.group(2))
-            self._say(f"the judge allows replies of {limit.group(2)} tokens at most: max_tokens is sent at that")
-            return True
+        if limit:
+            if self.output_limit is None or int(limit.group(2)) < self.output_limit:
+                self.output_limit_learned = int(limit.group(2))
+                self._say(f"the judge allows replies of {limit.group(2)} tokens at most: max_tokens is sent at that")
+            asked = max(int(body.get(key) or 0) for key in ("max_tokens", "max_completion_tokens"))
+            return self.output_limit is not None and asked > self.output_limit
         changed = False
         for name in refused_names(error):
-            if name not in DISPENSABLE or name in self.refused or name not in body:
+            if name not in DISPENSABLE or name not in body:
                 continue
+            changed = True  # sent with it; from now on without it
+            if name in self.refused:
+                continue  # learned from another call's refusal
             replaced = REPLACED_BY.search(message)
             replacement = replaced.group(1) if replaced and replaced.group(1) != name else ""
             self.refused[name] = replacement
-            changed = True
             instead = f", {replacement} sent instead" if replacement else ", left out from now on"
             self._say(f"the judge refused the parameter {name}{instead}. It said: {message[:200]}")
         return changed

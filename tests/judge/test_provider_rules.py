@@ -51,4 +51,6 @@ def test_an_output_limit_a_refusal_names_is_learned_and_every_later_reply_limit_
     assert backend.rules.learn(refusal, body)
     assert backend.provider_body(body)["max_tokens"] == 4096
     assert backend.notes() == ["the judge allows replies of 4096 tokens at most: max_tokens is sent at that"]
-    assert not backend.rules.learn(refusal, body)  # learned once: the same refusal again changes nothing
+    assert backend.rules.learn(refusal, body)  # a call sent before it was learned is sent again, within it
+    assert not backend.rules.learn(refusal, backend.provider_body(body))  # one sent within it: nothing to change
+    assert len(backend.notes()) == 1  # said once

@@ -201,3 +201,16 @@ def test_a_deepseek_judge_s_rows_report_the_input_its_server_cached_in_its_own_f
     assert cached[0] == 0 and all(tokens > 1024 for tokens in cached[1:]), cached
     if model.startswith("deepseek/"):  # priced by LiteLLM's map (an OpenAI-compatible name has no price)
         assert rows[1]["cost_usd"] < rows[0]["cost_usd"]
+
+
+def test_an_azure_reasoning_deployment_judged_with_many_calls_at_once_learns_each_refusal_for_every_call(
+    judge, run_flowrate, cli_env, tmp_path, transport
+):
+    """The calls sent together before the first refusal came back are each refused too: each is
+    sent again without what the first learned, and the learning is said once."""
+    judge.deployments["my-judge"] = "gpt-5-mini"
+    judge.latency_s = 0.05
+    env = {"AZURE_API_BASE": f"http://127.0.0.1:{judge.port}", "AZURE_API_KEY": "azure-test-key"}
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "azure/my-judge", "-j", "8", env=env, count=8)
+    every_conversation_judged(result, rows, count=8)
+    assert result.stderr.count("refused the parameter temperature") == 1, result.stderr
