@@ -24,7 +24,7 @@ from flowrate.results.events import Listeners, RunListener
 from flowrate.results.files import ResultsFile, read_rows
 from flowrate.results.otel_events import OtelEndpoint, OtelFile
 from flowrate.results.summary import DryRunEstimate, RunSummary
-from flowrate.results.write_back import WriteBack, platform_inputs
+from flowrate.results.write_back import WriteBack, writers_for
 from flowrate.settings.options import EvalSettings
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ async def evaluate_files_async(
     from flowrate.evaluation.engines import engine_for
 
     check_engine(settings)
-    platforms = platform_inputs(paths, settings.write_back)
+    writers = writers_for(paths) if settings.write_back else {}
     run = FileRun(paths, settings, judged_in_history(settings))
     try:
         check_history(settings)
@@ -130,7 +130,7 @@ async def evaluate_files_async(
         raise
     results = ResultsFile(settings.output, append=run.outputs.resuming)
     book = ReportBook() if settings.report_settings.wanted else None
-    destinations = verdict_destinations(settings, platforms)
+    destinations = verdict_destinations(settings, writers)
     listener = Listeners([results, *([book] if book is not None else []), *destinations, *(listeners or [])])
     try:
         summary = await engine_for(settings, batch_command, ray_processor)(run, listener)
@@ -146,13 +146,13 @@ async def evaluate_files_async(
     return evaluation
 
 
-def verdict_destinations(settings: EvalSettings, platforms: list[str]) -> list[Any]:
-    """The listeners that send each verdict beyond the results file: `--write-back` to the
-    platforms among the inputs, `--otel-file` and `--otel-endpoint` as OpenTelemetry events."""
+def verdict_destinations(settings: EvalSettings, writers: dict[str, Any]) -> list[Any]:
+    """The listeners that send each verdict beyond the results file: `--write-back` through the
+    `writers` of the inputs, `--otel-file` and `--otel-endpoint` as OpenTelemetry events."""
     chosen = settings.platform_settings
     destinations: list[Any] = []
     if chosen.write_back:
-        destinations.append(WriteBack(platforms, settings.output, resume=settings.resume or settings.retry_errors))
+        destinations.append(WriteBack(writers, settings.output, resume=settings.resume or settings.retry_errors))
     if chosen.otel_file:
         destinations.append(OtelFile(chosen.otel_file))
     if chosen.otel_endpoint:

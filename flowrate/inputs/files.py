@@ -436,6 +436,14 @@ def _directory_files(path: Path, given: str, problems: list[str], notices: list[
     return read
 
 
+def file_format(path: str) -> tuple[str | None, Iterator[Item | Record]]:
+    """The source format of the file at `path` (found from its first item, as a run finds it;
+    None: none reads it) and its items, read again from the start."""
+    file = (Path(path), path, Path(path).name)
+    reader = _reader_of(file, None, None, (None, time.time()))
+    return (reader.name if isinstance(reader, Reader) else None), _items(file)
+
+
 def _kind(file: tuple[Path, str, str]) -> str:
     path, shown, _ = file
     return "jsonl" if shown == "<stdin>" else kind_of(path) or "jsonl"

@@ -23,11 +23,13 @@ rows the output holds already). Error rows carry no verdict and are not written.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import threading
-from collections.abc import Callable
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -35,7 +37,7 @@ from urllib.parse import quote
 import orjson
 
 from flowrate.errors import ConfigError, WriteBackIncomplete
-from flowrate.inputs.sources.platform_api import PlatformError, PlatformURL, is_platform_url
+from flowrate.inputs.sources.platform_api import Endpoint, PlatformError, PlatformURL, is_platform_url
 from flowrate.results.events import RunListener
 from flowrate.results.otel_events import flowrate_version, score_label
 from flowrate.results.rows import EvaluationRow
@@ -159,6 +161,111 @@ class MlflowWriter:
         return [info.get("trace_info") or info] if info else []
 
 
+def score_id(row: EvaluationRow) -> str:
+    """The write's id on platforms whose ids the writer gives (Langfuse's scores, LangSmith's
+    feedback): a UUID of its key, the same on every run, so a rerun writes the same object."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "flowrate:" + write_key(row)))
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class LangfuseWriter:
+    """Scores in Langfuse (`POST /api/public/scores`, a list of scores, as the langfuse SDK 5's
+    `create_score` sends them): a session score (`sessionId`), or a trace score for a
+    conversation that is its trace; the id a UUID of the write's key, which Langfuse upserts."""
+
+    def __init__(self, endpoint: Endpoint, sessions: set[str]):
+        self.endpoint = endpoint
+        self.sessions = sessions
+
+    def write(self, row: EvaluationRow) -> None:
+        target = "sessionId" if row.id in self.sessions else "traceId"
+        score = {
+            "id": score_id(row),
+            target: row.id,
+            "name": row.metric,
+            "value": row.score,
+            "comment": row.reason,
+            "dataType": "NUMERIC",
+            "timestamp": row.evaluated_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "metadata": {
+                "verdict": _label(row),
+                "passed": row.success,
+                "key_issues": list(row.key_issues),
+                "threshold": row.threshold,
+                **identity(row),
+            },
+        }
+        self.endpoint.call("POST", "/api/public/scores", [score])
+
+
+class LangSmithWriter:
+    """Feedback in LangSmith on the thread's last root run (`POST /feedback`, as the langsmith
+    SDK's `create_feedback` sends it; `feedback_source` of type `model` with the judge's identity);
+    a rerun's feedback has the same id, and is updated (`PATCH /feedback/{id}`, as
+    `update_feedback` sends it) where LangSmith answers that it exists (409)."""
+
+    def __init__(self, endpoint: Endpoint, last_runs: dict[str, str]):
+        self.endpoint = endpoint
+        self.last_runs = last_runs
+
+    def write(self, row: EvaluationRow) -> None:
+        run_id = self.last_runs.get(row.id)
+        if run_id is None:
+            raise PlatformError(f"{self.endpoint.name}: no root run of thread {row.id!r} in the export")
+        feedback_id, now = score_id(row), _now_iso()
+        comment, score, value = row.reason, row.score, _label(row)
+        feedback = {
+            "id": feedback_id,
+            "created_at": now,
+            "modified_at": now,
+            "run_id": run_id,
+            "key": row.metric,
+            "score": score,
+            "value": value,
+            "comment": comment,
+            "feedback_source": {
+                "type": "model",
+                "metadata": {"passed": row.success, "key_issues": list(row.key_issues), **identity(row)},
+            },
+            "extend_trace_retention": True,
+        }
+        try:
+            self.endpoint.call("POST", "/feedback", feedback)
+        except PlatformError as error:
+            if error.status != 409:
+                raise
+            update = {"score": score, "value": value, "comment": comment}
+            self.endpoint.call("PATCH", f"/feedback/{feedback_id}", update)
+
+
+def langfuse_endpoint() -> Endpoint:
+    """Langfuse's API from the SDK's own variables: LANGFUSE_BASE_URL (or LANGFUSE_HOST) and the
+    project's keys, LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY, as basic authentication."""
+    base = os.environ.get("LANGFUSE_BASE_URL") or os.environ.get("LANGFUSE_HOST") or "https://cloud.langfuse.com"
+    public, secret = os.environ.get("LANGFUSE_PUBLIC_KEY"), os.environ.get("LANGFUSE_SECRET_KEY")
+    if not (public and secret):
+        raise ConfigError("--write-back to Langfuse needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
+    token = base64.b64encode(f"{public}:{secret}".encode()).decode()
+    return Endpoint("langfuse", base.rstrip("/"), {"Authorization": f"Basic {token}"})
+
+
+def langsmith_endpoint() -> Endpoint:
+    """LangSmith's API from the SDK's own variables: LANGSMITH_ENDPOINT and LANGSMITH_API_KEY
+    (or their LANGCHAIN_ names), the key sent as `x-api-key`."""
+    base = (
+        os.environ.get("LANGSMITH_ENDPOINT")
+        or os.environ.get("LANGCHAIN_ENDPOINT")
+        or "https://api.smith.langchain.com"
+    )
+    key = os.environ.get("LANGSMITH_API_KEY") or os.environ.get("LANGCHAIN_API_KEY")
+    if not key:
+        raise ConfigError("--write-back to LangSmith needs LANGSMITH_API_KEY")
+    return Endpoint("langsmith", base.rstrip("/"), {"x-api-key": key})
+
+
 def _label(row: EvaluationRow) -> str | None:
     """The verdict as a label: the level's name, or the rating of its scale (`4/5`)."""
     if row.verdict is not None:
@@ -168,24 +275,42 @@ def _label(row: EvaluationRow) -> str | None:
     return score_label(row)
 
 
-def writer_for(url: PlatformURL) -> PhoenixWriter | MlflowWriter:
-    return PhoenixWriter(url) if url.platform == "phoenix" else MlflowWriter(url)
+def writers_for(paths: list[str]) -> dict[str, Any]:
+    """The writer of each input `--write-back` writes to, by the input as given: a platform URL
+    (Phoenix, MLflow), or an export file of Langfuse or LangSmith (the platform from the SDK's
+    own variables); `ConfigError` when there is none."""
+    from flowrate.inputs.files import file_format
+    from flowrate.inputs.sources.langfuse import session_ids
+    from flowrate.inputs.sources.langsmith import thread_last_runs
+
+    writers: dict[str, Any] = {}
+    for given in dict.fromkeys(paths):
+        if is_platform_url(given):
+            url = PlatformURL.parse(given)
+            writers[given] = PhoenixWriter(url) if url.platform == "phoenix" else MlflowWriter(url)
+        elif Path(given).is_file():
+            format, items = file_format(given)
+            if format == "langfuse":
+                writers[given] = LangfuseWriter(langfuse_endpoint(), session_ids(items))
+            elif format == "langsmith":
+                writers[given] = LangSmithWriter(langsmith_endpoint(), thread_last_runs(items))
+    if not writers:
+        raise ConfigError(
+            "--write-back writes each verdict where its conversation was read: give a platform URL"
+            " (phoenix+http://HOST:PORT?project=NAME, mlflow+http://HOST:PORT?experiment=ID) or a Langfuse or"
+            " LangSmith export file"
+        )
+    return writers
 
 
 class WriteBack(RunListener):
-    """The `--write-back` listener: each row of a platform URL's conversation written back from a
-    thread; the refused writes kept in `pending` (the file beside the output); with `resume`, the
-    writes pending from an earlier run sent first. `outcome()` once the run is over says what
-    became of them. `make_writer` makes the writer of a platform URL (tests give their own)."""
+    """The `--write-back` listener: each row of an input that has a writer in `writers` (by the
+    input as given, which is the row's `source.path`) written back from a thread; the refused
+    writes kept in `pending` (the file beside the output); with `resume`, the writes pending from
+    an earlier run sent first. `outcome()` once the run is over says what became of them."""
 
-    def __init__(
-        self,
-        platforms: list[str],
-        output: str,
-        resume: bool,
-        make_writer: Callable[[PlatformURL], Any] = writer_for,
-    ):
-        self.writers = {given: make_writer(PlatformURL.parse(given)) for given in platforms}
+    def __init__(self, writers: dict[str, Any], output: str, resume: bool):
+        self.writers = writers
         self.pending = pending_path(output)
         self.resume = resume
         self.written = 0
@@ -255,15 +380,3 @@ class WriteBack(RunListener):
             f" results file, the writes wait in {self.pending}: run again with --resume to send them"
         )
         return notices, error
-
-
-def platform_inputs(paths: list[str], write_back: bool) -> list[str]:
-    """The platform URLs among `paths` that `--write-back` writes to; `ConfigError` when it is
-    asked for and no input is one."""
-    platforms = [path for path in dict.fromkeys(paths) if is_platform_url(path)]
-    if write_back and not platforms:
-        raise ConfigError(
-            "--write-back writes each verdict where its conversation was read: give a platform URL"
-            " (phoenix+http://HOST:PORT?project=NAME, mlflow+http://HOST:PORT?experiment=ID)"
-        )
-    return platforms

@@ -434,11 +434,6 @@ class SelectionOptions(Group):
             moment_s(value, time.time())
         return value
 
-    def window_s(self, now_s: float) -> tuple[float | None, float]:
-        """`--since` and `--until` as seconds since the epoch, `now_s` the end when `until` is not given."""
-        since = None if self.since is None else moment_s(self.since, now_s)
-        return since, now_s if self.until is None else moment_s(self.until, now_s)
-
     @property
     def closed_after_s(self) -> float | None:
         """`closed_after` in seconds (None: every conversation counts as closed)."""

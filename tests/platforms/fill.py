@@ -7,7 +7,7 @@ judge on 127.0.0.1 as a chat application would, and
 - `mlflow`: `mlflow.openai.autolog()` records each turn as a trace of the experiment, the
   session in the trace's metadata `mlflow.trace.session` (`mlflow.update_current_trace`).
 
-Usage: python fill.py phoenix|mlflow URL PLACE JUDGE_URL SESSIONS_JSON, where SESSIONS_JSON maps
+Usage: python fill.py phoenix|mlflow URL PLACE JUDGE_URL SESSIONS_FILE, where the JSON file maps
 a session id to its user turns; each turn is one call of the chat (the whole history sent). For
 MLflow, PLACE is the experiment's name: it is made when it does not exist, and its id printed."""
 
@@ -71,7 +71,8 @@ def main():
     platform, url, place, judge_url, sessions = sys.argv[1:6]
     client = openai.OpenAI(base_url=judge_url, api_key="sk-test", max_retries=0)
     made = {"phoenix": phoenix, "mlflow": mlflow_traces}[platform]
-    made(url, place, client, json.loads(sessions))
+    with open(sessions, encoding="utf-8") as given:
+        made(url, place, client, json.load(given))
 
 
 if __name__ == "__main__":

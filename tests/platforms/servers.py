@@ -105,7 +105,9 @@ class Platform:
 
     def fill(self, place: str, judge_url: str, sessions: dict) -> str:
         """Each session's user turns chatted through the instrumented `openai` client; what `fill.py` printed."""
-        return self.run("fill.py", place, judge_url, json.dumps(sessions))
+        given = self.folder / f"sessions-{time.monotonic_ns()}.json"  # a file: 1,000 sessions are past argv's limit
+        given.write_text(json.dumps(sessions))
+        return self.run("fill.py", place, judge_url, str(given))
 
     def verdicts(self, place: str, sessions: list[str]) -> dict[str, list[dict]]:
         """Each session's flowrate verdicts as the platform's own client shows them."""

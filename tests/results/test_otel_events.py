@@ -98,7 +98,7 @@ def test_otel_file_may_not_be_an_input(judge, run_flowrate, tmp_path):
     before = path.read_bytes()
     outcome = run_flowrate(*local_eval(judge, path, "--otel-file", path))
     assert outcome.returncode == 2
-    assert "--otel-file" in outcome.stderr and "Traceback" not in outcome.stderr
+    assert "is both an input and the --otel-file file" in outcome.stderr and "Traceback" not in outcome.stderr
     assert path.read_bytes() == before
 
 

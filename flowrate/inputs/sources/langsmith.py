@@ -86,6 +86,27 @@ class LangSmithReader(Reader):
             self.notices.extend(keyless_notice(conversations, runs[0][0].source.path, keys, "llm run", "trace"))
 
 
+def thread_last_runs(items: Iterable[Item | Record]) -> dict[str, str]:
+    """Each thread's last root run (the latest `start_time`), by the thread's key as the reader
+    groups it (`extra.metadata` session_id, thread_id or conversation_id; without one, the trace):
+    where `--write-back` puts a thread's feedback."""
+    last: dict[str, tuple[float, str]] = {}
+    for item in records_of(items):
+        if isinstance(item, Record):
+            continue
+        try:
+            run = _decoded(item.raw)
+        except Unreadable:
+            continue
+        if run.get("parent_run_id") is not None or run.get("id") is None:
+            continue
+        key = conversation_key(_metadata_of(run)) or str(run.get("trace_id") or run["id"])
+        at_s = seconds_of(run.get("start_time")) or 0.0
+        if key not in last or at_s >= last[key][0]:
+            last[key] = (at_s, str(run["id"]))
+    return {key: run_id for key, (_, run_id) in last.items()}
+
+
 def _decoded(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise Unreadable("record", "a run must be an object")

@@ -117,14 +117,28 @@ class PlatformURL:
         return {}
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer of `method path` (see `Endpoint.call`)."""
+        return Endpoint(self.platform, self.base, self.headers()).call(method, path, body)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A platform's HTTP API: its `name` (how messages name it), `base` URL and the `headers`
+    carrying its credentials (sent, never shown)."""
+
+    name: str
+    base: str
+    headers: dict[str, str]
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
         """The JSON answer of `method path` (with `body` as JSON); `PlatformError` naming the
         request and the platform's status when it fails."""
         data = None if body is None else orjson.dumps(body)
-        headers = {"Accept": "application/json", **self.headers()}
+        headers = {"Accept": "application/json", **self.headers}
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)
-        shown = f"{self.platform} {method} {self.base}{path.split('?')[0]}"
+        shown = f"{self.name} {method} {self.base}{path.split('?')[0]}"
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
                 text = response.read()
