@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -203,17 +203,18 @@ class LangfuseWriter:
 
 class LangSmithWriter:
     """Feedback in LangSmith on the thread's last root run (`POST /feedback`, as the langsmith
-    SDK's `create_feedback` sends it; `feedback_source` of type `model` with the judge's identity);
+    SDK's `create_feedback` sends it with the run's trace and project; `feedback_source` of type
+    `model` with the judge's identity);
     a rerun's feedback has the same id, and is updated (`PATCH /feedback/{id}`, as
     `update_feedback` sends it) where LangSmith answers that it exists (409)."""
 
-    def __init__(self, endpoint: Endpoint, last_runs: dict[str, str]):
+    def __init__(self, endpoint: Endpoint, last_runs: dict[str, dict[str, str]]):
         self.endpoint = endpoint
         self.last_runs = last_runs
 
     def write(self, row: EvaluationRow) -> None:
-        run_id = self.last_runs.get(row.id)
-        if run_id is None:
+        run = self.last_runs.get(row.id)
+        if run is None:
             raise PlatformError(f"{self.endpoint.name}: no root run of thread {row.id!r} in the export")
         feedback_id, now = score_id(row), _now_iso()
         comment, score, value = row.reason, row.score, _label(row)
@@ -221,7 +222,8 @@ class LangSmithWriter:
             "id": feedback_id,
             "created_at": now,
             "modified_at": now,
-            "run_id": run_id,
+            "run_id": run["run_id"],
+            "trace_id": run["trace_id"],
             "key": row.metric,
             "score": score,
             "value": value,
@@ -230,6 +232,8 @@ class LangSmithWriter:
                 "type": "model",
                 "metadata": {"passed": row.success, "key_issues": list(row.key_issues), **identity(row)},
             },
+            # the tracing project, which LangSmith's SmithDB requires (the SDK warns without it)
+            **({"session_id": run["session_id"]} if "session_id" in run else {}),
             "extend_trace_retention": True,
         }
         try:
@@ -318,7 +322,6 @@ class WriteBack(RunListener):
         self._refused: list[bytes] = []
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="flowrate-write-back")
-        self._futures: list[Future[None]] = []
         self._retried = 0
 
     def started(self, total_rows: int) -> None:
@@ -340,14 +343,15 @@ class WriteBack(RunListener):
             self._send(platform, row)
 
     def _send(self, platform: str, row: EvaluationRow) -> None:
-        self._futures.append(self._pool.submit(self._write, platform, row))
+        self._pool.submit(self._write, platform, row)
 
     def _write(self, platform: str, row: EvaluationRow) -> None:
         try:
             self.writers[platform].write(row)
-        except PlatformError as error:
+        except Exception as error:  # a refusal, or an answer no writer foresaw: the write is kept all the same
+            said = str(error) if isinstance(error, PlatformError) else f"{type(error).__name__}: {error}"
             with self._lock:
-                self.failed.append((f"{row.id} | {row.metric}", str(error)))
+                self.failed.append((f"{row.id} | {row.metric}", said))
                 self._refused.append(orjson.dumps({"platform": platform, "row": row.model_dump(mode="json")}))
             return
         with self._lock:

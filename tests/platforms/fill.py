@@ -46,7 +46,11 @@ def phoenix(url, project, client, sessions):
 
 def mlflow_traces(url, experiment, client, sessions):
     import contextlib
+    import os
 
+    # each trace logged before the next turn: MLflow's async queue lost a fifth of 1,200 traces
+    # under load (bench/platforms.py's fill), which would leave the stand-in short of sessions
+    os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
     import mlflow
 
     mlflow.set_tracking_uri(url)

@@ -191,3 +191,32 @@ def test_the_platforms_token_is_sent_but_never_written(phoenix, judge, run_flowr
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert token.encode() not in path.read_bytes(), path
+
+
+def test_a_trace_mlflow_cannot_give_is_named_and_the_other_sessions_are_judged(mlflow, judge, run_flowrate, tmp_path):
+    experiment = chat(mlflow, f"gap-{tmp_path.name}", judge, {"g-1": ["Hi", "Bye"]}, ["Hello", "Goodbye"])
+    # a trace whose spans MLflow does not hold (its info alone, as a client that died before
+    # logging them leaves it): MLflow's batchGet refuses the whole page for it
+    trace_id = "tr-" + "ab" * 16
+    info = {
+        "trace_id": trace_id,
+        "trace_location": {"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment}},
+        "request_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "state": "OK",
+        "trace_metadata": {"mlflow.trace.session": "g-2"},
+    }
+    request = urllib.request.Request(
+        f"{mlflow.url}/api/3.0/mlflow/traces",
+        data=json.dumps({"trace": {"trace_info": info}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+    url = f"mlflow+{mlflow.url}?experiment={experiment}"
+
+    refused = run_flowrate(*local_eval(judge, url))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert f"{url}: cannot read trace {trace_id}" in refused.stderr, refused.stderr
+
+    judged = run_flowrate(*local_eval(judge, url, "--skip-invalid"))
+    assert judged.returncode == 0, judged.stderr
+    assert [row["id"] for row in rows(tmp_path / "out.jsonl")] == ["g-1"]

@@ -84,6 +84,8 @@ def main():
     feedback = "1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c5d"
     client.create_feedback(
         run_id="9c1f0e2d-3b4a-4c5d-8e6f-7a8b9c0d1e2f",
+        trace_id="9c1f0e2d-3b4a-4c5d-8e6f-7a8b9c0d1e2f",
+        session_id="5e4d3c2b-1a09-4f8e-9d7c-6b5a49382716",  # the tracing project: required by LangSmith's SmithDB
         key="conversational_flow_rate",
         score=0.9,
         value="mostly",

@@ -108,8 +108,13 @@ def test_langfuse_session_scores_are_sent_as_the_sdk_sends_them_with_the_same_id
     assert SECRET not in first.stderr + again.stderr
 
 
+PROJECT = "5e4d3c2b-1a09-4f8e-9d7c-6b5a49382716"
+
+
 def langsmith_export(tmp_path):
-    runs = langsmith_runs(metadata={"thread_id": "thread-7"})
+    """LangChain's tracer's runs of one thread; each run's `session_id` (its tracing project, which
+    LangSmith sets on the runs it stores and exports, and an offline tracer does not know) set."""
+    runs = [{**run, "session_id": PROJECT} for run in langsmith_runs(metadata={"thread_id": "thread-7"})]
     roots = [run for run in runs if run["parent_run_id"] is None]
     last = max(roots, key=lambda run: run["start_time"])
     return write_jsonl(tmp_path / "runs.jsonl", runs), last["id"]
@@ -128,6 +133,7 @@ def test_langsmith_feedback_goes_on_the_threads_last_run_as_the_sdk_sends_it(
     [row] = read_rows(tmp_path / "out.jsonl")
     assert row["id"] == "thread-7"
     assert (feedback["run_id"], feedback["key"], feedback["score"]) == (last_run, row["metric"], row["score"])
+    assert (feedback["trace_id"], feedback["session_id"]) == (last_run, PROJECT)
     assert (feedback["value"], feedback["comment"]) == ("fully", row["reason"])
     assert feedback["feedback_source"]["type"] == "model"
     assert feedback["feedback_source"]["metadata"]["judge_model"] == "smol"

@@ -37,6 +37,7 @@ import orjson
 
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import Source
+from flowrate.inputs.formats import Record
 from flowrate.inputs.sources.base import Item
 
 SCHEMES = {"phoenix": "project", "mlflow": "experiment"}  # the platform and the query key naming its place
@@ -198,9 +199,10 @@ def phoenix_documents(url: PlatformURL, window: tuple[float | None, float]) -> I
             return
 
 
-def mlflow_documents(url: PlatformURL, window: tuple[float | None, float]) -> Iterator[dict[str, Any]]:
+def mlflow_documents(url: PlatformURL, window: tuple[float | None, float]) -> Iterator[dict[str, Any] | str]:
     """The experiment's traces that started in `window`, a page of traces at a time, each page
-    one `ExportTraceServiceRequest` document; a trace's session is `session.id` on its root spans."""
+    one `ExportTraceServiceRequest` document; a trace's session is `session.id` on its root spans;
+    a trace MLflow cannot give, the text naming it."""
     since, until = window
     condition = f"trace.timestamp_ms < {int(until * 1000)}"
     if since is not None:
@@ -214,16 +216,45 @@ def mlflow_documents(url: PlatformURL, window: tuple[float | None, float]) -> It
     token = None
     while True:
         page = url.call("POST", "/api/3.0/mlflow/traces/search", {**search, **({"page_token": token} if token else {})})
-        infos = (page or {}).get("traces") or []
-        if infos:
-            ids = [info["trace_id"] for info in infos if info.get("trace_id")]
-            traces = url.call("GET", "/api/3.0/mlflow/traces/batchGet?" + urlencode({"trace_ids": ids}, doseq=True))
-            spans = [span for trace in (traces or {}).get("traces") or [] for span in _mlflow_spans(trace)]
-            if spans:
-                yield {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
+        ids = [info["trace_id"] for info in (page or {}).get("traces") or [] if info.get("trace_id")]
+        spans: list[dict[str, Any]] = []
+        for trace in _mlflow_traces(url, ids):
+            if isinstance(trace, str):
+                yield trace
+            else:
+                spans.extend(_mlflow_spans(trace))
+        if spans:
+            yield {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
         token = (page or {}).get("next_page_token")
         if not token:
             return
+
+
+def _mlflow_traces(url: PlatformURL, ids: list[str]) -> Iterator[dict[str, Any] | str]:
+    """The traces of `ids` with their spans, in one `batchGet`; where MLflow cannot give one of
+    them (its spans not in the tracking store: a trace still being written, or one whose client
+    died before logging them, which fails the whole batch), each trace alone, and a trace it cannot
+    give at all as the text naming it. A server that does not answer stops the run's reading."""
+    if not ids:
+        return
+    try:
+        answer = url.call("GET", "/api/3.0/mlflow/traces/batchGet?" + urlencode({"trace_ids": ids}, doseq=True))
+    except PlatformError as error:
+        if error.status is None:
+            raise
+    else:
+        yield from (answer or {}).get("traces") or []
+        return
+    for trace_id in ids:
+        try:
+            answer = url.call("GET", "/api/3.0/mlflow/traces/get?" + urlencode({"trace_id": trace_id}))
+        except PlatformError as error:
+            if error.status is None:
+                raise
+            yield f"trace {trace_id}: {error}"
+            continue
+        if (answer or {}).get("trace"):
+            yield answer["trace"]
 
 
 def _mlflow_spans(trace: dict[str, Any]) -> list[dict[str, Any]]:
@@ -237,12 +268,16 @@ def _mlflow_spans(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return spans
 
 
-def platform_items(given: str, window: tuple[float | None, float]) -> Iterator[Item]:
-    """The pages of the platform URL `given` (read in `window`) as items of the span readers;
-    `PlatformError` when the platform cannot be read."""
+def platform_items(given: str, window: tuple[float | None, float]) -> Iterator[Item | Record]:
+    """The pages of the platform URL `given` (read in `window`) as items of the span readers, a
+    trace the platform cannot give as a problem naming it; `PlatformError` when the platform
+    cannot be read at all."""
     url = PlatformURL.parse(given)
+    documents: Iterator[dict[str, Any] | str]
     documents = phoenix_documents(url, window) if url.platform == "phoenix" else mlflow_documents(url, window)
     for number, document in enumerate(documents, start=1):
-        yield Item(
-            Source(path=given, index=number), document, f"{given}#{number}", f"{given} page {number}", whole=True
-        )
+        source = Source(path=given, index=number)
+        if isinstance(document, str):
+            yield Record(source=source, format=url.platform, problems=[f"{given}: cannot read {document}"])
+            continue
+        yield Item(source, document, f"{given}#{number}", f"{given} page {number}", whole=True)
