@@ -13,7 +13,7 @@ It prints each run's wall time, the judge's tokens and their price as `gpt-4o-mi
 map: the scripted judge counts the tokens, `--model gpt-4o-mini` prices them), scaled to 1,000
 conversations, and the write-back's own time (run 2 less run 1).
 
-python bench/platforms.py [--conversations 1000] [--turns 3] [--platform phoenix mlflow]
+python bench/platforms.py [--conversations 200] [--turns 3] [--platform phoenix mlflow]
 """
 
 import argparse
@@ -38,7 +38,18 @@ def run(command, folder, judge_url):
     env.update(OPENAI_API_KEY="sk-bench", FLOWRATE_CACHE_DIR=str(folder / f"cache-{time.monotonic_ns()}"))
     started = time.perf_counter()
     done = subprocess.run(
-        [str(FLOWRATE), "eval", *command, "--api-base", judge_url, "--model", "gpt-4o-mini", "-j", "50", "--allow-empty"],
+        [
+            str(FLOWRATE),
+            "eval",
+            *command,
+            "--api-base",
+            judge_url,
+            "--model",
+            "gpt-4o-mini",
+            "-j",
+            "50",
+            "--allow-empty",
+        ],
         cwd=folder,
         env=env,
         capture_output=True,
@@ -61,7 +72,10 @@ def bench(name, conversations, turns, judge_url):
         folder = Path(scratch)
         platform = servers.Platform(name, folder).start()
         try:
-            sessions = {f"b-{n}": [f"Question {t} of session {n} about my card" for t in range(turns)] for n in range(conversations)}
+            sessions = {
+                f"b-{n}": [f"Question {t} of session {n} about my card" for t in range(turns)]
+                for n in range(conversations)
+            }
             started = time.perf_counter()
             place = platform.fill("nightly", judge_url, sessions).strip() or "nightly"
             fill_s = time.perf_counter() - started
@@ -79,12 +93,14 @@ def bench(name, conversations, turns, judge_url):
     print(f"  first night (--write-back --history): {first_s:.2f} s  ({first_s * per:.1f} s per 1,000); {written}")
     print(f"  write-back's own time: {first_s - plain_s:.2f} s  ({(first_s - plain_s) * per:.1f} s per 1,000)")
     print(f"  second night, nothing new: {second_s:.2f} s")
-    print(f"  judge tokens {tokens * per:,.0f} per 1,000 conversations, ${cost * per:.4f} per 1,000 at gpt-4o-mini prices")
+    print(
+        f"  judge tokens {tokens * per:,.0f} per 1,000 conversations, ${cost * per:.4f} per 1,000 at gpt-4o-mini prices"
+    )
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--conversations", type=int, default=1000)
+    parser.add_argument("--conversations", type=int, default=200)  # 3,000 traces took MLflow past 5 min to take in
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--platform", nargs="+", default=["phoenix", "mlflow"], choices=["phoenix", "mlflow"])
     options = parser.parse_args()
