@@ -54,6 +54,7 @@ DialogflowCXReader
 IntercomReader
 LangfuseReader
 LangSmithReader
+MlflowReader
 NativeReader
 OpenAIChatReader
 OpenAIResponsesReader

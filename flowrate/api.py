@@ -23,7 +23,9 @@ from flowrate.judge.limits import UNREACHABLE_AFTER as UNREACHABLE_AFTER  # the 
 from flowrate.results.book import ReportBook
 from flowrate.results.events import Listeners, RunListener
 from flowrate.results.files import ResultsFile, read_rows
+from flowrate.results.otel_events import OtelEndpoint, OtelFile
 from flowrate.results.summary import DryRunEstimate, RunSummary
+from flowrate.results.write_back import WriteBack, writers_for
 from flowrate.settings.options import EvalSettings
 
 if TYPE_CHECKING:
@@ -121,6 +123,7 @@ async def evaluate_files_async(
     from flowrate.evaluation.engines import engine_for
 
     check_engine(settings)
+    writers = writers_for(paths) if settings.write_back else {}
     run = FileRun(paths, settings, judged_in_history(settings))
     try:
         check_history(settings)
@@ -129,16 +132,51 @@ async def evaluate_files_async(
         raise
     results = ResultsFile(settings.output, append=run.outputs.resuming)
     book = ReportBook() if settings.report_settings.wanted else None
-    listener = Listeners([results, *([book] if book is not None else []), *(listeners or [])])
+    destinations = verdict_destinations(settings, writers)
+    listener = Listeners([results, *([book] if book is not None else []), *destinations, *(listeners or [])])
     try:
         summary = await engine_for(settings, batch_command, ray_processor)(run, listener)
     finally:
         results.close()
+        for destination in destinations:
+            destination.close()
     evaluation = Evaluation(settings, summary)
+    tell_destinations(destinations, evaluation)
     if summary.pipe_closed or (settings.batch and settings.batch_submit_only):
         return evaluation
     write_after_run(paths, settings, evaluation, book, listener)
     return evaluation
+
+
+def verdict_destinations(settings: EvalSettings, writers: dict[str, Any]) -> list[Any]:
+    """The listeners that send each verdict beyond the results file: `--write-back` through the
+    `writers` of the inputs, `--otel-file` and `--otel-endpoint` as OpenTelemetry events."""
+    chosen = settings.platform_settings
+    destinations: list[Any] = []
+    if chosen.write_back:
+        destinations.append(WriteBack(writers, settings.output, resume=settings.resume or settings.retry_errors))
+    if chosen.otel_file:
+        destinations.append(OtelFile(chosen.otel_file))
+    if chosen.otel_endpoint:
+        destinations.append(OtelEndpoint(chosen.otel_endpoint))
+    return destinations
+
+
+def tell_destinations(destinations: list[Any], evaluation: Evaluation) -> None:
+    """What became of the verdicts sent beyond the results file, as the run's last notices; a
+    write-back refused is the run's `late_error` (exit 4: the rows are kept, `--resume` resends)."""
+    for destination in destinations:
+        if isinstance(destination, WriteBack):
+            notices, error = destination.outcome()
+            evaluation.reports.extend(notices)
+            if error is not None and evaluation.late_error is None:
+                evaluation.late_error = error
+        elif isinstance(destination, OtelEndpoint):
+            evaluation.reports.extend(destination.outcome())
+        elif isinstance(destination, OtelFile) and destination.events_written:
+            evaluation.reports.append(
+                f"--otel-file: {destination.events_written} evaluation event(s) in {destination.path}"
+            )
 
 
 def write_after_run(

@@ -64,6 +64,11 @@ class ReportsNotWritten(OutputError):
         self.written = written
 
 
+class WriteBackIncomplete(OutputError):
+    """Verdicts `--write-back` could not write to their platform: the rows are in the results
+    file, the writes wait in the pending-writes file beside it, and `--resume` retries them."""
+
+
 class JudgeAccessError(FlowrateError):
     """The judge refuses every call: a missing or rejected key, an unknown model.
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 EVAL_GROUPS = (
     groups.JudgeOptions, groups.RetryOptions, groups.LimitOptions, groups.CacheOptions, groups.PromptOptions,
     groups.MetricOptions, groups.OutputOptions, groups.SelectionOptions, groups.GateOptions, groups.ReportOptions,
-    groups.BatchOptions, groups.EngineOptions, groups.RedactionOptions,
+    groups.BatchOptions, groups.EngineOptions, groups.RedactionOptions, groups.PlatformOptions,
 )  # fmt: skip
 
 

@@ -52,6 +52,7 @@ def written_paths(settings: EvalSettings) -> list[tuple[str, str | None]]:
         ("--output-parquet", settings.output_parquet),
         ("--batch-export", settings.batch_settings.batch_export),
         ("GITHUB_STEP_SUMMARY", step_summary if reports.for_github else None),
+        ("--otel-file", settings.platform_settings.otel_file),
     ]
 
 
@@ -94,7 +95,13 @@ class FileRun:
         early = RunJudges(settings) if judged_before is not None else None
         judged = already_judged(early.metrics, settings, judged_before) if early is not None else set()
         self.inputs = InputSet(
-            paths, output.output, written_paths(settings), chosen.format, conversation_key=chosen.conversation_key
+            paths,
+            output.output,
+            written_paths(settings),
+            chosen.format,
+            conversation_key=chosen.conversation_key,
+            since=chosen.since,
+            until=chosen.until,
         )
         self.redactor = redactor_of(settings.redaction_settings)  #: None: the conversations go as read
         if self.redactor is not None:

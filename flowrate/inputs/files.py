@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from flowrate.inputs.containers import COMPRESSIONS, CONTAINERS, decompression_e
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, missing_side
 from flowrate.inputs.formats import BOM, Record
 from flowrate.inputs.sources.base import Item, Reader, RecordReader
+from flowrate.inputs.sources.platform_api import PlatformError, PlatformURL, is_platform_url, platform_items
 from flowrate.inputs.sources.registry import detect, reader_named
 
 INPUT_SUFFIXES = {
@@ -81,6 +83,7 @@ class InputFiles:
         self.files: list[InputFile] = []
         self.notices: list[str] = []
         self.optional: set[Path] = set()  #: files found in a directory that are read only if a format takes them
+        self.platforms: list[str] = []  #: the platform URLs given (`platform_api`), read through the platform's API
         self._spool: tempfile.TemporaryDirectory | None = None
         self._problems: list[str] = []
         self._target = output if output and output != STDIN else None
@@ -97,6 +100,12 @@ class InputFiles:
         problems = self._problems
         if isinstance(given, InMemory):
             self.files.append((given, given.name, given.name))
+            return
+        if is_platform_url(given):
+            PlatformURL.parse(given)  # a URL that names no place or holds credentials: exit 2 before any call
+            if given not in self.platforms:
+                self.platforms.append(given)
+                self.files.append((Path(given), given, given))
             return
         if given == STDIN:
             if STDIN not in self._seen:
@@ -173,6 +182,8 @@ class InputSet:
         reports: Sequence[tuple[str, str | None]] = (),
         format: str | None = None,
         conversation_key: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ):
         if format is not None:
             try:
@@ -189,6 +200,8 @@ class InputSet:
         self.optional = self._found.optional
         self.passed_over: set[Path] = set()  #: the files of `optional` no format takes, once read
         self.barren: list[str] = []  #: the files that yielded no record, once read (`records`)
+        #: `--since`/`--until` as seconds, the end fixed once (every pass over a platform reads the same traces)
+        self.window = _window(since, until, self._found.platforms)
 
     def push_down(self, selection: Any) -> None:
         """Let the next pass over a Parquet file skip in its query what `selection` (a
@@ -227,7 +240,7 @@ class InputSet:
             if len(self.files) == 1 and path not in self.optional:
                 plan.append((IN_STREAM, [file]))  # found from its first item as it is read: decoded once
                 continue
-            reader = _reader_of(file, self.format, self.conversation_key)
+            reader = _reader_of(file, self.format, self.conversation_key, self.window)
             if path in self.optional and self.format is None and not _takes(reader):
                 self.passed_over.add(path)
                 notice = f"{shown}: passed over, no format flowrate reads takes its first row"
@@ -255,7 +268,7 @@ class InputSet:
 
             yield from read_parquet(path, shown, id_base, self.pushdown)
             return
-        items = repeated.once(item for file in files for item in _items(file))
+        items = repeated.once(item for file in files for item in _items(file, self.window))
         yield from _read(reader, items, self.format, self.conversation_key, self.notices)
 
     def close(self) -> None:
@@ -449,6 +462,14 @@ def _directory_files(path: Path, given: str, problems: list[str], notices: list[
     return read
 
 
+def file_format(path: str) -> tuple[str | None, Iterator[Item | Record]]:
+    """The source format of the file at `path` (found from its first item, as a run finds it;
+    None: none reads it) and its items, read again from the start."""
+    file = (Path(path), path, Path(path).name)
+    reader = _reader_of(file, None, None, (None, time.time()))
+    return (reader.name if isinstance(reader, Reader) else None), _items(file)
+
+
 def _kind(file: InputFile) -> str:
     path, shown, _ = file
     if isinstance(path, InMemory):
@@ -456,9 +477,32 @@ def _kind(file: InputFile) -> str:
     return "jsonl" if shown == "<stdin>" else kind_of(path) or "jsonl"
 
 
-def _items(file: InputFile) -> Generator[Item | Record, None, None]:
-    """The decoded items of one file; a file that cannot be read or decompressed ends in a problem."""
+def _window(since: str | None, until: str | None, platforms: list[str]) -> tuple[float | None, float]:
+    """`--since` and `--until` as seconds since the epoch (the end: now, when not given); a
+    `ConfigError` when either is given and no input is a platform URL, whose traces they choose."""
+    from flowrate.settings.groups import moment_s
+
+    if (since or until) and not platforms:
+        raise ConfigError(
+            "--since and --until choose the traces read from a platform URL (phoenix+http://…, mlflow+http://…);"
+            " no input is one. For files, use --only or --closed-after"
+        )
+    now_s = time.time()
+    return (None if since is None else moment_s(since, now_s)), (now_s if until is None else moment_s(until, now_s))
+
+
+def _items(file: InputFile, window: tuple[float | None, float] | None = None) -> Generator[Item | Record, None, None]:
+    """The decoded items of one file (of a platform URL, its pages in `window`); a file that
+    cannot be read or decompressed, or a platform that does not answer, ends in a problem."""
     path, shown, id_base = file
+    if is_platform_url(shown):
+        try:
+            yield from platform_items(shown, window or (None, time.time()))
+        except PlatformError as error:
+            yield Record(
+                source=Source(path=shown, index=0), format="unknown", problems=[f"{shown}: cannot read: {error}"]
+            )
+        return
     try:
         yield from CONTAINERS[_kind(file)](path, shown, id_base)
     except OSError as error:
@@ -479,9 +523,11 @@ def _items(file: InputFile) -> Generator[Item | Record, None, None]:
         )
 
 
-def _reader_of(file: InputFile, format: str | None, key: str | None) -> Reader | str | None:
+def _reader_of(
+    file: InputFile, format: str | None, key: str | None, window: tuple[float | None, float]
+) -> Reader | str | None:
     """The reader of a file (`_reader_for` its first item), the file closed once that is decoded."""
-    items = _items(file)
+    items = _items(file, window)
     try:
         first = next((item for item in items if isinstance(item, Item)), None)
     finally:

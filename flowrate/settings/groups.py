@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,6 +365,24 @@ def duration_s(text: str) -> float:
     return float(match[1]) * DURATION_UNITS_S[match[2]]
 
 
+def moment_s(text: str, now_s: float) -> float:
+    """Seconds since the epoch of `text`: an ISO 8601 date or time (UTC when it names no zone) or a
+    duration before `now_s` (`duration_s`); ValueError if it is neither."""
+    from datetime import UTC, datetime
+
+    try:
+        return now_s - duration_s(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither an ISO date or time (2026-03-01, 2026-03-01T06:00Z) nor a duration ago (1d, 2h)"
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 class SelectionOptions(Group):
     """Which conversations a run judges, and what an invalid or empty input means."""
 
@@ -417,6 +436,17 @@ class SelectionOptions(Group):
         " is still open, skipped and counted.",
     )
 
+    since: Annotated[str | None, flag()] = Field(
+        None,
+        description="Of a platform URL (phoenix+http://…, mlflow+http://…), read only the traces that started at or"
+        " after this: an ISO date or time (2026-03-01, 2026-03-01T06:00Z) or a duration ago (1d, 2h).",
+    )
+    until: Annotated[str | None, flag()] = Field(
+        None,
+        description="Of a platform URL, read only the traces that started before this: an ISO date or time, or a"
+        " duration ago (1d). [default: when the run starts]",
+    )
+
     @field_validator("only", "exclude")
     @classmethod
     def _field_equals_value(cls, value: list[str]) -> list[str]:
@@ -430,6 +460,13 @@ class SelectionOptions(Group):
     def _a_duration(cls, value: str | None) -> str | None:
         if value is not None:
             duration_s(value)
+        return value
+
+    @field_validator("since", "until")
+    @classmethod
+    def _a_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            moment_s(value, time.time())
         return value
 
     @property
@@ -512,6 +549,25 @@ class ReportOptions(Group):
     def wanted(self) -> bool:
         """True when a report needs the run's rows kept (JUnit, HTML, GitHub)."""
         return bool(self.junit or self.html or self.for_github)
+
+
+class PlatformOptions(Group):
+    """Where the verdicts go besides the results file: back onto the platform's traces, and as
+    OpenTelemetry evaluation events."""
+
+    write_back: Annotated[bool, flag()] = Field(
+        False,
+        description="Write each verdict back where its conversation was read from (a phoenix+ or mlflow+ URL): a"
+        " Phoenix session annotation, an MLflow assessment on the conversation's last trace; a rerun replaces it.",
+    )
+    otel_endpoint: Annotated[str | None, flag()] = Field(
+        None,
+        description="Post one gen_ai.evaluation.result event per row to this OTLP/HTTP receiver (JSON; /v1/logs"
+        " when the URL has no path; headers from OTEL_EXPORTER_OTLP_HEADERS).",
+    )
+    otel_file: Annotated[str | None, flag()] = Field(
+        None, description="Append one gen_ai.evaluation.result event per row to this file, as OTLP/JSON lines."
+    )
 
 
 class BatchOptions(Group):

@@ -29,6 +29,7 @@ from flowrate.settings.groups import (
     LimitOptions,
     MetricOptions,
     OutputOptions,
+    PlatformOptions,
     PromptOptions,
     RedactionOptions,
     ReportOptions,
@@ -41,6 +42,7 @@ DEFAULT_CONFIG = Path("configs/flowrate.yaml")
 
 
 class EvalSettings(
+    PlatformOptions,
     RedactionOptions,
     EngineOptions,
     BatchOptions,
@@ -105,6 +107,10 @@ class EvalSettings(
     @property
     def redaction_settings(self) -> RedactionOptions:
         return RedactionOptions.of(self)
+
+    @property
+    def platform_settings(self) -> PlatformOptions:
+        return PlatformOptions.of(self)
 
 
 # -- the options by concern: each layer is given only its group ----------------------------

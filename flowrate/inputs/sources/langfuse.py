@@ -550,3 +550,25 @@ def _present(value: Any, path: str) -> Any:
     if value is None:
         raise Unreadable(path, "holds no chat messages (got null)")
     return value
+
+
+def session_ids(items: Iterable[Item | Record]) -> set[str]:
+    """The `sessionId`s of an export's traces and observations (nested ones too): a conversation
+    whose id is one is a session, another is a trace (where `--write-back` puts its score)."""
+    found: set[str] = set()
+
+    def walk(value: Any, depth: int) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("sessionId"), str):
+                found.add(value["sessionId"])
+            if depth < 3:
+                for entry in value.values():
+                    walk(entry, depth + 1)
+        elif isinstance(value, list) and depth < 3:
+            for entry in value:
+                walk(entry, depth + 1)
+
+    for item in records_of(items):
+        if not isinstance(item, Record):
+            walk(item.raw, 0)
+    return found

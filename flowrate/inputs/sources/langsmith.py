@@ -86,6 +86,31 @@ class LangSmithReader(Reader):
             self.notices.extend(keyless_notice(conversations, runs[0][0].source.path, keys, "llm run", "trace"))
 
 
+def thread_last_runs(items: Iterable[Item | Record]) -> dict[str, dict[str, str]]:
+    """Each thread's last root run (the latest `start_time`), by the thread's key as the reader
+    groups it (`extra.metadata` session_id, thread_id or conversation_id; without one, the trace):
+    its `run_id`, `trace_id` and, where the export has it, `session_id` (the tracing project),
+    which is where `--write-back` puts a thread's feedback."""
+    last: dict[str, tuple[float, dict[str, str]]] = {}
+    for item in records_of(items):
+        if isinstance(item, Record):
+            continue
+        try:
+            run = _decoded(item.raw)
+        except Unreadable:
+            continue
+        if run.get("parent_run_id") is not None or run.get("id") is None:
+            continue
+        key = conversation_key(_metadata_of(run)) or str(run.get("trace_id") or run["id"])
+        at_s = seconds_of(run.get("start_time")) or 0.0
+        if key not in last or at_s >= last[key][0]:
+            found = {"run_id": str(run["id"]), "trace_id": str(run.get("trace_id") or run["id"])}
+            if run.get("session_id"):
+                found["session_id"] = str(run["session_id"])
+            last[key] = (at_s, found)
+    return {key: found for key, (_, found) in last.items()}
+
+
 def _decoded(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise Unreadable("record", "a run must be an object")

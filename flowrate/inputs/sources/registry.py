@@ -16,6 +16,7 @@ READERS = (
         "openinference",
         "OpenInferenceReader",
     ),  # OTLP/JSON with OpenInference spans, before any OTLP/JSON
+    ("mlflow", "mlflow_traces", "MlflowReader"),  # MLflow's spans, OTLP-shaped: before any OTLP/JSON
     ("otel", "otel", "OtelReader"),
     # API logs before the platforms: of equally close formats the first is named, and a
     # request/response pair is nearer these than Dialogflow CX's request and response columns
