@@ -260,13 +260,15 @@ class BenchEstimate(BaseModel):
     conversations: int = 0
     cached: int = 0
     calls: int = 0
-    cost_usd: float | None = 0.0
+    cost_usd: float | None = 0.0  #: the rubric's prefix at the cached price where the provider caches it
+    uncached_cost_usd: float = 0.0  #: the same with nothing cached: what `--max-cost` holds back per call
     reruns: int = 0  #: conversations judged again for stability (their calls are in `calls`)
 
     def add(self, guess: DryRunEstimate) -> None:
         """Count one run's estimate (`DryRunEstimate`) in the cached rows, calls and cost."""
         self.cached += guess.cached
         self.calls += guess.calls
+        self.uncached_cost_usd += guess.uncached_cost_usd
         if self.cost_usd is not None:
             self.cost_usd = None if guess.cost_usd is None else self.cost_usd + guess.cost_usd
 

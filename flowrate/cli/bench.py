@@ -141,6 +141,8 @@ def _announcer(judges: list[Judge], chosen: list[BenchSet]) -> Callable[[BenchEs
 
     def announce(estimate: BenchEstimate) -> None:
         cost = "unknown (no price for a judge)" if estimate.cost_usd is None else f"${estimate.cost_usd:.4f}"
+        if estimate.cost_usd is not None and estimate.uncached_cost_usd > estimate.cost_usd:
+            cost += f" with the rubric's prefix cached (${estimate.uncached_cost_usd:.4f} uncached, which --max-cost holds back)"
         say(
             f"flowrate: judge-bench: {len(judges)} judge(s) on {', '.join(bench.name for bench in chosen)}:"
             f" {estimate.conversations} conversation(s), {estimate.cached} cached, {estimate.calls} call(s),"
