@@ -23,6 +23,12 @@ page it comes from:
   Bedrock's Converse API takes the same mark as a `cachePoint` block, which LiteLLM writes from it.
 - Gemini and Claude take the reasoning effort as a thinking budget (LiteLLM maps
   `reasoning_effort` to `thinkingConfig.thinkingBudget` and to Claude's `thinking.budget_tokens`).
+- Together's API takes `logprobs` as an integer, the top k alternatives (0 to 20), and no
+  `top_logprobs` (togethercomputer/openapi, openapi.yaml, ChatCompletionRequest); OpenAI's
+  `logprobs: true` is refused ("True is not of type 'integer'"). Its replies' own shape (`tokens`,
+  `token_logprobs`, `top_logprobs` as {token: logprob}) is read by `backend.tokens_of`.
+- OpenRouter caches a routed Claude's prompt only up to a `cache_control` mark, as Anthropic does
+  (openrouter.ai/docs/features/prompt-caching), and LiteLLM passes the mark on for Claude there.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from flowrate.judge.served_model import ServedModel
 OPENAI_REASONING_NAMES = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 OPENAI_FAMILY = ("openai", "azure")
 CLAUDE_PROVIDERS = ("anthropic", "bedrock", "vertex_ai")
+# Routers that pass a Claude model's `cache_control` marks on to Anthropic (openrouter/anthropic/claude-…)
+CLAUDE_ROUTERS = ("openrouter",)
+TOGETHER_LOGPROBS_MAX = 20  # Together's `logprobs`: "an integer between 0 and 20" (openapi.yaml)
 # Output limits where LiteLLM's map is wrong: it gives claude-opus-4-1 64,000, Anthropic's models
 # overview (docs.anthropic.com/en/docs/about-claude/models/overview) 32,000, and its API refuses more.
 OUTPUT_LIMITS = {"claude-opus-4-1": 32_000, "claude-opus-4-1-20250805": 32_000, "claude-opus-4": 32_000}
@@ -140,9 +149,21 @@ class ProviderRules:
         return int(limit) if isinstance(limit, int) and limit > 0 else None
 
     @property
+    def routed_claude(self) -> bool:
+        """A Claude model reached through a router that passes its cache marks on (OpenRouter)."""
+        return self.address.provider in CLAUDE_ROUTERS and "claude" in self.address.name.lower()
+
+    @property
     def caches_by_mark(self) -> bool:
-        """The provider caches only what a request marks (Anthropic, Bedrock's Claude)."""
+        """The provider caches only what a request marks (Anthropic, Bedrock's Claude, Claude on OpenRouter)."""
+        if self.routed_claude:
+            return True
         return self.claude and bool((self.facts or {}).get("supports_prompt_caching", True))
+
+    @property
+    def logprobs_as_top_k(self) -> bool:
+        """The provider takes `logprobs` as the number of alternatives, not a flag (Together)."""
+        return self.address.provider == "together_ai"
 
     @property
     def takes_cache_key(self) -> bool:
@@ -171,6 +192,8 @@ class ProviderRules:
             body.pop("top_logprobs", None)
             if "max_tokens" in body:
                 body["max_completion_tokens"] = body.pop("max_tokens")
+        if self.logprobs_as_top_k and body.get("logprobs") is True:
+            body["logprobs"] = min(int(body.pop("top_logprobs", 1) or 1), TOGETHER_LOGPROBS_MAX)
         if self.requires_reply_limit and not body.get("max_tokens"):
             body["max_tokens"] = REQUIRED_REPLY_LIMIT
         limit = self.output_limit
