@@ -344,7 +344,7 @@ async def _openrouter(request: web.Request, server: JudgeServer) -> web.StreamRe
 
 
 # what the stand-in charges a routed call (no provider's price: a figure to see the cost come back)
-OPENROUTER_USD_PER_TOKEN = 1e-7
+OPENROUTER_USD_PER_TOKEN = 1e-7  # (tests/judge/test_providers_on_the_wire.py prices by it)
 
 
 def openrouter_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str, Any], model: str) -> None:

@@ -311,3 +311,28 @@ def test_an_openrouter_claude_judge_marks_the_rubric_prefix_for_its_cache(judge,
     ]
     assert len(marks) == 1, judge.bodies[0]["messages"]
     assert [row["usage"]["cached_tokens"] > 0 for row in rows] == [False, True, True]
+
+
+def test_an_openrouter_judge_s_rows_cost_what_openrouter_says_it_charged(judge, run_flowrate, cli_env, tmp_path):
+    """openrouter.ai/docs/use-cases/usage-accounting: every response's `usage.cost` is what the call
+    was charged, its cache included; LiteLLM's map knows no price for most routed models (none for
+    openai/gpt-4o-mini, 0 for anthropic/claude-sonnet-4.5), so the rows would say null."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    for model in ("openrouter/openai/gpt-4o-mini", "openrouter/anthropic/claude-sonnet-4.5"):
+        judge.prompt_cache.clear()
+        result, rows = judged(run_flowrate, cli_env, tmp_path, model, "-j", "1", "--no-cache", env=env)
+        every_conversation_judged(result, rows)
+        charged = [
+            round(
+                (
+                    row["usage"]["prompt_tokens"]
+                    - 0.9 * row["usage"]["cached_tokens"]
+                    + row["usage"]["completion_tokens"]
+                )
+                * 1e-7,
+                9,
+            )
+            for row in rows
+        ]  # the stand-in's charge (provider_stand_ins.openrouter_usage)
+        assert [row["cost_usd"] for row in rows] == pytest.approx(charged), (model, [row["cost_usd"] for row in rows])
+        assert rows[1]["cost_usd"] < rows[0]["cost_usd"]  # the prefix read from the cache costs less
