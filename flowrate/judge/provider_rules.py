@@ -29,6 +29,9 @@ page it comes from:
   `token_logprobs`, `top_logprobs` as {token: logprob}) is read by `backend.tokens_of`.
 - OpenRouter caches a routed Claude's prompt only up to a `cache_control` mark, as Anthropic does
   (openrouter.ai/docs/features/prompt-caching), and LiteLLM passes the mark on for Claude there.
+  Every answer's `usage.cost` is what the call was charged, in USD credits, its cache included
+  (openrouter.ai/docs/use-cases/usage-accounting): a call costs that (`charged_usd`), where
+  LiteLLM's map knows no price for most routed models or lists them at 0.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ OPENAI_FAMILY = ("openai", "azure")
 CLAUDE_PROVIDERS = ("anthropic", "bedrock", "vertex_ai")
 # Routers that pass a Claude model's `cache_control` marks on to Anthropic (openrouter/anthropic/claude-…)
 CLAUDE_ROUTERS = ("openrouter",)
+# Providers whose answers say what the call was charged (`usage.cost`, USD)
+CHARGE_REPORTERS = ("openrouter",)
 TOGETHER_LOGPROBS_MAX = 20  # Together's `logprobs`: "an integer between 0 and 20" (openapi.yaml)
 # Output limits where LiteLLM's map is wrong: it gives claude-opus-4-1 64,000, Anthropic's models
 # overview (docs.anthropic.com/en/docs/about-claude/models/overview) 32,000, and its API refuses more.
@@ -171,6 +176,13 @@ class ProviderRules:
         if self.address.provider != "openai" or self.address.api_base:
             return False
         return self.supported is None or "prompt_cache_key" in self.supported
+
+    def charged_usd(self, usage: dict[str, Any]) -> float | None:
+        """What the provider says the call was charged (`usage.cost`, OpenRouter's), else None."""
+        if self.address.provider not in CHARGE_REPORTERS:
+            return None
+        cost = usage.get("cost")
+        return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None
 
     def cached_prefix_tokens(self, prefix_tokens: int) -> int:
         """Of a prompt whose shared prefix is `prefix_tokens` long, what the provider reads from
