@@ -367,8 +367,16 @@ def openrouter_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str
             server, f"openrouter:{model}", json.dumps(messages[:-1], sort_keys=True)
         )
         written, read = 0, prefix_tokens // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP if seen else 0
+    # openrouter.ai/docs/use-cases/reasoning-tokens: an effort (`reasoning_effort`, or `reasoning.effort`)
+    # makes a reasoning model think, its tokens billed as output; charged at the OpenAI stand-in's rates
+    effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
+    reasoning = (
+        REASONING_TOKENS.get(str(effort), 0) if model.startswith(("anthropic/", "openai/o", "openai/gpt-5")) else 0
+    )
+    usage["completion_tokens"] += reasoning
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     usage["prompt_tokens_details"] = {"cached_tokens": read, "cache_write_tokens": written, "audio_tokens": 0}
-    usage["completion_tokens_details"] = {"reasoning_tokens": 0}
+    usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     usage["cost"] = round(
         (usage["prompt_tokens"] - read * 0.9 + usage["completion_tokens"]) * OPENROUTER_USD_PER_TOKEN, 9
     )

@@ -336,3 +336,43 @@ def test_an_openrouter_judge_s_rows_cost_what_openrouter_says_it_charged(judge, 
         ]  # the stand-in's charge (provider_stand_ins.openrouter_usage)
         assert [row["cost_usd"] for row in rows] == pytest.approx(charged), (model, [row["cost_usd"] for row in rows])
         assert rows[1]["cost_usd"] < rows[0]["cost_usd"]  # the prefix read from the cache costs less
+
+
+def test_an_openrouter_claude_judge_asked_for_samples_and_log_probabilities_judges_every_conversation(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """openrouter.ai/docs/api-reference/parameters: a parameter the routed provider does not take is
+    ignored, not refused (Anthropic's Messages API has no logprobs and gives one reply a call): the
+    samples left unanswered are asked one a call, and the replies without log-probabilities are said."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    model = "openrouter/anthropic/claude-sonnet-4.5"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--logprobs", "--samples", "3", "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    assert all(row["samples"] == 3 for row in rows)
+    assert len(judge.bodies) == 3 * 3  # the first asks n=3 and gets one; every other sample alone
+    assert "9 judge reply(ies) came without the token log-probabilities asked for" in result.stderr, result.stderr
+
+
+def test_an_openrouter_claude_judge_thinks_only_when_asked_to_reason_as_claude_does_on_anthropic_s_api(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """openrouter.ai/docs/use-cases/reasoning-tokens: OpenRouter turns an OpenAI-style effort into a
+    Claude thinking budget, its tokens billed as output; --reasoning-effort low (the default) sends
+    Claude none (as on Anthropic's own API: it thinks at medium and high only)."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    model = "openrouter/anthropic/claude-sonnet-4.5"
+    for effort, thinks in (("low", False), ("medium", True)):
+        judge.bodies.clear()
+        result, rows = judged(
+            run_flowrate,
+            cli_env,
+            tmp_path,
+            model,
+            "--no-cache",
+            "-j",
+            "1",
+            env={**env, "FLOWRATE_REASONING_EFFORT": effort},
+        )
+        every_conversation_judged(result, rows)
+        assert [("reasoning_effort" in body or "reasoning" in body) for body in judge.bodies] == [thinks] * 3
+        assert [row["usage"]["reasoning_tokens"] > 0 for row in rows] == [thinks] * 3
