@@ -236,8 +236,10 @@ class ProviderRules:
             return None
         if "reasoning_effort" not in self.supported:
             return None
-        if self.claude and wanted not in CLAUDE_THINKS_AT:
-            return None  # Claude thinks only when asked, and thinking forbids forcing the schema's tool
+        if (self.claude or self.routed_claude) and wanted not in CLAUDE_THINKS_AT:
+            # Claude thinks only when asked, and thinking forbids forcing the schema's tool; OpenRouter
+            # turns any effort into a thinking budget (openrouter.ai/docs/use-cases/reasoning-tokens)
+            return None
         return wanted
 
     def _without_refused(self, body: dict[str, Any]) -> dict[str, Any]:
