@@ -240,6 +240,21 @@ def test_a_mistral_judge_judges_every_conversation_with_only_the_fields_its_api_
     assert cached[0] == 0 and all(tokens > 1024 and tokens % 64 == 0 for tokens in cached[1:]), cached
 
 
+def test_a_mistral_judge_asked_for_log_probabilities_says_its_api_gives_none(judge, run_flowrate, cli_env, tmp_path):
+    """mistralai/client-python's ChatCompletionRequest has no `logprobs` (LiteLLM passes none to
+    Mistral): the run's end says why level_probs are null, instead of leaving them null unexplained."""
+    judge.behave_as("mistral")
+    env = {"MISTRAL_API_KEY": "mistral-test-key"}
+    model = "mistral/mistral-small-latest"
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "--logprobs", "-j", "1", env=env
+    )
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3 and all("logprobs" not in body for body in judge.bodies)
+    assert all(row["level_probs"] is None for row in rows)
+    assert result.stderr.count("the judge refused token log-probabilities") == 1, result.stderr
+
+
 def test_a_mistral_model_at_its_api_base_asked_for_log_probabilities_judges_every_conversation_without_them(
     judge, run_flowrate, cli_env, tmp_path
 ):
