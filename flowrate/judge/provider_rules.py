@@ -23,6 +23,8 @@ page it comes from:
   Bedrock's Converse API takes the same mark as a `cachePoint` block, which LiteLLM writes from it.
 - Gemini and Claude take the reasoning effort as a thinking budget (LiteLLM maps
   `reasoning_effort` to `thinkingConfig.thinkingBudget` and to Claude's `thinking.budget_tokens`).
+- Mistral's API has no `logprobs` (its request model, mistralai/client-python's
+  ChatCompletionRequest; a field it lacks is a 422 "Extra inputs are not permitted").
 - Together's API takes `logprobs` as an integer, the top k alternatives (0 to 20), and no
   `top_logprobs` (togethercomputer/openapi, openapi.yaml, ChatCompletionRequest); OpenAI's
   `logprobs: true` is refused ("True is not of type 'integer'"). Its replies' own shape (`tokens`,
@@ -131,6 +133,8 @@ class ProviderRules:
         """Why the model takes no log-probabilities, where its rules say so; None where it may."""
         if self.openai_reasoning:
             return "OpenAI's reasoning models take no logprobs (platform.openai.com/docs/guides/reasoning)"
+        if self.address.provider == "mistral":
+            return "Mistral's chat completions take no logprobs (docs.mistral.ai/api: none in its request)"
         return None
 
     @property
