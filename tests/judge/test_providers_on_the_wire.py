@@ -296,6 +296,23 @@ def test_a_together_judge_asked_for_log_probabilities_sends_them_as_an_integer_a
     ]
 
 
+def test_a_together_model_at_its_api_base_asked_for_log_probabilities_judges_every_conversation_without_them(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """Together's API as an OpenAI-compatible server (`openai/NAME` at --api-base, which cannot tell
+    it is Together's): OpenAI's `logprobs: true` is refused ("True is not of type 'integer' -
+    'logprobs'", openapi.yaml types it integer), learned once, and every conversation judged."""
+    judge.behave_as("together")
+    env = {"OPENAI_API_KEY": "together-test-key"}
+    model = "openai/meta-llama/Llama-3.3-70B-Instruct-Turbo"  # a name with a slash, at an OpenAI-compatible server
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "--logprobs", "-j", "1", env=env
+    )
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3 + 1, judge.bodies
+    assert result.stderr.count("the judge refused token log-probabilities") == 1, result.stderr
+
+
 def test_an_openrouter_judge_judges_every_conversation_and_its_rows_report_the_prefix_its_provider_cached(
     judge, run_flowrate, cli_env, tmp_path
 ):
