@@ -84,7 +84,8 @@ class Profile:
     keeps_abandoned_work: bool = False  # a request whose client left still runs to its end
     tokenize: str | None = None  # its /tokenize: "vllm" ({"prompt"} -> count) or "llama-server" ({"content"} -> tokens)
     #: "yes": gives `logprobs`; "refuses": llama-cpp-python's server started with --logits_all false
-    #: (a 500 saying so; 0.3.36's default is true); "ignores": answers without them
+    #: (a 500 saying so; 0.3.36's default is true); "ignores": answers without them; "together":
+    #: Together's own shape (provider_stand_ins.together_logprobs)
     logprobs: str = "yes"
 
 
@@ -115,6 +116,10 @@ PROFILES = {
     "groq": Profile(name="groq"),
     # DeepSeek's API: its own cache fields in `usage` (provider_stand_ins.deepseek_usage)
     "deepseek": Profile(name="deepseek"),
+    # Mistral's API: its closed request model's 422s, its cache (provider_stand_ins.mistral_refusal)
+    "mistral": Profile(name="mistral"),
+    # Together's API: `logprobs` an integer, given in its own shape (provider_stand_ins.together_refusal)
+    "together": Profile(name="together", logprobs="together"),
 }
 
 
@@ -284,6 +289,12 @@ class JudgeServer:
 
         return await self._serve(request, body, reply)
 
+    async def serve_routed(
+        self, request: web.Request, body: dict[str, Any], sent: dict[str, Any], reply
+    ) -> web.StreamResponse:
+        """A chat completion a router (OpenRouter) passes on as `sent`, keeping the client's `body`."""
+        return await self._serve(request, sent, reply, kept=body)
+
     def record(self, body: dict[str, Any]) -> None:
         """Count a request the provider routes answer themselves, keeping its body."""
         with self._lock:
@@ -301,7 +312,9 @@ class JudgeServer:
         [(text, _)] = _contents({**body, "n": 1}, step, prompt, self.n_ctx)[:1]
         return step, text
 
-    async def _serve(self, request: web.Request, body: dict[str, Any], reply) -> web.StreamResponse:
+    async def _serve(
+        self, request: web.Request, body: dict[str, Any], reply, kept: dict[str, Any] | None = None
+    ) -> web.StreamResponse:
         prompt = "\n".join(_text(message.get("content")) for message in body.get("messages") or [])
         with self._lock:
             self.requests += 1
@@ -309,11 +322,17 @@ class JudgeServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self.arrivals.append((time.monotonic(), self.in_flight))
             if self.keep_bodies:
-                self.bodies.append(body)
+                self.bodies.append(body if kept is None else kept)
         try:
             refused = self._refusal(body) or self._refuses_n(body) or self._refuses_logprobs(body)
             if refused is None and self.profile.name == "groq":
                 refused = provider_stand_ins.groq_refusal(body)
+            if refused is None and self.profile.name in ("mistral", "together"):
+                refused = provider_stand_ins.bearer_refusal(request)
+            if refused is None and self.profile.name == "mistral":
+                refused = provider_stand_ins.mistral_refusal(body)
+            if refused is None and self.profile.name == "together":
+                refused = provider_stand_ins.together_refusal(body)
             if refused is not None:
                 return refused
             work = self._work(request, body, prompt, reply)
@@ -374,7 +393,11 @@ class JudgeServer:
             answer.update(service_tier="on_demand", x_groq={"id": "req_scripted"})
         if self.profile.name == "deepseek" and "usage" in answer:
             provider_stand_ins.deepseek_usage(self, body, answer)
-        if self.profile.logprobs == "yes":
+        if self.profile.name == "mistral" and "usage" in answer:
+            provider_stand_ins.mistral_usage(self, body, answer)
+        if self.profile.logprobs == "together":
+            provider_stand_ins.together_logprobs(answer, body, step)
+        elif self.profile.logprobs == "yes":
             with_logprobs(answer, body, step)
         return web.json_response(answer)
 

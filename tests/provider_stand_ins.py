@@ -7,7 +7,13 @@ published API reference (the page is named beside each rule), mounted on `JudgeS
 - Azure OpenAI's deployment URLs (`/openai/deployments/NAME/chat/completions?api-version=...`,
   the `api-key` header), each deployment serving the model `JudgeServer.deployments` names;
 - Anthropic Messages (`/v1/messages`), Gemini `generateContent` (`/v1beta/models/M:generateContent`)
-  and Bedrock Converse (`/model/ID/converse`).
+  and Bedrock Converse (`/model/ID/converse`);
+- the OpenAI-compatible hosts where they differ: Groq's and DeepSeek's (`behave_as("groq")`,
+  `"deepseek"`), Mistral's (`behave_as("mistral")`: its closed request model, its 64-token cache
+  blocks), Together's (`behave_as("together")`: `logprobs` an integer, its own logprobs shape) at
+  `/v1/chat/completions`, and OpenRouter's (`/api/v1/chat/completions`, whatever the profile: its
+  error shape, its `provider` routing object, parameters a routed model does not take ignored,
+  Claude cached only up to a `cache_control` mark).
 
 Replies come from the same scripted steps as the OpenAI route (`JudgeServer.script`). Tokens are
 characters / 4, as on every route. Every provider that caches answers a prefix it has seen before
@@ -63,6 +69,7 @@ def mount(app: web.Application, server: JudgeServer) -> None:
     app.router.add_post("/v1/messages", partial(_anthropic, server=server))
     app.router.add_post("/v1beta/models/{call}", partial(_gemini, server=server))
     app.router.add_post("/model/{model_id}/converse", partial(_bedrock, server=server))
+    app.router.add_post("/api/v1/chat/completions", partial(_openrouter, server=server))
 
 
 def _seen(server: JudgeServer, kind: str, prefix: str) -> bool:
@@ -149,6 +156,231 @@ def deepseek_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str, 
     usage = answer["usage"]
     usage["prompt_cache_hit_tokens"] = hit
     usage["prompt_cache_miss_tokens"] = usage["prompt_tokens"] - hit
+
+
+def bearer_refusal(request: web.Request) -> web.Response | None:
+    """Mistral's and Together's APIs take the key as `Authorization: Bearer` (docs.mistral.ai/api,
+    the together-python client's headers); without it a 401 (the wording is the stand-in's)."""
+    if request.headers.get("Authorization", "").startswith("Bearer ") and len(request.headers["Authorization"]) > 7:
+        return None
+    return web.json_response({"message": "Unauthorized"}, status=401)
+
+
+# Mistral's chat completions request, as its published client models it (mistralai/client-python,
+# src/mistralai/models/chatcompletionrequest.py, generated from Mistral's OpenAPI document): no
+# `logprobs`, `top_logprobs`, `seed` (it is `random_seed`) or `max_completion_tokens`;
+# `prompt_cache_key` from docs.mistral.ai/studio-api/conversations/advanced/prompt-caching, and
+# `reasoning_effort` for its reasoning models (LiteLLM's MistralConfig sends it).
+MISTRAL_FIELDS = frozenset(
+    {
+        "model", "messages", "temperature", "top_p", "max_tokens", "stream", "stop", "random_seed",
+        "response_format", "tools", "tool_choice", "presence_penalty", "frequency_penalty", "n",
+        "prediction", "parallel_tool_calls", "safe_prompt", "prompt_mode", "prompt_cache_key",
+        "reasoning_effort",
+    }
+)  # fmt: skip
+# mistralai/client-python responseformats.py: "text", "json_object", "json_schema" (with
+# `json_schema`: name and schema required, jsonschema.py)
+MISTRAL_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+# docs.mistral.ai/studio-api/conversations/advanced/prompt-caching: cache blocks of 64 tokens,
+# reported in usage.prompt_tokens_details.cached_tokens
+MISTRAL_CACHE_BLOCK = 64
+
+
+def mistral_refusal(body: dict[str, Any]) -> web.Response | None:
+    """Mistral's 422 for a field its request model does not have or a response format it does not
+    know: pydantic's errors under `message.detail`, as its API answers them (the body quoted in
+    mistralai/platform-docs-public issue 7, crewAIInc/crewAI issue 60 for `n` before Mistral took it,
+    editor-code-assistant/eca issue 231 for `max_completion_tokens`)."""
+    detail = [
+        {"type": "extra_forbidden", "loc": ["body", key], "msg": "Extra inputs are not permitted", "input": value}
+        for key, value in body.items()
+        if key not in MISTRAL_FIELDS
+    ]
+    form = body.get("response_format")
+    if isinstance(form, dict) and form.get("type") not in MISTRAL_RESPONSE_FORMATS:
+        expected = "'text', 'json_object' or 'json_schema'"
+        detail.append(
+            {
+                "type": "literal_error",
+                "loc": ["body", "response_format", "type"],
+                "msg": f"Input should be {expected}",
+                "input": form.get("type"),
+            }
+        )
+    elif isinstance(form, dict) and form.get("type") == "json_schema":
+        schema = form.get("json_schema") or {}
+        for key in ("name", "schema"):
+            if key not in schema:
+                loc = ["body", "response_format", "json_schema", key]
+                detail.append({"type": "missing", "loc": loc, "msg": "Field required", "input": schema})
+    if not detail:
+        return None
+    error = {"object": "error", "message": {"detail": detail}, "type": "invalid_request_error", "param": None}
+    return web.json_response({**error, "code": None}, status=422)
+
+
+def mistral_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str, Any]) -> None:
+    """`answer`'s usage as Mistral reports it: the prefix (every message but the last) read from its
+    cache once sent before, in whole 64-token blocks, in `prompt_tokens_details.cached_tokens`."""
+    messages = body.get("messages") or []
+    prefix = json.dumps(messages[:-1], sort_keys=True)
+    prefix_tokens = sum(tokens(_text(m.get("content"))) for m in messages[:-1])
+    cached = 0
+    if messages[:-1] and _seen(server, "mistral", prefix):
+        cached = prefix_tokens // MISTRAL_CACHE_BLOCK * MISTRAL_CACHE_BLOCK
+    answer["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+
+
+# togethercomputer/openapi, openapi.yaml, ChatCompletionRequest: `logprobs` is "an integer between 0
+# and 20 of the top k tokens to return log probabilities for" (no `top_logprobs`), `n` 1 to 128
+TOGETHER_LOGPROBS_MAX, TOGETHER_N_MAX = 20, 128
+
+
+def _together_error(message: str, param: str) -> web.Response:
+    """Together's ErrorData (openapi.yaml): `error` with message, type, param and code."""
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return web.json_response({"error": error}, status=400)
+
+
+def together_refusal(body: dict[str, Any]) -> web.Response | None:
+    """Together's 400 for a request outside its published schema (togethercomputer/openapi,
+    openapi.yaml). Its validator words a refusal as python-jsonschema does, the field after a dash
+    ("5 is greater than the maximum of 1 - 'logprobs'", quoted in stanford-crfm/helm PR 2325 and
+    lmg-anon/mikupad issue 55); OpenAI's boolean `logprobs: true` is no integer (UKGovernmentBEIS/
+    inspect_ai PR 1613 sends 1 instead for that "protocol change")."""
+    logprobs = body.get("logprobs")
+    if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)):
+        return _together_error(f"{json.dumps(logprobs).capitalize()} is not of type 'integer' - 'logprobs'", "logprobs")
+    if isinstance(logprobs, int) and logprobs > TOGETHER_LOGPROBS_MAX:
+        return _together_error(
+            f"{logprobs} is greater than the maximum of {TOGETHER_LOGPROBS_MAX} - 'logprobs'", "logprobs"
+        )
+    if int(body.get("n") or 1) > TOGETHER_N_MAX:
+        return _together_error(f"{body['n']} is greater than the maximum of {TOGETHER_N_MAX} - 'n'", "n")
+    form = body.get("response_format")
+    if isinstance(form, dict) and form.get("type") == "json_schema" and "name" not in (form.get("json_schema") or {}):
+        return _together_error("'name' is a required property - 'response_format.json_schema'", "response_format")
+    return None
+
+
+def together_logprobs(answer: dict[str, Any], body: dict[str, Any], step: dict[str, Any]) -> None:
+    """Each choice's tokens in Together's LogprobsPart (openapi.yaml; read so by inspect_ai's
+    Together provider): `tokens`, `token_logprobs` and, per token, its `top_logprobs` as
+    {token: logprob}, the top `logprobs` of them; none when `logprobs` is 0 or absent."""
+    wanted = body.get("logprobs")
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1:
+        return
+    from tests.judge_server import _tokens  # the scripted tokens every route gives
+
+    for choice in answer.get("choices") or []:
+        spelled = _tokens(choice["message"].get("content") or "", step)
+        choice["logprobs"] = {
+            "tokens": [token["token"] for token in spelled],
+            "token_logprobs": [token["logprob"] for token in spelled],
+            "top_logprobs": [
+                {top["token"]: top["logprob"] for top in token["top_logprobs"][:wanted]} for token in spelled
+            ],
+        }
+
+
+# -- OpenRouter --------------------------------------------------------------------------------
+# openrouter.ai/docs/features/provider-routing: the `provider` object's fields
+OPENROUTER_PROVIDER_FIELDS = frozenset(
+    {
+        "order", "allow_fallbacks", "require_parameters", "data_collection", "zdr", "only", "ignore",
+        "quantizations", "sort", "max_price", "enforce_distillable_text",
+    }
+)  # fmt: skip
+# The parameters each routed family's providers take (openrouter.ai/docs/api-reference/parameters:
+# a parameter the chosen provider does not take is ignored, unless `provider.require_parameters`);
+# Anthropic's Messages API has no logprobs and one reply a call (docs.anthropic.com/en/api/messages)
+OPENROUTER_NOT_TAKEN = {"anthropic/": ("logprobs", "top_logprobs", "n")}
+
+
+def _openrouter_error(status: int, message: str, **metadata: Any) -> web.Response:
+    """OpenRouter's error (openrouter.ai/docs/api-reference/errors): `error` with `code` (the HTTP
+    status), `message` and optional `metadata`, no `param`."""
+    error: dict[str, Any] = {"code": status, "message": message}
+    if metadata:
+        error["metadata"] = metadata
+    return web.json_response({"error": error}, status=status)
+
+
+async def _openrouter(request: web.Request, server: JudgeServer) -> web.StreamResponse:
+    """openrouter.ai/docs/api-reference/overview: POST /api/v1/chat/completions, `Authorization:
+    Bearer`, the model as `vendor/model`; `provider` routes it; `usage` always carries the cost and
+    `prompt_tokens_details.cached_tokens` (openrouter.ai/docs/use-cases/usage-accounting). OpenAI's
+    models cache a prefix by themselves; Anthropic's only up to a `cache_control` mark
+    (openrouter.ai/docs/features/prompt-caching)."""
+    if not request.headers.get("Authorization", "").startswith("Bearer "):
+        return _openrouter_error(401, "No auth credentials found")
+    body = await request.json()
+    model = str(body.get("model") or "")
+    if "/" not in model:
+        server.record(body)
+        return _openrouter_error(400, f"{model} is not a valid model ID")
+    routing = body.get("provider") or {}
+    unknown = sorted(set(routing) - OPENROUTER_PROVIDER_FIELDS)
+    if unknown:
+        server.record(body)
+        return _openrouter_error(400, f"Invalid provider preferences: unrecognized key(s) {unknown}")
+    not_taken = [
+        key for prefix, keys in OPENROUTER_NOT_TAKEN.items() if model.startswith(prefix) for key in keys if key in body
+    ]
+    if not_taken and routing.get("require_parameters"):
+        server.record(body)
+        return _openrouter_error(404, "No endpoints found that can handle the requested parameters.")
+    sent = {key: value for key, value in body.items() if key not in not_taken}  # ignored, as the router does
+
+    def reply(sent: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None = None) -> dict[str, Any]:
+        from tests.judge_server import _completion
+
+        answer = _completion(sent, step, prompt, n_ctx)
+        openrouter_usage(server, sent, answer, model)
+        return answer
+
+    return await server.serve_routed(request, body, sent, reply)
+
+
+# what the stand-in charges a routed call (no provider's price: a figure to see the cost come back)
+OPENROUTER_USD_PER_TOKEN = 1e-7  # (tests/judge/test_providers_on_the_wire.py prices by it)
+
+
+def openrouter_usage(server: JudgeServer, body: dict[str, Any], answer: dict[str, Any], model: str) -> None:
+    """`answer`'s usage as OpenRouter reports it: `cost`, and `prompt_tokens_details` with the
+    `cached_tokens` read and `cache_write_tokens` written (openrouter.ai/docs/use-cases/usage-accounting):
+    Anthropic's models by their `cache_control` marks (as on Anthropic's own API), the others as
+    OpenAI caches (a prefix of 1,024 tokens or more, once seen)."""
+    usage = answer["usage"]
+    if model.startswith("anthropic/"):
+        blocks: list[tuple[str, bool]] = []
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            for block in [{"text": content}] if isinstance(content, str) else content or []:
+                blocks.append((block.get("text") or "", "cache_control" in block))
+        _, written, read = anthropic_cache(server, f"openrouter:{model}", blocks)
+    else:
+        messages = body.get("messages") or []
+        prefix_tokens = sum(tokens(_text(m.get("content"))) for m in messages[:-1])
+        seen = prefix_tokens >= OPENAI_CACHE_MIN and _seen(
+            server, f"openrouter:{model}", json.dumps(messages[:-1], sort_keys=True)
+        )
+        written, read = 0, prefix_tokens // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP if seen else 0
+    # openrouter.ai/docs/use-cases/reasoning-tokens: an effort (`reasoning_effort`, or `reasoning.effort`)
+    # makes a reasoning model think, its tokens billed as output; charged at the OpenAI stand-in's rates
+    effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
+    reasoning = (
+        REASONING_TOKENS.get(str(effort), 0) if model.startswith(("anthropic/", "openai/o", "openai/gpt-5")) else 0
+    )
+    usage["completion_tokens"] += reasoning
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    usage["prompt_tokens_details"] = {"cached_tokens": read, "cache_write_tokens": written, "audio_tokens": 0}
+    usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    usage["cost"] = round(
+        (usage["prompt_tokens"] - read * 0.9 + usage["completion_tokens"]) * OPENROUTER_USD_PER_TOKEN, 9
+    )
+    usage["is_byok"] = False
 
 
 # -- Azure OpenAI ------------------------------------------------------------------------------

@@ -169,8 +169,12 @@ def usage_of(usage: Any) -> Usage:
 
 def tokens_of(logprobs: Any) -> list[dict[str, Any]] | None:
     """A choice's tokens with their log-probabilities (`logprobs.content`), alternatives kept as
-    token and logprob only; None when the choice has none."""
+    token and logprob only; None when the choice has none. Together's shape (`tokens`,
+    `token_logprobs`, `top_logprobs` as one {token: logprob} per token; togethercomputer/openapi's
+    LogprobsPart) is read as the same tokens."""
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not content and isinstance(logprobs, dict) and isinstance(logprobs.get("tokens"), list):
+        content = _together_tokens(logprobs)
     if not isinstance(content, list) or not content:
         return None
     return [
@@ -184,6 +188,19 @@ def tokens_of(logprobs: Any) -> list[dict[str, Any]] | None:
         for item in content
         if isinstance(item, dict)
     ]
+
+
+def _together_tokens(logprobs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Together's `tokens`, `token_logprobs` and `top_logprobs` as OpenAI's `content` items."""
+    values = logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or []
+    items = []
+    for index, token in enumerate(logprobs["tokens"]):
+        top = tops[index] if index < len(tops) and isinstance(tops[index], dict) else {}
+        logprob = values[index] if index < len(values) else None
+        alternatives = [{"token": name, "logprob": value} for name, value in top.items()]
+        items.append({"token": token, "logprob": logprob, "top_logprobs": alternatives})
+    return items
 
 
 class JudgeBackend(ABC):

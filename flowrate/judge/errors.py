@@ -139,9 +139,13 @@ CHOICES_WORDS = re.compile(
     r"only one completion choice|\bn\b\W{0,4}(must be 1|is not supported|unsupported|number must be at most 1)", re.I
 )
 # llama-cpp-python: "logprobs is not supported for models created with logits_all=False"; OpenAI's
-# reasoning models: "logprobs is not supported with this model"
+# reasoning models: "logprobs is not supported with this model"; Mistral's API, whose request model
+# has no logprobs: pydantic's 422 "loc": ["body", "logprobs"], "msg": "Extra inputs are not permitted";
+# Together's, which takes an integer: "True is not of type 'integer' - 'logprobs'" (jsonschema's words)
 LOGPROBS_WORDS = re.compile(
-    r"\b(top_)?logprobs\b.{0,40}(not supported|unsupported|not allowed|invalid)|logits_all", re.I
+    r"\b(top_)?logprobs\b.{0,40}(not supported|unsupported|not allowed|not permitted|invalid)|logits_all"
+    r"|is not of type '\w+' - '(top_)?logprobs'",
+    re.I,
 )
 FORM_NAMED = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
 FORM_WORDS = re.compile(

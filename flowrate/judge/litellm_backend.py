@@ -105,13 +105,16 @@ class LiteLLMBackend(ServedJudge):
             raise judge_error_of(error) from error
         texts = [choice.message.content or "" for choice in response.choices]
         usage: Any = getattr(response, "usage", None)
-        tokens = usage_of(usage.model_dump() if hasattr(usage, "model_dump") else usage)
+        usage = usage.model_dump() if hasattr(usage, "model_dump") else usage
+        tokens = usage_of(usage)
         # priced by flowrate from LiteLLM's model info, as the direct transport prices (LiteLLM's own
-        # response_cost is 0 for a model its map lists at 0, and knows no config's price)
+        # response_cost is 0 for a model its map lists at 0, and knows no config's price), unless the
+        # provider said what it charged (OpenRouter's usage.cost)
+        charged = self.rules.charged_usd(usage) if isinstance(usage, dict) else None
         return Completion(
             texts=texts,
             usage=tokens,
-            cost_usd=self.price(tokens),
+            cost_usd=self.price(tokens) if charged is None else charged,
             finish_reasons=[getattr(choice, "finish_reason", None) for choice in response.choices],
             response_format=request.form,
             logprobs=[tokens_of(_plain(getattr(choice, "logprobs", None))) for choice in response.choices],

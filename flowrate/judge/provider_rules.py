@@ -23,6 +23,17 @@ page it comes from:
   Bedrock's Converse API takes the same mark as a `cachePoint` block, which LiteLLM writes from it.
 - Gemini and Claude take the reasoning effort as a thinking budget (LiteLLM maps
   `reasoning_effort` to `thinkingConfig.thinkingBudget` and to Claude's `thinking.budget_tokens`).
+- Mistral's API has no `logprobs` (its request model, mistralai/client-python's
+  ChatCompletionRequest; a field it lacks is a 422 "Extra inputs are not permitted").
+- Together's API takes `logprobs` as an integer, the top k alternatives (0 to 20), and no
+  `top_logprobs` (togethercomputer/openapi, openapi.yaml, ChatCompletionRequest); OpenAI's
+  `logprobs: true` is refused ("True is not of type 'integer'"). Its replies' own shape (`tokens`,
+  `token_logprobs`, `top_logprobs` as {token: logprob}) is read by `backend.tokens_of`.
+- OpenRouter caches a routed Claude's prompt only up to a `cache_control` mark, as Anthropic does
+  (openrouter.ai/docs/features/prompt-caching), and LiteLLM passes the mark on for Claude there.
+  Every answer's `usage.cost` is what the call was charged, in USD credits, its cache included
+  (openrouter.ai/docs/use-cases/usage-accounting): a call costs that (`charged_usd`), where
+  LiteLLM's map knows no price for most routed models or lists them at 0.
 """
 
 from __future__ import annotations
@@ -39,6 +50,11 @@ from flowrate.judge.served_model import ServedModel
 OPENAI_REASONING_NAMES = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 OPENAI_FAMILY = ("openai", "azure")
 CLAUDE_PROVIDERS = ("anthropic", "bedrock", "vertex_ai")
+# Routers that pass a Claude model's `cache_control` marks on to Anthropic (openrouter/anthropic/claude-…)
+CLAUDE_ROUTERS = ("openrouter",)
+# Providers whose answers say what the call was charged (`usage.cost`, USD)
+CHARGE_REPORTERS = ("openrouter",)
+TOGETHER_LOGPROBS_MAX = 20  # Together's `logprobs`: "an integer between 0 and 20" (openapi.yaml)
 # Output limits where LiteLLM's map is wrong: it gives claude-opus-4-1 64,000, Anthropic's models
 # overview (docs.anthropic.com/en/docs/about-claude/models/overview) 32,000, and its API refuses more.
 OUTPUT_LIMITS = {"claude-opus-4-1": 32_000, "claude-opus-4-1-20250805": 32_000, "claude-opus-4": 32_000}
@@ -117,6 +133,8 @@ class ProviderRules:
         """Why the model takes no log-probabilities, where its rules say so; None where it may."""
         if self.openai_reasoning:
             return "OpenAI's reasoning models take no logprobs (platform.openai.com/docs/guides/reasoning)"
+        if self.address.provider == "mistral":
+            return "Mistral's chat completions take no logprobs (docs.mistral.ai/api: none in its request)"
         return None
 
     @property
@@ -140,9 +158,21 @@ class ProviderRules:
         return int(limit) if isinstance(limit, int) and limit > 0 else None
 
     @property
+    def routed_claude(self) -> bool:
+        """A Claude model reached through a router that passes its cache marks on (OpenRouter)."""
+        return self.address.provider in CLAUDE_ROUTERS and "claude" in self.address.name.lower()
+
+    @property
     def caches_by_mark(self) -> bool:
-        """The provider caches only what a request marks (Anthropic, Bedrock's Claude)."""
+        """The provider caches only what a request marks (Anthropic, Bedrock's Claude, Claude on OpenRouter)."""
+        if self.routed_claude:
+            return True
         return self.claude and bool((self.facts or {}).get("supports_prompt_caching", True))
+
+    @property
+    def logprobs_as_top_k(self) -> bool:
+        """The provider takes `logprobs` as the number of alternatives, not a flag (Together)."""
+        return self.address.provider == "together_ai"
 
     @property
     def takes_cache_key(self) -> bool:
@@ -150,6 +180,13 @@ class ProviderRules:
         if self.address.provider != "openai" or self.address.api_base:
             return False
         return self.supported is None or "prompt_cache_key" in self.supported
+
+    def charged_usd(self, usage: dict[str, Any]) -> float | None:
+        """What the provider says the call was charged (`usage.cost`, OpenRouter's), else None."""
+        if self.address.provider not in CHARGE_REPORTERS:
+            return None
+        cost = usage.get("cost")
+        return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None
 
     def cached_prefix_tokens(self, prefix_tokens: int) -> int:
         """Of a prompt whose shared prefix is `prefix_tokens` long, what the provider reads from
@@ -171,6 +208,8 @@ class ProviderRules:
             body.pop("top_logprobs", None)
             if "max_tokens" in body:
                 body["max_completion_tokens"] = body.pop("max_tokens")
+        if self.logprobs_as_top_k and body.get("logprobs") is True:
+            body["logprobs"] = min(int(body.pop("top_logprobs", 1) or 1), TOGETHER_LOGPROBS_MAX)
         if self.requires_reply_limit and not body.get("max_tokens"):
             body["max_tokens"] = REQUIRED_REPLY_LIMIT
         limit = self.output_limit
@@ -201,8 +240,10 @@ class ProviderRules:
             return None
         if "reasoning_effort" not in self.supported:
             return None
-        if self.claude and wanted not in CLAUDE_THINKS_AT:
-            return None  # Claude thinks only when asked, and thinking forbids forcing the schema's tool
+        if (self.claude or self.routed_claude) and wanted not in CLAUDE_THINKS_AT:
+            # Claude thinks only when asked, and thinking forbids forcing the schema's tool; OpenRouter
+            # turns any effort into a thinking budget (openrouter.ai/docs/use-cases/reasoning-tokens)
+            return None
         return wanted
 
     def _without_refused(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -214,3 +214,197 @@ def test_an_azure_reasoning_deployment_judged_with_many_calls_at_once_learns_eac
     result, rows = judged(run_flowrate, cli_env, tmp_path, "azure/my-judge", "-j", "8", env=env, count=8)
     every_conversation_judged(result, rows, count=8)
     assert result.stderr.count("refused the parameter temperature") == 1, result.stderr
+
+
+# -- the OpenAI-compatible hosts: Mistral, Together, OpenRouter ----------------------------------
+# (tests/provider_stand_ins.py names each rule's page: Mistral's request model from
+# mistralai/client-python, Together's from togethercomputer/openapi, OpenRouter's from
+# openrouter.ai/docs; LiteLLM reads TOGETHER_AI_API_BASE and OPENROUTER_API_BASE, Mistral's address
+# is --api-base: LiteLLM's MistralConfig reads no MISTRAL_API_BASE)
+
+
+def test_a_mistral_judge_judges_every_conversation_with_only_the_fields_its_api_takes(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """docs.mistral.ai/api (mistralai/client-python's ChatCompletionRequest): a field outside its
+    request model is a 422; its cache reads a repeated prefix in 64-token blocks
+    (docs.mistral.ai/studio-api/conversations/advanced/prompt-caching), cheaper than the rest."""
+    judge.behave_as("mistral")
+    env = {"MISTRAL_API_KEY": "mistral-test-key"}
+    model = "mistral/mistral-small-latest"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3  # nothing refused
+    assert all(body["response_format"]["type"] == "json_schema" for body in judge.bodies)
+    cached = [row["usage"]["cached_tokens"] for row in rows]
+    assert cached[0] == 0 and all(tokens > 1024 and tokens % 64 == 0 for tokens in cached[1:]), cached
+
+
+def test_a_mistral_judge_asked_for_log_probabilities_says_its_api_gives_none(judge, run_flowrate, cli_env, tmp_path):
+    """mistralai/client-python's ChatCompletionRequest has no `logprobs` (LiteLLM passes none to
+    Mistral): the run's end says why level_probs are null, instead of leaving them null unexplained."""
+    judge.behave_as("mistral")
+    env = {"MISTRAL_API_KEY": "mistral-test-key"}
+    model = "mistral/mistral-small-latest"
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "--logprobs", "-j", "1", env=env
+    )
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3 and all("logprobs" not in body for body in judge.bodies)
+    assert all(row["level_probs"] is None for row in rows)
+    assert result.stderr.count("the judge refused token log-probabilities") == 1, result.stderr
+
+
+def test_a_mistral_model_at_its_api_base_asked_for_log_probabilities_judges_every_conversation_without_them(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """Mistral's API as an OpenAI-compatible server (--api-base, the direct transport): `logprobs`
+    is no field of its request model, refused with pydantic's 422 `extra_forbidden`, learned once."""
+    judge.behave_as("mistral")
+    env = {"OPENAI_API_KEY": "mistral-test-key"}
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, "mistral-small-latest", "--api-base", judge.base_url, "--logprobs",
+        "-j", "1", env=env,
+    )  # fmt: skip
+    every_conversation_judged(result, rows)
+    refused = [body for body in judge.bodies if "logprobs" in body or "top_logprobs" in body]
+    assert len(refused) == 1, judge.bodies
+    assert len(judge.bodies) == 3 + 1
+    assert result.stderr.count("refused token log-probabilities") == 1, result.stderr
+
+
+def test_a_together_judge_asked_for_log_probabilities_sends_them_as_an_integer_and_reads_its_shape(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """togethercomputer/openapi's ChatCompletionRequest: `logprobs` is an integer from 0 to 20 (the
+    top k), no `top_logprobs`; its replies carry `tokens`, `token_logprobs` and `top_logprobs` as
+    {token: logprob} (LogprobsPart), read into the verdict's level probabilities."""
+    judge.behave_as("together")
+    judge.script(
+        "", {"verdict": "mostly", "reason": "r", "key_issues": [], "logprobs": {"mostly": -0.1, "fully": -2.4}}
+    )
+    env = {"TOGETHERAI_API_KEY": "together-test-key", "TOGETHER_AI_API_BASE": judge.base_url}
+    model = "together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--logprobs", "-j", "1", env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(rows) == 3 and all(row["error"] is None for row in rows), [row["error"] for row in rows]
+    assert len(judge.bodies) == 3, judge.bodies  # nothing refused
+    assert all(isinstance(body["logprobs"], int) and not isinstance(body["logprobs"], bool) for body in judge.bodies)
+    assert all("top_logprobs" not in body for body in judge.bodies)
+    assert all(row["level_probs"] and row["level_probs"]["mostly"] > 0.85 for row in rows), [
+        row["level_probs"] for row in rows
+    ]
+
+
+def test_a_together_model_at_its_api_base_asked_for_log_probabilities_judges_every_conversation_without_them(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """Together's API as an OpenAI-compatible server (`openai/NAME` at --api-base, which cannot tell
+    it is Together's): OpenAI's `logprobs: true` is refused ("True is not of type 'integer' -
+    'logprobs'", openapi.yaml types it integer), learned once, and every conversation judged."""
+    judge.behave_as("together")
+    env = {"OPENAI_API_KEY": "together-test-key"}
+    model = "openai/meta-llama/Llama-3.3-70B-Instruct-Turbo"  # a name with a slash, at an OpenAI-compatible server
+    result, rows = judged(
+        run_flowrate, cli_env, tmp_path, model, "--api-base", judge.base_url, "--logprobs", "-j", "1", env=env
+    )
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3 + 1, judge.bodies
+    assert result.stderr.count("the judge refused token log-probabilities") == 1, result.stderr
+
+
+def test_an_openrouter_judge_judges_every_conversation_and_its_rows_report_the_prefix_its_provider_cached(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """openrouter.ai/docs/api-reference: /api/v1/chat/completions with a Bearer key; an OpenAI model
+    routed there caches a prefix by itself, reported in usage.prompt_tokens_details.cached_tokens
+    (openrouter.ai/docs/use-cases/usage-accounting)."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    result, rows = judged(run_flowrate, cli_env, tmp_path, "openrouter/openai/gpt-4o-mini", "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    assert len(judge.bodies) == 3
+    assert all(body["model"] == "openai/gpt-4o-mini" for body in judge.bodies)
+    cached = [row["usage"]["cached_tokens"] for row in rows]
+    assert cached[0] == 0 and all(tokens >= 1024 for tokens in cached[1:]), cached
+
+
+def test_an_openrouter_claude_judge_marks_the_rubric_prefix_for_its_cache(judge, run_flowrate, cli_env, tmp_path):
+    """openrouter.ai/docs/features/prompt-caching: Anthropic's models routed through OpenRouter cache
+    only up to a `cache_control` mark, as on Anthropic's own API; unmarked, every call pays full price."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    model = "openrouter/anthropic/claude-sonnet-4.5"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    marks = [
+        block
+        for message in judge.bodies[0]["messages"]
+        for block in (message["content"] if isinstance(message["content"], list) else [])
+        if "cache_control" in block
+    ]
+    assert len(marks) == 1, judge.bodies[0]["messages"]
+    assert [row["usage"]["cached_tokens"] > 0 for row in rows] == [False, True, True]
+
+
+def test_an_openrouter_judge_s_rows_cost_what_openrouter_says_it_charged(judge, run_flowrate, cli_env, tmp_path):
+    """openrouter.ai/docs/use-cases/usage-accounting: every response's `usage.cost` is what the call
+    was charged, its cache included; LiteLLM's map knows no price for most routed models (none for
+    openai/gpt-4o-mini, 0 for anthropic/claude-sonnet-4.5), so the rows would say null."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    for model in ("openrouter/openai/gpt-4o-mini", "openrouter/anthropic/claude-sonnet-4.5"):
+        judge.prompt_cache.clear()
+        result, rows = judged(run_flowrate, cli_env, tmp_path, model, "-j", "1", "--no-cache", env=env)
+        every_conversation_judged(result, rows)
+        charged = [
+            round(
+                (
+                    row["usage"]["prompt_tokens"]
+                    - 0.9 * row["usage"]["cached_tokens"]
+                    + row["usage"]["completion_tokens"]
+                )
+                * 1e-7,
+                9,
+            )
+            for row in rows
+        ]  # the stand-in's charge (provider_stand_ins.openrouter_usage)
+        assert [row["cost_usd"] for row in rows] == pytest.approx(charged), (model, [row["cost_usd"] for row in rows])
+        assert rows[1]["cost_usd"] < rows[0]["cost_usd"]  # the prefix read from the cache costs less
+
+
+def test_an_openrouter_claude_judge_asked_for_samples_and_log_probabilities_judges_every_conversation(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """openrouter.ai/docs/api-reference/parameters: a parameter the routed provider does not take is
+    ignored, not refused (Anthropic's Messages API has no logprobs and gives one reply a call): the
+    samples left unanswered are asked one a call, and the replies without log-probabilities are said."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    model = "openrouter/anthropic/claude-sonnet-4.5"
+    result, rows = judged(run_flowrate, cli_env, tmp_path, model, "--logprobs", "--samples", "3", "-j", "1", env=env)
+    every_conversation_judged(result, rows)
+    assert all(row["samples"] == 3 for row in rows)
+    assert len(judge.bodies) == 3 * 3  # the first asks n=3 and gets one; every other sample alone
+    assert "9 judge reply(ies) came without the token log-probabilities asked for" in result.stderr, result.stderr
+
+
+def test_an_openrouter_claude_judge_thinks_only_when_asked_to_reason_as_claude_does_on_anthropic_s_api(
+    judge, run_flowrate, cli_env, tmp_path
+):
+    """openrouter.ai/docs/use-cases/reasoning-tokens: OpenRouter turns an OpenAI-style effort into a
+    Claude thinking budget, its tokens billed as output; --reasoning-effort low (the default) sends
+    Claude none (as on Anthropic's own API: it thinks at medium and high only)."""
+    env = {"OPENROUTER_API_KEY": "sk-or-test", "OPENROUTER_API_BASE": f"http://127.0.0.1:{judge.port}/api/v1"}
+    model = "openrouter/anthropic/claude-sonnet-4.5"
+    for effort, thinks in (("low", False), ("medium", True)):
+        judge.bodies.clear()
+        result, rows = judged(
+            run_flowrate,
+            cli_env,
+            tmp_path,
+            model,
+            "--no-cache",
+            "-j",
+            "1",
+            env={**env, "FLOWRATE_REASONING_EFFORT": effort},
+        )
+        every_conversation_judged(result, rows)
+        assert [("reasoning_effort" in body or "reasoning" in body) for body in judge.bodies] == [thinks] * 3
+        assert [row["usage"]["reasoning_tokens"] > 0 for row in rows] == [thinks] * 3
