@@ -532,12 +532,7 @@ FAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
+_text = provider_stand_ins._text  # a message's text, read one way by every stand-in
 
 
 def _contents(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: int | None) -> list[tuple[str, str]]:
