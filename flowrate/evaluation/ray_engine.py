@@ -18,6 +18,7 @@ Ray is imported here, in `ray_desk` and in `ray_http` only, and only on this pat
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -55,6 +56,7 @@ BATCH_SIZE = 16  # rows a vLLM actor takes at a time
 HTTP_BATCH = 4  # rows of an HTTP stage's batch
 FEED_ROWS = 1024  # processed rows read ahead of the driver (`RowFeed`)
 FEED_POLL_S = 0.1  # how often a full feed looks whether it was closed
+FEED_JOIN_S = 10.0  # how long a run waits, before it leaves Ray, for its feed's thread to end
 BLOCKS_PER_CALL_IN_FLIGHT = 1
 
 
@@ -337,16 +339,24 @@ class RowFeed:
     def __init__(self, rows: Any):
         self.box: queue.Queue[Any] = queue.Queue(maxsize=FEED_ROWS)
         self.closing = threading.Event()
-        threading.Thread(target=self._read, args=(rows,), name="flowrate-ray-rows", daemon=True).start()
+        self.reader = threading.Thread(target=self._read, args=(rows,), name="flowrate-ray-rows", daemon=True)
+        self.reader.start()
 
     def _read(self, rows: Any) -> None:
+        iterator = iter(rows)
         try:
-            for row in rows:
+            for row in iterator:
                 if not self._put(row):
                     break
         except BaseException as error:  # raised again on the driver's thread (`next`)
             self._put(error)
         finally:
+            # Ray Data's iterator ends here, in this thread, while Ray is up: left to the garbage
+            # collector, it ended after the run had left Ray, and Ray's core worker then ended
+            # the process with exit 1 ("The core worker has already been shutdown"), once in a
+            # CI run of the suite's Ctrl-C test (a stop's exit is 130).
+            with contextlib.suppress(Exception):
+                getattr(iterator, "close", lambda: None)()
             self._put(self.END)
 
     def _put(self, item: Any) -> bool:
@@ -366,9 +376,12 @@ class RowFeed:
             raise item
         return None if item is self.END else item
 
-    def close(self) -> None:
-        """Read no row more (Ray Data's iterator ends at its next row, or at once if it waits for room)."""
+    def close(self, wait_s: float = 0.0) -> None:
+        """Read no row more (Ray Data's iterator ends at its next row, or at once if it waits for
+        room); with `wait_s`, wait that long for the reading thread to end."""
         self.closing.set()
+        if wait_s:
+            self.reader.join(wait_s)
 
 
 class RayRun:
@@ -623,7 +636,17 @@ class OnRay:
 
 async def _judge(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> None:
     """The first round, then the rounds on Ray; a processor that gave up (its retries spent on
-    an unreachable judge) leaves what was not finished, as `flowrate eval` leaves it."""
+    an unreachable judge) leaves what was not finished, as `flowrate eval` leaves it. The feed's
+    thread is done with Ray before this returns (`RowFeed._read`), a second Ctrl-C meanwhile
+    counted by `stop`, not raised."""
+    try:
+        await _rounds(ray_run, stop, judge)
+    finally:
+        if ray_run.feed is not None:
+            ray_run.feed.close(FEED_JOIN_S)
+
+
+async def _rounds(ray_run: RayRun, stop: StopSignals, judge: JudgeSettings) -> None:
     try:
         rows = await ray_run.first_round(stop)
         ray_run.send(rows, stop)
