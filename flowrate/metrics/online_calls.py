@@ -45,14 +45,5 @@ class OnlineCalls:
         except Exception as error:
             spent = Reply([], cost_usd=0.0, attempts=stats.attempts, latency_s=stats.latency_s, wait_s=stats.wait_s)
             return CallFailed(error, spent)
-        return Reply(
-            texts=completion.texts,
-            cut=[completion.cut(index) for index in range(len(completion.texts))],
-            usage=completion.usage,
-            cost_usd=completion.cost_usd,
-            response_format=completion.response_format,
-            attempts=stats.attempts,
-            latency_s=stats.latency_s,
-            wait_s=stats.wait_s,
-            logprobs=[completion.tokens(index) for index in range(len(completion.texts))],
-        )
+        clocks = {"attempts": stats.attempts, "latency_s": stats.latency_s, "wait_s": stats.wait_s}
+        return Reply.of(completion, completion.cost_usd, completion.response_format, **clocks)

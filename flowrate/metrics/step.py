@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
-from flowrate.judge.backend import JudgeBackend, Usage, chat_body
+from flowrate.judge.backend import Completion, JudgeBackend, Usage, chat_body
 from flowrate.judge.cache import messages_digest
 from flowrate.judge.errors import ChoicesRefused
 from flowrate.judge.retry import told_window
@@ -141,6 +141,21 @@ class Reply:
     latency_s: float = 0.0
     wait_s: float = 0.0
     logprobs: list[list[dict[str, Any]] | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, completion: Completion, cost_usd: float | None, response_format: str | None, **clocks: Any) -> Reply:
+        """A backend's `completion` as a reply at `cost_usd`, its schema sent in `response_format`,
+        with the `attempts`, `latency_s` and `wait_s` its calls took (`clocks`; else one call)."""
+        choices = range(len(completion.texts))
+        return cls(
+            texts=completion.texts,
+            cut=[completion.cut(index) for index in choices],
+            usage=completion.usage,
+            cost_usd=cost_usd,
+            response_format=response_format,
+            logprobs=[completion.tokens(index) for index in choices],
+            **clocks,
+        )
 
     def tokens(self, index: int) -> list[dict[str, Any]] | None:
         """Choice `index`'s tokens with their log-probabilities; None without."""
@@ -315,15 +330,7 @@ def reply_from_answer(metric: RubricMetric, request: JudgeRequest, answer: Any) 
     from flowrate.judge.direct import completion_of
 
     completion = completion_of(answer, request.response_format)
-    usage = completion.usage
-    return Reply(
-        texts=completion.texts,
-        cut=[completion.cut(index) for index in range(len(completion.texts))],
-        usage=usage,
-        cost_usd=metric.backend.price(usage),
-        response_format=request.response_format,
-        logprobs=completion.logprobs,
-    )
+    return Reply.of(completion, metric.backend.price(completion.usage), request.response_format)
 
 
 # -- the state machine -----------------------------------------------------------------------------
