@@ -179,3 +179,12 @@ def test_the_reply_written_by_the_schema_parses_as_json_for_every_question():
     text = orjson.dumps({item.id: "yes" for item in rubric.checklist}).decode()
     reading = checklist_reading(rubric, text, None)
     assert reading.problems == {} and len(reading.p_yes) == len(rubric.checklist)
+
+
+def test_the_virtual_agent_suite_declares_a_checklist_covering_its_criteria():
+    rubric = load_rubric("virtual_agent")
+    ids = {item.id for item in rubric.checklist}
+    assert {"requests_done", "misreads_user", "value_asked_again", "loops", "forgets_context"} <= ids
+    assert {"makes_things_up", "padding", "confusing"} <= ids
+    schema = checklist_schema(rubric)
+    assert set(schema["required"]) == ids and all(item.weight > 0 for item in rubric.checklist)
