@@ -12,14 +12,15 @@ import hashlib
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+from flowrate.rubric.issues import structured_reply
 from flowrate.rubric.prompt import grading_request
 from flowrate.settings.groups import DEFAULT_LANGUAGE
 
@@ -82,6 +83,19 @@ class Scale(BaseModel):
         return f"1..{self.points} (score = rating / {self.points})"
 
 
+class ChecklistItem(BaseModel):
+    """One yes/no question of a rubric's checklist: its `id` (the reply's key), the `question`,
+    which answer is good (`good: yes`, or `no` for a question about a lapse), and its `weight` in
+    the checklist's score."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    question: str = Field(min_length=1)
+    good: Literal["yes", "no"]
+    weight: float = Field(1.0, gt=0)
+
+
 class Criterion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -106,6 +120,7 @@ class Rubric(BaseModel):
     criteria: list[Criterion] = Field(min_length=1)
     user_satisfaction: bool = False
     examples: list[RubricExample] = Field(default_factory=list)
+    checklist: list[ChecklistItem] = Field(default_factory=list)
     version: str = ""
 
     @model_validator(mode="after")
@@ -116,6 +131,16 @@ class Rubric(BaseModel):
         if self.user_satisfaction and USER_SATISFACTION in names:
             raise ValueError(f"{USER_SATISFACTION} is derived; it cannot also be a criterion")
         return self
+
+    @field_validator("checklist")
+    @classmethod
+    def _unique_ids(cls, checklist: list[ChecklistItem]) -> list[ChecklistItem]:
+        ids = [item.id for item in checklist]
+        if len(set(ids)) != len(ids):
+            raise ValueError(
+                f"checklist ids must be unique ({', '.join(sorted({i for i in ids if ids.count(i) > 1}))} repeat)"
+            )
+        return checklist
 
     @property
     def is_suite(self) -> bool:
@@ -134,7 +159,7 @@ class Rubric(BaseModel):
         for example in self.examples:
             shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
             messages.append({"role": "user", "content": grading_request(shown, EXAMPLES_LANGUAGE, self.task)})
-            messages.append({"role": "assistant", "content": orjson.dumps(example.reply).decode()})
+            messages.append({"role": "assistant", "content": orjson.dumps(structured_reply(example.reply)).decode()})
         return messages
 
     def build_messages(

@@ -103,3 +103,35 @@ def test_logprobs_in_process_give_each_row_a_distribution_over_the_levels(model_
     assert again_status in exit_codes_for(again)
     cached = {row["id"]: row["level_probs"] for row in again if row["cached"]}
     assert cached and all(cached[i] == r["level_probs"] for i, r in ((r["id"], r) for r in judged) if i in cached)
+
+
+def test_a_checklist_asked_after_the_grading_request_is_read_from_the_models_own_log_probabilities(model_file):
+    """The checklist's pipeline on a real model's logits (issue 46): every question answered
+    through the schema's grammar, each P(yes) read at its answer's token, never from the text."""
+    import asyncio
+
+    from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+    from flowrate.judge.address import JudgeAddress
+    from flowrate.judge.local_model import LocalModel
+    from flowrate.rubric.checklist import checklist_messages
+    from flowrate.rubric.model import load_rubric
+    from flowrate.scores.checklist import checklist_reading, checklist_schema
+
+    rubric = load_rubric()
+    case = ConversationalEvalTestCase(
+        turns=[
+            EvalTestCase(input="Where is order 12?", actual_output="Which order do you mean?"),
+            EvalTestCase(input="Order 12, as I said.", actual_output="Order 12 ships today."),
+        ]
+    )
+    messages = checklist_messages(rubric, rubric.build_messages(case))
+    backend = LocalModel(JudgeAddress.parse(f"gguf:{model_file}"))
+    backend.asks_logprobs = True
+    schema = backend.structured_output("checklist", checklist_schema(rubric))
+    completion = asyncio.run(backend.complete(messages, n=1, timeout=600, response_format=schema, max_tokens=256))
+    reading = checklist_reading(rubric, completion.texts[0], completion.tokens(0))
+    assert reading.problems == {} and set(reading.answers) == {item.id for item in rubric.checklist}, completion.texts
+    assert set(reading.p_yes_from.values()) == {"logprobs"}
+    assert all(0.0 <= p <= 1.0 for p in reading.p_yes.values()) and 0.0 <= reading.score <= 1.0
+    # a value the model chose is one it gave some probability: never an answer read as impossible
+    assert all((p > 0) if reading.answers[i] == "yes" else (p < 1) for i, p in reading.p_yes.items())

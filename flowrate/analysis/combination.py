@@ -1,0 +1,194 @@
+"""Several looks of a judge at a conversation (the verdict's score, the expected score, the
+verdict-first look, the checklist's score, ...) combined into one score, with weights fit on
+human-rated sets other than the one it is reported on (issue 46), and the judge card's lines.
+Data only.
+
+The method, chosen to be unable to overfit a set of ~125 dialogues:
+- each look is standardised by its mean and standard deviation over the fit sets' dialogues
+  (kept with the weights, so a conversation is scored alone), and centred within its set for the
+  fit, so a set whose looks sit higher weighs nothing;
+- people's label is taken as its rank within its set, standardised: the sets rate on different
+  scales, and only the order within a set is what a Spearman reads;
+- the weights are a ridge regression shrunk towards the plain average of the standardised looks
+  (w0 = 1/k each), with the penalty `PRIOR_SHARE` of the number of fit dialogues: the average
+  counts as much as a tenth of the data. The looks of one judge agree closely (the verdict, its
+  expected score and the combined one), and ordinary least squares then swings their weights to
+  large opposite signs; a tenth is enough to hold two looks that correlate at 0.98 to weights of
+  the same sign (`tests/analysis/test_combination.py`), while a look that is noise on every fit
+  set keeps a few hundredths;
+- the weights are scaled to sum to 1, so they read as shares.
+No weight, penalty or threshold is ever chosen on the set a combination is reported on:
+`leave_one_set_out` fits on the others and reports on the one left out.
+
+The fitted weights go out as a JSON file with their provenance (`Combination`: the looks, the
+fit sets and their sizes, the date and the command), and the card as JSONL, a line per dialogue
+(`card_lines`: `set`, `id`, each look by name, each fitted score and `fit_on`, the sets it was
+fit on), from which every Spearman can be computed again with the public labels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, Field
+
+from flowrate.analysis.agreement import correlation
+from flowrate.analysis.statistics import Statistic
+from flowrate.errors import ConfigError
+
+METHOD = "ridge towards the average of standardised looks, penalty = 0.1 x fit dialogues, on within-set label ranks"
+PRIOR_SHARE = 0.1  #: the ridge penalty over the number of fit dialogues (see above)
+FITTED = "combined_fit"  #: the name of the fitted score on the card
+
+
+class DialogueLooks(BaseModel):
+    """One dialogue of a human-rated set: its `set` and `id` (as in the public set), each look's
+    score by name (`scores`; a look it lacks is absent), and people's `label`, oriented so that
+    higher is better (a rate of flow violations is given negated)."""
+
+    set: str
+    id: str
+    scores: dict[str, float]
+    label: float
+
+
+class Combination(BaseModel):
+    """Weights of standardised looks and where they were fit: the combined score of a
+    conversation is Σ weight × (score − mean) / sd over `looks`."""
+
+    looks: list[str]
+    weights: dict[str, float]
+    means: dict[str, float]
+    sds: dict[str, float]
+    method: str = METHOD
+    fit_on: list[str]
+    sizes: dict[str, int]  #: dialogues of each fit set with every look
+    date: str = ""
+    command: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)  #: each fit set's human label
+
+    def score(self, scores: dict[str, float]) -> float | None:
+        """The combined score of a conversation's looks; None when one of `looks` is missing."""
+        if any(scores.get(look) is None for look in self.looks):
+            return None
+        return sum(self.weights[look] * (scores[look] - self.means[look]) / self.sds[look] for look in self.looks)
+
+
+class HeldOut(BaseModel):
+    """A set left out of the fit: the combination fit on the others, and on this set (`n`
+    dialogues with every look) the Spearman of the combined score and of each look alone."""
+
+    set: str
+    n: int
+    combination: Combination
+    combined: Statistic
+    looks: dict[str, Statistic]
+
+
+def fit_combination(
+    dialogues: Iterable[DialogueLooks], looks: list[str], *, date: str = "", command: str = ""
+) -> Combination:
+    """The weights of `looks` fit on `dialogues` (several sets; those lacking a look are left out)."""
+    import numpy as np
+
+    usable = [d for d in dialogues if all(d.scores.get(look) is not None for look in looks)]
+    sets = sorted({d.set for d in usable})
+    if len(looks) < 1 or len(usable) < len(looks) + 2:
+        raise ConfigError(f"too few dialogues with every look ({', '.join(looks)}) to fit: {len(usable)}")
+    raw = np.array([[d.scores[look] for look in looks] for d in usable], dtype=float)
+    means, sds = raw.mean(axis=0), raw.std(axis=0)
+    flat = [look for look, sd in zip(looks, sds) if sd == 0]
+    if flat:
+        raise ConfigError(f"a look with the same score on every fit dialogue cannot be weighted: {', '.join(flat)}")
+    features = (raw - means) / sds
+    target = np.zeros(len(usable))
+    for name in sets:
+        rows = np.array([d.set == name for d in usable])
+        features[rows] -= features[rows].mean(axis=0)
+        target[rows] = _standard_ranks([d.label for d, keep in zip(usable, rows) if keep])
+    k, n = len(looks), len(usable)
+    prior = np.full(k, 1.0 / k)
+    penalty = PRIOR_SHARE * n
+    weights = np.linalg.solve(features.T @ features + penalty * np.eye(k), features.T @ target + penalty * prior)
+    weights = weights / weights.sum() if weights.sum() > 0 else prior
+    return Combination(
+        looks=list(looks),
+        weights={look: round(float(w), 6) for look, w in zip(looks, weights)},
+        means={look: round(float(m), 6) for look, m in zip(looks, means)},
+        sds={look: round(float(s), 6) for look, s in zip(looks, sds)},
+        fit_on=sets,
+        sizes={name: sum(d.set == name for d in usable) for name in sets},
+        date=date,
+        command=command,
+    )
+
+
+def _standard_ranks(values: list[float]):
+    """`values`' ranks (ties averaged), standardised; all zero when they do not vary."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    ranks = rankdata(values)
+    spread = ranks.std()
+    return (ranks - ranks.mean()) / spread if spread > 0 else np.zeros(len(values))
+
+
+def leave_one_set_out(
+    dialogues: list[DialogueLooks], looks: list[str], *, date: str = "", command: str = ""
+) -> list[HeldOut]:
+    """For each set: the combination fit on every other set, and its agreement on the set left out."""
+    import numpy as np
+
+    held = []
+    for name in sorted({d.set for d in dialogues}):
+        combination = fit_combination([d for d in dialogues if d.set != name], looks, date=date, command=command)
+        mine = sorted((d for d in dialogues if d.set == name), key=lambda d: d.id)
+        scored = [(d, s) for d in mine if (s := combination.score(d.scores)) is not None]
+        labels = np.array([d.label for d, _ in scored], dtype=float)
+        combined = correlation("spearman", np.array([s for _, s in scored], dtype=float), labels)
+        alone = {
+            look: correlation("spearman", np.array([d.scores[look] for d, _ in scored], dtype=float), labels)
+            for look in looks
+        }
+        held.append(HeldOut(set=name, n=len(scored), combination=combination, combined=combined, looks=alone))
+    return held
+
+
+def card_lines(dialogues: list[DialogueLooks], held: list[HeldOut]) -> list[dict]:
+    """The judge card's lines: a line per dialogue with `set`, `id`, each look by name, and where
+    its set was held out, the fitted score (`FITTED`) and the sets it was fit on (`fit_on`)."""
+    by_set = {h.set: h.combination for h in held}
+    lines = []
+    for d in sorted(dialogues, key=lambda d: (d.set, d.id)):
+        line: dict = {"set": d.set, "id": d.id, **d.scores}
+        combination = by_set.get(d.set)
+        fitted = combination.score(d.scores) if combination is not None else None
+        if combination is not None and fitted is not None:
+            line[FITTED] = round(fitted, 6)
+            line["fit_on"] = {FITTED: combination.fit_on}
+        lines.append(line)
+    return lines
+
+
+def write_card(path: str | Path, lines: list[dict]) -> None:
+    """The card's lines as JSONL at `path`, written whole or not at all."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    partial.replace(path)
+
+
+def write_combination(path: str | Path, combination: Combination) -> None:
+    """The fitted weights with their provenance, as indented JSON."""
+    Path(path).write_bytes(orjson.dumps(combination.model_dump(), option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def read_combination(path: str | Path) -> Combination:
+    """Fitted weights from a file `write_combination` wrote; a plain error naming the file when it is not one."""
+    try:
+        return Combination.model_validate_json(Path(path).read_bytes())
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the combination: {error.strerror}") from None
+    except ValueError as error:
+        raise ConfigError(f"{path}: not a combination of looks: {str(error).splitlines()[0]}") from None
