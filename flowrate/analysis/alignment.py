@@ -30,7 +30,6 @@ from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.inputs.selection import stable_hash
 from flowrate.results.rows import EvaluationRow
-from flowrate.rubric.issues import structured_reply
 from flowrate.rubric.model import EXAMPLES_LANGUAGE, PACKAGED, Criterion, Rubric, RubricExample, load_rubric
 from flowrate.rubric.prompt import grading_request
 
@@ -189,7 +188,7 @@ def example_tokens(example: RubricExample, rubric: Rubric, count_tokens: Callabl
     """What `example` adds to every prompt: its request and its reply, as the judge is sent them."""
     shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
     return count_tokens(grading_request(shown, EXAMPLES_LANGUAGE, rubric.task)) + count_tokens(
-        orjson.dumps(structured_reply(example.reply)).decode()
+        orjson.dumps(example.reply).decode()
     )
 
 

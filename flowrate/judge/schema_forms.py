@@ -150,14 +150,7 @@ def bounded_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, 
         if "reason" in properties:  # a verdict-only schema (`--score combined`'s first look) has none
             properties["reason"] = {**properties["reason"], "maxLength": reason}
         if "key_issues" in properties:
-            items = dict(properties["key_issues"]["items"])
-            if items.get("type") == "object":  # {"turn": N, "issue": "..."}: the issue's text is bounded
-                items["properties"] = {
-                    **items["properties"],
-                    "issue": {**items["properties"]["issue"], "maxLength": issue},
-                }
-            else:
-                items["maxLength"] = issue
+            items = {**properties["key_issues"]["items"], "maxLength": issue}
             properties["key_issues"] = {**properties["key_issues"], "items": items, "maxItems": KEY_ISSUES_MAX}
         return {**part, "properties": properties}
 

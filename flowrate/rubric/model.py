@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
-from flowrate.rubric.issues import structured_reply
 from flowrate.rubric.prompt import grading_request
 from flowrate.settings.groups import DEFAULT_LANGUAGE
 
@@ -159,7 +158,7 @@ class Rubric(BaseModel):
         for example in self.examples:
             shown = ConversationalEvalTestCase(turns=example.turns, chatbot_role=example.chatbot_role)
             messages.append({"role": "user", "content": grading_request(shown, EXAMPLES_LANGUAGE, self.task)})
-            messages.append({"role": "assistant", "content": orjson.dumps(structured_reply(example.reply)).decode()})
+            messages.append({"role": "assistant", "content": orjson.dumps(example.reply).decode()})
         return messages
 
     def build_messages(

@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 
-from flowrate.rubric.issues import issue_line, issue_object
 from flowrate.rubric.model import Criterion, Rubric
 from flowrate.scores.distribution import LevelProbs
 
@@ -160,7 +159,7 @@ def _rating(part: dict[str, Any], criterion: Criterion) -> Rating:
         value=value,
         score=scale.score(value),
         reason=str(part.get("reason") or "").strip(),
-        key_issues=[line for line in map(issue_line, issues) if line],
+        key_issues=[str(issue).strip() for issue in issues if str(issue).strip()],
     )
 
 
@@ -286,8 +285,7 @@ def judgement_text(ratings: dict[str, Rating], rubric: Rubric) -> str:
 
     def one(criterion: Criterion) -> dict[str, Any]:
         rating = ratings[criterion.name]
-        issues = [issue_object(line) for line in rating.key_issues]
-        return {"reason": rating.reason, "key_issues": issues, criterion.scale.field: rating.value}
+        return {"reason": rating.reason, "key_issues": rating.key_issues, criterion.scale.field: rating.value}
 
     if not rubric.is_suite:
         return orjson.dumps(one(rubric.criteria[0])).decode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowrate.rubric.issues import ISSUE_SCHEMA
 from flowrate.rubric.model import Criterion, Rubric
 
 
@@ -16,8 +15,7 @@ def _criterion_schema(criterion: Criterion, order: str) -> dict[str, Any]:
         if scale.levels is not None
         else {"type": "integer", "enum": scale.values}
     )
-    # each key issue names its turn as an integer field (`rubric.issues`)
-    words: dict[str, Any] = {"reason": {"type": "string"}, "key_issues": {"type": "array", "items": ISSUE_SCHEMA}}
+    words: dict[str, Any] = {"reason": {"type": "string"}, "key_issues": {"type": "array", "items": {"type": "string"}}}
     fields: dict[str, Any] = {
         "reason-first": {**words, scale.field: judged},
         "verdict-first": {scale.field: judged, **words},
@@ -56,7 +54,7 @@ def reply_template(rubric: Rubric, only: list[str] | None = None, order: str = "
         choices = "|".join(str(value) for value in reversed(scale.values))
         shown = {
             "reason": '"..."',
-            "key_issues": '[{"turn": N, "issue": "..."}]',
+            "key_issues": '["..."]',
             scale.field: f'"{choices}"' if scale.levels is not None else f"1-{scale.points}",
         }
         fields = _criterion_schema(criterion, order)["properties"]  # the schema's order of fields

@@ -103,8 +103,7 @@ def test_the_flow_metric_as_a_python_api_judge_uses_the_learned_form_too(judge, 
 
 def _bounds(part):
     issues = part["properties"]["key_issues"]
-    issue = issues["items"]["properties"]["issue"]  # {"turn": N, "issue": "..."}: the text is bounded
-    return part["properties"]["reason"]["maxLength"] + issues["maxItems"] * issue["maxLength"]
+    return part["properties"]["reason"]["maxLength"] + issues["maxItems"] * issues["items"]["maxLength"]
 
 
 def test_a_grammar_server_gets_reply_lengths_that_fit_the_replys_token_limit():

@@ -72,7 +72,7 @@ def test_a_suite_reask_asks_only_for_the_criterion_off_its_scale_and_keeps_the_o
     run_flowrate("eval", path, "--metric", "virtual_agent", "--api-base", judge.base_url, "-o", "out.jsonl")
     reask = reask_text(judge.bodies[1])
     assert "rating 5 for slot_filling is not on its scale 1..3" in reask
-    assert '"slot_filling": {"reason": "...", "key_issues": [{"turn": N, "issue": "..."}], "rating": 1-3}' in reask
+    assert '"slot_filling": {"reason": "...", "key_issues": ["..."], "rating": 1-3}' in reask
     assert "request_completion" not in reask.split("criteria:", 1)[1]
     rows = {row["metric"]: row for row in read_rows(tmp_path / "out.jsonl")}
     ratings = {name: rows[name]["rating"] for name in RATINGS}
