@@ -31,15 +31,18 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from flowrate.analysis.agreement import correlation
 from flowrate.analysis.statistics import Statistic
 from flowrate.errors import ConfigError
+from flowrate.results.rows import EvaluationRow, looks
+from flowrate.rubric.combination import Combination
 
-METHOD = "ridge towards the average of standardised looks, penalty = 0.1 x fit dialogues, on within-set label ranks"
 PRIOR_SHARE = 0.1  #: the ridge penalty over the number of fit dialogues (see above)
 FITTED = "combined_fit"  #: the name of the fitted score on the card
+MEAN = "looks_mean"  #: the plain mean of the looks a dialogue has, on the card: fit on nothing
+SHARED = 0.9  #: a look is combined when at least this share of every set's dialogues has it
 
 
 class DialogueLooks(BaseModel):
@@ -53,28 +56,6 @@ class DialogueLooks(BaseModel):
     label: float
 
 
-class Combination(BaseModel):
-    """Weights of standardised looks and where they were fit: the combined score of a
-    conversation is Σ weight × (score − mean) / sd over `looks`."""
-
-    looks: list[str]
-    weights: dict[str, float]
-    means: dict[str, float]
-    sds: dict[str, float]
-    method: str = METHOD
-    fit_on: list[str]
-    sizes: dict[str, int]  #: dialogues of each fit set with every look
-    date: str = ""
-    command: str = ""
-    labels: dict[str, str] = Field(default_factory=dict)  #: each fit set's human label
-
-    def score(self, scores: dict[str, float]) -> float | None:
-        """The combined score of a conversation's looks; None when one of `looks` is missing."""
-        if any(scores.get(look) is None for look in self.looks):
-            return None
-        return sum(self.weights[look] * (scores[look] - self.means[look]) / self.sds[look] for look in self.looks)
-
-
 class HeldOut(BaseModel):
     """A set left out of the fit: the combination fit on the others, and on this set (`n`
     dialogues with every look) the Spearman of the combined score and of each look alone."""
@@ -84,6 +65,39 @@ class HeldOut(BaseModel):
     combination: Combination
     combined: Statistic
     looks: dict[str, Statistic]
+
+
+def dialogue_looks(
+    set_name: str, rows: Iterable[EvaluationRow], labels: dict[str, float], row_metric: str, better: int = 1
+) -> list[DialogueLooks]:
+    """The dialogues of a set judged in `rows` (those of `row_metric`, without an error, with a
+    label), each with the looks its row carries (`results.rows.looks`) and their plain mean
+    (`MEAN`), and people's label times `better` (-1 where a lower label is better)."""
+    found = []
+    for row in rows:
+        label = labels.get(row.id)
+        if row.metric != row_metric or row.error is not None or label is None or label != label:
+            continue
+        scores = looks(row)
+        if scores:
+            scores[MEAN] = sum(scores.values()) / len(scores)
+        found.append(DialogueLooks(set=set_name, id=row.id, scores=scores, label=better * label))
+    return found
+
+
+def shared_looks(dialogues: list[DialogueLooks]) -> list[str]:
+    """The looks (not their mean) that at least `SHARED` of every set's dialogues have, in the
+    order `results.rows.looks` gives them."""
+    sets = {d.set for d in dialogues}
+    names = list(dict.fromkeys(name for d in dialogues for name in d.scores if name != MEAN))
+    return [
+        name
+        for name in names
+        if all(
+            sum(name in d.scores for d in dialogues if d.set == s) >= SHARED * sum(d.set == s for d in dialogues)
+            for s in sets
+        )
+    ]
 
 
 def fit_combination(
@@ -177,18 +191,3 @@ def write_card(path: str | Path, lines: list[dict]) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     partial.replace(path)
-
-
-def write_combination(path: str | Path, combination: Combination) -> None:
-    """The fitted weights with their provenance, as indented JSON."""
-    Path(path).write_bytes(orjson.dumps(combination.model_dump(), option=orjson.OPT_INDENT_2) + b"\n")
-
-
-def read_combination(path: str | Path) -> Combination:
-    """Fitted weights from a file `write_combination` wrote; a plain error naming the file when it is not one."""
-    try:
-        return Combination.model_validate_json(Path(path).read_bytes())
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the combination: {error.strerror}") from None
-    except ValueError as error:
-        raise ConfigError(f"{path}: not a combination of looks: {str(error).splitlines()[0]}") from None

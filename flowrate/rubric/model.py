@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+from flowrate.rubric.combination import SUFFIX, Combination, read_combination
 from flowrate.rubric.prompt import grading_request
 from flowrate.settings.groups import DEFAULT_LANGUAGE
 
@@ -121,6 +122,9 @@ class Rubric(BaseModel):
     examples: list[RubricExample] = Field(default_factory=list)
     checklist: list[ChecklistItem] = Field(default_factory=list)
     version: str = ""
+    #: the weights of `--score fitted`, read from `<rubric>.combination.json` beside the rubric's file
+    #: (`flowrate.rubric.combination`): scoring, not judging, so not part of `version`
+    combination: Combination | None = Field(None, exclude=True)
 
     @model_validator(mode="after")
     def _unique(self) -> Rubric:
@@ -194,15 +198,24 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
         data = path.read_bytes()
     except OSError as error:
         raise ConfigError(f"{path}: cannot read rubric: {error.strerror}") from None
-    return _parse_rubric(data, str(path))
+    rubric = _parse_rubric(data, str(path))
+    weights = path.with_name(path.stem + SUFFIX)
+    if rubric.combination is None and weights.is_file():
+        rubric.combination = read_combination(weights)
+    return rubric
 
 
 @lru_cache(maxsize=8)
 def _packaged_rubric(file_name: str) -> Rubric:
-    data = resources.files("flowrate.rubrics").joinpath(file_name).read_bytes()
+    packaged = resources.files("flowrate.rubrics")
+    data = packaged.joinpath(file_name).read_bytes()
     # libyaml, where PyYAML has it, for the packaged files: 1 ms against 16 ms for the flow
     # rubric; a user's file keeps the pure-Python loader, whose error messages quote the line
-    return _parse_rubric(data, file_name, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    rubric = _parse_rubric(data, file_name, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    weights = packaged.joinpath(Path(file_name).stem + SUFFIX)
+    if rubric.combination is None and weights.is_file():
+        rubric.combination = Combination.model_validate_json(weights.read_bytes())
+    return rubric
 
 
 def _parse_rubric(data: bytes, shown: str, loader: type = yaml.SafeLoader) -> Rubric:

@@ -12,11 +12,10 @@ from flowrate.analysis.combination import (
     card_lines,
     fit_combination,
     leave_one_set_out,
-    read_combination,
     write_card,
-    write_combination,
 )
 from flowrate.errors import ConfigError
+from flowrate.rubric.combination import read_combination, write_combination
 
 SETS = {"fed": 125, "ieval": 60, "abc": 60}
 
@@ -101,13 +100,21 @@ def test_each_set_is_reported_with_weights_fit_on_the_others_only():
     assert fed.combined.ci95[0] < fed.combined.value < fed.combined.ci95[1]
 
 
-def test_a_conversation_is_scored_alone_from_the_kept_means_and_sds():
+def test_a_conversation_is_scored_alone_on_the_looks_scale_ranking_as_the_standardised_sum():
+    import numpy as np
+
     combination = fit_combination(synthetic(), ["good", "noise"])
-    scores = {"good": 0.3, "noise": 0.1}
-    expected = sum(
-        combination.weights[k] * (scores[k] - combination.means[k]) / combination.sds[k] for k in ("good", "noise")
-    )
-    assert combination.score(scores) == pytest.approx(expected)
+    looks = ("good", "noise")
+    rng = np.random.default_rng(3)
+    conversations = [{"good": float(g), "noise": float(n)} for g, n in rng.uniform(0, 1, size=(40, 2))]
+    standardised = [
+        sum(combination.weights[k] * (c[k] - combination.means[k]) / combination.sds[k] for k in looks)
+        for c in conversations
+    ]
+    given = [combination.score(c) for c in conversations]
+    assert all(value is not None and 0 <= value <= 1 for value in given)  # it can meet a threshold
+    assert np.argsort(given).tolist() == np.argsort(standardised).tolist()  # and ranks as the fit did
+    assert combination.score({"good": 1.0, "noise": 1.0}) == pytest.approx(1.0)
     assert combination.score({"good": 0.3}) is None  # a missing look: no combined score, never a guess
 
 

@@ -702,6 +702,7 @@ def test_a_ray_run_killed_with_kill_9_leaves_no_process_of_its_local_cluster(jud
 
 OPTION_SETS = {
     "combined, a look beside each call": ["--score", "combined"],
+    "a checklist beside each call": ["--score", "checklist"],
     "three samples in one request": ["--samples", "3"],
     "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
     "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
@@ -716,7 +717,8 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     logs = write_jsonl(tmp_path / "logs.jsonl", _records(8))
 
     def script():
-        ray_judge.script("question 5", {**TORN, "look": TORN})
+        checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
+        ray_judge.script("question 5", {**TORN, "look": TORN, "checklist": checklist})
         _script(ray_judge, 8)  # c3 re-asked (each of its samples), c7 "minor"
 
     script()
