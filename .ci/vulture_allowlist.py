@@ -66,15 +66,7 @@ ShareGPTReader
 ZendeskReader
 # public API of the judging step for an engine of one's own: a request read back from its JSON (docs/python-api.md)
 _.from_dict  # metrics/step.py JudgeRequest
-# issue 46, the pieces around the judging step, called by the step and judge-bench once the lead
-# wires them in (the judging step is being rewritten): the checklist's request, schema and reading;
-# the combination fit leave-one-set-out, the card's lines and the weights file; GPT-4's ratings
-checklist_messages
-checklist_schema
-checklist_reading
-leave_one_set_out
-card_lines
-write_card
-write_combination
-read_combination
+# a row field written to the results file (docs/output.md), read by its readers, not by flowrate
+checklist_p_yes
+# GPT-4's released ratings as a second reference, read by bench/card.py (docs/judges.md)
 frontier_ratings

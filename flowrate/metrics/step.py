@@ -530,7 +530,8 @@ class Judging:
                 again = {"look": build_look(metric, refitted), "checklist": build_checklist(metric, refitted)}
                 self.look = again["look"] if "look" in kept else self.look
                 self.checklist = again["checklist"] if "checklist" in kept else self.checklist
-                self.outstanding = [*self._asks(refitted), *(again[kind] for kind in kept if again[kind] is not None)]
+                added = [asked for kind in kept if (asked := again[kind]) is not None]
+                self.outstanding = [*self._asks(refitted), *added]
                 self.judgements.clear()
                 return
         self._stop(error)
@@ -575,10 +576,11 @@ class Judging:
             cost_usd=spent.cost_usd if self.answered else None, attempts=spent.attempts, latency_s=spent.latency_s,
             wait_s=spent.wait_s, first_look=levels, checklist=self.checklist_reading,
         )  # fmt: skip
-        kept = {"look_kept": self.look_kept, "checklist_kept": self.checklist_kept}
+        kept = StepResult(rows, reasks, look_kept=self.look_kept, checklist_kept=self.checklist_kept)
         if isinstance(outcome, BaseException) or any(judgement.cut for judgement in outcome):
-            return StepResult(rows, reasks, **kept)  # a cut judgement may be missing issues
-        return StepResult(rows, reasks, [j.text for j in outcome], [j.tokens for j in outcome], **kept)
+            return kept  # a cut judgement may be missing issues
+        kept.cache_texts, kept.cache_logprobs = [j.text for j in outcome], [j.tokens for j in outcome]
+        return kept
 
     def _cached_logprobs(self) -> list[list[dict[str, Any]] | None] | None:
         plan = self.request.plan
