@@ -131,6 +131,7 @@ def distribution_lines(score: BenchScore) -> list[str]:
             ("judge", score.turns.judge),
             ("ChatGPT-3.5", score.turns.chatgpt),
             ("two people", score.turns.people),
+            ("every turn named", score.turns.every_turn),
         ):
             lines.append(
                 f"  {who}: "

@@ -400,7 +400,12 @@ def test_the_turns_the_judge_names_are_scored_against_the_turns_people_flagged(j
     assert people_by["redundant"]["f1"] == 100.0 and people_by["ignore"]["f1"] == 0.0
     chatgpt_by = {entry["behaviour"]: entry for entry in turns["chatgpt"]}
     assert chatgpt_by["redundant"]["f1"] == pytest.approx(66.7)  # a1's turn 1 of the two flagged
-    assert "turns named against people's, 2 dialogues" in result.stderr
+    every_by = {entry["behaviour"]: entry for entry in turns["every_turn"]}
+    # every one of the 8 turns named: both of the 2 turns each person flagged found, 2 of 8 right
+    assert (every_by["redundant"]["recall"], every_by["redundant"]["precision"]) == (100.0, 25.0)
+    assert (
+        "turns named against people's, 2 dialogues" in result.stderr and "every turn named: redundant" in result.stderr
+    )
 
 
 def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the_other_set(
