@@ -31,6 +31,7 @@ has one and `lookup` is left on), and `StepResult.cache_texts` says what to put 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -189,7 +190,7 @@ def spend_of(*replies: Reply) -> Reply:
     return Reply(
         [],
         usage=sum((reply.usage for reply in replies), Usage()),
-        cost_usd=sum(priced, 0.0) if len(priced) == len(costs) else None,
+        cost_usd=math.fsum(priced) if len(priced) == len(costs) else None,  # in any order: engines differ in it
         attempts=sum(reply.attempts for reply in replies),
         latency_s=sum((reply.latency_s for reply in replies), 0.0),
         wait_s=sum((reply.wait_s for reply in replies), 0.0),

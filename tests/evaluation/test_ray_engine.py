@@ -727,7 +727,9 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     ray_judge.reset()
     script()
     on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", "--no-cache", *options, "--engine", "ray")
-    assert on_ray.returncode == local.returncode == 1, on_ray.stderr  # c7's "minor" fails the gate
+    # c7's "minor" fails the gate; scored by the checklist (the scripted judge answers "no" to every
+    # question but c5's: 11.5 of its 15.5 weight on a good "no"), every conversation passes
+    assert on_ray.returncode == local.returncode == (0 if "checklist" in options else 1), on_ray.stderr
     assert ray_judge.requests == sent_locally
     local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
     assert ray_rows.keys() == local_rows.keys() and len(ray_rows) == 8
