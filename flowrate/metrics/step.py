@@ -413,18 +413,13 @@ class Judging:
         self.outstanding: list[JudgeRequest] = []
         if request.cached_replies is None:
             self.outstanding = self._asks(request)
-        if self.look is not None:
-            seen = cached_look(self.look)
-            if seen is None:
-                self.outstanding.append(self.look)
-            else:
-                self._take_look(seen)
-        if self.checklist is not None:
-            seen = cached_look(self.checklist)
-            if seen is None:
-                self.outstanding.append(self.checklist)
-            else:
-                self._take_checklist(seen)
+        for addition, take in ((self.look, self._take_look), (self.checklist, self._take_checklist)):
+            if addition is not None:
+                seen = cached_look(addition)
+                if seen is None:
+                    self.outstanding.append(addition)
+                else:
+                    take(seen)
 
     @property
     def cached(self) -> bool:
