@@ -14,6 +14,7 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
+from flowrate.rubric.checklist import checklist_messages
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.rubric.model import Rubric
 from flowrate.scores.checklist import checklist_schema
@@ -248,20 +249,35 @@ class Planner:
             self.replies.look_up([plan])
         return plan
 
+    def _missing_additions(self, plan: JudgePlan) -> tuple[int, int]:
+        """The calls and reply tokens of the look and the checklist asked beside `plan`'s cached
+        verdict that the cache does not hold: a run asking them of an earlier run's verdicts."""
+        calls = completion = 0
+        if self.first_look and self.look_replies.found_for(plan.messages) is None:
+            calls, completion = calls + 1, completion + self.look_max_tokens
+        asked = checklist_messages(self.rubric, plan.messages) if self.checklist else None
+        if asked is not None and self.checklist_replies.found_for(asked) is None:
+            calls, completion = calls + 1, completion + self.checklist_max_tokens
+        return calls, completion
+
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What `plan` would send and cost by the price list: the one estimator that both the
         budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
-        Nothing for a cached plan; `cost_usd` None when the price is unknown."""
+        For a cached plan, only the look and the checklist the cache lacks; `cost_usd` None when
+        the price is unknown."""
         if plan.cached_texts is not None:
-            return CallEstimate()
-        calls = self.calls_per_conversation
+            calls, completion = self._missing_additions(plan)
+            if not calls:
+                return CallEstimate()
+        else:
+            calls = self.calls_per_conversation
+            completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
+            completion += self.checklist_max_tokens if self.checklist else 0
         prompt = plan.estimated_prompt_tokens
         if exact:
             counted = self.backend.count_tokens(plan.messages[-1]["content"])
             prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
-        completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
-        completion += self.checklist_max_tokens if self.checklist else 0
         cached = min(self.backend.cached_prefix_tokens(self.budget.prefix_tokens) * calls, prompt)
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
         cost = self.backend.price(usage)

@@ -105,3 +105,17 @@ def _packaged(name: str) -> bytes:
     from importlib import resources
 
     return resources.files("flowrate.rubrics").joinpath(name).read_bytes()
+
+
+def test_a_dry_run_over_cached_verdicts_counts_the_checklists_still_to_ask(judge, run_flowrate, tmp_path):
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    judged(judge, run_flowrate, tmp_path, *cache, "--logprobs")  # the verdict alone, now in the cache
+    judge.reset()
+    dry, _ = judged(judge, run_flowrate, tmp_path, *cache, "--score", "checklist", "--dry-run", output="dry.jsonl")
+    assert dry.returncode == 0 and judge.requests == 0, dry.stderr
+    assert "1 call" in dry.stderr, dry.stderr  # the checklist, not the cached verdict
+    _, [row] = judged(judge, run_flowrate, tmp_path, *cache, "--score", "checklist", output="checked.jsonl")
+    assert judge.requests == 1 and row["cached"] and row["checklist_score"] is not None
+    judge.reset()
+    again, _ = judged(judge, run_flowrate, tmp_path, *cache, "--score", "checklist", "--dry-run", output="dry2.jsonl")
+    assert "0 call" in again.stderr, again.stderr
