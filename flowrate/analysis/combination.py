@@ -47,13 +47,15 @@ SHARED = 0.9  #: a look is combined when at least this share of every set's dial
 
 class DialogueLooks(BaseModel):
     """One dialogue of a human-rated set: its `set` and `id` (as in the public set), each look's
-    score by name (`scores`; a look it lacks is absent), and people's `label`, oriented so that
-    higher is better (a rate of flow violations is given negated)."""
+    score by name (`scores`; a look it lacks is absent), people's `label`, oriented so that
+    higher is better (a rate of flow violations is given negated), and the judge's P(yes) to each
+    checklist question (`checklist_p_yes`, by id), so each question can be measured alone."""
 
     set: str
     id: str
     scores: dict[str, float]
     label: float
+    checklist_p_yes: dict[str, float] = {}
 
 
 class HeldOut(BaseModel):
@@ -81,7 +83,10 @@ def dialogue_looks(
         scores = looks(row)
         if scores:
             scores[MEAN] = sum(scores.values()) / len(scores)
-        found.append(DialogueLooks(set=set_name, id=row.id, scores=scores, label=better * label))
+        answers = row.checklist_p_yes or {}
+        found.append(
+            DialogueLooks(set=set_name, id=row.id, scores=scores, label=better * label, checklist_p_yes=answers)
+        )
     return found
 
 
@@ -170,8 +175,9 @@ def leave_one_set_out(
 
 
 def card_lines(dialogues: list[DialogueLooks], held: list[HeldOut]) -> list[dict]:
-    """The judge card's lines: a line per dialogue with `set`, `id`, each look by name, and where
-    its set was held out, the fitted score (`FITTED`) and the sets it was fit on (`fit_on`)."""
+    """The judge card's lines: a line per dialogue with `set`, `id`, each look by name, where
+    its set was held out the fitted score (`FITTED`) and the sets it was fit on (`fit_on`), and
+    the P(yes) to each checklist question (`checklist_p_yes`) where the judge answered them."""
     by_set = {h.set: h.combination for h in held}
     lines = []
     for d in sorted(dialogues, key=lambda d: (d.set, d.id)):
@@ -181,6 +187,8 @@ def card_lines(dialogues: list[DialogueLooks], held: list[HeldOut]) -> list[dict
         if combination is not None and fitted is not None:
             line[FITTED] = round(fitted, 6)
             line["fit_on"] = {FITTED: combination.fit_on}
+        if d.checklist_p_yes:
+            line["checklist_p_yes"] = d.checklist_p_yes
         lines.append(line)
     return lines
 

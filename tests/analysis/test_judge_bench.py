@@ -447,6 +447,7 @@ def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the
     fed = sorted((line for line in lines if line["set"] == "fed"), key=lambda line: int(line["id"][1:]))
     assert all(line["fit_on"] == {"combined_fit": ["labels"]} for line in fed)
     assert {"verdict", "expected", "checklist", "looks_mean", "combined_fit"} <= set(fed[0])
+    assert fed[0]["checklist_p_yes"] == {"ends_well": pytest.approx(0.18)}  # d0: 0.1 + 0.8 x people's 0.2 of 2
     humans = [coherent for _, coherent in PLAN]
     assert [line["verdict"] for line in fed] == [SCORES[verdict] for verdict, _ in PLAN]
     held = {entry["set"]: entry for entry in json.loads((tmp_path / "bench.json").read_text())["held_out"]}
