@@ -4,8 +4,9 @@ card (each look, their plain mean, and the looks combined with weights fit on th
 Spearman and Kendall against people with their 95 % bootstrap intervals; with `--reference`, the
 folder of GPT-4's released dialogue-level ratings (Zhang et al., AAAI 2024,
 github.com/e0397123/comp-analysis, `dialog_level_texts/`), each score's Spearman against GPT-4's
-mean of five runs too, and GPT-4's own against people. Prints the Markdown table docs/judges.md
-holds; nothing here judges anything.
+mean of five runs too, and GPT-4's own against people; then each checklist question's P(the good
+answer) alone against people. Prints the Markdown tables docs/judges.md holds; nothing here
+judges anything.
 
 python bench/card.py --card docs/cards/qwen2.5-coder-1.5b.jsonl --data-dir DIR [--reference DIR]
 """
@@ -25,6 +26,7 @@ from flowrate.analysis.combination import FITTED, MEAN  # noqa: E402
 from flowrate.analysis.judge_bench import SETS  # noqa: E402
 from flowrate.analysis.reference import frontier_ratings  # noqa: E402
 from flowrate.analysis.statistics import Statistic  # noqa: E402
+from flowrate.rubric.model import load_rubric  # noqa: E402
 
 LOOKS = ("verdict", "expected", "verdict_first", "checklist", MEAN, FITTED)
 #: the release's files of a set: its dialogue texts and GPT-4's ratings, and the dimension rated
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, help="the folder of the release's dialog_level_texts files")
     args = parser.parse_args()
     lines = [orjson.loads(line) for line in args.card.read_bytes().splitlines() if line.strip()]
+    rows: list[str] = []
     print("| set | score | n | Spearman [95 % CI] | Kendall tau-b | fit on | Spearman against GPT-4's mean |")
     print("|---|---|---|---|---|---|---|")
     for name in dict.fromkeys(line["set"] for line in lines):
@@ -87,6 +90,28 @@ def main() -> None:
             print(
                 f"| {name} | GPT-4, mean of 5 runs (released) | {len(scores)} | {shown(spearman)} | {shown(kendall)} | | |"
             )
+        rows.extend(question_rows(name, mine, labels))
+    print("\nEach checklist question alone, P(the good answer) against people (Spearman [95 % CI]):\n")
+    print("| set | question | good answer | weight | n | Spearman [95 % CI] |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
+
+
+def question_rows(name: str, mine: list[dict], labels: dict[str, float]) -> list[str]:
+    """A table row per checklist question of the flow rubric: its P(the good answer) alone against people."""
+    rows = []
+    for item in load_rubric().checklist:
+        good = [
+            {"id": line["id"], "p": p if item.good == "yes" else 1 - p}
+            for line in mine
+            if (p := (line.get("checklist_p_yes") or {}).get(item.id)) is not None
+        ]
+        scores, people = paired(good, "p", labels)
+        if len(scores):
+            spearman = shown(correlation("spearman", scores, people))
+            rows.append(f"| {name} | {item.id} | {item.good} | {item.weight:g} | {len(scores)} | {spearman} |")
+    return rows
 
 
 if __name__ == "__main__":
