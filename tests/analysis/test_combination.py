@@ -152,7 +152,7 @@ def test_a_look_without_spread_or_too_few_dialogues_is_a_plain_error():
         fit_combination(synthetic()[:3], ["good", "noise"])
 
 
-def test_two_looks_that_agree_at_098_keep_weights_of_the_same_sign_where_least_squares_swings(monkeypatch):
+def test_two_looks_that_agree_at_098_keep_weights_of_the_same_sign_where_least_squares_swings():
     import numpy as np
 
     from flowrate.analysis import combination
@@ -169,6 +169,24 @@ def test_two_looks_that_agree_at_098_keep_weights_of_the_same_sign_where_least_s
     assert np.corrcoef([d.scores["x"] for d in dialogues], [d.scores["y"] for d in dialogues])[0, 1] > 0.98
     weights = fit_combination(dialogues, ["x", "y"]).weights
     assert 0.3 < weights["x"] < 0.7 and 0.3 < weights["y"] < 0.7
-    monkeypatch.setattr(combination, "PRIOR_SHARE", 0.0)  # ordinary least squares
-    unshrunk = fit_combination(dialogues, ["x", "y"]).weights
-    assert min(unshrunk.values()) < 0 < max(unshrunk.values())
+    raw = np.array([[d.scores["x"], d.scores["y"]] for d in dialogues])
+    features, target = combination.design(dialogues, (raw - raw.mean(axis=0)) / raw.std(axis=0))
+    unshrunk = combination.ridge_weights(features, target, 0.0)  # ordinary least squares
+    assert min(unshrunk) < 0 < max(unshrunk)
+
+
+def test_a_look_that_would_weigh_against_the_others_is_left_out_and_the_score_keeps_its_scale():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    dialogues = []
+    for name, size in SETS.items():
+        quality = rng.normal(size=size)
+        good = quality + 0.3 * rng.normal(size=size)
+        against = 0.5 + 0.01 * (good - 2 * quality + 0.1 * rng.normal(size=size))  # little spread, signed against
+        for i in range(size):
+            scores = {"good": float(good[i]), "against": float(against[i])}
+            dialogues.append(DialogueLooks(set=name, id=str(i), scores=scores, label=float(quality[i])))
+    combination = fit_combination(dialogues, ["good", "against"])
+    assert combination.weights == {"good": 1.0, "against": 0.0}
+    assert combination.score({"good": 0.8, "against": 0.2}) == pytest.approx(0.8)  # the looks' own scale
