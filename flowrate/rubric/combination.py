@@ -13,7 +13,10 @@ from pydantic import BaseModel, Field
 
 from flowrate.errors import ConfigError
 
-METHOD = "ridge towards the average of standardised looks, penalty = 0.1 x fit dialogues, on within-set label ranks"
+METHOD = (
+    "ridge towards the average of standardised looks, penalty = 0.1 x fit dialogues, no weight below 0,"
+    " on within-set label ranks"
+)
 SUFFIX = ".combination.json"  #: the weights' file beside a rubric's: `conversational_flow.combination.json`
 
 
