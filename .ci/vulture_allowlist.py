@@ -66,3 +66,7 @@ ShareGPTReader
 ZendeskReader
 # public API of the judging step for an engine of one's own: a request read back from its JSON (docs/python-api.md)
 _.from_dict  # metrics/step.py JudgeRequest
+# a row field written to the results file (docs/output.md), read by its readers, not by flowrate
+checklist_p_yes
+# GPT-4's released ratings as a second reference, read by bench/card.py (docs/judges.md)
+frontier_ratings

@@ -20,6 +20,10 @@ A step is one of:
   the request's ``max_tokens`` (``finish_reason: "length"``), else at the context window
 - any step may add ``"delay": seconds``, and ``"look": {step}``: the step a verdict-first look
   (a request whose schema holds no reason, ``--score combined``) takes instead
+- ``{"answers": {"id": "yes", ...}, "logprobs": {"id": {"yes": -0.1, "no": -2.4}}}``: a checklist
+  reply, each answer's token with the alternatives given; a step's ``"checklist": {step}`` is the
+  step a checklist request (a schema of "yes"/"no" answers, ``--score checklist``) takes, and
+  without one such a request is answered "no" to every question, with certainty
 - a verdict step may add ``"logprobs": {"fully": -0.2, "mostly": -1.9, ...}``, the alternatives at
   the token where the verdict begins (default: the verdict alone, logprob 0), ``"split": {"minor":
   ["m", "inor"]}`` to spell a verdict in several tokens, and ``"next_logprobs"`` for the
@@ -540,6 +544,8 @@ def _contents(body: dict[str, Any], step: dict[str, Any], prompt: str, n_ctx: in
     count = int(body.get("n") or 1)
     if "content" in step:
         texts = [step["content"]] * count
+    elif "answers" in step:  # a checklist's
+        texts = [json.dumps(step["answers"])] * count
     elif "copy_example" in step:  # the request's own few-shot reply, as if it judged this conversation
         examples = [m for m in body.get("messages") or [] if m.get("role") == "assistant"]
         texts = [_text(examples[step["copy_example"]]["content"])] * count
@@ -574,6 +580,8 @@ def _tokens(text: str, step: dict[str, Any]) -> list[dict[str, Any]]:
     """`text` as tokens with log-probabilities, in OpenAI's `logprobs.content` shape: the step's
     `logprobs` are the alternatives where the verdict begins (its `split` spells it in several
     tokens, `next_logprobs` the alternatives at the second), every other token certain."""
+    if "answers" in step:
+        return _answer_tokens(step)
     found = _VERDICT_AT.search(text)
     start = found.end() if found else len(text)
     value = re.match(r'[^",}]*', text[start:]).group(0)
@@ -613,7 +621,49 @@ def looked_at(body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
     each get their own reply whatever their order."""
     look = step.get("look")
     form = body.get("response_format")
+    questions = _checklist_questions(form)
+    if questions is not None and "status" not in step:
+        return step.get("checklist") or {"answers": dict.fromkeys(questions, "no")}
     return look if look is not None and form and "reason" not in json.dumps(form) else step
+
+
+def _checklist_questions(form: Any) -> list[str] | None:
+    """The question ids of a checklist request's schema (`properties` each answered "yes" or "no"), or None."""
+    if isinstance(form, dict):
+        properties = form.get("properties")
+        if (
+            isinstance(properties, dict)
+            and properties
+            and all(isinstance(value, dict) and value.get("enum") == ["yes", "no"] for value in properties.values())
+        ):
+            return list(properties)
+        for value in form.values():
+            found = _checklist_questions(value)
+            if found is not None:
+                return found
+    return None
+
+
+def _answer_tokens(step: dict[str, Any]) -> list[dict[str, Any]]:
+    """A checklist reply's tokens (`json.dumps(step["answers"])`): each answer's value one token
+    with the step's alternatives for its question, every other token certain."""
+    tokens: list[dict[str, Any]] = []
+
+    def certain(text: str) -> None:
+        tokens.extend(
+            {"token": piece, "logprob": 0.0, "top_logprobs": [{"token": piece, "logprob": 0.0}]}
+            for piece in _PIECES.findall(text)
+        )
+
+    certain("{")
+    for number, (question, answer) in enumerate(step["answers"].items()):
+        certain(("" if number == 0 else ", ") + json.dumps(question) + ': "')
+        given = (step.get("logprobs") or {}).get(question) or {answer: 0.0}
+        top = [{"token": token, "logprob": logprob} for token, logprob in given.items()]
+        tokens.append({"token": answer, "logprob": given.get(answer, -30.0), "top_logprobs": top})
+        certain('"')
+    certain("}")
+    return tokens
 
 
 def with_logprobs(answer: dict[str, Any], body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ SCORES: dict[str, Callable[[EvaluationRow], float | None]] = {
     "expected": lambda row: row.expected_score if row.level_probs_from == "logprobs" else None,
     "verdict_first": lambda row: row.verdict_first_score,
     "combined": lambda row: row.combined_score,
+    "checklist": lambda row: row.checklist_score,
     "samples_mean": lambda row: row.expected_score if row.level_probs_from == "samples" else None,
 }
 CALIBRATION_BINS = 10  # equal-width bins of the top level's probability, as in Guo et al. 2017

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from flowrate.analysis.agreement import agreement_report, pair_up
 from flowrate.analysis.bench_scores import Gap, ScoreAgreement, by_score, calibration_error, largest_gaps
+from flowrate.analysis.combination import DialogueLooks, HeldOut
 from flowrate.analysis.statistics import Statistic
 from flowrate.analysis.turn_labels import TurnReport
 from flowrate.errors import ConfigError
@@ -60,6 +61,7 @@ class BenchSet:
     anchors: tuple[Anchor, ...] = ()
     limit: int | None = None  #: judge only the first N conversations of the set (`--sets NAME:N`)
     turn_labels: bool = False  #: its records carry people's per-turn behaviour labels (`turn_labels`)
+    better: int = 1  #: +1 when a higher label is better, -1 when lower is (a rate of violations)
 
 
 _FED = "Mehri & Eskenazi 2020 (SIGDIAL), FED dialog level"
@@ -134,6 +136,7 @@ SETS: dict[str, BenchSet] = {
                 Anchor(name="two humans turn F1", value=None, shown="58.7 / 61.6 / 54.3", source=_ABC),
             ),
             turn_labels=True,
+            better=-1,
         ),
         BenchSet(
             "ab-redial",
@@ -282,6 +285,10 @@ class BenchReport(BaseModel):
     estimate: BenchEstimate
     scores: list[BenchScore] = Field(default_factory=list)
     interrupted: bool = False
+    #: each set's dialogues with every look the first judge's rows carry (the card's lines)
+    dialogues: list[DialogueLooks] = Field(default_factory=list, exclude=True)
+    held_out: list[HeldOut] = Field(default_factory=list)  #: the looks combined on the other sets, set by set
+    held_out_problem: str | None = None  #: why the looks could not be combined
 
 
 def bench_score(

@@ -5,7 +5,11 @@ marked by two people, and ChatGPT-3.5's prediction kept beside them). Data only.
 Each behaviour is scored by precision, recall and F1 of the flagged turns, taken against each of
 the two people in turn and averaged (F1 is then symmetric, so the two people's own agreement is
 one figure); the turns the judge names stand for every behaviour, since a key issue says which
-turn but not which behaviour, and the union of the behaviours ("any") is scored too."""
+turn but not which behaviour, and the union of the behaviours ("any") is scored too.
+
+Beside them, `every_turn` names every turn of every dialogue: recall 100 % and precision the share
+of turns flagged, the F1 a judge must pass to have pointed at anything (on ABC-Eval's first 60:
+redundant 14.3, ignore 20.7, irrelevant 28.7, where ChatGPT-3.5 reaches 32.4, 24.9, 40.0)."""
 
 from __future__ import annotations
 
@@ -43,6 +47,9 @@ class TurnReport(BaseModel):
     judge: list[TurnScore]
     chatgpt: list[TurnScore]
     people: list[TurnScore]
+    every_turn: list[
+        TurnScore
+    ] = []  #: every turn of every dialogue named: what pointing at nothing in particular scores
 
 
 def named_turns(issues: list[str]) -> set[int]:
@@ -55,8 +62,9 @@ def named_turns(issues: list[str]) -> set[int]:
     return found
 
 
-def read_turn_flags(path: str | Path) -> dict[str, tuple[Flags, dict[str, set[int]]]]:
-    """Per dialogue id of a set file, each behaviour's turns (1-based) flagged by each person, and by ChatGPT-3.5."""
+def read_turn_flags(path: str | Path) -> dict[str, tuple[Flags, dict[str, set[int]], int]]:
+    """Per dialogue id of a set file, each behaviour's turns (1-based) flagged by each person, by
+    ChatGPT-3.5, and the number of turns labelled."""
     found = {}
     for line in Path(path).read_bytes().splitlines():
         if not line.strip():
@@ -75,23 +83,24 @@ def read_turn_flags(path: str | Path) -> dict[str, tuple[Flags, dict[str, set[in
                         people[behaviour][rater].add(number)
                 if label.get("gpt"):
                     chatgpt[behaviour].add(number)
-        found[str(record.get("id"))] = (people, chatgpt)
+        found[str(record.get("id"))] = (people, chatgpt, len(turns))
     return found
 
 
 def turn_report(
-    rows: list[EvaluationRow], flags: dict[str, tuple[Flags, dict[str, set[int]]]], metric: str
+    rows: list[EvaluationRow], flags: dict[str, tuple[Flags, dict[str, set[int]], int]], metric: str
 ) -> TurnReport:
     """The judge's named turns in `rows` of `metric` (usable ones) against the people's `flags`."""
     judged = {row.id: named_turns(row.key_issues) for row in rows if row.metric == metric and row.error is None}
     ids = sorted(set(judged) & set(flags))
-    judge, chatgpt, people = [], [], []
+    judge, chatgpt, people, every = [], [], [], []
     for behaviour in (*BEHAVIOURS, ANY):
         raters = [[_flagged(flags[i][0], behaviour, r) for i in ids] for r in (0, 1)]
         judge.append(_score(behaviour, [judged[i] for i in ids], raters))
         chatgpt.append(_score(behaviour, [_gpt(flags[i][1], behaviour) for i in ids], raters))
         people.append(_score(behaviour, raters[1], [raters[0]]))
-    return TurnReport(dialogues=len(ids), judge=judge, chatgpt=chatgpt, people=people)
+        every.append(_score(behaviour, [set(range(1, flags[i][2] + 1)) for i in ids], raters))
+    return TurnReport(dialogues=len(ids), judge=judge, chatgpt=chatgpt, people=people, every_turn=every)
 
 
 def _flagged(people: Flags, behaviour: str, rater: int) -> set[int]:

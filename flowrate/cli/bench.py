@@ -84,6 +84,22 @@ def judge_bench_command(
     work_dir: Annotated[
         str, typer.Option("--work-dir", help="Where each judge's rows of each set go: DIR/JUDGE/SET.jsonl.")
     ] = "flowrate-bench",
+    card_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--card",
+            help="Write the first judge's card here as JSONL: a line per dialogue with set, id, each look's score,"
+            " their mean, and the looks combined with weights fit on the other sets (with fit_on).",
+        ),
+    ] = None,
+    fit_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--fit",
+            help="Write the looks' weights fit on every set judged here, with their provenance, as the JSON"
+            " a rubric ships beside it (RUBRIC.combination.json) for --score fitted.",
+        ),
+    ] = None,
     *,
     given: Given,
 ) -> None:
@@ -96,10 +112,11 @@ def judge_bench_command(
 
     judges = judges_of(model, api_base or [])
     chosen = sets_chosen(sets, labels, label, metric, bool(cut_logs))
-    for path, option_name in ((json_path, "--json"), (html_path, "--html")):
+    outputs = [("--json", json_path), ("--html", html_path), ("--card", card_path), ("--fit", fit_path)]
+    for option_name, path in outputs:
         if path is not None:
             check_output_path(str(path), option_name)
-    check_apart([("--json", json_path), ("--html", html_path)], [labels] if labels else [], of="judge-bench")
+    check_apart(outputs, [labels] if labels else [], of="judge-bench")
     settings = given.settings()
 
     report = bench_judges(
@@ -112,7 +129,26 @@ def judge_bench_command(
         evaluate=_evaluate_one,
         estimated=_announcer(judges, chosen),
     )
+    _write_card(report, card_path, fit_path)
     _finish(report, settings.max_cost is not None, json_path, html_path)
+
+
+def _write_card(report: BenchReport, card_path: Path | None, fit_path: Path | None) -> None:
+    """The card's lines at `card_path` and the weights fit on every set at `fit_path`, each when given."""
+    import sys
+
+    from flowrate.analysis.combination import card_lines, fit_combination, shared_looks, write_card
+    from flowrate.rubric.combination import write_combination
+
+    if card_path is not None and report.dialogues:
+        write_card(card_path, card_lines(report.dialogues, report.held_out))
+    if fit_path is not None and report.dialogues:
+        command = " ".join(["flowrate", "judge-bench", *sys.argv[2:]])
+        combination = fit_combination(
+            report.dialogues, shared_looks(report.dialogues), date=report.created_at[:10], command=command
+        )
+        combination.labels = {score.set: score.label for score in report.scores if score.set in combination.fit_on}
+        write_combination(fit_path, combination)
 
 
 def _finish(report: BenchReport, budgeted: bool, json_path: Path | None, html_path: Path | None) -> None:

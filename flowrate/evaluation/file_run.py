@@ -230,10 +230,8 @@ class RunJudges:
             estimate.conversations += 1
             for metric in self.metrics:
                 plan = metric.plan(case)
-                if plan.cached_texts is not None:
-                    estimate.cached += 1
-                    continue
-                call = metric.estimate(plan, exact=True)
+                estimate.cached += plan.cached_texts is not None
+                call = metric.estimate(plan, exact=True)  # a cached verdict's look or checklist may be missing
                 estimate.calls += call.calls
                 estimate.prompt_tokens += call.prompt_tokens
                 estimate.cached_tokens += call.cached_tokens

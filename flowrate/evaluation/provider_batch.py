@@ -46,7 +46,7 @@ from flowrate.judge.errors import BadReply
 from flowrate.metrics.online_calls import OnlineCalls
 from flowrate.metrics.protocol import Metric
 from flowrate.metrics.rubric_metric import RubricMetric
-from flowrate.metrics.step import CallFailed, JudgeRequest, Judging, Reply, keep_in_cache
+from flowrate.metrics.step import ADDITIONS, CallFailed, JudgeRequest, Judging, Reply, keep_in_cache
 from flowrate.results.events import RunListener
 from flowrate.results.gates import apply_gates
 from flowrate.results.rows import EvaluationRow
@@ -416,7 +416,7 @@ def take_lines(judging: Judging, cid: str, results: ResultFile, failed: ResultFi
         error = failed.get(line_id(cid, request))
         why = unanswered if error is None and found is None else None
         why = why or f"failed in the batch: {line_error(error if error is not None else found)}"
-        if request.kind != "look":
+        if request.kind not in ADDITIONS:
             return why
         judging.take(request, CallFailed(BadReply(why)))
     return None
@@ -425,9 +425,10 @@ def take_lines(judging: Judging, cid: str, results: ResultFile, failed: ResultFi
 def line_id(cid: str, request: JudgeRequest) -> str:
     """The custom id of `request`'s line, of the conversation and metric of custom id `cid`: `cid`
     itself for the (first) judge request, with `-s<k>` for sample k where the server does not
-    serve `n`, and `-look` for the verdict-first look (at most 63 characters: `custom_id`'s 57)."""
-    if request.kind == "look":
-        return f"{cid}-look"
+    serve `n`, `-look` for the verdict-first look and `-check` for the checklist (at most 63
+    characters: `custom_id`'s 57)."""
+    if request.kind in ADDITIONS:
+        return f"{cid}-{'look' if request.kind == 'look' else 'check'}"
     return f"{cid}-s{request.sample}" if request.sample else cid
 
 
@@ -442,7 +443,7 @@ def batch_reply(metric: Any, request: JudgeRequest, replies: BatchReplies) -> Re
     (null when unknown), the schema's form OpenAI's (a batch line carries it), one attempt; the
     log-probabilities they hold told once, at the run's end, as online."""
     backend = metric.backend
-    if backend.logprobs is not None and request.kind != "look":
+    if backend.logprobs is not None and request.kind not in ADDITIONS:
         backend.logprobs.heard(backend.top_logprobs(), replies.texts, replies.logprobs)
     price = getattr(backend, "batch_price", lambda usage: None)
     return Reply(

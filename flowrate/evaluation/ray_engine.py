@@ -38,7 +38,7 @@ from flowrate.judge.errors import JudgeError, LogprobsRefused
 from flowrate.judge.retry import error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT, JudgePlan
 from flowrate.metrics.rubric_metric import RubricMetric
-from flowrate.metrics.step import CallFailed, JudgeRequest, Judging, Reply, keep_in_cache, reply_from_answer
+from flowrate.metrics.step import ADDITIONS, CallFailed, JudgeRequest, Judging, Reply, keep_in_cache, reply_from_answer
 from flowrate.results.events import RunListener
 from flowrate.results.rows import EvaluationRow
 from flowrate.results.summary import RunSummary
@@ -433,7 +433,8 @@ class RayRun:
     def send(self, rows: list[dict[str, Any]], stop: StopSignals) -> None:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
         does not retry itself (each request at most `--max-retries` times). Each round sends the
-        looks of `--score combined` after the other requests, as a dataset of their own: Ray Data
+        looks of `--score combined` after the other requests, as a dataset of their own, and the
+        checklists in one more: Ray Data
         gives the rows of a block one Arrow schema, so a look's reply schema sent beside a reasoned
         one came to the server with the reasoned one's properties added as nulls (the scripted
         judge saw `"reason": null` in every look). A stop ends it at once: the rows out are
@@ -447,8 +448,8 @@ class RayRun:
             while rows and not stop.requested:
                 self.rounds += 1
                 again: list[dict[str, Any]] = []
-                for looks in (False, True):  # the looks apart (see above)
-                    alike = [row for row in rows if (row["kind"] == "look") == looks]
+                for kinds in (("judge", "reask"), ("look",), ("checklist",)):  # each schema apart (see above)
+                    alike = [row for row in rows if row["kind"] in kinds]
                     if alike and not stop.requested:
                         again.extend(self._dataset(ray, alike, stop, retries))
                 rows = again
@@ -557,10 +558,10 @@ class RayJudgings:
     def keep_held(self) -> None:
         """At a stop, the conversations not settled are not written (their rows would not be the
         ones `flowrate eval` writes), but the replies they have are cached, where nothing but a
-        verdict-first look was still to come."""
+        verdict-first look or a checklist was still to come."""
         self.writing = False
         for key, judging in list(self.judgings.items()):
-            if judging.outcome_error is None and all(pending.kind == "look" for pending in judging.requests()):
+            if judging.outcome_error is None and all(pending.kind in ADDITIONS for pending in judging.requests()):
                 judging.outstanding = []
                 self.settle(key, judging)
 

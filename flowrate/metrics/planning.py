@@ -14,8 +14,10 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
+from flowrate.rubric.checklist import checklist_messages
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.rubric.model import Rubric
+from flowrate.scores.checklist import checklist_schema
 from flowrate.scores.schema import reply_schema
 
 ERROR_MESSAGE_LIMIT = 500
@@ -24,6 +26,7 @@ TEMPERATURE = 0.0  # one sample: the judge's most likely verdict
 # K samples at temperature 0 are K copies of one verdict: their agreement would say nothing. 0.7 is
 # the usual sampling temperature of self-consistency voting (Wang et al. 2022 used 0.5-0.7).
 SAMPLING_TEMPERATURE = 0.7
+TOKENS_PER_ANSWER = 12  # "answers_latest": "yes", is 9 tokens with Qwen2.5's tokenizer
 TOKENS_PER_VERDICT = 16  # {"verdict": "partial"} is 7 tokens with Qwen2.5's tokenizer; a suite's criterion about 12
 
 
@@ -156,6 +159,7 @@ class Planner:
     temperature: float
     reply_order: str = "reason-first"
     first_look: bool = False  #: a verdict-first look is asked after each reply (`--score combined`)
+    checklist: bool = False  #: the rubric's checklist is asked after them (`--score checklist` or `fitted`)
     replies: CachedReplies = field(init=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +199,21 @@ class Planner:
         """Where verdict-first looks are cached: their own keys (temperature 0, one reply)."""
         return CachedReplies(self.cache, self.backend, self.rubric, TEMPERATURE, 1, "verdict-only")
 
+    @property
+    def checklist_max_tokens(self) -> int:
+        """The reply limit of a checklist: an answer per question, and one more."""
+        return TOKENS_PER_ANSWER * (len(self.rubric.checklist) + 1)
+
+    @cached_property
+    def checklist_format(self) -> dict[str, Any] | None:
+        """The checklist's schema (a "yes" or "no" per question), in the form the backend sends it."""
+        return self.backend.structured_output(f"{self.rubric.name}_checklist", checklist_schema(self.rubric))
+
+    @cached_property
+    def checklist_replies(self) -> CachedReplies:
+        """Where checklist replies are cached: their own keys (temperature 0, one reply)."""
+        return CachedReplies(self.cache, self.backend, self.rubric, TEMPERATURE, 1, "checklist")
+
     def warm_up(self) -> None:
         """Look up now what every call needs (the model's window, its response format), and check
         that the context budget holds the rubric and a conversation."""
@@ -204,8 +223,9 @@ class Planner:
     @property
     def calls_per_conversation(self) -> int:
         """Judge calls one conversation takes: one, or `samples` where the backend cannot return
-        several; and one more for a verdict-first look."""
-        return (1 if self.samples == 1 or self.backend.supports_n() else self.samples) + self.first_look
+        several; one more for a verdict-first look, and one for the checklist."""
+        calls = 1 if self.samples == 1 or self.backend.supports_n() else self.samples
+        return calls + self.first_look + self.checklist
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
         """The messages for `case` (its middle left out if too long) and any cached reply;
@@ -229,19 +249,35 @@ class Planner:
             self.replies.look_up([plan])
         return plan
 
+    def _missing_additions(self, plan: JudgePlan) -> tuple[int, int]:
+        """The calls and reply tokens of the look and the checklist asked beside `plan`'s cached
+        verdict that the cache does not hold: a run asking them of an earlier run's verdicts."""
+        calls = completion = 0
+        if self.first_look and self.look_replies.found_for(plan.messages) is None:
+            calls, completion = calls + 1, completion + self.look_max_tokens
+        asked = checklist_messages(self.rubric, plan.messages) if self.checklist else None
+        if asked is not None and self.checklist_replies.found_for(asked) is None:
+            calls, completion = calls + 1, completion + self.checklist_max_tokens
+        return calls, completion
+
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What `plan` would send and cost by the price list: the one estimator that both the
         budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
-        Nothing for a cached plan; `cost_usd` None when the price is unknown."""
+        For a cached plan, only the look and the checklist the cache lacks; `cost_usd` None when
+        the price is unknown."""
         if plan.cached_texts is not None:
-            return CallEstimate()
-        calls = self.calls_per_conversation
+            calls, completion = self._missing_additions(plan)
+            if not calls:
+                return CallEstimate()
+        else:
+            calls = self.calls_per_conversation
+            completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
+            completion += self.checklist_max_tokens if self.checklist else 0
         prompt = plan.estimated_prompt_tokens
         if exact:
             counted = self.backend.count_tokens(plan.messages[-1]["content"])
             prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
-        completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
         cached = min(self.backend.cached_prefix_tokens(self.budget.prefix_tokens) * calls, prompt)
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
         cost = self.backend.price(usage)

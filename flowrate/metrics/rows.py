@@ -10,8 +10,9 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase, Source, cha
 from flowrate.judge.backend import Usage
 from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
-from flowrate.results.rows import ErrorInfo, EvaluationRow
+from flowrate.results.rows import ErrorInfo, EvaluationRow, looks
 from flowrate.rubric.model import USER_SATISFACTION, Criterion, Rubric
+from flowrate.scores.checklist import ChecklistReading
 from flowrate.scores.distribution import LevelProbs, from_samples, mean_of, most_likely
 from flowrate.scores.reading import Judgement, majority, weighted_mean
 from flowrate.settings.groups import ScoreChoice
@@ -31,11 +32,13 @@ class Scoring:
     choice: ScoreChoice = ScoreChoice()
 
     def fill(
-        self, rows: list[EvaluationRow], judgements: list[Judgement], first_look: dict[str, LevelProbs] | None = None
-    ) -> None:
+        self, rows: list[EvaluationRow], judgements: list[Judgement], first_look: dict[str, LevelProbs] | None = None,
+        checklist: ChecklistReading | None = None,
+    ) -> None:  # fmt: skip
         """Fill a conversation's new `rows` from its `judgements` (and the distributions of a
-        verdict-first look, `first_look`): each criterion's majority rating, the samples'
-        agreement, the distributions, the score `score` names, and for a suite the weighted mean."""
+        verdict-first look, `first_look`, and the reading of the rubric's `checklist`): each
+        criterion's majority rating, the samples' agreement, the distributions, the score `score`
+        names, and for a suite the weighted mean."""
         by_name = {row.metric: row for row in rows}
         scores: dict[str, float] = {}
         for criterion in self.rubric.criteria:
@@ -53,6 +56,9 @@ class Scoring:
                 row.agreement = agreement
                 row.sample_verdicts = values
             set_distribution(row, criterion, judgements, values)
+            if checklist is not None:
+                row.checklist_p_yes = {item: round(p, 6) for item, p in checklist.p_yes.items()}
+                row.checklist_score = checklist.score
             self._score(row, criterion, (first_look or {}).get(criterion.name))
             scores[criterion.name] = row.score or 0.0
         reasons = list(dict.fromkeys(judgement.reasked for judgement in judgements if judgement.reasked))
@@ -75,7 +81,12 @@ class Scoring:
             row.verdict_first_score = row.expected_score  # the reply's own distribution is its first look
         if row.verdict_first_score is not None and row.verdict_score is not None:
             row.combined_score = (row.verdict_score + row.verdict_first_score) / 2
-        chosen = {"verdict": row.verdict_score, "expected": row.expected_score, "combined": row.combined_score}
+        if self.rubric.combination is not None and self.choice.score == "fitted":
+            row.fitted_score = self.rubric.combination.score(looks(row))
+        chosen = {
+            "verdict": row.verdict_score, "expected": row.expected_score, "combined": row.combined_score,
+            "checklist": row.checklist_score, "fitted": row.fitted_score,
+        }  # fmt: skip
         score = self.choice.score
         row.score_from = score if chosen[score] is not None else "verdict"
         row.score = chosen[row.score_from]
@@ -185,12 +196,14 @@ class RowMaker:
         latency_s: float = 0.0,
         wait_s: float = 0.0,
         first_look: dict[str, LevelProbs] | None = None,
+        checklist: ChecklistReading | None = None,
     ) -> list[EvaluationRow]:
         """Fill a conversation's new `rows` (`new_rows`) from its judgements, or from the error that
         stopped it (`outcome`); `cached`: the replies came from the cache, sent in `response_format`.
         The call's `usage`, `cost_usd`, `attempts` and clocks (`latency_s`, `wait_s`) go on the first
         row, the others carry cost 0 (null when the price is unknown), so totals add up; `first_look`
-        holds the distributions of a verdict-first look (`--score combined`)."""
+        holds the distributions of a verdict-first look (`--score combined`), `checklist` the
+        reading of the rubric's checklist (`--score checklist`)."""
         if isinstance(outcome, BaseException):
             message = error_message(outcome, ERROR_MESSAGE_LIMIT)
             reply = getattr(outcome, "reply", None)
@@ -198,7 +211,7 @@ class RowMaker:
                 row.error = ErrorInfo(type=error_kind(outcome), message=message)
                 row.raw_reply = reply
         else:
-            self.scoring.fill(rows, outcome, first_look)
+            self.scoring.fill(rows, outcome, first_look, checklist)
         now = datetime.now(UTC)  # when the verdict (or the error) arrived
         for row in rows:
             row.evaluated_at = now

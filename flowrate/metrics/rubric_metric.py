@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, Source
 from flowrate.judge.cache import ResponseCache
 from flowrate.judge.limits import CallGate
@@ -22,6 +23,7 @@ from flowrate.metrics.budget import Budget
 from flowrate.metrics.planning import SAMPLING_TEMPERATURE, TEMPERATURE, CallEstimate, JudgePlan, Planner
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
+from flowrate.rubric.combination import SUFFIX
 from flowrate.rubric.model import Rubric, load_rubric
 from flowrate.settings.groups import DEFAULT_LANGUAGE, DEFAULT_MODEL, DEFAULT_THRESHOLD, ScoreChoice, check_threshold
 from flowrate.settings.options import JudgeSettings
@@ -115,7 +117,15 @@ class RubricMetric:
         weighted = {c.name: float(judge.weights.get(c.name, 1.0)) for c in self.rubric.criteria}
         self.temperature = SAMPLING_TEMPERATURE if judge.samples > 1 else TEMPERATURE
         self.budget = Budget(self.rubric, self.backend, judge.language, judge.max_input_tokens)
-        self.planner = Planner(self.rubric, self.budget, self.backend, cache, judge.language, judge.cut_logs, judge.samples, self.temperature, choice.reply_order, choice.looks_first)  # fmt: skip
+        if choice.asks_checklist and not self.rubric.checklist:
+            raise ConfigError(
+                f"--score {choice.score}: rubric {self.rubric.name} declares no checklist (add `checklist:` questions)"
+            )
+        if choice.score == "fitted" and self.rubric.combination is None:
+            raise ConfigError(
+                f"--score fitted: rubric {self.rubric.name} ships no weights ({self.rubric.name}{SUFFIX} beside it)"
+            )
+        self.planner = Planner(self.rubric, self.budget, self.backend, cache, judge.language, judge.cut_logs, judge.samples, self.temperature, choice.reply_order, choice.looks_first, choice.asks_checklist)  # fmt: skip
         self.rng = random.Random()  # the retries' waits
         self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, judge.samples, judge.date_field, choice)  # fmt: skip
         self.weights, self.judge_identity = weighted, self.row_maker.judge_identity

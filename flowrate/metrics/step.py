@@ -20,7 +20,9 @@ With `--score combined` and the reason first, `build_look(metric, request)` is t
 look to send beside the request (None otherwise), and its reply goes to `rows_from_reply(...,
 look_reply=reply)`: the rows' `verdict_first_*` and `combined_score` come from it, its tokens are
 added to the first row's, and `StepResult.look_kept` is what to keep in the cache under the
-look's own key.
+look's own key. With `--score checklist` or `fitted`, `build_checklist(metric, request)` is the
+rubric's yes/no questions asked about the same conversation, and its reply goes to
+`rows_from_reply(..., checklist_reply=reply)` (kept as `StepResult.checklist_kept`).
 
 Nothing here makes a call or writes anything: `build_request` reads the metric's cache (when it
 has one and `lookup` is left on), and `StepResult.cache_texts` says what to put in it
@@ -29,6 +31,7 @@ has one and `lookup` is left on), and `StepResult.cache_texts` says what to put 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,7 +45,9 @@ from flowrate.metrics.planning import TEMPERATURE, JudgePlan, Planner
 from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
+from flowrate.rubric.checklist import checklist_messages
 from flowrate.rubric.model import Rubric
+from flowrate.scores.checklist import ChecklistReading, checklist_reading
 from flowrate.scores.distribution import LevelProbs, distributions
 from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
@@ -73,6 +78,9 @@ REQUEST_FIELDS = (
 )  # fmt: skip
 
 
+ADDITIONS = ("look", "checklist")  #: requests beside the verdict: a failed one leaves the verdict standing
+
+
 class ReaskNeeded(UnparsableReply):
     """A reply was unusable and the engine sent no re-ask: `flowrate eval` would have re-asked
     once (the row's message says why); send `StepResult.reasks` to finish it."""
@@ -81,8 +89,8 @@ class ReaskNeeded(UnparsableReply):
 @dataclass
 class JudgeRequest:
     """One request of judging a conversation with a metric. `kind` is "judge" (the reasoned
-    call), "reask" (the one re-ask after an unusable reply) or "look" (the verdict-first look of
-    `--score combined`). `body` is the OpenAI chat-completions request (`messages`, the reply
+    call), "reask" (the one re-ask after an unusable reply), "look" (the verdict-first look of
+    `--score combined`) or "checklist" (the rubric's yes/no questions, `--score checklist`). `body` is the OpenAI chat-completions request (`messages`, the reply
     schema in the form the server takes, named by `response_format`, temperature, `n` and
     `max_tokens`), built from `schema`, `n`, `temperature` and `max_tokens`, which a transport
     that builds its own request (LiteLLM's) sends instead; `cache_key` is where its reply is
@@ -182,7 +190,7 @@ def spend_of(*replies: Reply) -> Reply:
     return Reply(
         [],
         usage=sum((reply.usage for reply in replies), Usage()),
-        cost_usd=sum(priced, 0.0) if len(priced) == len(costs) else None,
+        cost_usd=math.fsum(priced) if len(priced) == len(costs) else None,  # in any order: engines differ in it
         attempts=sum(reply.attempts for reply in replies),
         latency_s=sum((reply.latency_s for reply in replies), 0.0),
         wait_s=sum((reply.wait_s for reply in replies), 0.0),
@@ -196,13 +204,15 @@ class StepResult:
     did not return; empty when none is needed), and the
     replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)
     with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without);
-    `look_kept` is the verdict-first look's reply to keep under its own key (None: nothing to keep)."""
+    `look_kept` is the verdict-first look's reply to keep under its own key (None: nothing to keep),
+    `checklist_kept` the checklist's."""
 
     rows: list[EvaluationRow]
     reasks: list[JudgeRequest] = field(default_factory=list)
     cache_texts: list[str] | None = None
     cache_logprobs: list[list[dict[str, Any]] | None] | None = None
     look_kept: Reply | None = None
+    checklist_kept: Reply | None = None
 
 
 # -- the requests ----------------------------------------------------------------------------------
@@ -283,9 +293,43 @@ def build_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | No
     return look
 
 
+def build_checklist(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
+    """The rubric's checklist asked about the conversation of `request` (`--score checklist` or
+    `fitted`): the request's messages with the questions after them (`rubric.checklist`), so a
+    server that keeps its last prompt's cache evaluates only the questions; a schema of a "yes" or
+    "no" per question, temperature 0, one reply. None when the metric asks none. `cached_replies`
+    holds its reply when the cache has it with log-probabilities (or the judge gives none)."""
+    planner = metric.planner
+    if not planner.checklist or request.plan is None:
+        return None
+    messages = checklist_messages(metric.rubric, request.messages)
+    schema, limit = planner.checklist_format, planner.checklist_max_tokens
+    form, body = request_body(metric, messages, 1, schema, TEMPERATURE, limit)
+    asked = JudgeRequest(
+        conversation_id=request.conversation_id,
+        metric=request.metric,
+        messages=messages,
+        body=body,
+        response_format=form,
+        cache_key=planner.checklist_replies.key(messages_digest(messages), form),
+        rubric_version=request.rubric_version,
+        truncated=request.truncated,
+        kind="checklist",
+        temperature=TEMPERATURE,
+        max_tokens=limit,
+        schema=schema,
+        estimated_tokens=request.plan.estimated_prompt_tokens + limit,
+        plan=request.plan,
+    )
+    cached = planner.checklist_replies.found_for(messages)
+    if cached is not None and (any(cached.logprobs or []) or not metric.backend.top_logprobs()):
+        asked.cached_replies, asked.cached_logprobs = cached.texts, cached.logprobs
+    return asked
+
+
 def cached_look(look: JudgeRequest) -> Reply | None:
-    """The reply a look `build_look` made holds from the cache, as `rows_from_reply` takes it
-    (nothing spent); None when the cache had none."""
+    """The reply a look `build_look` (or `build_checklist`) made holds from the cache, as
+    `rows_from_reply` takes it (nothing spent); None when the cache had none."""
     if look.cached_replies is None:
         return None
     return Reply(look.cached_replies, usage=Usage(), cost_usd=0.0, attempts=0, logprobs=look.cached_logprobs or [])
@@ -353,6 +397,9 @@ class Judging:
             request = build_request(metric, case, lookup=lookup, plan=plan)
         self.request = request
         self.look = build_look(metric, request)
+        self.checklist = build_checklist(metric, request)
+        self.checklist_reading: ChecklistReading | None = None
+        self.checklist_kept: Reply | None = None
         self.paid: list[Reply] = []
         self.judgements: dict[int, Judgement] = {}
         self.looks: dict[int, Look] = {}  # an unusable reply's reading, by sample, while its re-ask is out
@@ -366,12 +413,13 @@ class Judging:
         self.outstanding: list[JudgeRequest] = []
         if request.cached_replies is None:
             self.outstanding = self._asks(request)
-        if self.look is not None:
-            seen = cached_look(self.look)
-            if seen is None:
-                self.outstanding.append(self.look)
-            else:
-                self._take_look(seen)
+        for addition, take in ((self.look, self._take_look), (self.checklist, self._take_checklist)):
+            if addition is not None:
+                seen = cached_look(addition)
+                if seen is None:
+                    self.outstanding.append(addition)
+                else:
+                    take(seen)
 
     @property
     def cached(self) -> bool:
@@ -405,10 +453,10 @@ class Judging:
         """`request`'s reply or failure, read; the requests it makes outstanding instead of it."""
         self.outstanding = [pending for pending in self.outstanding if pending is not request]
         self.paid.append(outcome.spent if isinstance(outcome, CallFailed) else outcome)
-        if request.kind == "look":
+        if request.kind in ADDITIONS:
             if isinstance(outcome, Reply):
-                self._take_look(outcome)
-            return  # a failed look is an addition missing: the verdict stands without it
+                (self._take_look if request.kind == "look" else self._take_checklist)(outcome)
+            return  # a failed look or checklist is an addition missing: the verdict stands without it
         if isinstance(outcome, CallFailed):
             self._failed(request, outcome.error)
             return
@@ -426,6 +474,11 @@ class Judging:
         if reply.texts:
             self.levels = distributions(reply.texts[0], reply.tokens(0), self.metric.rubric)
         self.look_kept = reply if self.levels else None
+
+    def _take_checklist(self, reply: Reply) -> None:
+        reading = checklist_reading(self.metric.rubric, reply.texts[0], reply.tokens(0)) if reply.texts else None
+        self.checklist_reading = reading if reading is not None and reading.score is not None else None
+        self.checklist_kept = reply if self.checklist_reading is not None else None
 
     def _take_judge(self, request: JudgeRequest, reply: Reply) -> None:
         metric = self.metric
@@ -469,10 +522,12 @@ class Judging:
             refitted = build_request(metric, self.case, lookup=False)
             if refitted.messages != self.request.messages:
                 self.request = refitted
-                look = build_look(metric, refitted)
-                waiting = self.look is not None and any(pending is self.look for pending in self.outstanding)
-                self.outstanding = [*self._asks(refitted), *([look] if waiting and look is not None else [])]
-                self.look = look if waiting else self.look
+                kept = [pending.kind for pending in self.outstanding if pending.kind in ADDITIONS]
+                again = {"look": build_look(metric, refitted), "checklist": build_checklist(metric, refitted)}
+                self.look = again["look"] if "look" in kept else self.look
+                self.checklist = again["checklist"] if "checklist" in kept else self.checklist
+                added = [asked for kind in kept if (asked := again[kind]) is not None]
+                self.outstanding = [*self._asks(refitted), *added]
                 self.judgements.clear()
                 return
         self._stop(error)
@@ -502,9 +557,9 @@ class Judging:
             metric.row_maker.settle(
                 rows, cached, cached=True, response_format=request.cached_form, usage=spent.usage,
                 cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
-                first_look=levels,
+                first_look=levels, checklist=self.checklist_reading,
             )  # fmt: skip
-            return StepResult(rows, look_kept=self.look_kept)
+            return StepResult(rows, look_kept=self.look_kept, checklist_kept=self.checklist_kept)
         outcome: list[Judgement] | BaseException
         if self.outcome_error is not None:
             outcome = self.outcome_error
@@ -515,11 +570,13 @@ class Judging:
         metric.row_maker.settle(
             rows, outcome, cached=False, response_format=self.response_format, usage=spent.usage,
             cost_usd=spent.cost_usd if self.answered else None, attempts=spent.attempts, latency_s=spent.latency_s,
-            wait_s=spent.wait_s, first_look=levels,
+            wait_s=spent.wait_s, first_look=levels, checklist=self.checklist_reading,
         )  # fmt: skip
+        kept = StepResult(rows, reasks, look_kept=self.look_kept, checklist_kept=self.checklist_kept)
         if isinstance(outcome, BaseException) or any(judgement.cut for judgement in outcome):
-            return StepResult(rows, reasks, look_kept=self.look_kept)  # a cut judgement may be missing issues
-        return StepResult(rows, reasks, [j.text for j in outcome], [j.tokens for j in outcome], self.look_kept)
+            return kept  # a cut judgement may be missing issues
+        kept.cache_texts, kept.cache_logprobs = [j.text for j in outcome], [j.tokens for j in outcome]
+        return kept
 
     def _cached_logprobs(self) -> list[list[dict[str, Any]] | None] | None:
         plan = self.request.plan
@@ -528,15 +585,16 @@ class Judging:
 
 def keep_in_cache(metric: RubricMetric, judging: Judging, result: StepResult) -> None:
     """Put what `result` says to keep in `metric`'s cache: the replies under the request's key,
-    the verdict-first look's under its own."""
+    the verdict-first look's and the checklist's under their own."""
     request, planner = judging.request, metric.planner
     if result.cache_texts is not None and request.plan is not None:
         planner.replies.remember(request.plan, result.cache_texts, judging.response_format, result.cache_logprobs)
-    kept, look = result.look_kept, judging.look
-    if kept is not None and look is not None and look.cached_replies is None:
-        planner.look_replies.keep(
-            look.messages, kept.texts[:1], kept.response_format, kept.logprobs[:1], judging.case.id
-        )
+    for kept, asked, replies in (
+        (result.look_kept, judging.look, planner.look_replies),
+        (result.checklist_kept, judging.checklist, planner.checklist_replies),
+    ):
+        if kept is not None and asked is not None and asked.cached_replies is None:
+            replies.keep(asked.messages, kept.texts[:1], kept.response_format, kept.logprobs[:1], judging.case.id)
 
 
 # -- the public face -------------------------------------------------------------------------------
@@ -549,6 +607,7 @@ def rows_from_reply(
     reask_replies: dict[int, Reply] | None = None,
     source: Source | None = None,
     look_reply: Reply | None = None,
+    checklist_reply: Reply | None = None,
 ) -> StepResult:
     """The rows `flowrate eval` writes for `case` from `reply` to `request` (None: the request's
     `cached_replies`), with the same scores, fields and re-ask rules: an unusable reply is re-asked
@@ -557,15 +616,20 @@ def rows_from_reply(
     `StepResult.reasks`; a re-ask's reply that is unusable too makes the error rows `flowrate eval`
     writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`). `look_reply` is the reply to the
     verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
-    score the rows, and its tokens, cost and clocks are the first row's too."""
+    score the rows, and its tokens, cost and clocks are the first row's too; `checklist_reply`,
+    the reply to `build_checklist`'s request, likewise gives the rows' `checklist_*`."""
     if request.plan is None:
         raise ValueError("rows_from_reply needs a request build_request made (JudgeRequest.from_dict keeps no plan)")
     judging = Judging(metric, case, source, request=request)
     judging.outstanding = [request] if request.cached_replies is None else []
-    judging.levels, judging.look_kept = {}, None  # only the look reply given here counts
+    judging.levels, judging.look_kept = {}, None  # only the look and checklist replies given here count
+    judging.checklist_reading, judging.checklist_kept = None, None
     if look_reply is not None:
         judging.paid.append(look_reply)
         judging._take_look(look_reply)
+    if checklist_reply is not None:
+        judging.paid.append(checklist_reply)
+        judging._take_checklist(checklist_reply)
     if judging.outstanding:
         if reply is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")

@@ -94,8 +94,25 @@ def print_bench(console: Console, report: BenchReport) -> None:
         lines.append(f"  rows: {score.results_file}")
         for line in lines:
             console.print(table_text(line))
+    for line in held_out_lines(report):
+        console.print(table_text(line))
     for number, anchor in enumerate(sources, start=1):
         console.print(table_text(f"[{number}] {anchor.name}: {anchor.source}"))
+
+
+def held_out_lines(report: BenchReport) -> list[str]:
+    """The looks combined on the other sets, set by set: the weights and the held-out agreement."""
+    lines = [f"looks not combined: {report.held_out_problem}"] if report.held_out_problem else []
+    for held in report.held_out:
+        combination = held.combination
+        weights = ", ".join(f"{look} {weight:.2f}" for look, weight in combination.weights.items())
+        alone = ", ".join(f"{look} {_statistic(stat)}" for look, stat in held.looks.items())
+        lines += [
+            f"{report.judges[0]} on {held.set}, the looks combined with weights fit on {', '.join(combination.fit_on)}:",
+            f"  spearman {_statistic(held.combined)}, n {held.n}; weights {weights}",
+            f"  each look alone on the same {held.n}: {alone}",
+        ]
+    return lines
 
 
 def distribution_lines(score: BenchScore) -> list[str]:
@@ -114,6 +131,7 @@ def distribution_lines(score: BenchScore) -> list[str]:
             ("judge", score.turns.judge),
             ("ChatGPT-3.5", score.turns.chatgpt),
             ("two people", score.turns.people),
+            ("every turn named", score.turns.every_turn),
         ):
             lines.append(
                 f"  {who}: "

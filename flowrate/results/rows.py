@@ -84,7 +84,12 @@ class EvaluationRow(BaseModel):
     verdict_first_probs: dict[str, float] | None = None
     verdict_first_score: float | None = None  #: Σ verdict_first_probs × the level's score
     combined_score: float | None = None  #: the mean of verdict_score and the verdict-first expected score
-    score_from: str | None = None  #: which value `score` is: "verdict", "expected" or "combined" (`--score`)
+    #: `--score checklist` or `fitted`: P(yes) to each of the rubric's yes/no questions (by id), and
+    #: `checklist_score`, the weighted mean of P(the good answer); the conversation's, on each of its rows
+    checklist_p_yes: dict[str, float] | None = None
+    checklist_score: float | None = None
+    fitted_score: float | None = None  #: `--score fitted`: the looks combined by the weights shipped with the rubric
+    score_from: str | None = None  #: which value `score` is: verdict, expected, combined, checklist or fitted
     uncertain: bool = False  #: the judge's most likely level had less of its mass than --uncertain-below, or tied
     weights: dict[str, float] | None = None  #: on user_satisfaction rows: the weight of each criterion
     cached: bool = False  #: the verdict came from the response cache: no call, no cost
@@ -100,6 +105,19 @@ class EvaluationRow(BaseModel):
     #: `--redact`: the identifiers replaced in the conversation before the judge saw it, by type
     redactions: dict[str, int] | None = None
     redacted_by: str | None = None  #: the detectors that replaced them, with their versions
+
+
+def looks(row: EvaluationRow) -> dict[str, float]:
+    """The looks of the judge at the conversation that `row` carries, by the name `--score fitted`
+    weighs them under and the judge card shows them: the verdict's score, the expected score of the
+    reply's own distribution (read from log-probabilities), the verdict-first look's, the checklist's."""
+    found = {
+        "verdict": row.verdict_score,
+        "expected": row.expected_score if row.level_probs_from == "logprobs" else None,
+        "verdict_first": row.verdict_first_score,
+        "checklist": row.checklist_score,
+    }
+    return {name: value for name, value in found.items() if value is not None}
 
 
 class MetricResult(BaseModel):

@@ -12,14 +12,15 @@ import hashlib
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+from flowrate.rubric.combination import SUFFIX, Combination, read_combination
 from flowrate.rubric.prompt import grading_request
 from flowrate.settings.groups import DEFAULT_LANGUAGE
 
@@ -82,6 +83,19 @@ class Scale(BaseModel):
         return f"1..{self.points} (score = rating / {self.points})"
 
 
+class ChecklistItem(BaseModel):
+    """One yes/no question of a rubric's checklist: its `id` (the reply's key), the `question`,
+    which answer is good (`good: yes`, or `no` for a question about a lapse), and its `weight` in
+    the checklist's score."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    question: str = Field(min_length=1)
+    good: Literal["yes", "no"]
+    weight: float = Field(1.0, gt=0)
+
+
 class Criterion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -106,7 +120,11 @@ class Rubric(BaseModel):
     criteria: list[Criterion] = Field(min_length=1)
     user_satisfaction: bool = False
     examples: list[RubricExample] = Field(default_factory=list)
+    checklist: list[ChecklistItem] = Field(default_factory=list)
     version: str = ""
+    #: the weights of `--score fitted`, read from `<rubric>.combination.json` beside the rubric's file
+    #: (`flowrate.rubric.combination`): scoring, not judging, so not part of `version`
+    combination: Combination | None = Field(None, exclude=True)
 
     @model_validator(mode="after")
     def _unique(self) -> Rubric:
@@ -116,6 +134,16 @@ class Rubric(BaseModel):
         if self.user_satisfaction and USER_SATISFACTION in names:
             raise ValueError(f"{USER_SATISFACTION} is derived; it cannot also be a criterion")
         return self
+
+    @field_validator("checklist")
+    @classmethod
+    def _unique_ids(cls, checklist: list[ChecklistItem]) -> list[ChecklistItem]:
+        ids = [item.id for item in checklist]
+        if len(set(ids)) != len(ids):
+            raise ValueError(
+                f"checklist ids must be unique ({', '.join(sorted({i for i in ids if ids.count(i) > 1}))} repeat)"
+            )
+        return checklist
 
     @property
     def is_suite(self) -> bool:
@@ -170,15 +198,24 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
         data = path.read_bytes()
     except OSError as error:
         raise ConfigError(f"{path}: cannot read rubric: {error.strerror}") from None
-    return _parse_rubric(data, str(path))
+    rubric = _parse_rubric(data, str(path))
+    weights = path.with_name(path.stem + SUFFIX)
+    if rubric.combination is None and weights.is_file():
+        rubric.combination = read_combination(weights)
+    return rubric
 
 
 @lru_cache(maxsize=8)
 def _packaged_rubric(file_name: str) -> Rubric:
-    data = resources.files("flowrate.rubrics").joinpath(file_name).read_bytes()
+    packaged = resources.files("flowrate.rubrics")
+    data = packaged.joinpath(file_name).read_bytes()
     # libyaml, where PyYAML has it, for the packaged files: 1 ms against 16 ms for the flow
     # rubric; a user's file keeps the pure-Python loader, whose error messages quote the line
-    return _parse_rubric(data, file_name, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    rubric = _parse_rubric(data, file_name, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    weights = packaged.joinpath(Path(file_name).stem + SUFFIX)
+    if rubric.combination is None and weights.is_file():
+        rubric.combination = Combination.model_validate_json(weights.read_bytes())
+    return rubric
 
 
 def _parse_rubric(data: bytes, shown: str, loader: type = yaml.SafeLoader) -> Rubric:

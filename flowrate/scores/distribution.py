@@ -74,24 +74,34 @@ def distributions(text: str, tokens: Tokens | None, rubric: Rubric) -> dict[str,
     tokens, with a log-probability that is no number, or when they do not spell `text`)."""
     if tokens is None or tokens_fault(text, tokens) is not None:
         return {}
-    ends, position = [], 0
-    for token in tokens:
-        position += len(str(token.get("token", "")))
-        ends.append(position)
     starts = value_starts(text, rubric)
     found: dict[str, LevelProbs] = {}
     for criterion in rubric.criteria:
         start = starts.get(criterion.name)
         if start is None:
             continue
-        index = next(i for i, end in enumerate(ends) if end > start)
-        prefix = text[(ends[index - 1] if index else 0) : start]
-        mass = _level_mass(tokens, index, prefix, "", criterion.scale, 1.0)
-        total = sum(mass.values())
-        if total > 0:
-            probs = {value: mass.get(value, 0.0) / total for value in map(str, criterion.scale.values)}
-            found[criterion.name] = LevelProbs(probs, round(max(0.0, 1.0 - total), 6))
+        probs = distribution_at(text, tokens, start, criterion.scale)
+        if probs is not None:
+            found[criterion.name] = probs
     return found
+
+
+def distribution_at(text: str, tokens: Tokens, start: int, scale: Scale) -> LevelProbs | None:
+    """The distribution over `scale` of the value that begins at character `start` of a reply
+    `text` spelled by `tokens` (checked by the caller: `tokens_fault`); None when the alternatives
+    there hold none of its values."""
+    ends, position = [], 0
+    for token in tokens:
+        position += len(str(token.get("token", "")))
+        ends.append(position)
+    index = next(i for i, end in enumerate(ends) if end > start)
+    prefix = text[(ends[index - 1] if index else 0) : start]
+    mass = _level_mass(tokens, index, prefix, "", scale, 1.0)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    probs = {value: mass.get(value, 0.0) / total for value in map(str, scale.values)}
+    return LevelProbs(probs, round(max(0.0, 1.0 - total), 6))
 
 
 def _level_mass(tokens: Tokens, index: int, prefix: str, spelled: str, scale: Scale, weight: float) -> dict[str, float]:
@@ -144,7 +154,7 @@ def value_starts(text: str, rubric: Rubric) -> dict[str, int]:
     by the criterion's name; a criterion whose value is not where the rubric's shape puts it is left out."""
     fields = {criterion.scale.field for criterion in rubric.criteria}
     found: dict[str, int] = {}
-    for path, offset in _value_offsets(text):
+    for path, offset in value_offsets(text):
         if rubric.is_suite and len(path) == 3 and path[0] == "criteria" and path[2] in fields:
             found.setdefault(path[1], offset)
         elif not rubric.is_suite and path == (rubric.criteria[0].scale.field,):
@@ -152,7 +162,7 @@ def value_starts(text: str, rubric: Rubric) -> dict[str, int]:
     return found
 
 
-def _value_offsets(text: str) -> list[tuple[tuple[str, ...], int]]:
+def value_offsets(text: str) -> list[tuple[tuple[str, ...], int]]:
     """The (key path, offset) of every scalar value under an object key in a JSON text, the first
     object on; tolerant of a cut text (what was read so far is returned)."""
     out: list[tuple[tuple[str, ...], int]] = []

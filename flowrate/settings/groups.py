@@ -249,7 +249,7 @@ class PromptOptions(Group):
     )
 
 
-Score = Literal["verdict", "expected", "combined"]  # what `--score` may name
+Score = Literal["verdict", "expected", "combined", "checklist", "fitted"]  # what `--score` may name
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,12 @@ class ScoreChoice:
     @property
     def looks_first(self) -> bool:
         """Whether a verdict-first look is asked besides the reply (a verdict-first reply is its own)."""
-        return self.score == "combined" and self.reply_order == "reason-first"
+        return self.score in ("combined", "fitted") and self.reply_order == "reason-first"
+
+    @property
+    def asks_checklist(self) -> bool:
+        """Whether the rubric's checklist is asked besides the reply (`--score checklist` or `fitted`)."""
+        return self.score in ("checklist", "fitted")
 
 
 THRESHOLDS = (0.0, 1.0)  # where a threshold may lie: scores are fractions
@@ -305,7 +310,10 @@ class MetricOptions(Group):
         description="The score the threshold, the gates, the summary, calibration, trends, compare and top-issues"
         " use: verdict (its level's score), expected (the judge's distribution's Σ p × score), combined (the"
         " mean of the reasoned verdict's score and the expected score of a verdict-first look: one more short"
-        " call). A row without a distribution keeps its verdict's score and says so in score_from.",
+        " call), checklist (the weighted mean of P(the good answer) to the rubric's yes/no questions: one more"
+        " call), fitted (the verdict, expected, look and checklist scores combined with the weights shipped"
+        " with the rubric, fit on public human-rated sets: two more calls). A row without the score named keeps"
+        " its verdict's score and says so in score_from.",
     )
     uncertain_below: Annotated[float | None, flag()] = Field(
         None,

@@ -400,4 +400,61 @@ def test_the_turns_the_judge_names_are_scored_against_the_turns_people_flagged(j
     assert people_by["redundant"]["f1"] == 100.0 and people_by["ignore"]["f1"] == 0.0
     chatgpt_by = {entry["behaviour"]: entry for entry in turns["chatgpt"]}
     assert chatgpt_by["redundant"]["f1"] == pytest.approx(66.7)  # a1's turn 1 of the two flagged
-    assert "turns named against people's, 2 dialogues" in result.stderr
+    every_by = {entry["behaviour"]: entry for entry in turns["every_turn"]}
+    # every one of the 8 turns named: both of the 2 turns each person flagged found, 2 of 8 right
+    assert (every_by["redundant"]["recall"], every_by["redundant"]["precision"]) == (100.0, 25.0)
+    assert (
+        "turns named against people's, 2 dialogues" in result.stderr and "every turn named: redundant" in result.stderr
+    )
+
+
+def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the_other_set(
+    judge, run_flowrate, tmp_path
+):
+    """Two sets (FED and labels of one's own): each set's combination is fit on the other alone,
+    the card's lines recompute its held-out Spearman with the public labels, and `--fit` writes
+    the weights fit on both with their provenance (issue 46)."""
+    steps = {}
+    for i, (verdict, coherent) in enumerate(PLAN):
+        p_good = 0.1 + 0.8 * coherent / 2  # the checklist follows people; the verdict has two swaps
+        checklist = {
+            "answers": {"ends_well": "yes"},
+            "logprobs": {"ends_well": {"yes": math.log(p_good), "no": math.log(1 - p_good)}},
+        }
+        steps[i] = [{"verdict": verdict, "reason": "r", "key_issues": [], "checklist": checklist}]
+    _fed(tmp_path, judge, steps=steps)
+    own = [json.loads(line) for line in (tmp_path / "data" / "fed_dialog_level.jsonl").read_text().splitlines()]
+    mine = [record | {"labels": {"ok": coherent}} for record, (_, coherent) in zip(own, PLAN)]
+    write_jsonl(tmp_path / "mine.jsonl", mine)
+    options = (
+        "--sets",
+        "fed",
+        "--labels",
+        "mine.jsonl",
+        "--label",
+        "ok",
+        "--score",
+        "checklist",
+        "--card",
+        "card.jsonl",
+    )
+    result = _bench(run_flowrate, judge, *options, "--fit", "weights.json", "-j", "1")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in (tmp_path / "card.jsonl").read_text().splitlines()]
+    assert sorted((line["set"], line["id"]) for line in lines) == sorted(
+        (name, f"d{i}") for name in ("fed", "labels") for i in range(len(PLAN))
+    )
+    fed = sorted((line for line in lines if line["set"] == "fed"), key=lambda line: int(line["id"][1:]))
+    assert all(line["fit_on"] == {"combined_fit": ["labels"]} for line in fed)
+    assert {"verdict", "expected", "checklist", "looks_mean", "combined_fit"} <= set(fed[0])
+    assert fed[0]["checklist_p_yes"] == {"ends_well": pytest.approx(0.18)}  # d0: 0.1 + 0.8 x people's 0.2 of 2
+    humans = [coherent for _, coherent in PLAN]
+    assert [line["verdict"] for line in fed] == [SCORES[verdict] for verdict, _ in PLAN]
+    held = {entry["set"]: entry for entry in json.loads((tmp_path / "bench.json").read_text())["held_out"]}
+    recomputed = stats.spearmanr([line["combined_fit"] for line in fed], humans).statistic
+    assert held["fed"]["combined"]["value"] == pytest.approx(recomputed, abs=1e-4)
+    assert held["fed"]["combination"]["fit_on"] == ["labels"]
+    assert "on fed, the looks combined with weights fit on labels" in result.stderr
+    weights = json.loads((tmp_path / "weights.json").read_text())
+    assert weights["fit_on"] == ["fed", "labels"] and weights["sizes"] == {"fed": 10, "labels": 10}
+    assert weights["labels"] == {"fed": "Coherent", "labels": "ok"} and "judge-bench" in weights["command"]

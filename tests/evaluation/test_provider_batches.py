@@ -298,10 +298,11 @@ def test_a_batchs_distributions_are_cached_and_read_back_on_a_rerun(batch_server
 
 JUDGED = (
     "verdict", "score", "score_from", "combined_score", "verdict_first_score", "expected_score", "level_probs",
-    "reasked", "error", "samples",
+    "reasked", "error", "samples", "checklist_score", "checklist_p_yes",
 )  # fmt: skip
 OPTION_SETS = {
     "combined, a look beside each call": ["--score", "combined"],
+    "a checklist beside each call": ["--score", "checklist"],
     "three samples in one request": ["--samples", "3"],
     "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
     "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
@@ -316,7 +317,11 @@ def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a
     torn = {"verdict": "fully", "reason": "torn", "logprobs": {"fully": -0.5108, "none": -0.9163}}
 
     def script():
-        judge.script("question 1", {"verdict": "mostly", "look": torn, "logprobs": {"mostly": -0.2, "partial": -1.8}})
+        checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
+        judge.script(
+            "question 1",
+            {"verdict": "mostly", "look": torn, "checklist": checklist, "logprobs": {"mostly": -0.2, "partial": -1.8}},
+        )
         judge.script("question 2", {"content": "The flow is fine, I think."}, {"verdict": "partial", "reason": "ok"})
 
     script()
@@ -330,7 +335,7 @@ def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a
     assert result.returncode == 0, result.stderr
     reasks = 3 if "--samples" in options else 1  # one for each of c2's unusable replies
     assert batch_server.created == 1 and judge.requests == reasks  # the re-asks, online; the rest in the batch
-    assert sent_online == 4 * (2 if "combined" in options else 1) + reasks
+    assert sent_online == 4 * (2 if {"combined", "checklist"} & set(options) else 1) + reasks
     batched = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
     for row in read_rows(tmp_path / "online.jsonl"):
         assert {key: batched[row["id"]][key] for key in JUDGED} == {key: row[key] for key in JUDGED}, row["id"]

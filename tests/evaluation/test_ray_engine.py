@@ -702,6 +702,7 @@ def test_a_ray_run_killed_with_kill_9_leaves_no_process_of_its_local_cluster(jud
 
 OPTION_SETS = {
     "combined, a look beside each call": ["--score", "combined"],
+    "a checklist beside each call": ["--score", "checklist"],
     "three samples in one request": ["--samples", "3"],
     "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
     "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
@@ -716,7 +717,8 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     logs = write_jsonl(tmp_path / "logs.jsonl", _records(8))
 
     def script():
-        ray_judge.script("question 5", {**TORN, "look": TORN})
+        checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
+        ray_judge.script("question 5", {**TORN, "look": TORN, "checklist": checklist})
         _script(ray_judge, 8)  # c3 re-asked (each of its samples), c7 "minor"
 
     script()
@@ -725,7 +727,9 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     ray_judge.reset()
     script()
     on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", "--no-cache", *options, "--engine", "ray")
-    assert on_ray.returncode == local.returncode == 1, on_ray.stderr  # c7's "minor" fails the gate
+    # c7's "minor" fails the gate; scored by the checklist (the scripted judge answers "no" to every
+    # question but c5's: 11.5 of its 15.5 weight on a good "no"), every conversation passes
+    assert on_ray.returncode == local.returncode == (0 if "checklist" in options else 1), on_ray.stderr
     assert ray_judge.requests == sent_locally
     local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
     assert ray_rows.keys() == local_rows.keys() and len(ray_rows) == 8

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flowrate.rubric.model import load_rubric
 from tests.conftest import FLOWRATE
 from tests.real_model.conftest import PROCESS_LIMIT_S, flowrate_env, read_rows
 from tests.real_model.test_real_judge import (
@@ -103,3 +104,61 @@ def test_logprobs_in_process_give_each_row_a_distribution_over_the_levels(model_
     assert again_status in exit_codes_for(again)
     cached = {row["id"]: row["level_probs"] for row in again if row["cached"]}
     assert cached and all(cached[i] == r["level_probs"] for i, r in ((r["id"], r) for r in judged) if i in cached)
+
+
+def test_a_checklist_asked_after_the_grading_request_is_read_from_the_models_own_log_probabilities(model_file):
+    """The checklist's pipeline on a real model's logits (issue 46): every question answered
+    through the schema's grammar, each P(yes) read at its answer's token, never from the text."""
+    import asyncio
+
+    from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+    from flowrate.judge.address import JudgeAddress
+    from flowrate.judge.local_model import LocalModel
+    from flowrate.rubric.checklist import checklist_messages
+    from flowrate.rubric.model import load_rubric
+    from flowrate.scores.checklist import checklist_reading, checklist_schema
+
+    rubric = load_rubric()
+    case = ConversationalEvalTestCase(
+        turns=[
+            EvalTestCase(input="Where is order 12?", actual_output="Which order do you mean?"),
+            EvalTestCase(input="Order 12, as I said.", actual_output="Order 12 ships today."),
+        ]
+    )
+    messages = checklist_messages(rubric, rubric.build_messages(case))
+    backend = LocalModel(JudgeAddress.parse(f"gguf:{model_file}"))
+    backend.asks_logprobs = True
+    schema = backend.structured_output("checklist", checklist_schema(rubric))
+    completion = asyncio.run(backend.complete(messages, n=1, timeout=600, response_format=schema, max_tokens=256))
+    reading = checklist_reading(rubric, completion.texts[0], completion.tokens(0))
+    assert reading.problems == {} and set(reading.answers) == {item.id for item in rubric.checklist}, completion.texts
+    assert set(reading.p_yes_from.values()) == {"logprobs"}
+    assert all(0.0 <= p <= 1.0 for p in reading.p_yes.values()) and 0.0 <= reading.score <= 1.0
+    # a value the model chose is one it gave some probability: never an answer read as impossible
+    assert all((p > 0) if reading.answers[i] == "yes" else (p < 1) for i, p in reading.p_yes.items())
+
+
+def test_score_fitted_in_process_asks_the_look_and_the_checklist_and_reads_them_again_from_the_cache(
+    model_file, tmp_path
+):
+    """Every look of `--score fitted` through the judging step on a real model (issue 46): the
+    verdict-first look and the checklist on each judged row, combined by the shipped weights, and
+    all of it found in the cache on a rerun."""
+    fitted = ("eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", 2, "--score", "fitted")
+    status, stderr, rows = run_gguf(tmp_path, *fitted)
+    assert status in exit_codes_for(rows) and "Traceback" not in stderr, stderr
+    judged = [row for row in rows if row["error"] is None]
+    assert judged, rows
+    questions = {item.id for item in load_rubric().checklist}
+    for row in judged:
+        assert set(row["checklist_p_yes"]) == questions and all(0 <= p <= 1 for p in row["checklist_p_yes"].values())
+        assert row["verdict_first_score"] is not None and 0 <= row["checklist_score"] <= 1
+        assert (row["score_from"], row["score"]) == ("fitted", row["fitted_score"]) and 0 <= row["score"] <= 1
+    again_status, _, again = run_gguf(tmp_path, *fitted)
+    assert again_status in exit_codes_for(again)
+    before = {row["id"]: row for row in judged}
+    for row in again:
+        if row["id"] in before:
+            assert row["cached"] and row["attempts"] == 0, row
+            assert row["checklist_p_yes"] == before[row["id"]]["checklist_p_yes"]
+            assert row["fitted_score"] == before[row["id"]]["fitted_score"]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.analysis.agreement import labels_named
+from flowrate.analysis.combination import dialogue_looks, leave_one_set_out, shared_looks
 from flowrate.analysis.judge_bench import (
     STABILITY_RUNS,
     BenchEstimate,
@@ -89,12 +90,20 @@ def bench_judges(
         if chosen.turn_labels:
             score.turns = turn_report(rows, read_turn_flags(bench.files[name]), chosen.row)
         report.scores.append(score)
+        if judge is judges[0]:  # the card's dialogues: the first judge's looks, set by set
+            report.dialogues += dialogue_looks(name, rows, bench.labels[name], chosen.row, chosen.better)
         if run.summary.interrupted:
             report.interrupted = True
         elif stability_conversations:
             report.interrupted = bench.rerun(judge, chosen, output, rows, score)
         if report.interrupted:
             break
+    if not report.interrupted and len({d.set for d in report.dialogues}) > 1:
+        looks = shared_looks(report.dialogues)
+        try:
+            report.held_out = leave_one_set_out(report.dialogues, looks, date=report.created_at[:10])
+        except ConfigError as error:  # too few dialogues, or a look the same on all of them
+            report.held_out_problem = str(error)
     return report
 
 
