@@ -84,7 +84,8 @@ def main() -> None:
             spearman, kendall = correlation("spearman", scores, people), correlation("kendall", scores, people)
             print(f"| {name} | {score} | {len(scores)} | {shown(spearman)} | {shown(kendall)} | {fit_on} | {versus} |")
         if gpt4:
-            reference = [{"id": key, "gpt4": value} for key, value in gpt4.items() if any(d["id"] == key for d in mine)]
+            judged = {line["id"] for line in mine}
+            reference = [{"id": key, "gpt4": value} for key, value in gpt4.items() if key in judged]
             scores, people = paired(reference, "gpt4", labels)
             spearman, kendall = correlation("spearman", scores, people), correlation("kendall", scores, people)
             print(

@@ -16,7 +16,7 @@ import orjson
 from flowrate.inputs.sources.base import Item
 from flowrate.inputs.sources.chat import Unreadable
 from flowrate.inputs.sources.messages import ToolNames, normalised
-from flowrate.inputs.sources.otlp import SESSION_KEYS, Broken, Span, SpanReader, attributes_of, otlp_problem, raw_spans
+from flowrate.inputs.sources.otlp import SESSION_KEYS, Broken, Span, SpanReader, marked_problem
 
 SPAN_TYPE = "mlflow.spanType"
 CALL_TYPES = frozenset({"CHAT_MODEL", "LLM"})
@@ -36,12 +36,7 @@ class MlflowReader(SpanReader):
     fields = (("session_id", SESSION_KEYS), ("model", ("mlflow.llm.model", "model")))
 
     def problem(self, item: Item) -> str | None:
-        problem = otlp_problem(item)
-        if problem is not None:
-            return problem
-        if any(SPAN_TYPE in attributes_of(span.get("attributes")) for _, span in raw_spans(item.raw)):
-            return None
-        return f"no span has `{SPAN_TYPE}`"
+        return marked_problem(item, SPAN_TYPE)
 
     def complete(self, span: Span) -> bool:
         return True  # its messages are its attributes alone

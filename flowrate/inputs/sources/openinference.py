@@ -27,9 +27,7 @@ from flowrate.inputs.sources.otlp import (
     Broken,
     Span,
     SpanReader,
-    attributes_of,
-    otlp_problem,
-    raw_spans,
+    marked_problem,
     text_of,
 )
 from flowrate.inputs.sources.vercel import USER, is_vercel_call, vercel_messages
@@ -68,12 +66,7 @@ class OpenInferenceReader(SpanReader):
     )
 
     def problem(self, item: Item) -> str | None:
-        problem = otlp_problem(item)
-        if problem is not None:
-            return problem
-        if any(KIND in attributes_of(span.get("attributes")) for _, span in raw_spans(item.raw)):
-            return None
-        return f"no span has `{KIND}`"
+        return marked_problem(item, KIND)
 
     def complete(self, span: Span) -> bool:
         return True  # its messages are its attributes alone

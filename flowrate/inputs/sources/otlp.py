@@ -120,6 +120,17 @@ def otlp_problem(item: Item) -> str | None:
     return None
 
 
+def marked_problem(item: Item, attribute: str) -> str | None:
+    """None when `item` is an OTLP/JSON export with a span carrying `attribute` (the mark of
+    one instrumentation's calls); else what it lacks."""
+    problem = otlp_problem(item)
+    if problem is not None:
+        return problem
+    if any(attribute in attributes_of(span.get("attributes")) for _, span in raw_spans(item.raw)):
+        return None
+    return f"no span has `{attribute}`"
+
+
 def raw_spans(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Each span object of an OTLP/JSON trace export, with its resource object."""
     for resource_spans in _dicts(document.get("resourceSpans")):
