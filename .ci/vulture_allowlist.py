@@ -70,3 +70,7 @@ _.from_dict  # metrics/step.py JudgeRequest
 checklist_p_yes
 # GPT-4's released ratings as a second reference, read by bench/card.py (docs/judges.md)
 frontier_ratings
+# the per-turn look's threshold fit on dialogues it is not reported on, by bench/turn_look.py (docs/judges.md)
+fit_threshold
+# where that threshold was fit, a field of the combination file that people read
+_.turn_fit_on  # rubric/combination.py Combination

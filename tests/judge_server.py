@@ -23,7 +23,8 @@ A step is one of:
 - ``{"answers": {"id": "yes", ...}, "logprobs": {"id": {"yes": -0.1, "no": -2.4}}}``: a checklist
   reply, each answer's token with the alternatives given; a step's ``"checklist": {step}`` is the
   step a checklist request (a schema of "yes"/"no" answers, ``--score checklist``) takes, and
-  without one such a request is answered "no" to every question, with certainty
+  without one such a request is answered "no" to every question, with certainty; a step's
+  ``"turns": {step}`` likewise answers a per-turn look (its keys turn numbers, ``--turn-look``)
 - a verdict step may add ``"logprobs": {"fully": -0.2, "mostly": -1.9, ...}``, the alternatives at
   the token where the verdict begins (default: the verdict alone, logprob 0), ``"split": {"minor":
   ["m", "inor"]}`` to spell a verdict in several tokens, and ``"next_logprobs"`` for the
@@ -623,7 +624,8 @@ def looked_at(body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
     form = body.get("response_format")
     questions = _checklist_questions(form)
     if questions is not None and "status" not in step:
-        return step.get("checklist") or {"answers": dict.fromkeys(questions, "no")}
+        kind = "turns" if all(question.isdigit() for question in questions) else "checklist"
+        return step.get(kind) or {"answers": dict.fromkeys(questions, "no")}
     return look if look is not None and form and "reason" not in json.dumps(form) else step
 
 

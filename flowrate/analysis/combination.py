@@ -51,13 +51,16 @@ class DialogueLooks(BaseModel):
     """One dialogue of a human-rated set: its `set` and `id` (as in the public set), each look's
     score by name (`scores`; a look it lacks is absent), people's `label`, oriented so that
     higher is better (a rate of flow violations is given negated), and the judge's P(yes) to each
-    checklist question (`checklist_p_yes`, by id), so each question can be measured alone."""
+    checklist question (`checklist_p_yes`, by id), so each question can be measured alone, and
+    to each turn of the per-turn look (`turn_p_problem`, by turn number), so a threshold can be
+    fit on other dialogues."""
 
     set: str
     id: str
     scores: dict[str, float]
     label: float
     checklist_p_yes: dict[str, float] = {}
+    turn_p_problem: dict[str, float] = {}
 
 
 class HeldOut(BaseModel):
@@ -85,9 +88,16 @@ def dialogue_looks(
         scores = looks(row)
         if scores:
             scores[MEAN] = sum(scores.values()) / len(scores)
-        answers = row.checklist_p_yes or {}
+        answers, turns = row.checklist_p_yes or {}, row.turn_p_problem or {}
         found.append(
-            DialogueLooks(set=set_name, id=row.id, scores=scores, label=better * label, checklist_p_yes=answers)
+            DialogueLooks(
+                set=set_name,
+                id=row.id,
+                scores=scores,
+                label=better * label,
+                checklist_p_yes=answers,
+                turn_p_problem=turns,
+            )  # fmt: skip
         )
     return found
 
@@ -211,7 +221,8 @@ def leave_one_set_out(
 def card_lines(dialogues: list[DialogueLooks], held: list[HeldOut]) -> list[dict]:
     """The judge card's lines: a line per dialogue with `set`, `id`, each look by name, where
     its set was held out the fitted score (`FITTED`) and the sets it was fit on (`fit_on`), and
-    the P(yes) to each checklist question (`checklist_p_yes`) where the judge answered them."""
+    the P(yes) to each checklist question (`checklist_p_yes`) and each turn's P(the reply breaks
+    the flow) (`turn_p_problem`) where the judge answered them."""
     by_set = {h.set: h.combination for h in held}
     lines = []
     for d in sorted(dialogues, key=lambda d: (d.set, d.id)):
@@ -223,6 +234,8 @@ def card_lines(dialogues: list[DialogueLooks], held: list[HeldOut]) -> list[dict
             line["fit_on"] = {FITTED: combination.fit_on}
         if d.checklist_p_yes:
             line["checklist_p_yes"] = d.checklist_p_yes
+        if d.turn_p_problem:
+            line["turn_p_problem"] = d.turn_p_problem
         lines.append(line)
     return lines
 

@@ -50,6 +50,9 @@ class TurnReport(BaseModel):
     every_turn: list[
         TurnScore
     ] = []  #: every turn of every dialogue named: what pointing at nothing in particular scores
+    #: the turns the per-turn look named (`problem_turns`, `--turn-look`), on the dialogues it answered
+    turn_look: list[TurnScore] = []
+    turn_look_dialogues: int = 0
 
 
 def named_turns(issues: list[str]) -> set[int]:
@@ -95,25 +98,41 @@ def turn_report(
     ids = sorted(set(judged) & set(flags))
     judge, chatgpt, people, every = [], [], [], []
     for behaviour in (*BEHAVIOURS, ANY):
-        raters = [[_flagged(flags[i][0], behaviour, r) for i in ids] for r in (0, 1)]
-        judge.append(_score(behaviour, [judged[i] for i in ids], raters))
-        chatgpt.append(_score(behaviour, [_gpt(flags[i][1], behaviour) for i in ids], raters))
-        people.append(_score(behaviour, raters[1], [raters[0]]))
-        every.append(_score(behaviour, [set(range(1, flags[i][2] + 1)) for i in ids], raters))
-    return TurnReport(dialogues=len(ids), judge=judge, chatgpt=chatgpt, people=people, every_turn=every)
+        raters = [[flagged(flags[i][0], behaviour, r) for i in ids] for r in (0, 1)]
+        judge.append(score_turns(behaviour, [judged[i] for i in ids], raters))
+        chatgpt.append(score_turns(behaviour, [chatgpt_turns(flags[i][1], behaviour) for i in ids], raters))
+        people.append(score_turns(behaviour, raters[1], [raters[0]]))
+        every.append(score_turns(behaviour, [set(range(1, flags[i][2] + 1)) for i in ids], raters))
+    looked = {
+        row.id: set(row.problem_turns)
+        for row in rows
+        if row.metric == metric and row.error is None and row.problem_turns is not None and row.id in flags
+    }
+    looked_ids = sorted(looked)
+    turn_look = []
+    if looked_ids:
+        for behaviour in (*BEHAVIOURS, ANY):
+            raters = [[flagged(flags[i][0], behaviour, r) for i in looked_ids] for r in (0, 1)]
+            turn_look.append(score_turns(behaviour, [looked[i] for i in looked_ids], raters))
+    return TurnReport(
+        dialogues=len(ids), judge=judge, chatgpt=chatgpt, people=people, every_turn=every, turn_look=turn_look,
+        turn_look_dialogues=len(looked_ids),
+    )  # fmt: skip
 
 
-def _flagged(people: Flags, behaviour: str, rater: int) -> set[int]:
+def flagged(people: Flags, behaviour: str, rater: int) -> set[int]:
+    """The turns `rater` (0 or 1) flagged with `behaviour` (or with any of them, `ANY`)."""
     if behaviour == ANY:
         return set().union(*(people[b][rater] for b in BEHAVIOURS))
     return people[behaviour][rater]
 
 
-def _gpt(chatgpt: dict[str, set[int]], behaviour: str) -> set[int]:
+def chatgpt_turns(chatgpt: dict[str, set[int]], behaviour: str) -> set[int]:
+    """The turns ChatGPT-3.5's kept prediction flagged with `behaviour` (or with any, `ANY`)."""
     return set().union(*chatgpt.values()) if behaviour == ANY else chatgpt[behaviour]
 
 
-def _score(behaviour: str, predicted: list[set[int]], references: list[list[set[int]]]) -> TurnScore:
+def score_turns(behaviour: str, predicted: list[set[int]], references: list[list[set[int]]]) -> TurnScore:
     """P, R and F1 of `predicted` turns (one set per dialogue) against each reference, averaged."""
     scores: list[tuple[float | None, float | None, float | None]] = []
     for reference in references:
@@ -129,3 +148,23 @@ def _score(behaviour: str, predicted: list[set[int]], references: list[list[set[
         return round(sum(values) / len(values) * 100, 1) if values else None
 
     return TurnScore(behaviour=behaviour, precision=mean(0), recall=mean(1), f1=mean(2))
+
+
+def fit_threshold(p_problem: list[dict[int, float]], references: list[list[set[int]]], behaviour: str) -> float:
+    """The P(the reply breaks the flow) from which naming the turns of `p_problem` (one dict of turn
+    number to P per dialogue) scores the best F1 of `behaviour` against `references` (each rater's
+    flagged turns, per dialogue), over every P seen; at equal F1 the higher, which names fewer turns.
+    Fit it on dialogues other than those it is reported on."""
+    candidates = sorted({p for turns in p_problem for p in turns.values()}, reverse=True)
+    if not candidates:
+        raise ValueError("no turn has a P(problem) to fit a threshold on")
+
+    def f1(threshold: float) -> float:
+        return score_turns(behaviour, turns_above(p_problem, threshold), references).f1 or 0.0
+
+    return max(candidates, key=f1)  # max keeps the first of equals: the highest threshold
+
+
+def turns_above(p_problem: list[dict[int, float]], threshold: float) -> list[set[int]]:
+    """The turns of each dialogue whose P(the reply breaks the flow) is at least `threshold`."""
+    return [{turn for turn, p in turns.items() if p >= threshold} for turns in p_problem]

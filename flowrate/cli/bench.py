@@ -26,7 +26,7 @@ CutLogsOption = Annotated[bool | None, option_of(groups.PromptOptions, "cut_logs
 @command(app, "judge-bench")
 @takes(
     groups.JudgeOptions, groups.RetryOptions, groups.CacheOptions,
-    also=("max_cost", "concurrency", "samples", "max_input_tokens", "limit", "score", "reply_order", "logprobs"),
+    also=("max_cost", "concurrency", "samples", "max_input_tokens", "limit", "score", "reply_order", "logprobs", "turn_look"),
     config=False,
 )  # fmt: skip
 def judge_bench_command(

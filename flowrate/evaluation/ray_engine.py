@@ -327,6 +327,26 @@ def dataset_row(key: Key, request: JudgeRequest, tries: int, ask: int) -> dict[s
             "kind": request.kind, "tries": tries, "ask": ask}  # fmt: skip
 
 
+SENT_IN_ORDER = (
+    "judge",
+    "look",
+    "checklist",
+    "turns",
+)  #: a round's datasets: each kind's requests (a re-ask's: judge's)
+
+
+def alike_rows(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`rows` cut into datasets whose reply schemas are alike, in `SENT_IN_ORDER`: the judge
+    requests and re-asks, the looks, the checklists, and the per-turn looks by their turns (each
+    conversation's schema has its own turn numbers, which one Arrow schema would merge)."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        kind = "judge" if row["kind"] == "reask" else row["kind"]
+        shape = orjson.dumps(orjson.loads(row["request"]).get("schema")).decode() if kind == "turns" else ""
+        groups.setdefault((SENT_IN_ORDER.index(kind), shape), []).append(row)
+    return [groups[key] for key in sorted(groups)]
+
+
 class RowFeed:
     """The rows of a dataset, read from Ray Data in a thread of their own, so that a stop heard
     while the driver waits for one raises in that wait, not in Ray Data's iterator: an iterator
@@ -434,7 +454,7 @@ class RayRun:
         """Send rounds until nothing is left: the re-asks, and the retries of errors the processor
         does not retry itself (each request at most `--max-retries` times). Each round sends the
         looks of `--score combined` after the other requests, as a dataset of their own, and the
-        checklists in one more: Ray Data
+        checklists and the per-turn looks in more (`alike_rows`): Ray Data
         gives the rows of a block one Arrow schema, so a look's reply schema sent beside a reasoned
         one came to the server with the reasoned one's properties added as nulls (the scripted
         judge saw `"reason": null` in every look). A stop ends it at once: the rows out are
@@ -448,9 +468,8 @@ class RayRun:
             while rows and not stop.requested:
                 self.rounds += 1
                 again: list[dict[str, Any]] = []
-                for kinds in (("judge", "reask"), ("look",), ("checklist",)):  # each schema apart (see above)
-                    alike = [row for row in rows if row["kind"] in kinds]
-                    if alike and not stop.requested:
+                for alike in alike_rows(rows):  # each schema apart (see above)
+                    if not stop.requested:
                         again.extend(self._dataset(ray, alike, stop, retries))
                 rows = again
                 if rows and backoff and not stop.requested:

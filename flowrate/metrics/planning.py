@@ -14,10 +14,11 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
-from flowrate.rubric.checklist import checklist_messages
+from flowrate.rubric.checklist import checklist_messages, turn_messages
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.rubric.model import Rubric
-from flowrate.scores.checklist import checklist_schema
+from flowrate.rubric.prompt import turn_numbers
+from flowrate.scores.checklist import checklist_schema, turn_schema
 from flowrate.scores.schema import reply_schema
 
 ERROR_MESSAGE_LIMIT = 500
@@ -43,6 +44,7 @@ class JudgePlan:
     cached_form: str | None = None  # the response form of the cached replies
     cached_logprobs: list[list[dict[str, Any]] | None] = field(default_factory=list)  # their tokens' log-probabilities
     window: int | None = None  # the context window it was fitted to (tokens; None: none known)
+    turn_numbers: list[int] = field(default_factory=list)  # the turns with a reply, as the transcript numbers them
 
 
 @dataclass
@@ -160,6 +162,7 @@ class Planner:
     reply_order: str = "reason-first"
     first_look: bool = False  #: a verdict-first look is asked after each reply (`--score combined`)
     checklist: bool = False  #: the rubric's checklist is asked after them (`--score checklist` or `fitted`)
+    turn_look: bool = False  #: each turn is asked whether it breaks the flow (`--turn-look`)
     replies: CachedReplies = field(init=False)
 
     def __post_init__(self) -> None:
@@ -214,6 +217,23 @@ class Planner:
         """Where checklist replies are cached: their own keys (temperature 0, one reply)."""
         return CachedReplies(self.cache, self.backend, self.rubric, TEMPERATURE, 1, "checklist")
 
+    def turn_max_tokens(self, plan: JudgePlan) -> int:
+        """The reply limit of a per-turn look at `plan`: an answer per turn, and one more."""
+        return TOKENS_PER_ANSWER * (len(plan.turn_numbers) + 1)
+
+    def turn_format(self, plan: JudgePlan) -> dict[str, Any] | None:
+        """The per-turn look's schema (a "yes" or "no" per turn of `plan`), in the form the backend sends it."""
+        return self.backend.structured_output(f"{self.rubric.name}_turns", turn_schema(plan.turn_numbers))
+
+    @cached_property
+    def turn_replies(self) -> CachedReplies:
+        """Where per-turn looks are cached: their own keys (temperature 0, one reply)."""
+        return CachedReplies(self.cache, self.backend, self.rubric, TEMPERATURE, 1, "turns")
+
+    def addition_replies(self, kind: str) -> CachedReplies:
+        """Where the replies of an addition of `kind` (`metrics.step.ADDITIONS`) are cached."""
+        return {"look": self.look_replies, "checklist": self.checklist_replies, "turns": self.turn_replies}[kind]
+
     def warm_up(self) -> None:
         """Look up now what every call needs (the model's window, its response format), and check
         that the context budget holds the rubric and a conversation."""
@@ -223,9 +243,9 @@ class Planner:
     @property
     def calls_per_conversation(self) -> int:
         """Judge calls one conversation takes: one, or `samples` where the backend cannot return
-        several; one more for a verdict-first look, and one for the checklist."""
+        several; one more for a verdict-first look, one for the checklist, one for the per-turn look."""
         calls = 1 if self.samples == 1 or self.backend.supports_n() else self.samples
-        return calls + self.first_look + self.checklist
+        return calls + self.first_look + self.checklist + self.turn_look
 
     def plan(self, case: ConversationalEvalTestCase, lookup: bool = True) -> JudgePlan:
         """The messages for `case` (its middle left out if too long) and any cached reply;
@@ -237,28 +257,38 @@ class Planner:
         case = case.judged_turns(self.cut_logs)
         messages = self.rubric.build_messages(case, self.language)
         size = self.budget.prefix_bytes + len(messages[-1]["content"].encode()) + PER_MESSAGE_OVERHEAD
-        fitted = case
+        fitted, elided = case, None
         if self.budget.may_overflow(size):
             fitted, elided = fit_turns(case, self.budget.input_budget or 0, self.backend.count_tokens)
             if fitted is not case:
                 messages = self.rubric.build_messages(fitted, self.language, elided)
         estimated = size // BYTES_PER_TOKEN_ESTIMATE
         keys = self.replies.keys(messages)
-        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self.budget.window)
+        numbers = turn_numbers(len(fitted.turns), elided if fitted is not case else None)
+        answered = [number for number, turn in zip(numbers, fitted.turns) if (turn.actual_output or "").strip()]
+        plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self.budget.window,
+                         turn_numbers=answered)  # fmt: skip
         if lookup:
             self.replies.look_up([plan])
         return plan
 
     def _missing_additions(self, plan: JudgePlan) -> tuple[int, int]:
-        """The calls and reply tokens of the look and the checklist asked beside `plan`'s cached
-        verdict that the cache does not hold: a run asking them of an earlier run's verdicts."""
+        """The calls and reply tokens of the look, the checklist and the per-turn look asked beside
+        `plan`'s cached verdict that the cache does not hold: a run asking them of an earlier run's verdicts."""
         calls = completion = 0
         if self.first_look and self.look_replies.found_for(plan.messages) is None:
             calls, completion = calls + 1, completion + self.look_max_tokens
         asked = checklist_messages(self.rubric, plan.messages) if self.checklist else None
         if asked is not None and self.checklist_replies.found_for(asked) is None:
             calls, completion = calls + 1, completion + self.checklist_max_tokens
+        turns = turn_messages(self.rubric, plan.messages, plan.turn_numbers) if self.asks_turns(plan) else None
+        if turns is not None and self.turn_replies.found_for(turns) is None:
+            calls, completion = calls + 1, completion + self.turn_max_tokens(plan)
         return calls, completion
+
+    def asks_turns(self, plan: JudgePlan) -> bool:
+        """Whether a per-turn look is asked of `plan`: `turn_look`, and a turn with a reply to ask of."""
+        return self.turn_look and bool(plan.turn_numbers)
 
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What `plan` would send and cost by the price list: the one estimator that both the
@@ -273,6 +303,7 @@ class Planner:
             calls = self.calls_per_conversation
             completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
             completion += self.checklist_max_tokens if self.checklist else 0
+            completion += self.turn_max_tokens(plan) if self.asks_turns(plan) else 0
         prompt = plan.estimated_prompt_tokens
         if exact:
             counted = self.backend.count_tokens(plan.messages[-1]["content"])

@@ -11,6 +11,7 @@ from flowrate.judge.backend import Usage
 from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
 from flowrate.results.rows import ErrorInfo, EvaluationRow, looks
+from flowrate.rubric.combination import named_turns, turn_threshold
 from flowrate.rubric.model import USER_SATISFACTION, Criterion, Rubric
 from flowrate.scores.checklist import ChecklistReading
 from flowrate.scores.distribution import LevelProbs, from_samples, mean_of, most_likely
@@ -33,10 +34,11 @@ class Scoring:
 
     def fill(
         self, rows: list[EvaluationRow], judgements: list[Judgement], first_look: dict[str, LevelProbs] | None = None,
-        checklist: ChecklistReading | None = None,
+        checklist: ChecklistReading | None = None, turns: ChecklistReading | None = None,
     ) -> None:  # fmt: skip
         """Fill a conversation's new `rows` from its `judgements` (and the distributions of a
-        verdict-first look, `first_look`, and the reading of the rubric's `checklist`): each
+        verdict-first look, `first_look`, the reading of the rubric's `checklist` and of the per-turn
+        look, `turns`): each
         criterion's majority rating, the samples' agreement, the distributions, the score `score`
         names, and for a suite the weighted mean."""
         by_name = {row.metric: row for row in rows}
@@ -59,6 +61,9 @@ class Scoring:
             if checklist is not None:
                 row.checklist_p_yes = {item: round(p, 6) for item, p in checklist.p_yes.items()}
                 row.checklist_score = checklist.score
+            if turns is not None:
+                row.turn_p_problem = {turn: round(p, 6) for turn, p in turns.p_yes.items()}
+                row.problem_turns = named_turns(turns.p_yes, turn_threshold(self.rubric.combination))
             self._score(row, criterion, (first_look or {}).get(criterion.name))
             scores[criterion.name] = row.score or 0.0
         reasons = list(dict.fromkeys(judgement.reasked for judgement in judgements if judgement.reasked))
@@ -197,13 +202,14 @@ class RowMaker:
         wait_s: float = 0.0,
         first_look: dict[str, LevelProbs] | None = None,
         checklist: ChecklistReading | None = None,
+        turns: ChecklistReading | None = None,
     ) -> list[EvaluationRow]:
         """Fill a conversation's new `rows` (`new_rows`) from its judgements, or from the error that
         stopped it (`outcome`); `cached`: the replies came from the cache, sent in `response_format`.
         The call's `usage`, `cost_usd`, `attempts` and clocks (`latency_s`, `wait_s`) go on the first
         row, the others carry cost 0 (null when the price is unknown), so totals add up; `first_look`
         holds the distributions of a verdict-first look (`--score combined`), `checklist` the
-        reading of the rubric's checklist (`--score checklist`)."""
+        reading of the rubric's checklist (`--score checklist`), `turns` the per-turn look's."""
         if isinstance(outcome, BaseException):
             message = error_message(outcome, ERROR_MESSAGE_LIMIT)
             reply = getattr(outcome, "reply", None)
@@ -211,7 +217,7 @@ class RowMaker:
                 row.error = ErrorInfo(type=error_kind(outcome), message=message)
                 row.raw_reply = reply
         else:
-            self.scoring.fill(rows, outcome, first_look, checklist)
+            self.scoring.fill(rows, outcome, first_look, checklist, turns)
         now = datetime.now(UTC)  # when the verdict (or the error) arrived
         for row in rows:
             row.evaluated_at = now

@@ -125,7 +125,7 @@ class RubricMetric:
             raise ConfigError(
                 f"--score fitted: rubric {self.rubric.name} ships no weights ({self.rubric.name}{SUFFIX} beside it)"
             )
-        self.planner = Planner(self.rubric, self.budget, self.backend, cache, judge.language, judge.cut_logs, judge.samples, self.temperature, choice.reply_order, choice.looks_first, choice.asks_checklist)  # fmt: skip
+        self.planner = Planner(self.rubric, self.budget, self.backend, cache, judge.language, judge.cut_logs, judge.samples, self.temperature, choice.reply_order, choice.looks_first, choice.asks_checklist, choice.turn_look)  # fmt: skip
         self.rng = random.Random()  # the retries' waits
         self.row_maker = RowMaker(self.rubric, self.thresholds, weighted, self.model, judge.samples, judge.date_field, choice)  # fmt: skip
         self.weights, self.judge_identity = weighted, self.row_maker.judge_identity

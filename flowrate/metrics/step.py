@@ -22,7 +22,9 @@ look_reply=reply)`: the rows' `verdict_first_*` and `combined_score` come from i
 added to the first row's, and `StepResult.look_kept` is what to keep in the cache under the
 look's own key. With `--score checklist` or `fitted`, `build_checklist(metric, request)` is the
 rubric's yes/no questions asked about the same conversation, and its reply goes to
-`rows_from_reply(..., checklist_reply=reply)` (kept as `StepResult.checklist_kept`).
+`rows_from_reply(..., checklist_reply=reply)` (kept as `StepResult.checklist_kept`). With
+`--turn-look`, `build_turn_look(metric, request)` asks of each turn whether its reply breaks the
+flow (`turns_reply=`, `StepResult.turns_kept`).
 
 Nothing here makes a call or writes anything: `build_request` reads the metric's cache (when it
 has one and `lookup` is left on), and `StepResult.cache_texts` says what to put in it
@@ -45,9 +47,9 @@ from flowrate.metrics.planning import TEMPERATURE, JudgePlan, Planner
 from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
-from flowrate.rubric.checklist import checklist_messages
+from flowrate.rubric.checklist import checklist_messages, turn_messages
 from flowrate.rubric.model import Rubric
-from flowrate.scores.checklist import ChecklistReading, checklist_reading
+from flowrate.scores.checklist import ChecklistReading, checklist_reading, turn_reading
 from flowrate.scores.distribution import LevelProbs, distributions
 from flowrate.scores.reading import Judgement, UnparsableReply
 from flowrate.scores.schema import corrective_messages
@@ -78,7 +80,7 @@ REQUEST_FIELDS = (
 )  # fmt: skip
 
 
-ADDITIONS = ("look", "checklist")  #: requests beside the verdict: a failed one leaves the verdict standing
+ADDITIONS = ("look", "checklist", "turns")  #: requests beside the verdict: a failed one leaves the verdict standing
 
 
 class ReaskNeeded(UnparsableReply):
@@ -90,7 +92,8 @@ class ReaskNeeded(UnparsableReply):
 class JudgeRequest:
     """One request of judging a conversation with a metric. `kind` is "judge" (the reasoned
     call), "reask" (the one re-ask after an unusable reply), "look" (the verdict-first look of
-    `--score combined`) or "checklist" (the rubric's yes/no questions, `--score checklist`). `body` is the OpenAI chat-completions request (`messages`, the reply
+    `--score combined`), "checklist" (the rubric's yes/no questions, `--score checklist`) or "turns"
+    (a yes/no per turn, `--turn-look`). `body` is the OpenAI chat-completions request (`messages`, the reply
     schema in the form the server takes, named by `response_format`, temperature, `n` and
     `max_tokens`), built from `schema`, `n`, `temperature` and `max_tokens`, which a transport
     that builds its own request (LiteLLM's) sends instead; `cache_key` is where its reply is
@@ -205,7 +208,7 @@ class StepResult:
     replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)
     with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without);
     `look_kept` is the verdict-first look's reply to keep under its own key (None: nothing to keep),
-    `checklist_kept` the checklist's."""
+    `checklist_kept` the checklist's, `turns_kept` the per-turn look's."""
 
     rows: list[EvaluationRow]
     reasks: list[JudgeRequest] = field(default_factory=list)
@@ -213,6 +216,7 @@ class StepResult:
     cache_logprobs: list[list[dict[str, Any]] | None] | None = None
     look_kept: Reply | None = None
     checklist_kept: Reply | None = None
+    turns_kept: Reply | None = None
 
 
 # -- the requests ----------------------------------------------------------------------------------
@@ -304,24 +308,48 @@ def build_checklist(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest
         return None
     messages = checklist_messages(metric.rubric, request.messages)
     schema, limit = planner.checklist_format, planner.checklist_max_tokens
+    return yes_no_request(metric, request, "checklist", messages, schema, limit)
+
+
+def build_turn_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
+    """The per-turn look at the conversation of `request` (`--turn-look`): the request's messages
+    with, after them, the question whether each turn's reply breaks the flow, a "yes" or "no" per
+    turn number the transcript shows; as `build_checklist`. None when the metric asks none or
+    the conversation has no reply to ask of."""
+    planner, plan = metric.planner, request.plan
+    if plan is None or not planner.asks_turns(plan):
+        return None
+    messages = turn_messages(metric.rubric, request.messages, plan.turn_numbers)
+    return yes_no_request(metric, request, "turns", messages, planner.turn_format(plan), planner.turn_max_tokens(plan))
+
+
+def yes_no_request(
+    metric: RubricMetric, request: JudgeRequest, kind: str, messages: list[dict[str, str]],
+    schema: dict[str, Any] | None, limit: int,
+) -> JudgeRequest:  # fmt: skip
+    """A request of `kind` (an addition of yes/no answers) asking `messages` about the conversation
+    of `request`, in `schema`, at most `limit` tokens, one reply at temperature 0; `cached_replies`
+    holds its reply when the cache has it with log-probabilities (or the judge gives none)."""
+    replies = metric.planner.addition_replies(kind)
     form, body = request_body(metric, messages, 1, schema, TEMPERATURE, limit)
+    plan = request.plan
     asked = JudgeRequest(
         conversation_id=request.conversation_id,
         metric=request.metric,
         messages=messages,
         body=body,
         response_format=form,
-        cache_key=planner.checklist_replies.key(messages_digest(messages), form),
+        cache_key=replies.key(messages_digest(messages), form),
         rubric_version=request.rubric_version,
         truncated=request.truncated,
-        kind="checklist",
+        kind=kind,
         temperature=TEMPERATURE,
         max_tokens=limit,
         schema=schema,
-        estimated_tokens=request.plan.estimated_prompt_tokens + limit,
-        plan=request.plan,
+        estimated_tokens=(plan.estimated_prompt_tokens if plan is not None else 0) + limit,
+        plan=plan,
     )
-    cached = planner.checklist_replies.found_for(messages)
+    cached = replies.found_for(messages)
     if cached is not None and (any(cached.logprobs or []) or not metric.backend.top_logprobs()):
         asked.cached_replies, asked.cached_logprobs = cached.texts, cached.logprobs
     return asked
@@ -400,6 +428,9 @@ class Judging:
         self.checklist = build_checklist(metric, request)
         self.checklist_reading: ChecklistReading | None = None
         self.checklist_kept: Reply | None = None
+        self.turns = build_turn_look(metric, request)
+        self.turn_reading: ChecklistReading | None = None
+        self.turns_kept: Reply | None = None
         self.paid: list[Reply] = []
         self.judgements: dict[int, Judgement] = {}
         self.looks: dict[int, Look] = {}  # an unusable reply's reading, by sample, while its re-ask is out
@@ -413,13 +444,13 @@ class Judging:
         self.outstanding: list[JudgeRequest] = []
         if request.cached_replies is None:
             self.outstanding = self._asks(request)
-        for addition, take in ((self.look, self._take_look), (self.checklist, self._take_checklist)):
+        for addition in (self.look, self.checklist, self.turns):
             if addition is not None:
                 seen = cached_look(addition)
                 if seen is None:
                     self.outstanding.append(addition)
                 else:
-                    take(seen)
+                    self._take_addition(addition.kind, seen)
 
     @property
     def cached(self) -> bool:
@@ -455,8 +486,8 @@ class Judging:
         self.paid.append(outcome.spent if isinstance(outcome, CallFailed) else outcome)
         if request.kind in ADDITIONS:
             if isinstance(outcome, Reply):
-                (self._take_look if request.kind == "look" else self._take_checklist)(outcome)
-            return  # a failed look or checklist is an addition missing: the verdict stands without it
+                self._take_addition(request.kind, outcome)
+            return  # a failed look, checklist or per-turn look is an addition missing: the verdict stands without it
         if isinstance(outcome, CallFailed):
             self._failed(request, outcome.error)
             return
@@ -470,6 +501,9 @@ class Judging:
         except UnparsableReply as error:
             self._stop(error)
 
+    def _take_addition(self, kind: str, reply: Reply) -> None:
+        {"look": self._take_look, "checklist": self._take_checklist, "turns": self._take_turns}[kind](reply)
+
     def _take_look(self, reply: Reply) -> None:
         if reply.texts:
             self.levels = distributions(reply.texts[0], reply.tokens(0), self.metric.rubric)
@@ -479,6 +513,12 @@ class Judging:
         reading = checklist_reading(self.metric.rubric, reply.texts[0], reply.tokens(0)) if reply.texts else None
         self.checklist_reading = reading if reading is not None and reading.score is not None else None
         self.checklist_kept = reply if self.checklist_reading is not None else None
+
+    def _take_turns(self, reply: Reply) -> None:
+        numbers = self.request.plan.turn_numbers if self.request.plan is not None else []
+        reading = turn_reading(numbers, reply.texts[0], reply.tokens(0)) if reply.texts else None
+        self.turn_reading = reading if reading is not None and reading.p_yes else None
+        self.turns_kept = reply if self.turn_reading is not None else None
 
     def _take_judge(self, request: JudgeRequest, reply: Reply) -> None:
         metric = self.metric
@@ -523,9 +563,13 @@ class Judging:
             if refitted.messages != self.request.messages:
                 self.request = refitted
                 kept = [pending.kind for pending in self.outstanding if pending.kind in ADDITIONS]
-                again = {"look": build_look(metric, refitted), "checklist": build_checklist(metric, refitted)}
+                again = {
+                    "look": build_look(metric, refitted), "checklist": build_checklist(metric, refitted),
+                    "turns": build_turn_look(metric, refitted),
+                }  # fmt: skip
                 self.look = again["look"] if "look" in kept else self.look
                 self.checklist = again["checklist"] if "checklist" in kept else self.checklist
+                self.turns = again["turns"] if "turns" in kept else self.turns
                 added = [asked for kind in kept if (asked := again[kind]) is not None]
                 self.outstanding = [*self._asks(refitted), *added]
                 self.judgements.clear()
@@ -557,9 +601,11 @@ class Judging:
             metric.row_maker.settle(
                 rows, cached, cached=True, response_format=request.cached_form, usage=spent.usage,
                 cost_usd=spent.cost_usd, attempts=spent.attempts, latency_s=spent.latency_s, wait_s=spent.wait_s,
-                first_look=levels, checklist=self.checklist_reading,
+                first_look=levels, checklist=self.checklist_reading, turns=self.turn_reading,
             )  # fmt: skip
-            return StepResult(rows, look_kept=self.look_kept, checklist_kept=self.checklist_kept)
+            return StepResult(
+                rows, look_kept=self.look_kept, checklist_kept=self.checklist_kept, turns_kept=self.turns_kept
+            )
         outcome: list[Judgement] | BaseException
         if self.outcome_error is not None:
             outcome = self.outcome_error
@@ -570,9 +616,11 @@ class Judging:
         metric.row_maker.settle(
             rows, outcome, cached=False, response_format=self.response_format, usage=spent.usage,
             cost_usd=spent.cost_usd if self.answered else None, attempts=spent.attempts, latency_s=spent.latency_s,
-            wait_s=spent.wait_s, first_look=levels, checklist=self.checklist_reading,
+            wait_s=spent.wait_s, first_look=levels, checklist=self.checklist_reading, turns=self.turn_reading,
         )  # fmt: skip
-        kept = StepResult(rows, reasks, look_kept=self.look_kept, checklist_kept=self.checklist_kept)
+        kept = StepResult(
+            rows, reasks, look_kept=self.look_kept, checklist_kept=self.checklist_kept, turns_kept=self.turns_kept
+        )
         if isinstance(outcome, BaseException) or any(judgement.cut for judgement in outcome):
             return kept  # a cut judgement may be missing issues
         kept.cache_texts, kept.cache_logprobs = [j.text for j in outcome], [j.tokens for j in outcome]
@@ -585,13 +633,14 @@ class Judging:
 
 def keep_in_cache(metric: RubricMetric, judging: Judging, result: StepResult) -> None:
     """Put what `result` says to keep in `metric`'s cache: the replies under the request's key,
-    the verdict-first look's and the checklist's under their own."""
+    the verdict-first look's, the checklist's and the per-turn look's under their own."""
     request, planner = judging.request, metric.planner
     if result.cache_texts is not None and request.plan is not None:
         planner.replies.remember(request.plan, result.cache_texts, judging.response_format, result.cache_logprobs)
     for kept, asked, replies in (
         (result.look_kept, judging.look, planner.look_replies),
         (result.checklist_kept, judging.checklist, planner.checklist_replies),
+        (result.turns_kept, judging.turns, planner.turn_replies),
     ):
         if kept is not None and asked is not None and asked.cached_replies is None:
             replies.keep(asked.messages, kept.texts[:1], kept.response_format, kept.logprobs[:1], judging.case.id)
@@ -608,6 +657,7 @@ def rows_from_reply(
     source: Source | None = None,
     look_reply: Reply | None = None,
     checklist_reply: Reply | None = None,
+    turns_reply: Reply | None = None,
 ) -> StepResult:
     """The rows `flowrate eval` writes for `case` from `reply` to `request` (None: the request's
     `cached_replies`), with the same scores, fields and re-ask rules: an unusable reply is re-asked
@@ -617,19 +667,19 @@ def rows_from_reply(
     writes (`UnparsableReply`, `CopiedExample`, `ReplyCut`). `look_reply` is the reply to the
     verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
     score the rows, and its tokens, cost and clocks are the first row's too; `checklist_reply`,
-    the reply to `build_checklist`'s request, likewise gives the rows' `checklist_*`."""
+    the reply to `build_checklist`'s request, likewise gives the rows' `checklist_*`, and
+    `turns_reply`, to `build_turn_look`'s, their `turn_p_problem` and `problem_turns`."""
     if request.plan is None:
         raise ValueError("rows_from_reply needs a request build_request made (JudgeRequest.from_dict keeps no plan)")
     judging = Judging(metric, case, source, request=request)
     judging.outstanding = [request] if request.cached_replies is None else []
     judging.levels, judging.look_kept = {}, None  # only the look and checklist replies given here count
     judging.checklist_reading, judging.checklist_kept = None, None
-    if look_reply is not None:
-        judging.paid.append(look_reply)
-        judging._take_look(look_reply)
-    if checklist_reply is not None:
-        judging.paid.append(checklist_reply)
-        judging._take_checklist(checklist_reply)
+    judging.turn_reading, judging.turns_kept = None, None
+    for kind, given in (("look", look_reply), ("checklist", checklist_reply), ("turns", turns_reply)):
+        if given is not None:
+            judging.paid.append(given)
+            judging._take_addition(kind, given)
     if judging.outstanding:
         if reply is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")

@@ -132,7 +132,10 @@ def distribution_lines(score: BenchScore) -> list[str]:
             ("ChatGPT-3.5", score.turns.chatgpt),
             ("two people", score.turns.people),
             ("every turn named", score.turns.every_turn),
+            (f"per-turn look ({score.turns.turn_look_dialogues} dialogues)", score.turns.turn_look),
         ):
+            if not found:
+                continue
             lines.append(
                 f"  {who}: "
                 + "; ".join(

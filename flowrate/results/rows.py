@@ -88,6 +88,10 @@ class EvaluationRow(BaseModel):
     #: `checklist_score`, the weighted mean of P(the good answer); the conversation's, on each of its rows
     checklist_p_yes: dict[str, float] | None = None
     checklist_score: float | None = None
+    #: `--turn-look`: P(the reply breaks the flow) of each turn (by the number the transcript shows), and
+    #: `problem_turns`, the turns at or above the rubric's turn threshold; the conversation's, on each of its rows
+    turn_p_problem: dict[str, float] | None = None
+    problem_turns: list[int] | None = None
     fitted_score: float | None = None  #: `--score fitted`: the looks combined by the weights shipped with the rubric
     score_from: str | None = None  #: which value `score` is: verdict, expected, combined, checklist or fitted
     uncertain: bool = False  #: the judge's most likely level had less of its mass than --uncertain-below, or tied

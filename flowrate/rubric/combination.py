@@ -17,6 +17,7 @@ METHOD = (
     "ridge towards the average of standardised looks, penalty = 0.1 x fit dialogues, no weight below 0,"
     " on within-set label ranks"
 )
+TURN_THRESHOLD = 0.5  #: P(the reply breaks the flow) from which `--turn-look` names a turn, where no fit one ships
 SUFFIX = ".combination.json"  #: the weights' file beside a rubric's: `conversational_flow.combination.json`
 
 
@@ -36,6 +37,10 @@ class Combination(BaseModel):
     date: str = ""
     command: str = ""
     labels: dict[str, str] = Field(default_factory=dict)  #: each fit set's human label
+    #: the P(the reply breaks the flow) from which `--turn-look` names a turn, fit on per-turn labels
+    #: (`turn_fit_on`: the sets and dialogues); None: `TURN_THRESHOLD`
+    turn_threshold: float | None = Field(None, ge=0, le=1)
+    turn_fit_on: str = ""
 
     def score(self, scores: dict[str, float]) -> float | None:
         """The combined score of a conversation's looks, in [0, 1]; None when one of `looks` is missing."""
@@ -46,6 +51,18 @@ class Combination(BaseModel):
         if total <= 0:
             return None
         return min(1.0, max(0.0, sum(raw[look] * scores[look] for look in self.looks) / total))
+
+
+def turn_threshold(combination: Combination | None) -> float:
+    """The P(the reply breaks the flow) from which a turn is named: `combination`'s fit one, else `TURN_THRESHOLD`."""
+    if combination is None or combination.turn_threshold is None:
+        return TURN_THRESHOLD
+    return combination.turn_threshold
+
+
+def named_turns(p_problem: dict[str, float], threshold: float) -> list[int]:
+    """The turns (numbers, in order) whose P(the reply breaks the flow) in `p_problem` is at least `threshold`."""
+    return sorted(int(turn) for turn, p in p_problem.items() if p >= threshold)
 
 
 def write_combination(path: str | Path, combination: Combination) -> None:

@@ -121,6 +121,9 @@ class Rubric(BaseModel):
     user_satisfaction: bool = False
     examples: list[RubricExample] = Field(default_factory=list)
     checklist: list[ChecklistItem] = Field(default_factory=list)
+    #: what makes one assistant reply break the flow, asked of every turn by `--turn-look`
+    #: (`flowrate.rubric.checklist.turn_messages`; None: `TURN_QUESTION`)
+    turn_question: str | None = Field(None, min_length=1)
     version: str = ""
     #: the weights of `--score fitted`, read from `<rubric>.combination.json` beside the rubric's file
     #: (`flowrate.rubric.combination`): scoring, not judging, so not part of `version`

@@ -33,15 +33,21 @@ def render_transcript(case: ConversationalEvalTestCase, elided: tuple[int, int] 
     lines = []
     if case.chatbot_role:
         lines.append(orjson.dumps({"context": case.chatbot_role}).decode())
-    numbers = list(range(1, len(case.turns) + 1))
-    if elided:
-        first, last = elided
-        numbers = [n if n < first else n + (last - first + 1) for n in numbers]
+    numbers = turn_numbers(len(case.turns), elided)
     for number, turn in zip(numbers, case.turns):
         if elided and number == elided[1] + 1:
             lines.append(elision_line(elided))
         lines.append(turn_line(number, turn))
     return "\n".join(lines)
+
+
+def turn_numbers(kept: int, elided: tuple[int, int] | None = None) -> list[int]:
+    """The numbers the transcript shows for `kept` turns, the original ones around an `elided` gap."""
+    numbers = list(range(1, kept + 1))
+    if elided:
+        first, last = elided
+        numbers = [n if n < first else n + (last - first + 1) for n in numbers]
+    return numbers
 
 
 def elision_line(elided: tuple[int, int]) -> str:

@@ -1,6 +1,6 @@
 """A checklist reply (`flowrate.rubric.checklist`) read: its JSON schema, one "yes"/"no" answer
 per question of the rubric, and the reader that gives each question's P(yes) and the checklist's
-score.
+score; a per-turn look's reply likewise, one answer per turn number.
 
 P(yes) is read at the token where the answer's value begins, as a verdict's distribution is
 (`scores.distribution`: "yes" and "no" are a scale of two levels, the mass of other tokens left
@@ -27,7 +27,16 @@ YES_NO = Scale(levels={"yes": 1.0, "no": 0.0})
 def checklist_schema(rubric: Rubric) -> dict[str, Any]:
     """The JSON schema of a checklist reply: every question's id, in the rubric's order, with
     "yes" or "no"."""
-    properties = {item.id: {"type": "string", "enum": list(ANSWERS)} for item in rubric.checklist}
+    return yes_no_schema([item.id for item in rubric.checklist])
+
+
+def turn_schema(turns: list[int]) -> dict[str, Any]:
+    """The JSON schema of a per-turn look's reply: "yes" or "no" under each of `turns`' numbers."""
+    return yes_no_schema([str(number) for number in turns])
+
+
+def yes_no_schema(keys: list[str]) -> dict[str, Any]:
+    properties = {key: {"type": "string", "enum": list(ANSWERS)} for key in keys}
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
@@ -48,28 +57,41 @@ class ChecklistReading:
 def checklist_reading(rubric: Rubric, text: str, tokens: Tokens | None) -> ChecklistReading:
     """The checklist reply `text` of `rubric`'s questions read, each P(yes) from `tokens` (the
     reply's log-probabilities in OpenAI's `logprobs.content` shape) where they give it."""
+    reading = yes_no_reading([item.id for item in rubric.checklist], text, tokens)
+    reading.score = checklist_score(rubric, reading.p_yes)
+    return reading
+
+
+def turn_reading(turns: list[int], text: str, tokens: Tokens | None) -> ChecklistReading:
+    """A per-turn look's reply `text` read: P(yes), the reply breaks the flow, by turn number (as
+    text, the reply's keys), from `tokens` where they give it; no score."""
+    return yes_no_reading([str(number) for number in turns], text, tokens)
+
+
+def yes_no_reading(keys: list[str], text: str, tokens: Tokens | None) -> ChecklistReading:
+    """The "yes" or "no" under each of `keys` in the reply `text`, each P(yes) read at its value's
+    token where `tokens` spell the reply, else 1 or 0 from the text."""
     reading = ChecklistReading()
     found = _reply_object(text)
     if found is None:
-        reading.problems = {item.id: "the reply holds no JSON object of answers" for item in rubric.checklist}
+        reading.problems = dict.fromkeys(keys, "the reply holds no JSON object of answers")
         return reading
     spelled = tokens is not None and tokens_fault(text, tokens) is None
     starts = {path[0]: offset for path, offset in value_offsets(text) if len(path) == 1}
-    for item in rubric.checklist:
-        answer = str(found.get(item.id, "")).strip().lower()
+    for key in keys:
+        answer = str(found.get(key, "")).strip().lower()
         if answer not in ANSWERS:
-            shown = "no answer" if item.id not in found else f"the answer {found[item.id]!r}"
-            reading.problems[item.id] = f'{shown} to {item.id} (expected "yes" or "no")'
+            shown = "no answer" if key not in found else f"the answer {found[key]!r}"
+            reading.problems[key] = f'{shown} to {key} (expected "yes" or "no")'
             continue
-        reading.answers[item.id] = answer
+        reading.answers[key] = answer
         probs = None
-        if spelled and tokens is not None and item.id in starts:
-            probs = distribution_at(text, tokens, starts[item.id], YES_NO)
+        if spelled and tokens is not None and key in starts:
+            probs = distribution_at(text, tokens, starts[key], YES_NO)
         if probs is not None:
-            reading.p_yes[item.id], reading.p_yes_from[item.id] = probs.probs["yes"], "logprobs"
+            reading.p_yes[key], reading.p_yes_from[key] = probs.probs["yes"], "logprobs"
         else:
-            reading.p_yes[item.id], reading.p_yes_from[item.id] = float(answer == "yes"), "text"
-    reading.score = checklist_score(rubric, reading.p_yes)
+            reading.p_yes[key], reading.p_yes_from[key] = float(answer == "yes"), "text"
     return reading
 
 

@@ -256,18 +256,20 @@ Score = Literal["verdict", "expected", "combined", "checklist", "fitted"]  # wha
 class ScoreChoice:
     """What a row is scored by, and what the judge is asked for it: `score` (`--score`), the
     reply's field order `reply_order`, the mark `uncertain_below`, `logprobs` asked for, and how
-    hard a judge that reasons thinks before its verdict (`reasoning_effort`)."""
+    hard a judge that reasons thinks before its verdict (`reasoning_effort`), and whether each turn is
+    asked whether it breaks the flow (`turn_look`)."""
 
     score: str = "verdict"
     reply_order: str = "reason-first"
     uncertain_below: float | None = None
     logprobs: bool = False
     reasoning_effort: str = DEFAULT_REASONING_EFFORT
+    turn_look: bool = False
 
     @property
     def asks_logprobs(self) -> bool:
-        """Whether the judge is asked for log-probabilities: `logprobs`, or a score or a mark that needs them."""
-        return self.logprobs or self.score != "verdict" or self.uncertain_below is not None
+        """Whether the judge is asked for log-probabilities: `logprobs`, or a score, a mark or a look that needs them."""
+        return self.logprobs or self.score != "verdict" or self.uncertain_below is not None or self.turn_look
 
     @property
     def looks_first(self) -> bool:
@@ -314,6 +316,12 @@ class MetricOptions(Group):
         " call), fitted (the verdict, expected, look and checklist scores combined with the weights shipped"
         " with the rubric, fit on public human-rated sets: two more calls). A row without the score named keeps"
         " its verdict's score and says so in score_from.",
+    )
+    turn_look: Annotated[bool, flag()] = Field(
+        False,
+        description="Ask, after each grading call, whether each turn's reply breaks the flow: one more call whose"
+        " yes/no per turn is read as P(yes) at its token; rows carry turn_p_problem and problem_turns (the turns"
+        " from the rubric's turn threshold), where the conversation should be fixed first.",
     )
     uncertain_below: Annotated[float | None, flag()] = Field(
         None,

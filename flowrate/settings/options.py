@@ -128,7 +128,9 @@ class JudgeSettings(JudgeOptions, RetryOptions, PromptOptions, MetricOptions, Ca
     @property
     def score_choice(self) -> ScoreChoice:
         """What a row is scored by and what the judge is asked for it."""
-        return ScoreChoice(self.score, self.reply_order, self.uncertain_below, self.logprobs, self.reasoning_effort)
+        return ScoreChoice(
+            self.score, self.reply_order, self.uncertain_below, self.logprobs, self.reasoning_effort, self.turn_look
+        )
 
     @classmethod
     def of(cls: type[JudgeSettings], settings: BaseModel) -> JudgeSettings:

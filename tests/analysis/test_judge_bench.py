@@ -351,7 +351,7 @@ def test_calibration_is_measured_where_people_rated_on_the_judges_own_scale(judg
     assert score["calibration_error"] == pytest.approx(abs(0.8 - right / 10), abs=1e-4)
 
 
-def _abc(tmp_path, judge):
+def _abc(tmp_path, judge, turns=None):
     """An ABC-Eval-like set: two dialogues of four turns, each turn's behaviours flagged by two
     people and by ChatGPT-3.5 (the shape of abc_eval_test_behaviors.jsonl); the judge names turns."""
     data = tmp_path / "data"
@@ -372,7 +372,8 @@ def _abc(tmp_path, judge):
     }
     records = []
     for conversation, (labels, issues) in plans.items():
-        judge.script(f"MARK-{conversation}-", {"verdict": "minor", "key_issues": issues})
+        step = {"verdict": "minor", "key_issues": issues, "turns": (turns or {}).get(conversation)}
+        judge.script(f"MARK-{conversation}-", {key: value for key, value in step.items() if value is not None})
         records.append(
             {
                 "id": conversation,
@@ -458,3 +459,45 @@ def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the
     weights = json.loads((tmp_path / "weights.json").read_text())
     assert weights["fit_on"] == ["fed", "labels"] and weights["sizes"] == {"fed": 10, "labels": 10}
     assert weights["labels"] == {"fed": "Coherent", "labels": "ok"} and "judge-bench" in weights["command"]
+
+
+def test_the_per_turn_look_is_scored_beside_the_key_issues_and_its_threshold_fit_on_other_dialogues(
+    judge, run_flowrate, tmp_path
+):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    no = {"1": "no", "2": "no", "3": "no", "4": "no"}
+    turns = {
+        "a0": {"answers": {**no, "2": "yes"}, "logprobs": {"3": {"no": math.log(0.6), "yes": math.log(0.4)}}},
+        "a1": {"answers": {**no, "1": "yes"}, "logprobs": {"2": {"no": math.log(0.7), "yes": math.log(0.3)}}},
+    }
+    _abc(tmp_path, judge, turns)
+    result = _bench(run_flowrate, judge, "--sets", "abc-eval", "--turn-look", "--card", "card.jsonl")
+    assert result.returncode == 0, result.stderr
+    [score] = _scores(tmp_path)
+    looked = {entry["behaviour"]: entry for entry in score["turns"]["turn_look"]}
+    # named at 0.5: a0 {2}, a1 {1}, the turns both people flagged redundant; the key issues named a1's 3 too
+    assert (looked["redundant"]["precision"], looked["redundant"]["recall"], looked["redundant"]["f1"]) == (
+        100,
+        100,
+        100,
+    )
+    assert score["turns"]["turn_look_dialogues"] == 2 and "per-turn look (2 dialogues): redundant" in result.stderr
+    card = [json.loads(line) for line in (tmp_path / "card.jsonl").read_text().splitlines()]
+    assert {line["id"]: line["turn_p_problem"]["3" if line["id"] == "a0" else "2"] for line in card} == {
+        "a0": pytest.approx(0.4), "a1": pytest.approx(0.3),
+    }  # fmt: skip
+    script = Path(__file__).resolve().parents[2] / "bench" / "turn_look.py"
+    shipped = tmp_path / "flow.combination.json"
+    shipped.write_text(json.dumps({"looks": ["verdict"], "weights": {"verdict": 1}, "means": {"verdict": 0.5},
+                                   "sds": {"verdict": 0.3}, "fit_on": ["fed"], "sizes": {"fed": 125}}))  # fmt: skip
+    bench = [sys.executable, str(script), "--card", "card.jsonl", "--data-dir", "data", "--reported", "1"]
+    printed = subprocess.run([*bench, "--ship", str(shipped)], cwd=tmp_path, capture_output=True, text=True)
+    assert printed.returncode == 0, printed.stderr
+    # fit on a1 alone (its turn 1 flagged by both, P 1.0; turn 2 at 0.3): 1.0 names just turn 1, the best
+    # F1; reported on a0 alone, where it names turn 2, the one both people flagged redundant
+    assert "| redundant | 1.000 | 100.0 / 100.0 / **100.0** |" in printed.stdout, printed.stdout
+    assert "1 of the first 1 dialogues reported, 1 after them fit the thresholds" in printed.stdout
+    assert json.loads(shipped.read_text())["turn_threshold"] == 1.0

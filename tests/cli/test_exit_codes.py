@@ -45,6 +45,8 @@ ROW_FIELDS = [
     "combined_score",
     "checklist_p_yes",
     "checklist_score",
+    "turn_p_problem",
+    "problem_turns",
     "fitted_score",
     "score_from",
     "uncertain",

@@ -298,11 +298,12 @@ def test_a_batchs_distributions_are_cached_and_read_back_on_a_rerun(batch_server
 
 JUDGED = (
     "verdict", "score", "score_from", "combined_score", "verdict_first_score", "expected_score", "level_probs",
-    "reasked", "error", "samples", "checklist_score", "checklist_p_yes",
+    "reasked", "error", "samples", "checklist_score", "checklist_p_yes", "turn_p_problem", "problem_turns",
 )  # fmt: skip
 OPTION_SETS = {
     "combined, a look beside each call": ["--score", "combined"],
     "a checklist beside each call": ["--score", "checklist"],
+    "a per-turn look beside each call": ["--turn-look"],
     "three samples in one request": ["--samples", "3"],
     "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
     "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
@@ -318,10 +319,12 @@ def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a
 
     def script():
         checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
+        turns = {"answers": {"1": "yes"}, "logprobs": {"1": {"yes": -0.2231, "no": -1.6094}}}
         judge.script(
             "question 1",
-            {"verdict": "mostly", "look": torn, "checklist": checklist, "logprobs": {"mostly": -0.2, "partial": -1.8}},
-        )
+            {"verdict": "mostly", "look": torn, "checklist": checklist, "turns": turns,
+             "logprobs": {"mostly": -0.2, "partial": -1.8}},
+        )  # fmt: skip
         judge.script("question 2", {"content": "The flow is fine, I think."}, {"verdict": "partial", "reason": "ok"})
 
     script()
@@ -335,7 +338,7 @@ def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a
     assert result.returncode == 0, result.stderr
     reasks = 3 if "--samples" in options else 1  # one for each of c2's unusable replies
     assert batch_server.created == 1 and judge.requests == reasks  # the re-asks, online; the rest in the batch
-    assert sent_online == 4 * (2 if {"combined", "checklist"} & set(options) else 1) + reasks
+    assert sent_online == 4 * (2 if {"combined", "checklist", "--turn-look"} & set(options) else 1) + reasks
     batched = {row["id"]: row for row in read_rows(tmp_path / "out.jsonl")}
     for row in read_rows(tmp_path / "online.jsonl"):
         assert {key: batched[row["id"]][key] for key in JUDGED} == {key: row[key] for key in JUDGED}, row["id"]

@@ -703,6 +703,7 @@ def test_a_ray_run_killed_with_kill_9_leaves_no_process_of_its_local_cluster(jud
 OPTION_SETS = {
     "combined, a look beside each call": ["--score", "combined"],
     "a checklist beside each call": ["--score", "checklist"],
+    "a per-turn look beside each call, conversations of two and three turns": ["--turn-look"],
     "three samples in one request": ["--samples", "3"],
     "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
     "log-probabilities kept": ["--logprobs", "--uncertain-below", "0.7"],
@@ -714,11 +715,15 @@ OPTION_SETS = {
 def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     options, ray_judge, run_flowrate, tmp_path
 ):
-    logs = write_jsonl(tmp_path / "logs.jsonl", _records(8))
+    records = _records(8)
+    for record in records[::3]:  # per-turn looks of two shapes: each schema goes to the server whole
+        record["turns"].append({"input": "one more thing", "actual_output": "sure"})
+    logs = write_jsonl(tmp_path / "logs.jsonl", records)
 
     def script():
         checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
-        ray_judge.script("question 5", {**TORN, "look": TORN, "checklist": checklist})
+        turns = {"answers": {"1": "no", "2": "yes"}, "logprobs": {"2": {"yes": -0.2231, "no": -1.6094}}}
+        ray_judge.script("question 5", {**TORN, "look": TORN, "checklist": checklist, "turns": turns})
         _script(ray_judge, 8)  # c3 re-asked (each of its samples), c7 "minor"
 
     script()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flowrate.rubric.combination import turn_threshold
 from flowrate.rubric.model import load_rubric
 from tests.conftest import FLOWRATE
 from tests.real_model.conftest import PROCESS_LIMIT_S, flowrate_env, read_rows
@@ -138,13 +139,11 @@ def test_a_checklist_asked_after_the_grading_request_is_read_from_the_models_own
     assert all((p > 0) if reading.answers[i] == "yes" else (p < 1) for i, p in reading.p_yes.items())
 
 
-def test_score_fitted_in_process_asks_the_look_and_the_checklist_and_reads_them_again_from_the_cache(
-    model_file, tmp_path
-):
-    """Every look of `--score fitted` through the judging step on a real model (issue 46): the
-    verdict-first look and the checklist on each judged row, combined by the shipped weights, and
-    all of it found in the cache on a rerun."""
-    fitted = ("eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", 2, "--score", "fitted")
+def test_score_fitted_and_turn_look_in_process_ask_every_look_and_read_them_again_from_the_cache(model_file, tmp_path):
+    """Every look of `--score fitted` and the per-turn look through the judging step on a real
+    model (issue 46): the verdict-first look, the checklist and a P(yes) per turn with a reply on
+    each judged row, combined by the shipped weights, and all of it found in the cache on a rerun."""
+    fitted = ("eval", SAMPLES, "--model", f"gguf:{model_file}", "--limit", 2, "--score", "fitted", "--turn-look")
     status, stderr, rows = run_gguf(tmp_path, *fitted)
     assert status in exit_codes_for(rows) and "Traceback" not in stderr, stderr
     judged = [row for row in rows if row["error"] is None]
@@ -154,6 +153,11 @@ def test_score_fitted_in_process_asks_the_look_and_the_checklist_and_reads_them_
         assert set(row["checklist_p_yes"]) == questions and all(0 <= p <= 1 for p in row["checklist_p_yes"].values())
         assert row["verdict_first_score"] is not None and 0 <= row["checklist_score"] <= 1
         assert (row["score_from"], row["score"]) == ("fitted", row["fitted_score"]) and 0 <= row["score"] <= 1
+        numbers = [int(turn) for turn in row["turn_p_problem"]]
+        assert numbers and numbers == sorted(set(numbers)) and 1 <= numbers[0] <= numbers[-1] <= row["number_of_turns"]
+        assert all(0 <= p <= 1 for p in row["turn_p_problem"].values())
+        at = turn_threshold(load_rubric().combination)
+        assert row["problem_turns"] == [int(turn) for turn, p in row["turn_p_problem"].items() if p >= at]
     again_status, _, again = run_gguf(tmp_path, *fitted)
     assert again_status in exit_codes_for(again)
     before = {row["id"]: row for row in judged}
@@ -162,3 +166,4 @@ def test_score_fitted_in_process_asks_the_look_and_the_checklist_and_reads_them_
             assert row["cached"] and row["attempts"] == 0, row
             assert row["checklist_p_yes"] == before[row["id"]]["checklist_p_yes"]
             assert row["fitted_score"] == before[row["id"]]["fitted_score"]
+            assert row["turn_p_problem"] == before[row["id"]]["turn_p_problem"]

@@ -1,0 +1,107 @@
+"""`--turn-look` through `flowrate eval` against the scripted judge: after the grading call, one
+more call asks of each turn the transcript shows whether its reply breaks the flow (the grading
+call's messages then the question, a "yes" or "no" keyed by turn number), each answer read as
+P(yes) at its token; the rows carry `turn_p_problem` and `problem_turns` (the turns from the
+rubric's turn threshold), the reply is cached, and a failed look leaves the verdict standing
+(issue 46, "turns named right")."""
+
+import math
+
+import orjson
+import pytest
+
+from tests.helpers import long_conversation, read_rows, turn_record, write_jsonl
+
+# sure that turn 2 broke the flow, torn on turn 3 (P(yes) 0.4), sure turn 1 did not
+TURNS = {
+    "answers": {"1": "no", "2": "yes", "3": "no"},
+    "logprobs": {"3": {"no": math.log(0.6), "yes": math.log(0.4)}},
+}
+
+
+def judged(judge, run_flowrate, tmp_path, *extra, output="out.jsonl", step=None, records=None):
+    judge.script("MARK-TURNS", step or {"verdict": "mostly", "reason": "fine", "turns": TURNS})
+    records = records or [
+        turn_record("looked", "MARK-TURNS hi", "hello", "my order?", "what's the weather", "and?", "ok")
+    ]
+    path = write_jsonl(tmp_path / "c.jsonl", records)
+    result = run_flowrate("eval", path, "--api-base", judge.base_url, "-o", output, *extra)
+    return result, read_rows(tmp_path / output) if (tmp_path / output).exists() else []
+
+
+def test_turn_look_asks_each_turn_after_the_grading_messages_and_names_the_turns_past_the_threshold(
+    judge, run_flowrate, tmp_path
+):
+    result, [row] = judged(judge, run_flowrate, tmp_path, "--turn-look", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    grading, turns = judge.bodies
+    assert turns["messages"][:-1] == grading["messages"]  # the shared prefix: only the question is new
+    schema = orjson.dumps(turns["response_format"]).decode()
+    assert all(f'"{number}"' in schema for number in (1, 2, 3)) and '"4"' not in schema
+    assert turns["logprobs"] is True and turns["temperature"] == 0
+    assert row["turn_p_problem"] == {"1": 0.0, "2": 1.0, "3": pytest.approx(0.4)}
+    assert row["problem_turns"] == [2]  # 0.4 is under the default threshold, 0.5
+    assert (row["verdict"], row["score_from"]) == ("mostly", "verdict")  # the look names turns; it scores nothing
+
+
+def test_the_turns_asked_are_the_numbers_the_transcript_shows_around_an_elided_middle(judge, run_flowrate, tmp_path):
+    records = [long_conversation(40)]
+    judge.script("MARK-TURN-1", {"verdict": "mostly", "reason": "fine"})
+    result, [row] = judged(
+        judge, run_flowrate, tmp_path, "--turn-look", "--no-cache", "--max-input-tokens", "5000", records=records
+    )
+    assert result.returncode == 0 and row["truncated"], result.stderr
+    grading, turns = judge.bodies
+    shown = [orjson.loads(line)["turn"] for line in grading["messages"][-1]["content"].splitlines() if '"turn"' in line]
+    assert 1 in shown and 40 in shown and len(shown) < 40  # the middle left out
+    assert [int(turn) for turn in row["turn_p_problem"]] == shown
+
+
+def test_a_turn_with_no_reply_is_not_asked_of(judge, run_flowrate, tmp_path):
+    records = [{**turn_record("open", "MARK-TURNS hi", "hello"), "trailing_user_utterance": "still there?"}]
+    result, [row] = judged(judge, run_flowrate, tmp_path, "--turn-look", "--no-cache", records=records)
+    assert result.returncode == 0, result.stderr
+    assert list(row["turn_p_problem"]) == ["1"]
+
+
+def test_a_rerun_finds_the_turn_look_in_the_cache_and_sends_nothing(judge, run_flowrate, tmp_path):
+    cache = ["--turn-look", "--cache-dir", str(tmp_path / "cache")]
+    _, [first] = judged(judge, run_flowrate, tmp_path, *cache)
+    assert judge.requests == 2
+    judge.reset()
+    again, [row] = judged(judge, run_flowrate, tmp_path, *cache, output="again.jsonl")
+    assert judge.requests == 0, again.stderr
+    assert row["cached"] and row["turn_p_problem"] == first["turn_p_problem"] and row["problem_turns"] == [2]
+
+
+def test_a_turn_look_the_judge_fails_leaves_the_verdict_standing(judge, run_flowrate, tmp_path):
+    step = {"verdict": "fully", "reason": "fine", "turns": {"content": "Every turn is fine."}}
+    result, [row] = judged(judge, run_flowrate, tmp_path, "--turn-look", "--no-cache", step=step)
+    assert result.returncode == 0, result.stderr
+    assert row["error"] is None and row["turn_p_problem"] is None and row["problem_turns"] is None
+    assert (row["score"], row["verdict"]) == (1.0, "fully")
+
+
+def test_the_turn_threshold_shipped_beside_the_rubric_names_the_turns(judge, run_flowrate, tmp_path):
+    from importlib import resources
+
+    rubric = tmp_path / "flow.yaml"
+    rubric.write_bytes(resources.files("flowrate.rubrics").joinpath("conversational_flow.yaml").read_bytes())
+    looks = ["verdict"]
+    weights = {
+        "looks": looks, "weights": {"verdict": 1.0}, "means": {"verdict": 0.5}, "sds": {"verdict": 0.3},
+        "fit_on": ["fed"], "sizes": {"fed": 125}, "turn_threshold": 0.3, "turn_fit_on": "abc-eval 61-108",
+    }  # fmt: skip
+    (tmp_path / "flow.combination.json").write_bytes(orjson.dumps(weights))
+    result, [row] = judged(judge, run_flowrate, tmp_path, "--turn-look", "--rubric", str(rubric), "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert row["problem_turns"] == [2, 3]
+
+
+def test_a_dry_run_over_cached_verdicts_counts_the_turn_looks_still_to_ask(judge, run_flowrate, tmp_path):
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    judged(judge, run_flowrate, tmp_path, *cache, "--logprobs")  # the verdict alone, now in the cache
+    judge.reset()
+    dry, _ = judged(judge, run_flowrate, tmp_path, *cache, "--turn-look", "--dry-run", output="dry.jsonl")
+    assert dry.returncode == 0 and judge.requests == 0, dry.stderr
+    assert "1 call" in dry.stderr, dry.stderr  # the per-turn look, not the cached verdict
