@@ -27,7 +27,7 @@ from flowrate.analysis.turn_labels import (  # noqa: E402
     BEHAVIOURS,
     chatgpt_turns,
     fit_threshold,
-    flagged,
+    rater_turns,
     read_turn_flags,
     score_turns,
     turns_above,
@@ -68,15 +68,14 @@ def main() -> None:
           " ChatGPT-3.5 | two people | every turn named |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
 
-    def raters(ids: list[str], behaviour: str) -> list[list[set[int]]]:
-        return [[flagged(flags[i][0], behaviour, rater) for i in ids] for rater in (0, 1)]
-
     def shown(found) -> str:
         return f"{percent(found.precision)} / {percent(found.recall)} / **{percent(found.f1)}**"
 
-    fitted = {b: fit_threshold([looked[i] for i in fitting], raters(fitting, b), b) for b in (*BEHAVIOURS, ANY)}
+    fitted = {
+        b: fit_threshold([looked[i] for i in fitting], rater_turns(flags, fitting, b), b) for b in (*BEHAVIOURS, ANY)
+    }
     for behaviour in (*BEHAVIOURS, ANY):
-        people = raters(reported, behaviour)
+        people = rater_turns(flags, reported, behaviour)
         p_problem = [looked[i] for i in reported]
         own = score_turns(behaviour, turns_above(p_problem, fitted[behaviour]), people)
         shared = score_turns(behaviour, turns_above(p_problem, fitted[ANY]), people)

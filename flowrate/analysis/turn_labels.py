@@ -20,6 +20,7 @@ import orjson
 from pydantic import BaseModel
 
 from flowrate.results.rows import EvaluationRow
+from flowrate.rubric.combination import problem_turns
 
 BEHAVIOURS = ("redundant", "ignore", "irrelevant")
 ANY = "any"
@@ -98,7 +99,7 @@ def turn_report(
     ids = sorted(set(judged) & set(flags))
     judge, chatgpt, people, every = [], [], [], []
     for behaviour in (*BEHAVIOURS, ANY):
-        raters = [[flagged(flags[i][0], behaviour, r) for i in ids] for r in (0, 1)]
+        raters = rater_turns(flags, ids, behaviour)
         judge.append(score_turns(behaviour, [judged[i] for i in ids], raters))
         chatgpt.append(score_turns(behaviour, [chatgpt_turns(flags[i][1], behaviour) for i in ids], raters))
         people.append(score_turns(behaviour, raters[1], [raters[0]]))
@@ -112,15 +113,23 @@ def turn_report(
     turn_look = []
     if looked_ids:
         for behaviour in (*BEHAVIOURS, ANY):
-            raters = [[flagged(flags[i][0], behaviour, r) for i in looked_ids] for r in (0, 1)]
-            turn_look.append(score_turns(behaviour, [looked[i] for i in looked_ids], raters))
+            turn_look.append(
+                score_turns(behaviour, [looked[i] for i in looked_ids], rater_turns(flags, looked_ids, behaviour))
+            )
     return TurnReport(
         dialogues=len(ids), judge=judge, chatgpt=chatgpt, people=people, every_turn=every, turn_look=turn_look,
         turn_look_dialogues=len(looked_ids),
     )  # fmt: skip
 
 
-def flagged(people: Flags, behaviour: str, rater: int) -> set[int]:
+def rater_turns(
+    flags: dict[str, tuple[Flags, dict[str, set[int]], int]], ids: list[str], behaviour: str
+) -> list[list[set[int]]]:
+    """Each of the two people's flagged turns of `behaviour` (or any, `ANY`), per dialogue of `ids`."""
+    return [[_flagged(flags[i][0], behaviour, rater) for i in ids] for rater in (0, 1)]
+
+
+def _flagged(people: Flags, behaviour: str, rater: int) -> set[int]:
     """The turns `rater` (0 or 1) flagged with `behaviour` (or with any of them, `ANY`)."""
     if behaviour == ANY:
         return set().union(*(people[b][rater] for b in BEHAVIOURS))
@@ -167,4 +176,4 @@ def fit_threshold(p_problem: list[dict[int, float]], references: list[list[set[i
 
 def turns_above(p_problem: list[dict[int, float]], threshold: float) -> list[set[int]]:
     """The turns of each dialogue whose P(the reply breaks the flow) is at least `threshold`."""
-    return [{turn for turn, p in turns.items() if p >= threshold} for turns in p_problem]
+    return [set(problem_turns(turns, threshold)) for turns in p_problem]

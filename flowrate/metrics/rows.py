@@ -11,7 +11,7 @@ from flowrate.judge.backend import Usage
 from flowrate.judge.retry import error_kind, error_message
 from flowrate.metrics.planning import ERROR_MESSAGE_LIMIT
 from flowrate.results.rows import ErrorInfo, EvaluationRow, looks
-from flowrate.rubric.combination import named_turns, turn_threshold
+from flowrate.rubric.combination import problem_turns, turn_threshold
 from flowrate.rubric.model import USER_SATISFACTION, Criterion, Rubric
 from flowrate.scores.checklist import ChecklistReading
 from flowrate.scores.distribution import LevelProbs, from_samples, mean_of, most_likely
@@ -63,7 +63,7 @@ class Scoring:
                 row.checklist_score = checklist.score
             if turns is not None:
                 row.turn_p_problem = {turn: round(p, 6) for turn, p in turns.p_yes.items()}
-                row.problem_turns = named_turns(turns.p_yes, turn_threshold(self.rubric.combination))
+                row.problem_turns = problem_turns(turns.p_yes, turn_threshold(self.rubric.combination))
             self._score(row, criterion, (first_look or {}).get(criterion.name))
             scores[criterion.name] = row.score or 0.0
         reasons = list(dict.fromkeys(judgement.reasked for judgement in judgements if judgement.reasked))

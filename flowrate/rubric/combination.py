@@ -60,7 +60,7 @@ def turn_threshold(combination: Combination | None) -> float:
     return combination.turn_threshold
 
 
-def named_turns(p_problem: dict[str, float], threshold: float) -> list[int]:
+def problem_turns(p_problem: dict[str, float] | dict[int, float], threshold: float) -> list[int]:
     """The turns (numbers, in order) whose P(the reply breaks the flow) in `p_problem` is at least `threshold`."""
     return sorted(int(turn) for turn, p in p_problem.items() if p >= threshold)
 
