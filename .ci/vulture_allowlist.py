@@ -74,3 +74,5 @@ frontier_ratings
 fit_threshold
 # where that threshold was fit, a field of the combination file that people read
 _.turn_fit_on  # rubric/combination.py Combination
+# what llama-cpp-python's chat handler calls to generate, caught for its prompt (judge/local_choices.py)
+_.create_completion  # _PromptCatcher

@@ -97,7 +97,8 @@ def judge_bench_command(
         typer.Option(
             "--fit",
             help="Write the looks' weights fit on every set judged here, with their provenance, as the JSON"
-            " a rubric ships beside it (RUBRIC.combination.json) for --score fitted.",
+            " a rubric ships beside it (RUBRIC.combination.json) for --score fitted; a per-turn threshold"
+            " already in the file stays.",
         ),
     ] = None,
     *,
@@ -138,7 +139,8 @@ def _write_card(report: BenchReport, card_path: Path | None, fit_path: Path | No
     import sys
 
     from flowrate.analysis.combination import card_lines, fit_combination, shared_looks, write_card
-    from flowrate.rubric.combination import write_combination
+    from flowrate.errors import ConfigError
+    from flowrate.rubric.combination import read_combination, write_combination
 
     if card_path is not None and report.dialogues:
         write_card(card_path, card_lines(report.dialogues, report.held_out))
@@ -148,6 +150,12 @@ def _write_card(report: BenchReport, card_path: Path | None, fit_path: Path | No
             report.dialogues, shared_looks(report.dialogues), date=report.created_at[:10], command=command
         )
         combination.labels = {score.set: score.label for score in report.scores if score.set in combination.fit_on}
+        try:  # a per-turn threshold in the file was fit on other data (bench/turn_look.py --ship): it stays
+            before = read_combination(fit_path) if fit_path.exists() else None
+        except ConfigError:
+            before = None
+        if before is not None:
+            combination.turn_threshold, combination.turn_fit_on = before.turn_threshold, before.turn_fit_on
         write_combination(fit_path, combination)
 
 

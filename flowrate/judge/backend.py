@@ -45,7 +45,8 @@ class Usage(BaseModel):
     As OpenAI counts them: `prompt_tokens` is all the input, of which `cached_tokens` were read
     from the provider's prompt cache and `cache_write_tokens` written to it (Anthropic's
     `cache_creation_input_tokens`); `completion_tokens` all the output, of which
-    `reasoning_tokens` were the model's hidden reasoning (billed as output)."""
+    `reasoning_tokens` were the model's hidden reasoning (billed as output). In process (`gguf:`),
+    `cached_tokens` are the prompt's first tokens the model held from its call before."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -21,6 +21,16 @@ from flowrate.errors import JudgeAccessError
 from flowrate.judge.address import GGUF_PREFIX, JudgeAddress
 from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, TOP_LOGPROBS, Completion, JudgeBackend, PerLoop, Usage
 from flowrate.judge.errors import CONTEXT_WORDS, ContextWindowExceeded, TimedOut, window_named
+from flowrate.judge.local_choices import (
+    Stopped,
+    chat_prompt,
+    choice_fields,
+    choose,
+    held_tokens,
+    named_steps,
+    starting_tokens,
+    step_logprobs,
+)
 from flowrate.judge.schema_forms import bounded_schema
 
 # The window loaded when FLOWRATE_GGUF_N_CTX does not say: the model's trained context, capped.
@@ -29,10 +39,6 @@ from flowrate.judge.schema_forms import bounded_schema
 DEFAULT_N_CTX = 8192
 IDENTITY_BYTES = 1 << 20  # the model's identity: its size and the sha256 of its first and last MiB
 INSTALL_HINT = "pip install 'flowrate[local]'"
-
-
-class Stopped(Exception):
-    """The generation was stopped: its call timed out or the run is stopping."""
 
 
 def _not_a_model_file(path: Path) -> str | None:
@@ -177,9 +183,17 @@ def generate(
     max_tokens: int | None,
     stop: threading.Event,
     top_logprobs: int = 0,
+    choices: bool = True,
 ) -> Completion:
     """One streamed reply of `llama` to `messages`, stopped (`Stopped`) at the token after `stop` is
-    set; with `top_logprobs`, each token's log-probability and its alternatives read (`LogitsTrace`)."""
+    set; with `top_logprobs`, each token's log-probability and its alternatives read (`LogitsTrace`).
+    A reply whose schema leaves only choices is read where it chooses (`local_choices.choose`)
+    unless `choices` is false (`bench/local_choices.py` times both)."""
+    if choices and not temperature and (fields := choice_fields(llama, response_format)) is not None:
+        chosen = choose(llama, messages, fields, max_tokens, stop, top_logprobs)
+        if chosen is not None:
+            return chosen
+    held = held_tokens(llama, chat_prompt(llama, messages))
     parts: list[str] = []
     finish: str | None = None
     trace = LogitsTrace(llama, top_logprobs, enum_values(response_format)) if top_logprobs else None
@@ -200,7 +214,8 @@ def generate(
             parts.append(text)  # llama-cpp-python streams one token per chunk
         finish = choice.get("finish_reason") or finish
     generated = len(parts)
-    usage = Usage(prompt_tokens=max(llama.n_tokens - generated, 0), completion_tokens=generated)
+    prompt_tokens = max(llama.n_tokens - generated, 0)
+    usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=generated, cached_tokens=min(held, prompt_tokens))
     return Completion(
         texts=["".join(parts)],
         usage=usage,
@@ -219,17 +234,11 @@ class LogitsTrace:
     def __init__(self, llama: Any, top: int, values: list[str]):
         self.llama = llama
         self.top = top
-        self.watched = sorted(_starting_tokens(llama, values))
+        self.watched = starting_tokens(llama, values)
         self.steps: list[dict[int, float]] = []
 
     def __call__(self, _input_ids: Any, logits: Any) -> Any:
-        import numpy as np
-
-        values = np.asarray(logits, dtype=np.float64)
-        peak = values.max()
-        log_total = peak + np.log(np.exp(values - peak).sum())
-        ids = {int(i) for i in np.argpartition(-values, self.top)[: self.top]} | set(self.watched)
-        self.steps.append({i: float(values[i] - log_total) for i in ids})
+        self.steps.append(step_logprobs(logits, self.top, self.watched))
         return logits
 
     def tokens(self, pieces: list[str]) -> list[dict[str, Any]] | None:
@@ -239,14 +248,10 @@ class LogitsTrace:
             return None
         out = []
         for piece, step in zip(pieces, self.steps):
-            named = [(self._text(i), logprob) for i, logprob in sorted(step.items(), key=lambda item: -item[1])]
-            chosen = next((logprob for text, logprob in named if text == piece), float("-inf"))
-            top = [{"token": text, "logprob": logprob} for text, logprob in named]
+            top = named_steps(self.llama, step)
+            chosen = next((t["logprob"] for t in top if t["token"] == piece), float("-inf"))
             out.append({"token": piece, "logprob": chosen, "top_logprobs": top})
         return out
-
-    def _text(self, token_id: int) -> str:
-        return self.llama.detokenize([token_id]).decode("utf-8", errors="replace")
 
 
 def enum_values(response_format: dict | None) -> list[str]:
@@ -264,19 +269,6 @@ def enum_values(response_format: dict | None) -> list[str]:
 
     walk((response_format or {}).get("schema"))
     return found
-
-
-def _starting_tokens(llama: Any, values: list[str]) -> set[int]:
-    """The tokens that spell a prefix of a value whole, each in one token (with a leading quote or
-    space too): the tokens a value may begin with."""
-    ids: set[int] = set()
-    for value in values:
-        for end in range(1, len(value) + 1):
-            for prefix in ("", '"', " ", ' "'):
-                tokens = llama.tokenize((prefix + value[:end]).encode("utf-8"), add_bos=False, special=False)
-                if len(tokens) == 1:
-                    ids.add(tokens[0])
-    return ids
 
 
 def local_error(error: ValueError) -> Exception:

@@ -182,7 +182,7 @@ class Spend(BaseModel):
         details = []
         if self.cached_tokens:
             share = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-            details.append(f"{self.cached_tokens} prompt tokens ({share:.0%}) read from the provider's prompt cache")
+            details.append(f"{self.cached_tokens} prompt tokens ({share:.0%}) read from the judge's prompt cache")
         if self.reasoning_tokens:
             details.append(f"{self.reasoning_tokens} completion tokens of reasoning")
         return "; ".join(details)

@@ -22,13 +22,13 @@ def checklist_messages(rubric: Rubric, judged_messages: list[dict[str, str]]) ->
     if not judged_messages or judged_messages[-1].get("role") != "user":
         raise ValueError("the judged messages end with the grading request's user message (the conversation)")
     questions = "\n".join(f"- {orjson.dumps(item.id).decode()}: {item.question}" for item in rubric.checklist)
-    shape = ", ".join(f'{orjson.dumps(item.id).decode()}: "yes"|"no"' for item in rubric.checklist)
+    # Short: read after the conversation on every call, these tokens are what the checklist costs
+    # in process (the 1.5B judge reads about 50 a second on 2 cores); the schema gives the shape.
+    shown = [f'{orjson.dumps(item.id).decode()}: "{answer}"' for item, answer in zip(rubric.checklist, ("yes", "no"))]
     ask = (
-        "Do not grade the conversation this time. Answer each question below about the same"
-        " conversation (the transcript between the markers above), judging the assistant's replies."
-        ' Answer every question with "yes" or "no".\n'
+        'Now answer each question below about the assistant\'s replies in that conversation, "yes" or "no".\n'
         f"{questions}\n"
-        f"Reply with one JSON object and nothing else: {{{shape}}}"
+        f"Reply with one JSON object of each question's id and its answer, nothing else: {{{', '.join(shown)}, ...}}"
     )
     return [*judged_messages, {"role": "user", "content": ask}]
 

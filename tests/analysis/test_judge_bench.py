@@ -439,6 +439,9 @@ def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the
         "--card",
         "card.jsonl",
     )
+    shipped = {"looks": ["verdict"], "weights": {"verdict": 1}, "means": {"verdict": 0.5}, "sds": {"verdict": 0.3},
+               "fit_on": ["fed"], "sizes": {"fed": 125}, "turn_threshold": 0.42, "turn_fit_on": "abc-eval 61-108"}  # fmt: skip
+    (tmp_path / "weights.json").write_text(json.dumps(shipped))  # a file with a per-turn threshold fit elsewhere
     result = _bench(run_flowrate, judge, *options, "--fit", "weights.json", "-j", "1")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in (tmp_path / "card.jsonl").read_text().splitlines()]
@@ -459,6 +462,8 @@ def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the
     weights = json.loads((tmp_path / "weights.json").read_text())
     assert weights["fit_on"] == ["fed", "labels"] and weights["sizes"] == {"fed": 10, "labels": 10}
     assert weights["labels"] == {"fed": "Coherent", "labels": "ok"} and "judge-bench" in weights["command"]
+    # the new weights replace the old; the per-turn threshold, fit by bench/turn_look.py on other data, stays
+    assert (weights["turn_threshold"], weights["turn_fit_on"]) == (0.42, "abc-eval 61-108")
 
 
 def test_the_per_turn_look_is_scored_beside_the_key_issues_and_its_threshold_fit_on_other_dialogues(

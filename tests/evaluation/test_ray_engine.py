@@ -612,8 +612,8 @@ def test_ctrl_c_and_sigterm_stop_a_ray_run_sending_nothing_more_with_the_summary
 @ON_CLUSTER
 @pytest.mark.parametrize(
     "score, calls",
-    [((), 1), (("--score", "combined"), 2)],
-    ids=["rows written", "replies held for their looks cached"],
+    [((), 1), (("--score", "combined"), 2), (("--turn-look",), 2)],
+    ids=["rows written", "replies held for their looks cached", "replies held for their per-turn looks cached"],
 )
 def test_ctrl_c_on_ray_keeps_every_answered_call_so_resume_pays_only_for_the_calls_not_answered(
     score, calls, ray_judge, ray_address, run_flowrate, cli_env, tmp_path
@@ -622,8 +622,8 @@ def test_ctrl_c_on_ray_keeps_every_answered_call_so_resume_pays_only_for_the_cal
     # 64 conversations at -j 4: 4 blocks of 16, each out only when its 16 calls are answered (56 s);
     # the stop comes once calls are answered in each block and the next ones are sent: those, 3.5 s
     # each, are kept only if the stop gives the calls in flight eval's 5 s (with none: 12 paid, 4
-    # kept). With --score combined the verdict-first looks are sent once every conversation's call
-    # is answered: none is.
+    # kept). With --score combined the verdict-first looks (with --turn-look the per-turn looks) are
+    # sent once every conversation's call is answered: none is.
     write_jsonl(tmp_path / "c.jsonl", distinct(64))
     args = ["eval", "c.jsonl", "--api-base", ray_judge.base_url, "--model", "gpt-4o", "-o", "out.jsonl", "-j", "4"]
     args += score

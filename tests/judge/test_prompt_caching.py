@@ -88,7 +88,7 @@ def test_a_claude_judge_marks_the_rubric_prefix_and_pays_at_most_six_tenths_of_t
     assert read[0] == 0 and all(tokens == written[0] for tokens in read[1:])
     cost = sum(row["cost_usd"] for row in rows)
     assert cost <= 0.6 * uncached_cost(model, rows), (cost, uncached_cost(model, rows))
-    assert "read from the provider's prompt cache" in result.stderr, result.stderr
+    assert "read from the judge's prompt cache" in result.stderr, result.stderr
 
 
 def test_a_gpt_4o_judge_s_rows_report_the_tokens_its_server_cached_priced_at_the_cached_price(

@@ -107,12 +107,23 @@ def test_logprobs_in_process_give_each_row_a_distribution_over_the_levels(model_
     assert cached and all(cached[i] == r["level_probs"] for i, r in ((r["id"], r) for r in judged) if i in cached)
 
 
+def _asked_again():
+    """A conversation whose assistant asks for what the user had already given."""
+    from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
+
+    return ConversationalEvalTestCase(
+        turns=[
+            EvalTestCase(input="Where is order 12?", actual_output="Which order do you mean?"),
+            EvalTestCase(input="Order 12, as I said.", actual_output="Order 12 ships today."),
+        ]
+    )
+
+
 def test_a_checklist_asked_after_the_grading_request_is_read_from_the_models_own_log_probabilities(model_file):
     """The checklist's pipeline on a real model's logits (issue 46): every question answered
-    through the schema's grammar, each P(yes) read at its answer's token, never from the text."""
+    under the schema, each P(yes) read at its answer's token, never from the text."""
     import asyncio
 
-    from flowrate.inputs.conversation import ConversationalEvalTestCase, EvalTestCase
     from flowrate.judge.address import JudgeAddress
     from flowrate.judge.local_model import LocalModel
     from flowrate.rubric.checklist import checklist_messages
@@ -120,12 +131,7 @@ def test_a_checklist_asked_after_the_grading_request_is_read_from_the_models_own
     from flowrate.scores.checklist import checklist_reading, checklist_schema
 
     rubric = load_rubric()
-    case = ConversationalEvalTestCase(
-        turns=[
-            EvalTestCase(input="Where is order 12?", actual_output="Which order do you mean?"),
-            EvalTestCase(input="Order 12, as I said.", actual_output="Order 12 ships today."),
-        ]
-    )
+    case = _asked_again()
     messages = checklist_messages(rubric, rubric.build_messages(case))
     backend = LocalModel(JudgeAddress.parse(f"gguf:{model_file}"))
     backend.asks_logprobs = True
@@ -167,3 +173,40 @@ def test_score_fitted_and_turn_look_in_process_ask_every_look_and_read_them_agai
             assert row["checklist_p_yes"] == before[row["id"]]["checklist_p_yes"]
             assert row["fitted_score"] == before[row["id"]]["fitted_score"]
             assert row["turn_p_problem"] == before[row["id"]]["turn_p_problem"]
+
+
+def test_a_yes_no_reply_read_where_the_model_chooses_answers_as_token_by_token_generation_does(model_file):
+    """The checklist's reply in process (`local_choices`): the prompt is the tokens the chat
+    handler evaluates, the schema's text around the answers is evaluated in batches, and each answer
+    is the model's likelier value under the grammar, so its answers and P(yes) are those of the
+    reply generated token by token; the grading reply's schema (free reasoning) is not a choice."""
+    import threading
+
+    from flowrate.judge.backend import TOP_LOGPROBS
+    from flowrate.judge.local_choices import chat_prompt, choice_fields
+    from flowrate.judge.local_model import generate, load_llama
+    from flowrate.rubric.checklist import checklist_messages
+    from flowrate.scores.checklist import checklist_reading, checklist_schema
+    from flowrate.scores.schema import reply_schema
+
+    rubric = load_rubric()
+    case = _asked_again()
+    messages = checklist_messages(rubric, rubric.build_messages(case))
+    llama = load_llama(Path(model_file))
+    response_format = {"type": "json_object", "schema": checklist_schema(rubric)}
+    assert choice_fields(llama, {"type": "json_object", "schema": reply_schema(rubric)}) is None
+    assert choice_fields(llama, response_format) is not None
+    stop = threading.Event()
+    by_tokens = generate(llama, messages, response_format, 0.0, 512, stop, TOP_LOGPROBS, choices=False)
+    prompt = chat_prompt(llama, messages)
+    assert list(llama.input_ids[: len(prompt)]) == prompt  # the very tokens the chat handler evaluated
+    by_choices = generate(llama, messages, response_format, 0.0, 512, stop, TOP_LOGPROBS)
+    assert by_choices.usage.prompt_tokens == len(prompt)
+    assert by_choices.usage.cached_tokens == len(prompt) - 1  # held from the call before; the last evaluated again
+    assert by_choices.usage.completion_tokens == len(llama.tokenize(by_choices.texts[0].encode(), add_bos=False))
+    tokens_read = checklist_reading(rubric, by_tokens.texts[0], by_tokens.tokens(0))
+    choices_read = checklist_reading(rubric, by_choices.texts[0], by_choices.tokens(0))
+    assert choices_read.problems == {} and set(choices_read.p_yes_from.values()) == {"logprobs"}
+    assert choices_read.answers == tokens_read.answers, (by_tokens.texts, by_choices.texts)
+    # the same logits read at each answer; only the tokenisation of the schema's text may differ
+    assert max(abs(choices_read.p_yes[key] - tokens_read.p_yes[key]) for key in tokens_read.p_yes) < 0.05

@@ -60,7 +60,7 @@ def test_the_checklist_request_is_the_grading_request_unchanged_then_every_quest
     assert ask["role"] == "user" and len(messages) == len(judged) + 1
     assert '- "answers": Does each reply answer the user?' in ask["content"]
     assert '- "repeats": Does the assistant repeat itself?' in ask["content"]
-    assert '{"answers": "yes"|"no", "repeats": "yes"|"no"}' in ask["content"]
+    assert ask["content"].endswith('{"answers": "yes", "repeats": "no", ...}')  # the shape, short: read on every call
 
 
 def test_the_checklist_schema_asks_one_yes_or_no_per_question_in_the_rubrics_order(rubric):

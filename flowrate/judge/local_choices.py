@@ -1,0 +1,199 @@
+"""The in-process judge's replies whose schema leaves the model nothing to write but choices: an
+object of string enums, every field required and none else (the checklist's and the per-turn
+look's "yes"/"no" under each key), where every value is one token of the model's own. The reply's
+text is then known around one choice per field, so the model evaluates the prompt and each
+stretch of that text in one batch, and is read only where it chooses: at each value, the
+log-probabilities of its likely tokens and of every value's token (as `LogitsTrace` reads them),
+the choice the most likely value (what greedy decoding under the schema's grammar picks).
+
+Why: a grammar-constrained reply is generated one token at a time, each a decode of its own; on 2
+cores the 1.5B judge's checklist took 8.9-10.6 s this way against 13.2-15.1 s token by token, with
+the same answers (`bench/local_choices.py`, docs/judges.md)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import orjson
+
+from flowrate.judge.backend import Completion, Usage
+
+Field = tuple[str, list[str], list[int]]  # a key, its values, and each value's one token
+
+
+class Stopped(Exception):
+    """The generation was stopped: its call timed out or the run is stopping."""
+
+
+def choice_fields(llama: Any, response_format: dict | None) -> list[Field] | None:
+    """The fields of `response_format`'s schema when it is an object of string enums only (every
+    field required, none else) and each value is one token of `llama`'s, its values' tokens
+    distinct; None for any other schema, which is generated token by token."""
+    schema = (response_format or {}).get("schema")
+    if (
+        not isinstance(schema, dict)
+        or schema.get("type") != "object"
+        or schema.get("additionalProperties") is not False
+    ):
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties or list(schema.get("required") or []) != list(properties):
+        return None
+    fields: list[Field] = []
+    for key, part in properties.items():
+        if not isinstance(part, dict) or set(part) != {"type", "enum"} or part["type"] != "string":
+            return None
+        values = [str(value) for value in part["enum"] or []]
+        tokens = [llama.tokenize(value.encode("utf-8"), add_bos=False, special=False) for value in values]
+        if not values or any(len(spelled) != 1 for spelled in tokens) or len({t[0] for t in tokens}) < len(values):
+            return None
+        fields.append((key, values, [spelled[0] for spelled in tokens]))
+    return fields
+
+
+def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt tokens `llama.create_chat_completion` evaluates for `messages`: its own chat
+    handler's, caught before it generates, so the prefix the model holds from the call before is
+    the same tokens."""
+    handler = (
+        llama.chat_handler or llama._chat_handlers.get(llama.chat_format) or _registered_handler(llama.chat_format)
+    )
+    catcher = _PromptCatcher(llama)
+    try:
+        handler(llama=catcher, messages=messages, temperature=0.0)
+    except _Caught:
+        pass
+    if catcher.prompt is None:
+        raise RuntimeError("llama-cpp-python's chat handler built no prompt")
+    return list(catcher.prompt)
+
+
+def choose(
+    llama: Any, messages: list[dict[str, str]], fields: list[Field], max_tokens: int | None,
+    stop: threading.Event, top: int,
+) -> Completion | None:  # fmt: skip
+    """`llama`'s reply to `messages` under a schema of `fields` (`choice_fields`), with each value's
+    `top` likeliest tokens and every value's starting tokens read (none read when `top` is 0); None
+    when the reply cannot fit `max_tokens` or the loaded window, for the token-by-token path to
+    answer as it does. `stop` stops it between evaluations (`Stopped`)."""
+    prompt = chat_prompt(llama, messages)
+    heads = [
+        ("{" if index == 0 else '", ') + orjson.dumps(key).decode() + ': "' for index, (key, _, _) in enumerate(fields)
+    ]
+    head_tokens = [llama.tokenize(head.encode("utf-8"), add_bos=False, special=False) for head in heads]
+    tail = '"}'
+    tail_count = len(llama.tokenize(tail.encode("utf-8"), add_bos=False, special=False))
+    written = sum(map(len, head_tokens)) + len(fields) + tail_count
+    if (max_tokens is not None and written > max_tokens) or len(prompt) + written > llama.n_ctx():
+        return None
+    watched = starting_tokens(llama, [value for _, values, _ in fields for value in values])
+    pieces: list[dict[str, Any]] = []
+    chosen_token: int | None = None
+    held = 0
+    for head, tokens, (_, values, value_tokens) in zip(heads, head_tokens, fields):
+        if stop.is_set():
+            raise Stopped()
+        if chosen_token is None:
+            held = evaluate_prompt(llama, prompt + tokens)
+        else:  # the choice before and this stretch in one batch: one decode, not one per token
+            llama.eval([chosen_token, *tokens])
+        pieces.append({"token": head, "logprob": 0.0, "top_logprobs": []})  # the schema's: certain
+        logits = _last_logits(llama)
+        chosen = max(range(len(values)), key=lambda index: logits[value_tokens[index]])
+        chosen_token = value_tokens[chosen]
+        step = step_logprobs(logits, top, watched | set(value_tokens))
+        pieces.append({
+            "token": values[chosen], "logprob": step[chosen_token], "top_logprobs": named_steps(llama, step),
+        })  # fmt: skip
+    pieces.append({"token": tail, "logprob": 0.0, "top_logprobs": []})
+    text = "".join(piece["token"] for piece in pieces)
+    return Completion(
+        texts=[text],
+        usage=Usage(prompt_tokens=len(prompt), completion_tokens=written, cached_tokens=min(held, len(prompt))),
+        finish_reasons=["stop"],
+        response_format="gguf_grammar",
+        logprobs=[pieces if top else None],
+    )
+
+
+def step_logprobs(logits: Any, top: int, watched: set[int]) -> dict[int, float]:
+    """The log-probabilities, by token, of the `top` likeliest tokens of `logits` and of the `watched` ones."""
+    import numpy as np
+
+    values = np.asarray(logits, dtype=np.float64)
+    peak = values.max()
+    log_total = peak + np.log(np.exp(values - peak).sum())
+    ids = {int(i) for i in np.argpartition(-values, top)[:top]} | watched
+    return {i: float(values[i] - log_total) for i in ids}
+
+
+def named_steps(llama: Any, step: dict[int, float]) -> list[dict[str, Any]]:
+    """A step's log-probabilities as OpenAI's `top_logprobs`, likeliest first, each token as its text."""
+    ranked = sorted(step.items(), key=lambda item: -item[1])
+    return [{"token": llama.detokenize([i]).decode("utf-8", errors="replace"), "logprob": p} for i, p in ranked]
+
+
+def starting_tokens(llama: Any, values: list[str]) -> set[int]:
+    """The tokens that spell a prefix of a value whole, each in one token (with a leading quote or
+    space too): the tokens a value may begin with."""
+    ids: set[int] = set()
+    for value in values:
+        for end in range(1, len(value) + 1):
+            for prefix in ("", '"', " ", ' "'):
+                tokens = llama.tokenize((prefix + value[:end]).encode("utf-8"), add_bos=False, special=False)
+                if len(tokens) == 1:
+                    ids.add(tokens[0])
+    return ids
+
+
+def evaluate_prompt(llama: Any, prompt: list[int]) -> int:
+    """Evaluate `prompt`, keeping the tokens the model already holds from its start (as
+    `Llama.generate` keeps them; at least its last token is evaluated again); how many it kept."""
+    held = held_tokens(llama, prompt)
+    llama.n_tokens = held  # `Llama.eval` drops what the model holds past n_tokens first
+    llama.eval(prompt[held:])
+    return held
+
+
+def held_tokens(llama: Any, prompt: list[int]) -> int:
+    """How many of `prompt`'s first tokens `llama` holds from the calls before (its last one aside):
+    the prompt cache of a judge in process, counted as a provider's `cached_tokens`."""
+    held = 0
+    for had, wanted in zip(llama.input_ids[: llama.n_tokens], prompt[:-1]):
+        if had != wanted:
+            break
+        held += 1
+    return held
+
+
+def _last_logits(llama: Any) -> Any:
+    """The logits after the last token evaluated (a model loaded without `logits_all` keeps only these)."""
+    import numpy as np
+
+    return np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).astype(np.float64)
+
+
+def _registered_handler(chat_format: str) -> Any:
+    from llama_cpp import llama_chat_format
+
+    return llama_chat_format.get_chat_completion_handler(chat_format)
+
+
+class _Caught(Exception):
+    """The chat handler reached generation: its prompt is caught."""
+
+
+class _PromptCatcher:
+    """`llama` to a chat handler, but generating nothing: the prompt it would complete is kept."""
+
+    def __init__(self, llama: Any):
+        self._llama = llama
+        self.prompt: list[int] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+    def create_completion(self, prompt: list[int], **_: Any) -> Any:
+        self.prompt = prompt
+        raise _Caught()
