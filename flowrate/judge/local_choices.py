@@ -150,21 +150,21 @@ def starting_tokens(llama: Any, values: list[str]) -> set[int]:
 def evaluate_prompt(llama: Any, prompt: list[int]) -> int:
     """Evaluate `prompt`, keeping the tokens the model already holds from its start (as
     `Llama.generate` keeps them; at least its last token is evaluated again); how many it kept."""
-    held = held_tokens(llama, prompt)
+    held = held_tokens(llama.input_ids[: llama.n_tokens], prompt)
     llama.n_tokens = held  # `Llama.eval` drops what the model holds past n_tokens first
     llama.eval(prompt[held:])
     return held
 
 
-def held_tokens(llama: Any, prompt: list[int]) -> int:
-    """How many of `prompt`'s first tokens `llama` holds from the calls before (its last one aside):
-    the prompt cache of a judge in process, counted as a provider's `cached_tokens`."""
-    held = 0
-    for had, wanted in zip(llama.input_ids[: llama.n_tokens], prompt[:-1]):
+def held_tokens(held: Any, prompt: Any) -> int:
+    """How many of `prompt`'s first tokens (its last one aside) a model holding the tokens `held`
+    keeps: the prompt cache of a judge in process, counted as a provider's `cached_tokens`."""
+    count = 0
+    for had, wanted in zip(held, prompt[:-1]):
         if had != wanted:
             break
-        held += 1
-    return held
+        count += 1
+    return count
 
 
 def _last_logits(llama: Any) -> Any:

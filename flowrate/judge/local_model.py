@@ -23,7 +23,6 @@ from flowrate.judge.backend import SELF_HOSTED_TIMEOUT_S, TOP_LOGPROBS, Completi
 from flowrate.judge.errors import CONTEXT_WORDS, ContextWindowExceeded, TimedOut, window_named
 from flowrate.judge.local_choices import (
     Stopped,
-    chat_prompt,
     choice_fields,
     choose,
     held_tokens,
@@ -193,7 +192,7 @@ def generate(
         chosen = choose(llama, messages, fields, max_tokens, stop, top_logprobs)
         if chosen is not None:
             return chosen
-    held = held_tokens(llama, chat_prompt(llama, messages))
+    before = list(llama.input_ids[: llama.n_tokens]) if llama.n_tokens else []  # what the model holds
     parts: list[str] = []
     finish: str | None = None
     trace = LogitsTrace(llama, top_logprobs, enum_values(response_format)) if top_logprobs else None
@@ -215,7 +214,8 @@ def generate(
         finish = choice.get("finish_reason") or finish
     generated = len(parts)
     prompt_tokens = max(llama.n_tokens - generated, 0)
-    usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=generated, cached_tokens=min(held, prompt_tokens))
+    held = held_tokens(before, llama.input_ids[:prompt_tokens]) if before else 0
+    usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=generated, cached_tokens=held)
     return Completion(
         texts=["".join(parts)],
         usage=usage,
