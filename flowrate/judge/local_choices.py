@@ -41,11 +41,15 @@ def choice_fields(llama: Any, response_format: dict | None) -> list[Field] | Non
     if not isinstance(properties, dict) or not properties or list(schema.get("required") or []) != list(properties):
         return None
     fields: list[Field] = []
+    spelled_as: dict[str, list[int]] = {}  # a turn look's 15 keys share "yes" and "no": tokenised once
     for key, part in properties.items():
         if not isinstance(part, dict) or set(part) != {"type", "enum"} or part["type"] != "string":
             return None
         values = [str(value) for value in part["enum"] or []]
-        tokens = [llama.tokenize(value.encode("utf-8"), add_bos=False, special=False) for value in values]
+        for value in values:
+            if value not in spelled_as:
+                spelled_as[value] = llama.tokenize(value.encode("utf-8"), add_bos=False, special=False)
+        tokens = [spelled_as[value] for value in values]
         if not values or any(len(spelled) != 1 for spelled in tokens) or len({t[0] for t in tokens}) < len(values):
             return None
         fields.append((key, values, [spelled[0] for spelled in tokens]))
@@ -87,7 +91,7 @@ def choose(
     written = sum(map(len, head_tokens)) + len(fields) + tail_count
     if (max_tokens is not None and written > max_tokens) or len(prompt) + written > llama.n_ctx():
         return None
-    watched = starting_tokens(llama, [value for _, values, _ in fields for value in values])
+    watched = starting_tokens(llama, sorted({value for _, values, _ in fields for value in values}))
     pieces: list[dict[str, Any]] = []
     chosen_token: int | None = None
     held = 0
