@@ -25,10 +25,19 @@ from common import ROOT  # noqa: F401  (puts the project on the path)
 
 from flowrate.judge.backend import TOP_LOGPROBS
 from flowrate.judge.cache import read_records
-from flowrate.judge.local_choices import chat_prompt, evaluate_prompt
+from flowrate.judge.local_choices import chat_prompt, held_tokens
 from flowrate.judge.local_model import generate, load_llama
 from flowrate.judge.logprobs import restored
 from flowrate.scores.checklist import ANSWERS, yes_no_reading, yes_no_schema
+
+
+def evaluate_prompt(llama, prompt: list[int]) -> int:
+    """Evaluate `prompt`, keeping the tokens the model already holds from its start (as
+    `Llama.generate` keeps them; at least its last token is evaluated again); how many it kept."""
+    held = held_tokens(llama.input_ids[: llama.n_tokens], prompt)
+    llama.n_tokens = held  # `Llama.eval` drops what the model holds past n_tokens first
+    llama.eval(prompt[held:])
+    return held
 
 
 def yes_no_keys(text: str) -> list[str] | None:
@@ -67,6 +76,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     ratios, changes, changes_kept = [], [], []
+    guesses: dict[str, str] = {}  # as a run keeps them: each answer guessed as the call before answered it
     for conversation, messages, keys, cached, logprobs in asked[: args.limit]:
         response_format = {"type": "json_object", "schema": yes_no_schema(keys)}
         timed, read = [], []
@@ -75,7 +85,7 @@ def main() -> None:
         for choices in (False, True):
             llama.load_state(held)
             started = time.perf_counter()
-            completion = generate(llama, messages, response_format, 0.0, None, stop, TOP_LOGPROBS, choices)
+            completion = generate(llama, messages, response_format, 0.0, None, stop, TOP_LOGPROBS, choices, guesses)
             timed.append(time.perf_counter() - started)
             read.append(yes_no_reading(keys, completion.texts[0], completion.tokens(0)))
         kept = yes_no_reading(keys, cached, restored(orjson.loads(logprobs))[0] if logprobs else None)

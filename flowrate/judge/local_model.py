@@ -61,6 +61,7 @@ class LocalModel(JudgeBackend):
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowrate-gguf")
         self._load_lock = threading.Lock()
         self._slot = PerLoop(lambda: asyncio.Semaphore(1))
+        self._guesses: dict[str, str] = {}  # a reply of choices' last answer under each key: the next one's guess
 
     # -- before any call ------------------------------------------------------------------
     def check_access(self) -> None:
@@ -134,8 +135,8 @@ class LocalModel(JudgeBackend):
         its next token."""
         response_format = bounded_grammar(response_format, max_tokens)
         stop = threading.Event()
-        asked = (self._llama, messages, response_format, temperature, max_tokens, stop, self.top_logprobs())
-        generation = asyncio.get_running_loop().run_in_executor(self._worker, generate, *asked)
+        asked = (self._llama, messages, response_format, temperature, max_tokens, stop, self.top_logprobs(), True)
+        generation = asyncio.get_running_loop().run_in_executor(self._worker, generate, *asked, self._guesses)
         generation.add_done_callback(lambda done: done.cancelled() or done.exception())  # a stopped one is not awaited
         try:
             return await asyncio.wait_for(asyncio.shield(generation), timeout)
@@ -183,13 +184,15 @@ def generate(
     stop: threading.Event,
     top_logprobs: int = 0,
     choices: bool = True,
+    guesses: dict[str, str] | None = None,
 ) -> Completion:
     """One streamed reply of `llama` to `messages`, stopped (`Stopped`) at the token after `stop` is
     set; with `top_logprobs`, each token's log-probability and its alternatives read (`LogitsTrace`).
     A reply whose schema leaves only choices is read where it chooses (`local_choices.choose`)
-    unless `choices` is false (`bench/local_choices.py` times both)."""
+    unless `choices` is false (`bench/local_choices.py` times both), its answers guessed as in
+    `guesses` (the answers of the calls before, updated)."""
     if choices and not temperature and (fields := choice_fields(llama, response_format)) is not None:
-        chosen = choose(llama, messages, fields, max_tokens, stop, top_logprobs)
+        chosen = choose(llama, messages, fields, max_tokens, stop, top_logprobs, guesses)
         if chosen is not None:
             return chosen
     before = list(llama.input_ids[: llama.n_tokens]) if llama.n_tokens else []  # what the model holds

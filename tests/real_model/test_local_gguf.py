@@ -213,3 +213,34 @@ def test_a_yes_no_reply_read_where_the_model_chooses_answers_as_token_by_token_g
     # not as the model split them, which moved P(yes) by up to 0.051 here (SmolLM2) and 0.022 with the
     # 1.5B judge (bench/local_choices.py)
     assert max(abs(choices_read.p_yes[key] - tokens_read.p_yes[key]) for key in tokens_read.p_yes) < 0.1
+
+
+def test_a_reply_of_choices_reads_the_same_answers_whether_its_guesses_were_right_or_wrong(model_file):
+    """The reply is evaluated in one batch with each answer guessed (the answers the calls before
+    gave); from the first answer the model did not choose as guessed, the rest is evaluated again
+    after its choice. So every guess wrong, every guess right and no guesses at all read the same
+    answers and the same P(yes); the guesses are the answers given, for the next call."""
+    import threading
+
+    from flowrate.judge.backend import TOP_LOGPROBS
+    from flowrate.judge.local_model import generate, load_llama
+    from flowrate.rubric.checklist import checklist_messages
+    from flowrate.scores.checklist import checklist_reading, checklist_schema
+
+    rubric = load_rubric()
+    messages = checklist_messages(rubric, rubric.build_messages(_asked_again()))
+    llama = load_llama(Path(model_file))
+    response_format = {"type": "json_object", "schema": checklist_schema(rubric)}
+    stop = threading.Event()
+    first: dict[str, str] = {}
+    plain = generate(llama, messages, response_format, 0.0, 512, stop, TOP_LOGPROBS, guesses=first)
+    read = checklist_reading(rubric, plain.texts[0], plain.tokens(0))
+    assert first == read.answers and len(first) == len(rubric.checklist)
+    flipped = {key: "no" if answer == "yes" else "yes" for key, answer in read.answers.items()}
+    for guesses in ({**first}, flipped):
+        llama.reset()  # the prompt evaluated afresh each time, as on the first call
+        again = generate(llama, messages, response_format, 0.0, 512, stop, TOP_LOGPROBS, guesses=guesses)
+        reading = checklist_reading(rubric, again.texts[0], again.tokens(0))
+        assert again.texts == plain.texts and guesses == read.answers
+        # a batch split otherwise moves llama.cpp's sums in their last digits, not further
+        assert max(abs(reading.p_yes[key] - read.p_yes[key]) for key in read.p_yes) < 1e-3
