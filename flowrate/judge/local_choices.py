@@ -136,6 +136,7 @@ def choose(
             pending = [fields[len(chosen) - 1][2][chosen[-1]], *head_tokens[len(chosen)]]
     pieces: list[dict[str, Any]] = []
     for head, (key, values, value_tokens), pick, step in zip(heads, fields, chosen, steps):
+        guessed.pop(key, None)  # kept in the order answered: the last is the answer before
         guessed[key] = values[pick]
         pieces.append({"token": head, "logprob": 0.0, "top_logprobs": []})  # the schema's: certain
         pieces.append({
