@@ -31,13 +31,11 @@ from flowrate.judge.logprobs import restored
 from flowrate.scores.checklist import ANSWERS, yes_no_reading, yes_no_schema
 
 
-def evaluate_prompt(llama, prompt: list[int]) -> int:
+def evaluate_prompt(llama, prompt: list[int]) -> None:
     """Evaluate `prompt`, keeping the tokens the model already holds from its start (as
-    `Llama.generate` keeps them; at least its last token is evaluated again); how many it kept."""
-    held = held_tokens(llama.input_ids[: llama.n_tokens], prompt)
-    llama.n_tokens = held  # `Llama.eval` drops what the model holds past n_tokens first
-    llama.eval(prompt[held:])
-    return held
+    `Llama.generate` keeps them; at least its last token is evaluated again)."""
+    llama.n_tokens = held_tokens(llama.input_ids[: llama.n_tokens], prompt)  # `Llama.eval` drops the rest
+    llama.eval(prompt[llama.n_tokens :])
 
 
 def yes_no_keys(text: str) -> list[str] | None:

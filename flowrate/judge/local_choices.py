@@ -121,7 +121,8 @@ def choose(
             last = values[bets[-1]]
             tokens += [value_tokens[bets[-1]], *head_tokens[index]]
             reads.append(len(tokens) - 1)
-        start, ahead = llama.n_tokens, ahead * 2
+        start = llama.n_tokens
+        ahead *= 2  # the next batch reads twice as many, unless a guess below is wrong
         for offset, logits in enumerate(evaluate_reading(llama, tokens, reads)):
             _, values, value_tokens = fields[first + offset]
             pick = max(range(len(values)), key=lambda index: logits[value_tokens[index]])

@@ -13,7 +13,7 @@ import hashlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +135,11 @@ class LocalModel(JudgeBackend):
         its next token."""
         response_format = bounded_grammar(response_format, max_tokens)
         stop = threading.Event()
-        asked = (self._llama, messages, response_format, temperature, max_tokens, stop, self.top_logprobs(), True)
-        generation = asyncio.get_running_loop().run_in_executor(self._worker, generate, *asked, self._guesses)
+        asked = partial(
+            generate, self._llama, messages, response_format, temperature, max_tokens, stop,
+            top_logprobs=self.top_logprobs(), guesses=self._guesses,
+        )  # fmt: skip
+        generation = asyncio.get_running_loop().run_in_executor(self._worker, asked)
         generation.add_done_callback(lambda done: done.cancelled() or done.exception())  # a stopped one is not awaited
         try:
             return await asyncio.wait_for(asyncio.shield(generation), timeout)
