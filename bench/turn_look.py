@@ -86,6 +86,7 @@ def main() -> None:
             f"| {behaviour} | {fitted[behaviour]:.3f} | {shown(own)} | {shown(shared)} | {shown(chatgpt)} |"
             f" {shown(agree)} | {shown(every)} |"
         )
+    print_reading(looked, flags, fitting, reported, fitted)
     if args.ship is not None:
         combination = read_combination(args.ship)
         combination.turn_threshold = round(fitted[ANY], 6)
@@ -95,6 +96,46 @@ def main() -> None:
         )
         write_combination(args.ship, combination)
         print(f"\nwrote turn_threshold {combination.turn_threshold} into {args.ship}")
+
+
+def print_reading(looked, flags, fitting: list[str], reported: list[str], fitted: dict[str, float]) -> None:
+    """What the P of the turns read: how well they rank the turns people flagged on the fit
+    dialogues (ROC AUC), whether they follow the turn's place (the mean at turns 1, 5, 10 and 15),
+    and each behaviour's F1 at its threshold and at the any threshold less ChatGPT-3.5's on the
+    reported dialogues, with a 95 % bootstrap interval over the dialogues (2,000 draws, seed 0)."""
+    import random
+
+    from sklearn.metrics import roc_auc_score
+
+    print("\nROC AUC on the fit dialogues:", end="")
+    for behaviour in (*BEHAVIOURS, ANY):
+        people = rater_turns(flags, fitting, behaviour)
+        flagged, p_problem = [], []
+        for index, dialogue in enumerate(fitting):
+            for turn, p in looked[dialogue].items():
+                flagged.append(turn in people[0][index] or turn in people[1][index])
+                p_problem.append(p)
+        auc = f"{roc_auc_score(flagged, p_problem):.3f}" if 0 < sum(flagged) < len(flagged) else "n/a"
+        print(f" {behaviour} {auc}", end="")
+    named = turns_above([looked[i] for i in fitting], fitted[ANY])
+    precision = score_turns(ANY, named, rater_turns(flags, fitting, ANY)).precision
+    print(f"\nthe any threshold names {sum(map(len, named))} of the fit dialogues' {sum(len(looked[i]) for i in fitting)}"
+          f" turns (precision {percent(precision)} %)", end="")  # fmt: skip
+    at = {place: [ps[place] for ps in looked.values() if place in ps] for place in (1, 5, 10, 15)}
+    print("\nmean P by the turn's place:", ", ".join(f"turn {k} {sum(v) / len(v):.3f}" for k, v in at.items() if v))
+    rng = random.Random(0)
+    draws = [[rng.choice(reported) for _ in reported] for _ in range(2000)]
+    for behaviour in BEHAVIOURS:
+        for name, threshold in ((behaviour, fitted[behaviour]), (ANY, fitted[ANY])):
+            differences = []
+            for ids in draws:
+                people = rater_turns(flags, ids, behaviour)
+                own = score_turns(behaviour, turns_above([looked[i] for i in ids], threshold), people).f1 or 0.0
+                chatgpt = score_turns(behaviour, [chatgpt_turns(flags[i][1], behaviour) for i in ids], people).f1 or 0.0
+                differences.append(own - chatgpt)
+            differences.sort()
+            low, high = differences[int(0.025 * len(draws))], differences[int(0.975 * len(draws)) - 1]
+            print(f"{behaviour} F1 at the {name} threshold less ChatGPT-3.5's: 95 % interval [{low:.1f}, {high:.1f}]")
 
 
 if __name__ == "__main__":

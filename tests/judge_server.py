@@ -24,7 +24,9 @@ A step is one of:
   reply, each answer's token with the alternatives given; a step's ``"checklist": {step}`` is the
   step a checklist request (a schema of "yes"/"no" answers, ``--score checklist``) takes, and
   without one such a request is answered "no" to every question, with certainty; a step's
-  ``"turns": {step}`` likewise answers a per-turn look (its keys turn numbers, ``--turn-look``)
+  ``"turns": {step}`` likewise answers each turn's look (``--turn-look``, a schema of one
+  "follows_on" answer), or with ``"turns": {"by_input": {message: {step}}}`` the look at the
+  turn of each user message named (a turn not named is answered "yes", the reply follows on)
 - a verdict step may add ``"logprobs": {"fully": -0.2, "mostly": -1.9, ...}``, the alternatives at
   the token where the verdict begins (default: the verdict alone, logprob 0), ``"split": {"minor":
   ["m", "inor"]}`` to spell a verdict in several tokens, and ``"next_logprobs"`` for the
@@ -63,6 +65,7 @@ from typing import Any
 
 from aiohttp import web
 
+from flowrate.rubric.checklist import TURN_KEY
 from tests import provider_stand_ins
 
 
@@ -624,9 +627,23 @@ def looked_at(body: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
     form = body.get("response_format")
     questions = _checklist_questions(form)
     if questions is not None and "status" not in step:
-        kind = "turns" if all(question.isdigit() for question in questions) else "checklist"
-        return step.get(kind) or {"answers": dict.fromkeys(questions, "no")}
+        if questions == [TURN_KEY]:
+            return _turn_step(body, step.get("turns"))
+        return step.get("checklist") or {"answers": dict.fromkeys(questions, "no")}
     return look if look is not None and form and "reason" not in json.dumps(form) else step
+
+
+def _turn_step(body: dict[str, Any], turns: dict[str, Any] | None) -> dict[str, Any]:
+    """The step one turn's look takes: the step `turns["by_input"]` gives the user's message of the
+    turn the look shows (the "User: " line before "Chatbot reply: "), else `turns` itself for every
+    turn, else "yes" (the reply follows on), with certainty."""
+    follows = {"answers": {TURN_KEY: "yes"}}
+    if not turns:
+        return follows
+    if "by_input" not in turns:
+        return turns
+    shown = re.search(r"User: ([^\n]*)\nChatbot reply: ", _text(body["messages"][-1].get("content")))
+    return turns["by_input"].get(shown.group(1), follows) if shown else follows
 
 
 def _checklist_questions(form: Any) -> list[str] | None:

@@ -422,18 +422,16 @@ def take_lines(judging: Judging, cid: str, results: ResultFile, failed: ResultFi
     return None
 
 
-LINE_SUFFIXES = {
-    "look": "look",
-    "checklist": "check",
-    "turns": "turns",
-}  #: an addition's line, after its conversation's id
+LINE_SUFFIXES = {"look": "look", "checklist": "check"}  #: an addition's line, after its conversation's id
 
 
 def line_id(cid: str, request: JudgeRequest) -> str:
     """The custom id of `request`'s line, of the conversation and metric of custom id `cid`: `cid`
     itself for the (first) judge request, with `-s<k>` for sample k where the server does not
-    serve `n`, `-look` for the verdict-first look, `-check` for the checklist and `-turns` for the
-    per-turn look (at most 63 characters: `custom_id`'s 57)."""
+    serve `n`, `-look` for the verdict-first look, `-check` for the checklist and `-t<n>` for the
+    per-turn look at turn n (at most 64 characters: `custom_id`'s 57 and a turn below 100,000)."""
+    if request.kind == "turns":
+        return f"{cid}-t{request.sample}"
     if request.kind in ADDITIONS:
         return f"{cid}-{LINE_SUFFIXES[request.kind]}"
     return f"{cid}-s{request.sample}" if request.sample else cid

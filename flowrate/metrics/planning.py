@@ -14,7 +14,7 @@ from flowrate.inputs.conversation import ConversationalEvalTestCase
 from flowrate.judge.backend import JudgeBackend, Usage
 from flowrate.judge.cache import Replies, ResponseCache, cache_key, messages_digest
 from flowrate.metrics.budget import Budget
-from flowrate.rubric.checklist import checklist_messages, turn_messages
+from flowrate.rubric.checklist import checklist_messages, turn_window_messages
 from flowrate.rubric.fitting import PER_MESSAGE_OVERHEAD, fit_turns
 from flowrate.rubric.model import Rubric
 from flowrate.rubric.prompt import turn_numbers
@@ -45,6 +45,7 @@ class JudgePlan:
     cached_logprobs: list[list[dict[str, Any]] | None] = field(default_factory=list)  # their tokens' log-probabilities
     window: int | None = None  # the context window it was fitted to (tokens; None: none known)
     turn_numbers: list[int] = field(default_factory=list)  # the turns with a reply, as the transcript numbers them
+    turn_positions: list[int] = field(default_factory=list)  # where each of them is in `case.turns`
 
 
 @dataclass
@@ -217,13 +218,26 @@ class Planner:
         """Where checklist replies are cached: their own keys (temperature 0, one reply)."""
         return CachedReplies(self.cache, self.backend, self.rubric, TEMPERATURE, 1, "checklist")
 
-    def turn_max_tokens(self, plan: JudgePlan) -> int:
-        """The reply limit of a per-turn look at `plan`: an answer per turn, and one more."""
-        return TOKENS_PER_ANSWER * (len(plan.turn_numbers) + 1)
+    @property
+    def turn_max_tokens(self) -> int:
+        """The reply limit of one turn's look: its answer, and one more."""
+        return TOKENS_PER_ANSWER * 2
 
-    def turn_format(self, plan: JudgePlan) -> dict[str, Any] | None:
-        """The per-turn look's schema (a "yes" or "no" per turn of `plan`), in the form the backend sends it."""
-        return self.backend.structured_output(f"{self.rubric.name}_turns", turn_schema(plan.turn_numbers))
+    @cached_property
+    def turn_format(self) -> dict[str, Any] | None:
+        """A turn's look's schema (one "yes" or "no"), in the form the backend sends it."""
+        return self.backend.structured_output(f"{self.rubric.name}_turn", turn_schema())
+
+    def turn_windows(self, plan: JudgePlan) -> list[tuple[int, list[dict[str, str]]]]:
+        """The per-turn look at `plan` (`--turn-look`): each turn with a reply, by the number the
+        transcript shows, and the messages asking of it (`turn_window_messages`); none unless asked."""
+        if not self.asks_turns(plan):
+            return []
+        turns = plan.case.turns
+        return [
+            (number, turn_window_messages(self.rubric, turns, index))
+            for number, index in zip(plan.turn_numbers, plan.turn_positions)
+        ]
 
     @cached_property
     def turn_replies(self) -> CachedReplies:
@@ -243,7 +257,8 @@ class Planner:
     @property
     def calls_per_conversation(self) -> int:
         """Judge calls one conversation takes: one, or `samples` where the backend cannot return
-        several; one more for a verdict-first look, one for the checklist, one for the per-turn look."""
+        several; one more for a verdict-first look, one for the checklist, and for the per-turn look
+        at least one (a call per turn with a reply: `estimate` counts them)."""
         calls = 1 if self.samples == 1 or self.backend.supports_n() else self.samples
         return calls + self.first_look + self.checklist + self.turn_look
 
@@ -265,26 +280,33 @@ class Planner:
         estimated = size // BYTES_PER_TOKEN_ESTIMATE
         keys = self.replies.keys(messages)
         numbers = turn_numbers(len(fitted.turns), elided if fitted is not case else None)
-        answered = [number for number, turn in zip(numbers, fitted.turns) if (turn.actual_output or "").strip()]
+        answered = [
+            (number, index)
+            for index, (number, turn) in enumerate(zip(numbers, fitted.turns))
+            if (turn.actual_output or "").strip()
+        ]
         plan = JudgePlan(fitted, messages, fitted is not case, keys, None, estimated, window=self.budget.window,
-                         turn_numbers=answered)  # fmt: skip
+                         turn_numbers=[n for n, _ in answered], turn_positions=[i for _, i in answered])  # fmt: skip
         if lookup:
             self.replies.look_up([plan])
         return plan
 
     def _missing_additions(self, plan: JudgePlan) -> tuple[int, int]:
-        """The calls and reply tokens of the look, the checklist and the per-turn look asked beside
-        `plan`'s cached verdict that the cache does not hold: a run asking them of an earlier run's verdicts."""
+        """The calls and reply tokens of the look and the checklist asked beside `plan`'s cached
+        verdict that the cache does not hold: a run asking them of an earlier run's verdicts."""
         calls = completion = 0
         if self.first_look and self.look_replies.found_for(plan.messages) is None:
             calls, completion = calls + 1, completion + self.look_max_tokens
         asked = checklist_messages(self.rubric, plan.messages) if self.checklist else None
         if asked is not None and self.checklist_replies.found_for(asked) is None:
             calls, completion = calls + 1, completion + self.checklist_max_tokens
-        turns = turn_messages(self.rubric, plan.messages, plan.turn_numbers) if self.asks_turns(plan) else None
-        if turns is not None and self.turn_replies.found_for(turns) is None:
-            calls, completion = calls + 1, completion + self.turn_max_tokens(plan)
         return calls, completion
+
+    def _window_tokens(self, messages: list[dict[str, str]], exact: bool) -> int:
+        """The prompt tokens of one turn's look: counted with the model's tokenizer (`exact`) or by bytes."""
+        if exact:
+            return sum(self.backend.count_tokens(m["content"]) + PER_MESSAGE_OVERHEAD for m in messages)
+        return sum(len(m["content"].encode()) // BYTES_PER_TOKEN_ESTIMATE + PER_MESSAGE_OVERHEAD for m in messages)
 
     def asks_turns(self, plan: JudgePlan) -> bool:
         """Whether a per-turn look is asked of `plan`: `turn_look`, and a turn with a reply to ask of."""
@@ -295,21 +317,26 @@ class Planner:
         budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
         For a cached plan, only the look and the checklist the cache lacks; `cost_usd` None when
         the price is unknown."""
+        windows = [asked for _, asked in self.turn_windows(plan)]
         if plan.cached_texts is not None:
             calls, completion = self._missing_additions(plan)
-            if not calls:
+            windows = [asked for asked in windows if self.turn_replies.found_for(asked) is None]
+            if not calls and not windows:
                 return CallEstimate()
         else:
-            calls = self.calls_per_conversation
+            calls = 1 if self.samples == 1 or self.backend.supports_n() else self.samples
+            calls += self.first_look + self.checklist
             completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
             completion += self.checklist_max_tokens if self.checklist else 0
-            completion += self.turn_max_tokens(plan) if self.asks_turns(plan) else 0
+        completion += self.turn_max_tokens * len(windows)
         prompt = plan.estimated_prompt_tokens
         if exact:
             counted = self.backend.count_tokens(plan.messages[-1]["content"])
             prompt = self.budget.prefix_tokens + counted + PER_MESSAGE_OVERHEAD
         prompt *= calls
         cached = min(self.backend.cached_prefix_tokens(self.budget.prefix_tokens) * calls, prompt)
+        prompt += sum(self._window_tokens(asked, exact) for asked in windows)  # short: its own small prefix
+        calls += len(windows)
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion)
         cost = self.backend.price(usage)
         cached_cost = self.backend.price(usage.model_copy(update={"cached_tokens": cached})) if cached else cost

@@ -80,7 +80,7 @@ class RubricMetric:
             language=language, samples=samples, max_input_tokens=max_input_tokens, thresholds=thresholds or {},
             weights=weights or {}, date_field=date_field, cut_logs=cut_logs, transport=transport,
             score=choice.score, reply_order=choice.reply_order, uncertain_below=choice.uncertain_below,
-            logprobs=choice.logprobs, reasoning_effort=choice.reasoning_effort,
+            logprobs=choice.logprobs, reasoning_effort=choice.reasoning_effort, turn_look=choice.turn_look,
         )  # fmt: skip
         judge = JudgeSettings.model_construct(**given)  # the arguments as the judge group: one way to build
         self._build(rubric, model, judge, cache, retry or RetryPolicy())

@@ -23,8 +23,8 @@ added to the first row's, and `StepResult.look_kept` is what to keep in the cach
 look's own key. With `--score checklist` or `fitted`, `build_checklist(metric, request)` is the
 rubric's yes/no questions asked about the same conversation, and its reply goes to
 `rows_from_reply(..., checklist_reply=reply)` (kept as `StepResult.checklist_kept`). With
-`--turn-look`, `build_turn_look(metric, request)` asks of each turn whether its reply breaks the
-flow (`turns_reply=`, `StepResult.turns_kept`).
+`--turn-look`, `build_turn_looks(metric, request)` asks of each turn, a request each, whether its
+reply breaks the flow (`turns_replies=`, by turn number; `StepResult.turns_kept`).
 
 Nothing here makes a call or writes anything: `build_request` reads the metric's cache (when it
 has one and `lookup` is left on), and `StepResult.cache_texts` says what to put in it
@@ -43,11 +43,11 @@ from flowrate.judge.cache import messages_digest
 from flowrate.judge.errors import ChoicesRefused
 from flowrate.judge.retry import told_window
 from flowrate.metrics.budget import Budget
-from flowrate.metrics.planning import TEMPERATURE, JudgePlan, Planner
+from flowrate.metrics.planning import BYTES_PER_TOKEN_ESTIMATE, TEMPERATURE, JudgePlan, Planner
 from flowrate.metrics.replies import Look, cached_judgements, first_look, second_look
 from flowrate.metrics.rows import RowMaker
 from flowrate.results.rows import EvaluationRow
-from flowrate.rubric.checklist import checklist_messages, turn_messages
+from flowrate.rubric.checklist import checklist_messages
 from flowrate.rubric.model import Rubric
 from flowrate.scores.checklist import ChecklistReading, checklist_reading, turn_reading
 from flowrate.scores.distribution import LevelProbs, distributions
@@ -93,7 +93,7 @@ class JudgeRequest:
     """One request of judging a conversation with a metric. `kind` is "judge" (the reasoned
     call), "reask" (the one re-ask after an unusable reply), "look" (the verdict-first look of
     `--score combined`), "checklist" (the rubric's yes/no questions, `--score checklist`) or "turns"
-    (a yes/no per turn, `--turn-look`). `body` is the OpenAI chat-completions request (`messages`, the reply
+    (one turn's yes/no, `--turn-look`, its number in `sample`). `body` is the OpenAI chat-completions request (`messages`, the reply
     schema in the form the server takes, named by `response_format`, temperature, `n` and
     `max_tokens`), built from `schema`, `n`, `temperature` and `max_tokens`, which a transport
     that builds its own request (LiteLLM's) sends instead; `cache_key` is where its reply is
@@ -208,7 +208,7 @@ class StepResult:
     replies to put in the cache under the request's key (`cache_texts`; None: nothing to cache)
     with their tokens' log-probabilities (`cache_logprobs`, one per reply, None for one without);
     `look_kept` is the verdict-first look's reply to keep under its own key (None: nothing to keep),
-    `checklist_kept` the checklist's, `turns_kept` the per-turn look's."""
+    `checklist_kept` the checklist's, `turns_kept` the per-turn look's (by turn number)."""
 
     rows: list[EvaluationRow]
     reasks: list[JudgeRequest] = field(default_factory=list)
@@ -216,7 +216,7 @@ class StepResult:
     cache_logprobs: list[list[dict[str, Any]] | None] | None = None
     look_kept: Reply | None = None
     checklist_kept: Reply | None = None
-    turns_kept: Reply | None = None
+    turns_kept: dict[int, Reply] = field(default_factory=dict)
 
 
 # -- the requests ----------------------------------------------------------------------------------
@@ -311,16 +311,20 @@ def build_checklist(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest
     return yes_no_request(metric, request, "checklist", messages, schema, limit)
 
 
-def build_turn_look(metric: RubricMetric, request: JudgeRequest) -> JudgeRequest | None:
-    """The per-turn look at the conversation of `request` (`--turn-look`): the request's messages
-    with, after them, the question whether each turn's reply breaks the flow, a "yes" or "no" per
-    turn number the transcript shows; as `build_checklist`. None when the metric asks none or
-    the conversation has no reply to ask of."""
+def build_turn_looks(metric: RubricMetric, request: JudgeRequest) -> list[JudgeRequest]:
+    """The per-turn look at the conversation of `request` (`--turn-look`): a request per turn with
+    a reply (its number, as the transcript shows it, in `sample`), asking whether that reply
+    breaks the flow, the judge shown it and the turns just before it (`Planner.turn_windows`); as
+    `build_checklist`. Empty when the metric asks none or the conversation has no reply to ask of."""
     planner, plan = metric.planner, request.plan
-    if plan is None or not planner.asks_turns(plan):
-        return None
-    messages = turn_messages(metric.rubric, request.messages, plan.turn_numbers)
-    return yes_no_request(metric, request, "turns", messages, planner.turn_format(plan), planner.turn_max_tokens(plan))
+    if plan is None:
+        return []
+    looks = []
+    for number, messages in planner.turn_windows(plan):
+        look = yes_no_request(metric, request, "turns", messages, planner.turn_format, planner.turn_max_tokens)
+        look.sample = number
+        looks.append(look)
+    return looks
 
 
 def yes_no_request(
@@ -333,6 +337,9 @@ def yes_no_request(
     replies = metric.planner.addition_replies(kind)
     form, body = request_body(metric, messages, 1, schema, TEMPERATURE, limit)
     plan = request.plan
+    prompt_tokens = plan.estimated_prompt_tokens if plan is not None else 0  # the conversation's, and a few more
+    if kind == "turns":  # a window of the conversation: its own, shorter prompt
+        prompt_tokens = sum(len(message["content"].encode()) for message in messages) // BYTES_PER_TOKEN_ESTIMATE
     asked = JudgeRequest(
         conversation_id=request.conversation_id,
         metric=request.metric,
@@ -346,7 +353,7 @@ def yes_no_request(
         temperature=TEMPERATURE,
         max_tokens=limit,
         schema=schema,
-        estimated_tokens=(plan.estimated_prompt_tokens if plan is not None else 0) + limit,
+        estimated_tokens=prompt_tokens + limit,
         plan=plan,
     )
     cached = replies.found_for(messages)
@@ -428,9 +435,9 @@ class Judging:
         self.checklist = build_checklist(metric, request)
         self.checklist_reading: ChecklistReading | None = None
         self.checklist_kept: Reply | None = None
-        self.turns = build_turn_look(metric, request)
-        self.turn_reading: ChecklistReading | None = None
-        self.turns_kept: Reply | None = None
+        self.turns = build_turn_looks(metric, request)
+        self.turn_p: dict[int, float] = {}  # P(the reply breaks the flow), by turn number
+        self.turns_kept: dict[int, Reply] = {}
         self.paid: list[Reply] = []
         self.judgements: dict[int, Judgement] = {}
         self.looks: dict[int, Look] = {}  # an unusable reply's reading, by sample, while its re-ask is out
@@ -444,13 +451,13 @@ class Judging:
         self.outstanding: list[JudgeRequest] = []
         if request.cached_replies is None:
             self.outstanding = self._asks(request)
-        for addition in (self.look, self.checklist, self.turns):
+        for addition in (self.look, self.checklist, *self.turns):
             if addition is not None:
                 seen = cached_look(addition)
                 if seen is None:
                     self.outstanding.append(addition)
                 else:
-                    self._take_addition(addition.kind, seen)
+                    self._take_addition(addition, seen)
 
     @property
     def cached(self) -> bool:
@@ -486,7 +493,7 @@ class Judging:
         self.paid.append(outcome.spent if isinstance(outcome, CallFailed) else outcome)
         if request.kind in ADDITIONS:
             if isinstance(outcome, Reply):
-                self._take_addition(request.kind, outcome)
+                self._take_addition(request, outcome)
             return  # a failed look, checklist or per-turn look is an addition missing: the verdict stands without it
         if isinstance(outcome, CallFailed):
             self._failed(request, outcome.error)
@@ -501,8 +508,11 @@ class Judging:
         except UnparsableReply as error:
             self._stop(error)
 
-    def _take_addition(self, kind: str, reply: Reply) -> None:
-        {"look": self._take_look, "checklist": self._take_checklist, "turns": self._take_turns}[kind](reply)
+    def _take_addition(self, asked: JudgeRequest, reply: Reply) -> None:
+        if asked.kind == "turns":
+            self._take_turn(asked.sample or 0, reply)
+        else:
+            {"look": self._take_look, "checklist": self._take_checklist}[asked.kind](reply)
 
     def _take_look(self, reply: Reply) -> None:
         if reply.texts:
@@ -514,11 +524,18 @@ class Judging:
         self.checklist_reading = reading if reading is not None and reading.score is not None else None
         self.checklist_kept = reply if self.checklist_reading is not None else None
 
-    def _take_turns(self, reply: Reply) -> None:
-        numbers = self.request.plan.turn_numbers if self.request.plan is not None else []
-        reading = turn_reading(numbers, reply.texts[0], reply.tokens(0)) if reply.texts else None
-        self.turn_reading = reading if reading is not None and reading.p_yes else None
-        self.turns_kept = reply if self.turn_reading is not None else None
+    def _take_turn(self, number: int, reply: Reply) -> None:
+        p_problem = turn_reading(reply.texts[0], reply.tokens(0)) if reply.texts else None
+        if p_problem is not None:
+            self.turn_p[number], self.turns_kept[number] = p_problem, reply
+
+    @property
+    def turn_reading(self) -> ChecklistReading | None:
+        """The per-turn look's answers, P(the reply breaks the flow) by turn number (as text), in
+        the transcript's order; None when no turn was answered."""
+        if not self.turn_p:
+            return None
+        return ChecklistReading(p_yes={str(number): self.turn_p[number] for number in sorted(self.turn_p)})
 
     def _take_judge(self, request: JudgeRequest, reply: Reply) -> None:
         metric = self.metric
@@ -565,12 +582,13 @@ class Judging:
                 kept = [pending.kind for pending in self.outstanding if pending.kind in ADDITIONS]
                 again = {
                     "look": build_look(metric, refitted), "checklist": build_checklist(metric, refitted),
-                    "turns": build_turn_look(metric, refitted),
                 }  # fmt: skip
                 self.look = again["look"] if "look" in kept else self.look
                 self.checklist = again["checklist"] if "checklist" in kept else self.checklist
-                self.turns = again["turns"] if "turns" in kept else self.turns
-                added = [asked for kind in kept if (asked := again[kind]) is not None]
+                added = [asked for kind in dict.fromkeys(kept) if kind in again and (asked := again[kind]) is not None]
+                if "turns" in kept:  # the turns not answered yet, asked of the refitted plan
+                    self.turns = [look for look in build_turn_looks(metric, refitted) if look.sample not in self.turn_p]
+                    added += [look for look in self.turns if cached_look(look) is None]
                 self.outstanding = [*self._asks(refitted), *added]
                 self.judgements.clear()
                 return
@@ -637,10 +655,11 @@ def keep_in_cache(metric: RubricMetric, judging: Judging, result: StepResult) ->
     request, planner = judging.request, metric.planner
     if result.cache_texts is not None and request.plan is not None:
         planner.replies.remember(request.plan, result.cache_texts, judging.response_format, result.cache_logprobs)
+    turns = {look.sample: look for look in judging.turns}
     for kept, asked, replies in (
         (result.look_kept, judging.look, planner.look_replies),
         (result.checklist_kept, judging.checklist, planner.checklist_replies),
-        (result.turns_kept, judging.turns, planner.turn_replies),
+        *((reply, turns.get(number), planner.turn_replies) for number, reply in result.turns_kept.items()),
     ):
         if kept is not None and asked is not None and asked.cached_replies is None:
             replies.keep(asked.messages, kept.texts[:1], kept.response_format, kept.logprobs[:1], judging.case.id)
@@ -657,7 +676,7 @@ def rows_from_reply(
     source: Source | None = None,
     look_reply: Reply | None = None,
     checklist_reply: Reply | None = None,
-    turns_reply: Reply | None = None,
+    turns_replies: dict[int, Reply] | None = None,
 ) -> StepResult:
     """The rows `flowrate eval` writes for `case` from `reply` to `request` (None: the request's
     `cached_replies`), with the same scores, fields and re-ask rules: an unusable reply is re-asked
@@ -668,18 +687,22 @@ def rows_from_reply(
     verdict-first look `build_look` made (a cached one: `cached_look`): its distributions
     score the rows, and its tokens, cost and clocks are the first row's too; `checklist_reply`,
     the reply to `build_checklist`'s request, likewise gives the rows' `checklist_*`, and
-    `turns_reply`, to `build_turn_look`'s, their `turn_p_problem` and `problem_turns`."""
+    `turns_replies`, to `build_turn_looks`' requests by turn number (`sample`), their
+    `turn_p_problem` and `problem_turns`."""
     if request.plan is None:
         raise ValueError("rows_from_reply needs a request build_request made (JudgeRequest.from_dict keeps no plan)")
     judging = Judging(metric, case, source, request=request)
     judging.outstanding = [request] if request.cached_replies is None else []
     judging.levels, judging.look_kept = {}, None  # only the look and checklist replies given here count
     judging.checklist_reading, judging.checklist_kept = None, None
-    judging.turn_reading, judging.turns_kept = None, None
-    for kind, given in (("look", look_reply), ("checklist", checklist_reply), ("turns", turns_reply)):
-        if given is not None:
+    judging.turn_p, judging.turns_kept = {}, {}
+    turns = {look.sample: look for look in judging.turns}
+    given_to = [(judging.look, look_reply), (judging.checklist, checklist_reply)]
+    given_to += [(turns.get(number), reply) for number, reply in (turns_replies or {}).items()]
+    for asked, given in given_to:
+        if asked is not None and given is not None:
             judging.paid.append(given)
-            judging._take_addition(kind, given)
+            judging._take_addition(asked, given)
     if judging.outstanding:
         if reply is None:
             raise ValueError("rows_from_reply needs a reply, or a request with cached_replies")

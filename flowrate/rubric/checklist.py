@@ -1,15 +1,16 @@
-"""The yes/no requests asked about the conversation a grading request just showed the judge: a
-rubric's checklist (`--score checklist`), and the per-turn look (`--turn-look`), which asks of
-each assistant reply whether it breaks the flow. Each is the grading request's messages with the
-questions after them, so a judge that keeps its previous prompt's cache (llama-cpp-python, in
-process or served) evaluates the rubric and the conversation once and only the questions again;
-the replies' schemas and how they are read are in `flowrate.scores.checklist`."""
+"""The yes/no requests asked beside a grading request: a rubric's checklist (`--score checklist`),
+the grading request's messages with the questions after them, so a judge that keeps its previous
+prompt's cache (llama-cpp-python, in process or served) evaluates the rubric and the conversation
+once and only the questions again; and the per-turn look (`--turn-look`), which asks of each
+assistant reply on its own, through a window of the turns before it, whether it breaks the flow.
+The replies' schemas and how they are read are in `flowrate.scores.checklist`."""
 
 from __future__ import annotations
 
 import orjson
 
 from flowrate.errors import ConfigError
+from flowrate.inputs.conversation import EvalTestCase
 from flowrate.rubric.model import Rubric
 
 
@@ -34,29 +35,33 @@ def checklist_messages(rubric: Rubric, judged_messages: list[dict[str, str]]) ->
 
 
 # What the per-turn look asks of each reply where a rubric declares no `turn_question`: the
-# lapses ABC-Eval's people marked turn by turn (ignoring, irrelevant, redundant), in the flow
-# rubric's words.
+# lapses ABC-Eval's people marked "ignore" and "irrelevant", which the two exchanges before a
+# reply show (a repetition or a contradiction can reach back further than the window).
 TURN_QUESTION = (
-    "it ignores or does not answer what the user said just before it, goes off topic, contradicts"
-    " itself, or repeats itself or asks again for something already said"
+    "it ignores what the user just said, not responding to their answer, question or request, or jumps to an"
+    " unrelated topic"
 )
+TURN_KEY = "follows_on"  #: the per-turn look's reply: {"follows_on": "yes"|"no"}, "no" when the reply breaks the flow
+EXCHANGES_SHOWN = 2  #: the exchanges before the user's turn a per-turn look shows: the topic, in few tokens
 
 
-def turn_messages(rubric: Rubric, judged_messages: list[dict[str, str]], turns: list[int]) -> list[dict[str, str]]:
-    """The chat messages that ask, of each of `turns` (the numbers the transcript of
-    `judged_messages` shows), whether its assistant reply breaks the flow: those messages
-    unchanged, then one user message with the question and the reply's shape, a key per turn."""
-    if not turns:
-        raise ValueError("the per-turn look needs at least one turn with an assistant reply")
-    if not judged_messages or judged_messages[-1].get("role") != "user":
-        raise ValueError("the judged messages end with the grading request's user message (the conversation)")
-    shown = [f'"{number}": "yes"|"no"' for number in turns]
-    if len(shown) > 3:
-        shown = [*shown[:2], "...", shown[-1]]
-    ask = (
-        "Do not grade the conversation this time. Go through the same conversation (the transcript"
-        ' between the markers above) turn by turn. For each turn, answer "yes" if its assistant reply'
-        f' breaks the flow ({rubric.turn_question or TURN_QUESTION}), else "no".\n'
-        f"Reply with one JSON object and nothing else, a key per turn number: {{{', '.join(shown)}}}"
+def turn_window_messages(rubric: Rubric, turns: list[EvalTestCase], index: int) -> list[dict[str, str]]:
+    """The chat messages that ask whether the reply of `turns[index]` breaks the flow, the judge
+    shown only that turn and the `EXCHANGES_SHOWN` before it. Asked of each reply on its own: asked
+    of every turn at once after the whole transcript, the 1.5B judge answered by the turns'
+    positions (docs/judges.md); the system message, the same for every turn, is the prefix a judge
+    keeps in its cache."""
+    before = turns[max(0, index - EXCHANGES_SHOWN) : index]
+    shown = "\n".join(f"User: {turn.input}\nChatbot: {turn.actual_output or ''}" for turn in before)
+    turn = turns[index]
+    system = (
+        'You check one reply of a chatbot in a conversation. Answer "no" if the reply breaks the flow'
+        f' ({rubric.turn_question or TURN_QUESTION}); otherwise answer "yes".'
     )
-    return [*judged_messages, {"role": "user", "content": ask}]
+    ask = (
+        f"Earlier:\n{shown or '(the conversation starts here)'}\n\n"
+        f"User: {turn.input}\nChatbot reply: {turn.actual_output or ''}\n\n"
+        "Does the chatbot's reply follow on from what the user just said?"
+        f' Reply with one JSON object and nothing else: {{"{TURN_KEY}": "yes"|"no"}}'
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": ask}]

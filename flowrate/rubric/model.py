@@ -122,7 +122,7 @@ class Rubric(BaseModel):
     examples: list[RubricExample] = Field(default_factory=list)
     checklist: list[ChecklistItem] = Field(default_factory=list)
     #: what makes one assistant reply break the flow, asked of every turn by `--turn-look`
-    #: (`flowrate.rubric.checklist.turn_messages`; None: `TURN_QUESTION`)
+    #: (`flowrate.rubric.checklist.turn_window_messages`; None: `TURN_QUESTION`)
     turn_question: str | None = Field(None, min_length=1)
     version: str = ""
     #: the weights of `--score fitted`, read from `<rubric>.combination.json` beside the rubric's file

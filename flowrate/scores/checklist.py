@@ -1,6 +1,6 @@
 """A checklist reply (`flowrate.rubric.checklist`) read: its JSON schema, one "yes"/"no" answer
 per question of the rubric, and the reader that gives each question's P(yes) and the checklist's
-score; a per-turn look's reply likewise, one answer per turn number.
+score; a turn's look likewise, one answer.
 
 P(yes) is read at the token where the answer's value begins, as a verdict's distribution is
 (`scores.distribution`: "yes" and "no" are a scale of two levels, the mass of other tokens left
@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from flowrate.judge.logprobs import Tokens, tokens_fault
+from flowrate.rubric.checklist import TURN_KEY
 from flowrate.rubric.model import Rubric, Scale
 from flowrate.scores.distribution import distribution_at, value_offsets
 
@@ -30,9 +31,10 @@ def checklist_schema(rubric: Rubric) -> dict[str, Any]:
     return yes_no_schema([item.id for item in rubric.checklist])
 
 
-def turn_schema(turns: list[int]) -> dict[str, Any]:
-    """The JSON schema of a per-turn look's reply: "yes" or "no" under each of `turns`' numbers."""
-    return yes_no_schema([str(number) for number in turns])
+def turn_schema() -> dict[str, Any]:
+    """The JSON schema of one turn's look (`rubric.checklist.turn_window_messages`): "yes" or "no"
+    under `TURN_KEY`, "no" when the reply breaks the flow."""
+    return yes_no_schema([TURN_KEY])
 
 
 def yes_no_schema(keys: list[str]) -> dict[str, Any]:
@@ -62,10 +64,11 @@ def checklist_reading(rubric: Rubric, text: str, tokens: Tokens | None) -> Check
     return reading
 
 
-def turn_reading(turns: list[int], text: str, tokens: Tokens | None) -> ChecklistReading:
-    """A per-turn look's reply `text` read: P(yes), the reply breaks the flow, by turn number (as
-    text, the reply's keys), from `tokens` where they give it; no score."""
-    return yes_no_reading([str(number) for number in turns], text, tokens)
+def turn_reading(text: str, tokens: Tokens | None) -> float | None:
+    """One turn's look `text` read: P(the reply breaks the flow), 1 - P(yes) under `TURN_KEY`,
+    from `tokens` where they give it; None for a reply without the answer."""
+    reading = yes_no_reading([TURN_KEY], text, tokens)
+    return 1.0 - reading.p_yes[TURN_KEY] if TURN_KEY in reading.p_yes else None
 
 
 def yes_no_reading(keys: list[str], text: str, tokens: Tokens | None) -> ChecklistReading:

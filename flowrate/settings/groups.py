@@ -319,9 +319,10 @@ class MetricOptions(Group):
     )
     turn_look: Annotated[bool, flag()] = Field(
         False,
-        description="Ask, after each grading call, whether each turn's reply breaks the flow: one more call whose"
-        " yes/no per turn is read as P(yes) at its token; rows carry turn_p_problem and problem_turns (the turns"
-        " from the rubric's turn threshold), where the conversation should be fixed first.",
+        description="Ask, after each grading call, whether each turn's reply breaks the flow: a short call per reply,"
+        " the judge shown that turn and the two exchanges before it, its yes/no read as P at its token; rows carry"
+        " turn_p_problem and problem_turns (the turns from the rubric's turn threshold), where the conversation"
+        " should be fixed first.",
     )
     uncertain_below: Annotated[float | None, flag()] = Field(
         None,

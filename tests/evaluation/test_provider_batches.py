@@ -319,7 +319,7 @@ def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a
 
     def script():
         checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
-        turns = {"answers": {"1": "yes"}, "logprobs": {"1": {"yes": -0.2231, "no": -1.6094}}}
+        turns = {"answers": {"follows_on": "no"}, "logprobs": {"follows_on": {"no": -0.2231, "yes": -1.6094}}}
         judge.script(
             "question 1",
             {"verdict": "mostly", "look": torn, "checklist": checklist, "turns": turns,

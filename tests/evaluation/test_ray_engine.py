@@ -722,7 +722,8 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
 
     def script():
         checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
-        turns = {"answers": {"1": "no", "2": "yes"}, "logprobs": {"2": {"yes": -0.2231, "no": -1.6094}}}
+        torn = {"answers": {"follows_on": "no"}, "logprobs": {"follows_on": {"no": -0.2231, "yes": -1.6094}}}
+        turns = {"by_input": {"and then?": torn}}  # turn 2 of c5; its other turns follow on
         ray_judge.script("question 5", {**TORN, "look": TORN, "checklist": checklist, "turns": turns})
         _script(ray_judge, 8)  # c3 re-asked (each of its samples), c7 "minor"
 

@@ -164,3 +164,19 @@ def test_two_metrics_are_two_objects_each_usable_as_a_key():
     second = RubricMetric("virtual_agent", model="gpt-4o")
     assert first != second and first == first  # a metric is its own: it carries its run's learned state
     assert len({first, second}) == 2
+
+
+def test_every_score_choice_given_to_the_python_api_reaches_the_metric():
+    from dataclasses import fields
+
+    from flowrate import ConversationalFlowRateMetric
+    from flowrate.settings.groups import ScoreChoice
+
+    choice = ScoreChoice(
+        score="combined", reply_order="verdict-first", uncertain_below=0.7, logprobs=True, reasoning_effort="high",
+        turn_look=True,
+    )  # fmt: skip
+    assert {f.name for f in fields(ScoreChoice)} == {"score", "reply_order", "uncertain_below", "logprobs",
+                                                    "reasoning_effort", "turn_look"}  # fmt: skip
+    metric = ConversationalFlowRateMetric(model="gpt-4o", choice=choice)
+    assert metric.judge.score_choice == choice and metric.planner.turn_look

@@ -101,3 +101,25 @@ def test_an_error_answer_is_the_error_flowrate_eval_raises(judge, api_key):
     request = build_request(metric, case)
     with pytest.raises(Exception, match="not a chat completion"):
         reply_from_answer(metric, request, {"error": {"message": "scripted 500", "code": 500}})
+
+
+def test_each_turn_look_goes_out_as_its_own_request_and_its_reply_names_the_turn_by_number(judge, api_key):
+    from flowrate.metrics.step import build_turn_looks
+    from flowrate.settings.groups import ScoreChoice
+
+    case = conversation("Where is my order?", "Which one?", "#4471", "Do you like cats?", id="c1")
+    breaks = {"answers": {"follows_on": "no"}}
+    judge.script(
+        "Where is my order?", {"verdict": "partial", "reason": "off", "turns": {"by_input": {"#4471": breaks}}}
+    )
+    online = asyncio.run(_metric(judge, choice=ScoreChoice(turn_look=True)).evaluate(case))
+    metric = _metric(judge, choice=ScoreChoice(turn_look=True))
+    request = build_request(metric, case)
+    looks = build_turn_looks(metric, request)
+    assert [look.sample for look in looks] == [1, 2] and all(look.kind == "turns" for look in looks)
+    assert [look.body for look in looks] == judge.bodies[1:3]  # what eval sent after the grading call
+    replies = {look.sample: reply_from_answer(metric, look, _post(judge, look)) for look in looks}
+    reply = reply_from_answer(metric, request, _post(judge, request))
+    step = rows_from_reply(metric, case, request, reply, turns_replies=replies)
+    assert step.rows[0].turn_p_problem == {"1": 0.0, "2": 1.0} and step.rows[0].problem_turns == [2]
+    assert _fields(step.rows) == _fields(online) and set(step.turns_kept) == {1, 2}

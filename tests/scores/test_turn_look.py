@@ -1,21 +1,28 @@
-"""`--turn-look` through `flowrate eval` against the scripted judge: after the grading call, one
-more call asks of each turn the transcript shows whether its reply breaks the flow (the grading
-call's messages then the question, a "yes" or "no" keyed by turn number), each answer read as
-P(yes) at its token; the rows carry `turn_p_problem` and `problem_turns` (the turns from the
-rubric's turn threshold), the reply is cached, and a failed look leaves the verdict standing
-(issue 46, "turns named right")."""
+"""`--turn-look` through `flowrate eval` against the scripted judge: after the grading call, a call
+per turn with a reply asks whether that reply breaks the flow, the judge shown only the turn and
+the two exchanges before it (a "yes" or "no" under "follows_on", "no" when it breaks the flow),
+each answer read as P(yes) at its token; the rows carry `turn_p_problem` (1 - P(yes)) and
+`problem_turns` (the turns from the rubric's turn threshold), each turn's reply is cached, and a
+failed look leaves the verdict standing (issue 46, "turns named right")."""
 
 import math
 
 import orjson
 import pytest
 
+from flowrate.rubric.combination import turn_threshold
+from flowrate.rubric.model import load_rubric
 from tests.helpers import long_conversation, read_rows, turn_record, write_jsonl
 
-# sure that turn 2 broke the flow, torn on turn 3 (P(yes) 0.4), sure turn 1 did not
+# sure that turn 2's reply does not follow on, torn on turn 3 (P(follows on) 0.7), sure of turn 1
 TURNS = {
-    "answers": {"1": "no", "2": "yes", "3": "no"},
-    "logprobs": {"3": {"no": math.log(0.6), "yes": math.log(0.4)}},
+    "by_input": {
+        "my order?": {"answers": {"follows_on": "no"}},
+        "and?": {
+            "answers": {"follows_on": "yes"},
+            "logprobs": {"follows_on": {"yes": math.log(0.7), "no": math.log(0.3)}},
+        },
+    }
 }
 
 
@@ -29,18 +36,33 @@ def judged(judge, run_flowrate, tmp_path, *extra, output="out.jsonl", step=None,
     return result, read_rows(tmp_path / output) if (tmp_path / output).exists() else []
 
 
-def test_turn_look_asks_each_turn_after_the_grading_messages_and_names_the_turns_past_the_threshold(
+def test_turn_look_asks_each_reply_through_a_window_of_the_turns_before_it_and_names_the_turns_past_the_threshold(
     judge, run_flowrate, tmp_path
 ):
-    result, [row] = judged(judge, run_flowrate, tmp_path, "--turn-look", "--no-cache")
+    records = [
+        turn_record(
+            "looked", "MARK-TURNS hi", "hello", "my order?", "what's the weather", "and?", "ok", "bye", "see you"
+        )
+    ]
+    result, [row] = judged(judge, run_flowrate, tmp_path, "--turn-look", "--no-cache", records=records)
     assert result.returncode == 0, result.stderr
-    grading, turns = judge.bodies
-    assert turns["messages"][:-1] == grading["messages"]  # the shared prefix: only the question is new
-    schema = orjson.dumps(turns["response_format"]).decode()
-    assert all(f'"{number}"' in schema for number in (1, 2, 3)) and '"4"' not in schema
-    assert turns["logprobs"] is True and turns["temperature"] == 0
-    assert row["turn_p_problem"] == {"1": 0.0, "2": 1.0, "3": pytest.approx(0.4)}
-    assert row["problem_turns"] == [2]  # 0.4 is under the default threshold, 0.5
+    grading, *looks = judge.bodies
+    assert len(looks) == 4  # one per reply
+    for number, look in enumerate(looks, start=1):
+        system, asked = look["messages"]
+        assert system["role"] == "system" and "breaks the flow" in system["content"]
+        shown = asked["content"]
+        reply = records[0]["turns"][number - 1]["actual_output"]
+        assert f"Chatbot reply: {reply}\n" in shown
+        # the two exchanges before it, no more, and nothing after it
+        assert ("MARK-TURNS hi" in shown) == (number <= 3) and ("bye" in shown) == (number == 4)
+        assert number == 4 or "see you" not in shown
+        assert orjson.dumps(look["response_format"]).decode().count('"follows_on"') >= 1
+        assert look["logprobs"] is True and look["temperature"] == 0
+    assert looks[0]["messages"][0] == looks[3]["messages"][0]  # the prefix every look shares
+    assert row["turn_p_problem"] == {"1": 0.0, "2": 1.0, "3": pytest.approx(0.3), "4": 0.0}
+    assert turn_threshold(load_rubric().combination) == pytest.approx(0.3676, abs=1e-4)  # the one the rubric ships
+    assert row["problem_turns"] == [2]  # 0.3 is under it
     assert (row["verdict"], row["score_from"]) == ("mostly", "verdict")  # the look names turns; it scores nothing
 
 
@@ -51,10 +73,11 @@ def test_the_turns_asked_are_the_numbers_the_transcript_shows_around_an_elided_m
         judge, run_flowrate, tmp_path, "--turn-look", "--no-cache", "--max-input-tokens", "5000", records=records
     )
     assert result.returncode == 0 and row["truncated"], result.stderr
-    grading, turns = judge.bodies
+    grading, *looks = judge.bodies
     shown = [orjson.loads(line)["turn"] for line in grading["messages"][-1]["content"].splitlines() if '"turn"' in line]
     assert 1 in shown and 40 in shown and len(shown) < 40  # the middle left out
-    assert [int(turn) for turn in row["turn_p_problem"]] == shown
+    assert [int(turn) for turn in row["turn_p_problem"]] == shown and len(looks) == len(shown)
+    assert f"MARK-TURN-{shown[-1]} " in looks[-1]["messages"][-1]["content"]  # the last look is the last turn's
 
 
 def test_a_turn_with_no_reply_is_not_asked_of(judge, run_flowrate, tmp_path):
@@ -67,7 +90,7 @@ def test_a_turn_with_no_reply_is_not_asked_of(judge, run_flowrate, tmp_path):
 def test_a_rerun_finds_the_turn_look_in_the_cache_and_sends_nothing(judge, run_flowrate, tmp_path):
     cache = ["--turn-look", "--cache-dir", str(tmp_path / "cache")]
     _, [first] = judged(judge, run_flowrate, tmp_path, *cache)
-    assert judge.requests == 2
+    assert judge.requests == 4  # the grading call and a look at each of the three replies
     judge.reset()
     again, [row] = judged(judge, run_flowrate, tmp_path, *cache, output="again.jsonl")
     assert judge.requests == 0, again.stderr
@@ -104,4 +127,4 @@ def test_a_dry_run_over_cached_verdicts_counts_the_turn_looks_still_to_ask(judge
     judge.reset()
     dry, _ = judged(judge, run_flowrate, tmp_path, *cache, "--turn-look", "--dry-run", output="dry.jsonl")
     assert dry.returncode == 0 and judge.requests == 0, dry.stderr
-    assert "1 call" in dry.stderr, dry.stderr  # the per-turn look, not the cached verdict
+    assert "3 call(s)" in dry.stderr, dry.stderr  # a look per reply, not the cached verdict
