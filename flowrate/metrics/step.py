@@ -586,9 +586,14 @@ class Judging:
                 self.look = again["look"] if "look" in kept else self.look
                 self.checklist = again["checklist"] if "checklist" in kept else self.checklist
                 added = [asked for kind in dict.fromkeys(kept) if kind in again and (asked := again[kind]) is not None]
-                if "turns" in kept:  # the turns not answered yet, asked of the refitted plan
+                if "turns" in kept:  # the turns not answered yet, of the refitted plan: from the cache, or asked
                     self.turns = [look for look in build_turn_looks(metric, refitted) if look.sample not in self.turn_p]
-                    added += [look for look in self.turns if cached_look(look) is None]
+                    for look in self.turns:
+                        seen = cached_look(look)
+                        if seen is None:
+                            added.append(look)
+                        else:
+                            self._take_addition(look, seen)
                 self.outstanding = [*self._asks(refitted), *added]
                 self.judgements.clear()
                 return

@@ -117,3 +117,22 @@ def test_a_server_that_counts_tokens_gets_its_window_filled_by_its_own_counts(ju
     prompt_tokens = sum(len(message["content"]) for message in body["messages"]) // 4  # as the server counts
     assert 0.8 * 6000 < prompt_tokens + body["max_tokens"] <= 6000  # past the 65 % kept for an estimate
     assert "/tokenize" in judge.probes
+
+
+def test_after_a_refit_the_per_turn_look_asks_the_turns_the_refitted_transcript_shows(judge, run_flowrate, tmp_path):
+    import orjson
+
+    judge.behave_as("llama-cpp-python", n_ctx=6000)
+    path = write_jsonl(tmp_path / "c.jsonl", [long_conversation()])
+    result = run_flowrate(*local_eval(judge, path, "-j", "1", "--max-retries", "5", "--turn-look"))
+    assert result.returncode == 0, result.stderr
+    [row] = read_rows(tmp_path / "out.jsonl")
+    assert row["error"] is None and row["truncated"] is True
+    grading = [body for body in chat_bodies(judge) if "follows_on" not in orjson.dumps(body).decode()]
+    looks = [body for body in chat_bodies(judge) if "follows_on" in orjson.dumps(body).decode()]
+    shown = [
+        orjson.loads(line)["turn"] for line in grading[-1]["messages"][-1]["content"].splitlines() if '"turn"' in line
+    ]
+    assert 1 in shown and 60 in shown and len(shown) < 60  # the refitted transcript leaves the middle out
+    assert [int(turn) for turn in row["turn_p_problem"]] == shown
+    assert len(looks) == len(shown)  # a look per turn shown, none asked of the plan the server refused
