@@ -315,8 +315,8 @@ class Planner:
     def estimate(self, plan: JudgePlan, exact: bool = False) -> CallEstimate:
         """What `plan` would send and cost by the price list: the one estimator that both the
         budget (bytes, cheap) and `--dry-run` (`exact`: counted with the model's tokenizer) use.
-        For a cached plan, only the look and the checklist the cache lacks; `cost_usd` None when
-        the price is unknown."""
+        For a cached plan, only the look, the checklist and the turns' looks the cache lacks;
+        `cost_usd` None when the price is unknown."""
         windows = [asked for _, asked in self.turn_windows(plan)]
         if plan.cached_texts is not None:
             calls, completion = self._missing_additions(plan)
@@ -324,8 +324,7 @@ class Planner:
             if not calls and not windows:
                 return CallEstimate()
         else:
-            calls = 1 if self.samples == 1 or self.backend.supports_n() else self.samples
-            calls += self.first_look + self.checklist
+            calls = self.calls_per_conversation - self.turn_look  # the turns' looks are counted below
             completion = self.expected_completion_tokens + (self.look_max_tokens if self.first_look else 0)
             completion += self.checklist_max_tokens if self.checklist else 0
         completion += self.turn_max_tokens * len(windows)
