@@ -451,13 +451,7 @@ class Judging:
         self.outstanding: list[JudgeRequest] = []
         if request.cached_replies is None:
             self.outstanding = self._asks(request)
-        for addition in (self.look, self.checklist, *self.turns):
-            if addition is not None:
-                seen = cached_look(addition)
-                if seen is None:
-                    self.outstanding.append(addition)
-                else:
-                    self._take_addition(addition, seen)
+        self.outstanding += self._to_send(self.look, self.checklist, *self.turns)
 
     @property
     def cached(self) -> bool:
@@ -485,6 +479,18 @@ class Judging:
         single = JudgeRequest(**{**request.__dict__, "body": body, "n": 1, "sample": sample})
         single.cached_replies = None
         return single
+
+    def _to_send(self, *additions: JudgeRequest | None) -> list[JudgeRequest]:
+        """Of `additions`, those whose reply the cache held taken now; the others, to send."""
+        sent = []
+        for addition in additions:
+            if addition is not None:
+                seen = cached_look(addition)
+                if seen is None:
+                    sent.append(addition)
+                else:
+                    self._take_addition(addition, seen)
+        return sent
 
     # -- taking replies ----------------------------------------------------------------------------
     def take(self, request: JudgeRequest, outcome: Reply | CallFailed) -> None:
@@ -588,12 +594,7 @@ class Judging:
                 added = [asked for kind in dict.fromkeys(kept) if kind in again and (asked := again[kind]) is not None]
                 if "turns" in kept:  # the turns not answered yet, of the refitted plan: from the cache, or asked
                     self.turns = [look for look in build_turn_looks(metric, refitted) if look.sample not in self.turn_p]
-                    for look in self.turns:
-                        seen = cached_look(look)
-                        if seen is None:
-                            added.append(look)
-                        else:
-                            self._take_addition(look, seen)
+                    added += self._to_send(*self.turns)
                 self.outstanding = [*self._asks(refitted), *added]
                 self.judgements.clear()
                 return
