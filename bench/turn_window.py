@@ -41,7 +41,10 @@ def main() -> None:
     parser.add_argument("--card", required=True, type=Path, help="the card's lines, written and resumed")
     parser.add_argument("--start", type=int, default=0, help="the first dialogue of the set's file asked (0-based)")
     args = parser.parse_args()
-    records = [orjson.loads(line) for line in (args.data_dir / SETS[SET].file).read_bytes().splitlines() if line]
+    data = args.data_dir / SETS[SET].file
+    if args.card.exists() and args.card.samefile(data):
+        parser.error(f"--card {args.card} is the set's own file: the card is written, the set only read")
+    records = [orjson.loads(line) for line in data.read_bytes().splitlines() if line]
     done = set()
     if args.card.exists():
         done = {orjson.loads(line)["id"] for line in args.card.read_bytes().splitlines() if line.strip()}

@@ -20,8 +20,9 @@ A step is one of:
   the request's ``max_tokens`` (``finish_reason: "length"``), else at the context window
 - any step may add ``"delay": seconds``, and ``"look": {step}``: the step a verdict-first look
   (a request whose schema holds no reason, ``--score combined``) takes instead
-- ``{"answers": {"id": "yes", ...}, "logprobs": {"id": {"yes": -0.1, "no": -2.4}}}``: a checklist
-  reply, each answer's token with the alternatives given; a step's ``"checklist": {step}`` is the
+- ``{"answers": {"1": "yes", ...}, "logprobs": {"1": {"yes": -0.1, "no": -2.4}}}``: a checklist
+  reply (its keys the questions' numbers; ``checklist_step`` writes one from the questions' ids),
+  each answer's token with the alternatives given; a step's ``"checklist": {step}`` is the
   step a checklist request (a schema of "yes"/"no" answers, ``--score checklist``) takes, and
   without one such a request is answered "no" to every question, with certainty; a step's
   ``"turns": {step}`` likewise answers each turn's look (``--turn-look``, a schema of one
@@ -65,8 +66,23 @@ from typing import Any
 
 from aiohttp import web
 
-from flowrate.rubric.checklist import TURN_KEY
+from flowrate.rubric.checklist import TURN_KEY, checklist_keys
+from flowrate.rubric.model import Rubric, load_rubric
 from tests import provider_stand_ins
+
+
+def checklist_step(
+    answers: dict[str, str], logprobs: dict[str, dict[str, float]] | None = None, rubric: Rubric | None = None
+) -> dict[str, Any]:
+    """A checklist reply's step written by the questions' ids of `rubric` (the flow rubric by
+    default): the judge answers under each question's number, as the request's schema asks."""
+    numbers = dict(
+        zip((item.id for item in (rubric or load_rubric()).checklist), checklist_keys(rubric or load_rubric()))
+    )
+    step: dict[str, Any] = {"answers": {numbers[key]: answer for key, answer in answers.items()}}
+    if logprobs:
+        step["logprobs"] = {numbers[key]: given for key, given in logprobs.items()}
+    return step
 
 
 @dataclass

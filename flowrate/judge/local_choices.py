@@ -8,8 +8,9 @@ the choice the most likely value (what greedy decoding under the schema's gramma
 followed a wrong guess is evaluated again.
 
 Why: a grammar-constrained reply is generated one token at a time, each a decode of its own; on 2
-cores the 1.5B judge's checklist took 7.6-9.6 s this way against 12.4-13.2 s token by token, and
-its per-turn look 4.8-8.0 s against 10.6-12.5 s, with the same answers (`bench/local_choices.py`,
+cores the 1.5B judge's checklist (its ten questions then) took 7.6-9.6 s this way against
+12.4-13.2 s token by token, and its per-turn look (then every turn in one reply) 4.8-8.0 s against
+10.6-12.5 s, with the same answers (`bench/local_choices.py`,
 docs/judges.md)."""
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def choose(
     evaluated again after its choice, fewer answers guessed a batch. Measured on the checklist of
     the 1.5B judge on 2 cores: a decode of the 8-10 tokens before an answer took 0.20-0.40 s, most
     of it reading the weights, so a batch per answer spent 2.3-2.8 s on the reply's ten stretches
-    and one batch about 1.6 s; the per-turn look (15 answers) went from 5.6-6.5 s to 4.8-5.1 s."""
+    and one batch about 1.6 s; the first per-turn look (15 answers in one reply) went from 5.6-6.5 s
+    to 4.8-5.1 s."""
     prompt = chat_prompt(llama, messages)
     heads = [
         ("{" if index == 0 else '", ') + orjson.dumps(key).decode() + ': "' for index, (key, _, _) in enumerate(fields)

@@ -27,7 +27,7 @@ TEMPERATURE = 0.0  # one sample: the judge's most likely verdict
 # K samples at temperature 0 are K copies of one verdict: their agreement would say nothing. 0.7 is
 # the usual sampling temperature of self-consistency voting (Wang et al. 2022 used 0.5-0.7).
 SAMPLING_TEMPERATURE = 0.7
-TOKENS_PER_ANSWER = 12  # "answers_latest": "yes", is 9 tokens with Qwen2.5's tokenizer
+TOKENS_PER_ANSWER = 12  # `", "follows_on": "yes` is 8 tokens with Qwen2.5's tokenizer, a checklist's `", "1": "yes` 6
 TOKENS_PER_VERDICT = 16  # {"verdict": "partial"} is 7 tokens with Qwen2.5's tokenizer; a suite's criterion about 12
 
 

@@ -7,29 +7,38 @@ The replies' schemas and how they are read are in `flowrate.scores.checklist`.""
 
 from __future__ import annotations
 
-import orjson
-
 from flowrate.errors import ConfigError
 from flowrate.inputs.conversation import EvalTestCase
 from flowrate.rubric.model import Rubric
 
 
+def checklist_keys(rubric: Rubric) -> list[str]:
+    """The keys of a checklist reply: each question's number in the rubric's order ("1", "2", ...).
+    Numbers, not the questions' ids: with Qwen2.5's tokenizer an answer (`", "1": "yes`) is 6
+    tokens under a number and 7-10 under the flow rubric's ids (`", "misses_frustration": "yes`),
+    and a hosted judge bills what it writes; the reader gives each answer back under its
+    question's id (`flowrate.scores.checklist`)."""
+    return [str(number) for number in range(1, len(rubric.checklist) + 1)]
+
+
 def checklist_messages(rubric: Rubric, judged_messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """The chat messages that ask `rubric`'s checklist about the conversation of
     `judged_messages` (the grading request's messages, the conversation last): those messages
-    unchanged, then one user message with the questions and the reply's shape."""
+    unchanged, then one user message with the numbered questions and the reply's shape."""
     if not rubric.checklist:
         raise ConfigError(f"rubric {rubric.name} declares no checklist: add `checklist:` questions to use it")
     if not judged_messages or judged_messages[-1].get("role") != "user":
         raise ValueError("the judged messages end with the grading request's user message (the conversation)")
-    questions = "\n".join(f"- {orjson.dumps(item.id).decode()}: {item.question}" for item in rubric.checklist)
+    keys = checklist_keys(rubric)
+    questions = "\n".join(f"{key}. {item.question}" for key, item in zip(keys, rubric.checklist))
     # Short: read after the conversation on every call, these tokens are what the checklist costs
-    # in process (the 1.5B judge reads about 50 a second on 2 cores); the schema gives the shape.
-    shown = [f'{orjson.dumps(item.id).decode()}: "{answer}"' for item, answer in zip(rubric.checklist, ("yes", "no"))]
+    # beyond the verdict (a judge holds the rubric and the conversation from the calls before, a
+    # hosted one bills them again at its cached price); the schema gives the shape.
+    shown = [f'"{key}": "{answer}"' for key, answer in zip(keys, ("yes", "no"))]
     ask = (
-        'Now answer each question below about the assistant\'s replies in that conversation, "yes" or "no".\n'
+        'Answer "yes" or "no" about the assistant in that conversation.\n'
         f"{questions}\n"
-        f"Reply with one JSON object of each question's id and its answer, nothing else: {{{', '.join(shown)}, ...}}"
+        f"Reply in JSON, each number and its answer: {{{', '.join(shown)}, ...}}"
     )
     return [*judged_messages, {"role": "user", "content": ask}]
 
@@ -52,7 +61,7 @@ def turn_window_messages(rubric: Rubric, turns: list[EvalTestCase], index: int) 
     positions (docs/judges.md); the system message, the same for every turn, is the prefix a judge
     keeps in its cache."""
     before = turns[max(0, index - EXCHANGES_SHOWN) : index]
-    shown = "\n".join(f"User: {turn.input}\nChatbot: {turn.actual_output or ''}" for turn in before)
+    shown = "\n".join(f"User: {one_line(turn.input)}\nChatbot: {one_line(turn.actual_output)}" for turn in before)
     turn = turns[index]
     system = (
         'You check one reply of a chatbot in a conversation. Answer "no" if the reply breaks the flow'
@@ -60,8 +69,16 @@ def turn_window_messages(rubric: Rubric, turns: list[EvalTestCase], index: int) 
     )
     ask = (
         f"Earlier:\n{shown or '(the conversation starts here)'}\n\n"
-        f"User: {turn.input}\nChatbot reply: {turn.actual_output or ''}\n\n"
+        f"User: {one_line(turn.input)}\nChatbot reply: {one_line(turn.actual_output)}\n\n"
         "Does the chatbot's reply follow on from what the user just said?"
         f' Reply with one JSON object and nothing else: {{"{TURN_KEY}": "yes"|"no"}}'
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": ask}]
+
+
+def one_line(text: str | None) -> str:
+    """A message of the window on one line, its line breaks spaces: only the window's own labels
+    ("User: ", "Chatbot: ", "Chatbot reply: ") begin a line, so a message holding
+    "\\nChatbot reply: ..." cannot pass for the window's structure. A text without line breaks is
+    unchanged (every ABC-Eval turn the look was measured on: docs/judges.md)."""
+    return " ".join((text or "").splitlines())

@@ -11,13 +11,14 @@ questions answered, of P(the good answer): P(yes) for a question whose good answ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from flowrate.judge.logprobs import Tokens, tokens_fault
-from flowrate.rubric.checklist import TURN_KEY
+from flowrate.rubric.checklist import TURN_KEY, checklist_keys
 from flowrate.rubric.model import Rubric, Scale
 from flowrate.scores.distribution import distribution_at, value_offsets
 
@@ -26,9 +27,9 @@ YES_NO = Scale(levels={"yes": 1.0, "no": 0.0})
 
 
 def checklist_schema(rubric: Rubric) -> dict[str, Any]:
-    """The JSON schema of a checklist reply: every question's id, in the rubric's order, with
-    "yes" or "no"."""
-    return yes_no_schema([item.id for item in rubric.checklist])
+    """The JSON schema of a checklist reply: every question's number (`checklist_keys`), in the
+    rubric's order, with "yes" or "no"."""
+    return yes_no_schema(checklist_keys(rubric))
 
 
 def turn_schema() -> dict[str, Any]:
@@ -58,8 +59,16 @@ class ChecklistReading:
 
 def checklist_reading(rubric: Rubric, text: str, tokens: Tokens | None) -> ChecklistReading:
     """The checklist reply `text` of `rubric`'s questions read, each P(yes) from `tokens` (the
-    reply's log-probabilities in OpenAI's `logprobs.content` shape) where they give it."""
-    reading = yes_no_reading([item.id for item in rubric.checklist], text, tokens)
+    reply's log-probabilities in OpenAI's `logprobs.content` shape) where they give it; each
+    answer, P(yes) and problem under its question's id."""
+    by_key = yes_no_reading(checklist_keys(rubric), text, tokens, named=lambda key: f"question {key}")
+    ids = {key: item.id for key, item in zip(checklist_keys(rubric), rubric.checklist)}
+    reading = ChecklistReading(
+        answers={ids[key]: answer for key, answer in by_key.answers.items()},
+        p_yes={ids[key]: p for key, p in by_key.p_yes.items()},
+        p_yes_from={ids[key]: source for key, source in by_key.p_yes_from.items()},
+        problems={ids[key]: problem for key, problem in by_key.problems.items()},
+    )
     reading.score = checklist_score(rubric, reading.p_yes)
     return reading
 
@@ -71,9 +80,12 @@ def turn_reading(text: str, tokens: Tokens | None) -> float | None:
     return 1.0 - reading.p_yes[TURN_KEY] if TURN_KEY in reading.p_yes else None
 
 
-def yes_no_reading(keys: list[str], text: str, tokens: Tokens | None) -> ChecklistReading:
+def yes_no_reading(
+    keys: list[str], text: str, tokens: Tokens | None, named: Callable[[str], str] = str
+) -> ChecklistReading:
     """The "yes" or "no" under each of `keys` in the reply `text`, each P(yes) read at its value's
-    token where `tokens` spell the reply, else 1 or 0 from the text."""
+    token where `tokens` spell the reply, else 1 or 0 from the text; a problem names its key as
+    `named` says."""
     reading = ChecklistReading()
     found = _reply_object(text)
     if found is None:
@@ -85,7 +97,7 @@ def yes_no_reading(keys: list[str], text: str, tokens: Tokens | None) -> Checkli
         answer = str(found.get(key, "")).strip().lower()
         if answer not in ANSWERS:
             shown = "no answer" if key not in found else f"the answer {found[key]!r}"
-            reading.problems[key] = f'{shown} to {key} (expected "yes" or "no")'
+            reading.problems[key] = f'{shown} to {named(key)} (expected "yes" or "no")'
             continue
         reading.answers[key] = answer
         probs = None

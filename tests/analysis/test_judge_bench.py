@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from tests.helpers import CHROMIUM, CHROMIUM_ARGS, chat_bodies, write_jsonl
+from tests.judge_server import checklist_step
 
 LEVELS = ["none", "minor", "partial", "mostly", "fully"]
 SCORES = {"none": 0.0, "minor": 0.3, "partial": 0.7, "mostly": 0.9, "fully": 1.0}
@@ -418,10 +419,9 @@ def test_the_card_has_every_look_of_every_dialogue_and_the_looks_combined_on_the
     steps = {}
     for i, (verdict, coherent) in enumerate(PLAN):
         p_good = 0.1 + 0.8 * coherent / 2  # the checklist follows people; the verdict has two swaps
-        checklist = {
-            "answers": {"ends_well": "yes"},
-            "logprobs": {"ends_well": {"yes": math.log(p_good), "no": math.log(1 - p_good)}},
-        }
+        checklist = checklist_step(
+            {"ends_well": "yes"}, {"ends_well": {"yes": math.log(p_good), "no": math.log(1 - p_good)}}
+        )
         steps[i] = [{"verdict": verdict, "reason": "r", "key_issues": [], "checklist": checklist}]
     _fed(tmp_path, judge, steps=steps)
     own = [json.loads(line) for line in (tmp_path / "data" / "fed_dialog_level.jsonl").read_text().splitlines()]

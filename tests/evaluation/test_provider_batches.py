@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers import FLOWRATE, MARK_FAIL, TEST_KEY, batch_args, read_rows, turn_record, write_jsonl
 from tests.helpers import batch_conversations as conversations
+from tests.judge_server import checklist_step
 
 
 def submitted_and_polling(batch_server):
@@ -302,7 +303,8 @@ JUDGED = (
 )  # fmt: skip
 OPTION_SETS = {
     "combined, a look beside each call": ["--score", "combined"],
-    "a checklist beside each call": ["--score", "checklist"],
+    # the scripted judge answers "no" to every question it is not told: 8 of the flow checklist's 12 weight, 0.667
+    "a checklist beside each call": ["--score", "checklist", "--threshold", "0.6"],
     "a per-turn look beside each call": ["--turn-look"],
     "three samples in one request": ["--samples", "3"],
     "verdict first, expected score": ["--reply-order", "verdict-first", "--score", "expected"],
@@ -318,7 +320,7 @@ def test_a_batch_gives_the_rows_eval_gives_online_for_every_option_that_shapes_a
     torn = {"verdict": "fully", "reason": "torn", "logprobs": {"fully": -0.5108, "none": -0.9163}}
 
     def script():
-        checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
+        checklist = checklist_step({"ends_well": "yes"}, {"ends_well": {"yes": -0.3567, "no": -1.204}})
         turns = {"answers": {"follows_on": "no"}, "logprobs": {"follows_on": {"no": -0.2231, "yes": -1.6094}}}
         judge.script(
             "question 1",

@@ -12,6 +12,7 @@ import pytest
 
 from flowrate import ConversationalEvalTestCase, EvalTestCase
 from tests.helpers import FLOWRATE, distinct, lines_in, read_rows, turn_record, write_jsonl
+from tests.judge_server import checklist_step
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data.llm")
@@ -721,7 +722,7 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     logs = write_jsonl(tmp_path / "logs.jsonl", records)
 
     def script():
-        checklist = {"answers": {"ends_well": "yes"}, "logprobs": {"ends_well": {"yes": -0.3567, "no": -1.204}}}
+        checklist = checklist_step({"ends_well": "yes"}, {"ends_well": {"yes": -0.3567, "no": -1.204}})
         torn = {"answers": {"follows_on": "no"}, "logprobs": {"follows_on": {"no": -0.2231, "yes": -1.6094}}}
         turns = {"by_input": {"and then?": torn}}  # turn 2 of c5; its other turns follow on
         ray_judge.script("question 5", {**TORN, "look": TORN, "checklist": checklist, "turns": turns})
@@ -733,9 +734,10 @@ def test_ray_gives_the_rows_eval_gives_for_every_option_that_shapes_a_judgement(
     ray_judge.reset()
     script()
     on_ray = _eval(run_flowrate, ray_judge, logs, "ray.jsonl", "--no-cache", *options, "--engine", "ray")
-    # c7's "minor" fails the gate; scored by the checklist (the scripted judge answers "no" to every
-    # question but c5's: 11.5 of its 15.5 weight on a good "no"), every conversation passes
-    assert on_ray.returncode == local.returncode == (0 if "checklist" in options else 1), on_ray.stderr
+    # c7's "minor" fails the gate; scored by the checklist, the conversations fail it whose checklist
+    # the scripted judge answers "no" to every question (8 of the flow checklist's 12 weight on a
+    # good "no": 0.667, below the threshold of 0.7)
+    assert on_ray.returncode == local.returncode == 1, on_ray.stderr
     assert ray_judge.requests == sent_locally
     local_rows, ray_rows = _by_id(read_rows(tmp_path / "local.jsonl")), _by_id(read_rows(tmp_path / "ray.jsonl"))
     assert ray_rows.keys() == local_rows.keys() and len(ray_rows) == 8

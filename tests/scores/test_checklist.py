@@ -51,28 +51,29 @@ def scripted_tokens(reply: dict[str, str], alternatives: dict[str, dict[str, flo
     return "".join(token["token"] for token in tokens), tokens
 
 
-def test_the_checklist_request_is_the_grading_request_unchanged_then_every_question_by_its_id(rubric):
+def test_the_checklist_request_is_the_grading_request_unchanged_then_every_question_by_its_number(rubric):
     case = ConversationalEvalTestCase(turns=[EvalTestCase(input="MARK-Q where is my order?", actual_output="Shipped.")])
     judged = rubric.build_messages(case)
     messages = checklist_messages(rubric, judged)
     assert messages[: len(judged)] == judged  # the same prefix: a judge keeping its prompt cache reuses it
     ask = messages[-1]
     assert ask["role"] == "user" and len(messages) == len(judged) + 1
-    assert '- "answers": Does each reply answer the user?' in ask["content"]
-    assert '- "repeats": Does the assistant repeat itself?' in ask["content"]
-    assert ask["content"].endswith('{"answers": "yes", "repeats": "no", ...}')  # the shape, short: read on every call
+    assert "\n1. Does each reply answer the user?\n2. Does the assistant repeat itself?\n" in ask["content"]
+    assert ask["content"].endswith('{"1": "yes", "2": "no", ...}')  # the shape, short: read on every call
+    assert "answers" not in ask["content"] and "repeats" not in ask["content"]  # the ids are the rows' names, not asked
 
 
 def test_the_checklist_schema_asks_one_yes_or_no_per_question_in_the_rubrics_order(rubric):
     schema = checklist_schema(rubric)
-    assert schema["required"] == ["answers", "repeats"] and schema["additionalProperties"] is False
+    assert schema["required"] == ["1", "2"] and schema["additionalProperties"] is False
     assert all(part == {"type": "string", "enum": ["yes", "no"]} for part in schema["properties"].values())
 
 
-def test_each_answer_is_read_as_p_yes_at_its_values_token_and_the_score_is_the_weighted_mean(rubric):
+def test_each_answer_is_read_as_p_yes_at_its_values_token_under_its_questions_id_and_the_score_is_the_weighted_mean(
+    rubric,
+):
     text, tokens = scripted_tokens(
-        {"answers": "yes", "repeats": "no"},
-        {"answers": {"yes": 0.6, "no": 0.3, "maybe": 0.1}, "repeats": {"no": 0.8, "yes": 0.2}},
+        {"1": "yes", "2": "no"}, {"1": {"yes": 0.6, "no": 0.3, "maybe": 0.1}, "2": {"no": 0.8, "yes": 0.2}}
     )
     reading = checklist_reading(rubric, text, tokens)
     assert reading.answers == {"answers": "yes", "repeats": "no"} and reading.problems == {}
@@ -85,7 +86,7 @@ def test_each_answer_is_read_as_p_yes_at_its_values_token_and_the_score_is_the_w
 
 def test_an_answer_spelled_in_two_tokens_takes_the_product_along_the_reply():
     rubric = load_rubric()  # the flow rubric's checklist
-    answers = {item.id: "no" for item in rubric.checklist}
+    answers = {str(number): "no" for number in range(1, len(rubric.checklist) + 1)}
     text, tokens = scripted_tokens(answers, {})
     # split the first answer "no" into "n" + "o", with "y" (for "yes") beside "n" at the first
     first = next(i for i, token in enumerate(tokens) if token["token"] == "no")
@@ -103,25 +104,25 @@ def test_an_answer_spelled_in_two_tokens_takes_the_product_along_the_reply():
 
 
 def test_without_log_probabilities_each_answer_is_one_or_zero_from_its_text(rubric):
-    reading = checklist_reading(rubric, '{"answers": "no", "repeats": "yes"}', None)
+    reading = checklist_reading(rubric, '{"1": "no", "2": "yes"}', None)
     assert reading.p_yes == {"answers": 0.0, "repeats": 1.0}
     assert reading.p_yes_from == {"answers": "text", "repeats": "text"} and reading.score == 0.0
 
 
 def test_tokens_that_do_not_spell_the_reply_are_not_read_and_the_text_decides(rubric):
-    text, tokens = scripted_tokens({"answers": "yes", "repeats": "no"}, {"answers": {"yes": 0.6, "no": 0.4}})
+    text, tokens = scripted_tokens({"1": "yes", "2": "no"}, {"1": {"yes": 0.6, "no": 0.4}})
     reading = checklist_reading(rubric, text + " ", tokens)
     assert reading.p_yes == {"answers": 1.0, "repeats": 0.0} and set(reading.p_yes_from.values()) == {"text"}
 
 
 def test_a_missing_or_unknown_answer_is_named_and_left_out_of_the_score_never_invented(rubric):
-    reading = checklist_reading(rubric, '{"answers": "perhaps"}', None)
+    reading = checklist_reading(rubric, '{"1": "perhaps", "answers": "yes"}', None)  # an id is not a key
     assert reading.answers == {} and reading.score is None
     assert reading.problems == {
-        "answers": 'the answer \'perhaps\' to answers (expected "yes" or "no")',
-        "repeats": 'no answer to repeats (expected "yes" or "no")',
+        "answers": 'the answer \'perhaps\' to question 1 (expected "yes" or "no")',
+        "repeats": 'no answer to question 2 (expected "yes" or "no")',
     }
-    partly = checklist_reading(rubric, '{"repeats": "no"}', None)
+    partly = checklist_reading(rubric, '{"2": "no"}', None)
     assert partly.score == 1.0 and list(partly.problems) == ["answers"]
     assert checklist_reading(rubric, "I cannot answer.", None).problems.keys() == {"answers", "repeats"}
 
@@ -136,13 +137,14 @@ def test_the_flow_rubric_declares_a_checklist_from_its_criteria_and_its_rules():
         "off_topic",
         "derails",
         "ends_well",
-        "left_hanging",
     ):
         assert wanted in ids
+    # no question the negation of another: each is read after the conversation on every call
+    assert not {"ignores_request", "left_hanging"} & set(ids)
     assert {item.good for item in rubric.checklist} == {"yes", "no"} and all(
         item.weight > 0 for item in rubric.checklist
     )
-    assert checklist_schema(rubric)["required"] == ids
+    assert checklist_schema(rubric)["required"] == [str(number) for number in range(1, len(ids) + 1)]
 
 
 def test_a_rubric_without_a_checklist_is_refused_with_a_plain_message(tmp_path):
@@ -176,7 +178,7 @@ def test_repeated_checklist_ids_are_refused_naming_them(tmp_path):
 
 def test_the_reply_written_by_the_schema_parses_as_json_for_every_question():
     rubric = load_rubric()
-    text = orjson.dumps({item.id: "yes" for item in rubric.checklist}).decode()
+    text = orjson.dumps(dict.fromkeys(checklist_schema(rubric)["required"], "yes")).decode()
     reading = checklist_reading(rubric, text, None)
     assert reading.problems == {} and len(reading.p_yes) == len(rubric.checklist)
 
@@ -187,4 +189,4 @@ def test_the_virtual_agent_suite_declares_a_checklist_covering_its_criteria():
     assert {"requests_done", "misreads_user", "value_asked_again", "loops", "forgets_context"} <= ids
     assert {"makes_things_up", "padding", "confusing"} <= ids
     schema = checklist_schema(rubric)
-    assert set(schema["required"]) == ids and all(item.weight > 0 for item in rubric.checklist)
+    assert len(schema["required"]) == len(ids) and all(item.weight > 0 for item in rubric.checklist)

@@ -11,13 +11,14 @@ import pytest
 
 from flowrate.rubric.model import load_rubric
 from tests.helpers import read_rows, turn_record, write_jsonl
+from tests.judge_server import checklist_step
 
 FLOW = load_rubric()
 # torn on one lapse (P(yes) 0.75 that it asked again for what was given), sure of the rest
-CHECKLIST = {
-    "answers": {item.id: item.good for item in FLOW.checklist} | {"redundant_ask": "no"},
-    "logprobs": {"redundant_ask": {"yes": math.log(0.75), "no": math.log(0.25)}},
-}
+CHECKLIST = checklist_step(
+    {item.id: item.good for item in FLOW.checklist} | {"redundant_ask": "no"},
+    {"redundant_ask": {"yes": math.log(0.75), "no": math.log(0.25)}},
+)
 
 
 def judged(judge, run_flowrate, tmp_path, *extra, output="out.jsonl", step=None):
