@@ -32,8 +32,9 @@ def checklist_messages(rubric: Rubric, judged_messages: list[dict[str, str]]) ->
     keys = checklist_keys(rubric)
     questions = "\n".join(f"{key}. {item.question}" for key, item in zip(keys, rubric.checklist))
     # Short: read after the conversation on every call, these tokens are what the checklist costs
-    # beyond the verdict (a judge holds the rubric and the conversation from the calls before, a
-    # hosted one bills them again at its cached price); the schema gives the shape.
+    # beyond the verdict (a judge keeping its prompt's cache holds the rubric and the conversation
+    # from the calls before; a hosted one bills them again, at its cached price where it caches
+    # them); the schema gives the shape.
     shown = [f'"{key}": "{answer}"' for key, answer in zip(keys, ("yes", "no"))]
     ask = (
         'Answer "yes" or "no" about the assistant in that conversation.\n'
