@@ -224,7 +224,7 @@ def test_a_reply_of_choices_reads_the_same_answers_whether_its_guesses_were_righ
 
     from flowrate.judge.backend import TOP_LOGPROBS
     from flowrate.judge.local_model import generate, load_llama
-    from flowrate.rubric.checklist import checklist_messages
+    from flowrate.rubric.checklist import checklist_keys, checklist_messages
     from flowrate.scores.checklist import checklist_reading, checklist_schema
 
     rubric = load_rubric()
@@ -235,12 +235,14 @@ def test_a_reply_of_choices_reads_the_same_answers_whether_its_guesses_were_righ
     first: dict[str, str] = {}
     plain = generate(llama, messages, response_format, 0.0, 512, stop, TOP_LOGPROBS, guesses=first)
     read = checklist_reading(rubric, plain.texts[0], plain.tokens(0))
-    assert first == read.answers and len(first) == len(rubric.checklist)
-    flipped = {key: "no" if answer == "yes" else "yes" for key, answer in read.answers.items()}
+    # the guesses are kept under the reply's keys (the questions' numbers), the reading under their ids
+    given = {key: read.answers[item.id] for key, item in zip(checklist_keys(rubric), rubric.checklist)}
+    assert first == given and len(first) == len(rubric.checklist)
+    flipped = {key: "no" if answer == "yes" else "yes" for key, answer in given.items()}
     for guesses in ({**first}, flipped):
         llama.reset()  # the prompt evaluated afresh each time, as on the first call
         again = generate(llama, messages, response_format, 0.0, 512, stop, TOP_LOGPROBS, guesses=guesses)
         reading = checklist_reading(rubric, again.texts[0], again.tokens(0))
-        assert again.texts == plain.texts and guesses == read.answers
+        assert again.texts == plain.texts and guesses == given
         # a batch split otherwise moves llama.cpp's sums in their last digits, not further
         assert max(abs(reading.p_yes[key] - read.p_yes[key]) for key in read.p_yes) < 1e-3
