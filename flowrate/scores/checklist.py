@@ -61,14 +61,8 @@ def checklist_reading(rubric: Rubric, text: str, tokens: Tokens | None) -> Check
     """The checklist reply `text` of `rubric`'s questions read, each P(yes) from `tokens` (the
     reply's log-probabilities in OpenAI's `logprobs.content` shape) where they give it; each
     answer, P(yes) and problem under its question's id."""
-    by_key = yes_no_reading(checklist_keys(rubric), text, tokens, named=lambda key: f"question {key}")
     ids = {key: item.id for key, item in zip(checklist_keys(rubric), rubric.checklist)}
-    reading = ChecklistReading(
-        answers={ids[key]: answer for key, answer in by_key.answers.items()},
-        p_yes={ids[key]: p for key, p in by_key.p_yes.items()},
-        p_yes_from={ids[key]: source for key, source in by_key.p_yes_from.items()},
-        problems={ids[key]: problem for key, problem in by_key.problems.items()},
-    )
+    reading = yes_no_reading(ids, text, tokens, named=lambda key: f"question {key}")
     reading.score = checklist_score(rubric, reading.p_yes)
     return reading
 
@@ -76,37 +70,37 @@ def checklist_reading(rubric: Rubric, text: str, tokens: Tokens | None) -> Check
 def turn_reading(text: str, tokens: Tokens | None) -> float | None:
     """One turn's look `text` read: P(the reply breaks the flow), 1 - P(yes) under `TURN_KEY`,
     from `tokens` where they give it; None for a reply without the answer."""
-    reading = yes_no_reading([TURN_KEY], text, tokens)
+    reading = yes_no_reading({TURN_KEY: TURN_KEY}, text, tokens)
     return 1.0 - reading.p_yes[TURN_KEY] if TURN_KEY in reading.p_yes else None
 
 
 def yes_no_reading(
-    keys: list[str], text: str, tokens: Tokens | None, named: Callable[[str], str] = str
+    keys: dict[str, str], text: str, tokens: Tokens | None, named: Callable[[str], str] = str
 ) -> ChecklistReading:
-    """The "yes" or "no" under each of `keys` in the reply `text`, each P(yes) read at its value's
-    token where `tokens` spell the reply, else 1 or 0 from the text; a problem names its key as
-    `named` says."""
+    """The "yes" or "no" under each key of `keys` in the reply `text`, kept under the name `keys`
+    gives it, each P(yes) read at its value's token where `tokens` spell the reply, else 1 or 0
+    from the text; a problem names its key as `named` says."""
     reading = ChecklistReading()
     found = _reply_object(text)
     if found is None:
-        reading.problems = dict.fromkeys(keys, "the reply holds no JSON object of answers")
+        reading.problems = dict.fromkeys(keys.values(), "the reply holds no JSON object of answers")
         return reading
     spelled = tokens is not None and tokens_fault(text, tokens) is None
     starts = {path[0]: offset for path, offset in value_offsets(text) if len(path) == 1}
-    for key in keys:
+    for key, name in keys.items():
         answer = str(found.get(key, "")).strip().lower()
         if answer not in ANSWERS:
             shown = "no answer" if key not in found else f"the answer {found[key]!r}"
-            reading.problems[key] = f'{shown} to {named(key)} (expected "yes" or "no")'
+            reading.problems[name] = f'{shown} to {named(key)} (expected "yes" or "no")'
             continue
-        reading.answers[key] = answer
+        reading.answers[name] = answer
         probs = None
         if spelled and tokens is not None and key in starts:
             probs = distribution_at(text, tokens, starts[key], YES_NO)
         if probs is not None:
-            reading.p_yes[key], reading.p_yes_from[key] = probs.probs["yes"], "logprobs"
+            reading.p_yes[name], reading.p_yes_from[name] = probs.probs["yes"], "logprobs"
         else:
-            reading.p_yes[key], reading.p_yes_from[key] = float(answer == "yes"), "text"
+            reading.p_yes[name], reading.p_yes_from[name] = float(answer == "yes"), "text"
     return reading
 
 
